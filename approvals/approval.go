@@ -1,0 +1,145 @@
+package approvals
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is an approval's state. Only pending approvals take decisions.
+type Status string
+
+// The approval statuses of CONTRACT.md.
+const (
+	StatusPending  Status = "pending"
+	StatusApproved Status = "approved"
+	StatusRejected Status = "rejected"
+	StatusEdited   Status = "edited"
+	StatusExpired  Status = "expired"
+)
+
+// Final reports whether no further decision can change the approval.
+func (s Status) Final() bool { return s != StatusPending }
+
+// Action is what an approver answers.
+type Action string
+
+// The decision actions.
+const (
+	ActionApprove Action = "approve"
+	ActionReject  Action = "reject"
+	ActionEdit    Action = "edit"
+)
+
+// Scope says how far an approval reaches: this call only, or later calls of
+// the same tool in the same thread (never over a deny).
+type Scope string
+
+// The decision scopes.
+const (
+	ScopeCall    Scope = "call"
+	ScopeSession Scope = "session"
+)
+
+// Risk is a tool's declared risk tier; it drives the default policy and is
+// shown on every card.
+type Risk string
+
+// The risk tiers of CONTRACT.md, from harmless to dangerous.
+const (
+	RiskRead       Risk = "read"
+	RiskReversible Risk = "reversible"
+	RiskExternal   Risk = "external"
+	RiskHighImpact Risk = "high_impact"
+)
+
+// Approval is a suspended tool call waiting for (or past) a human decision.
+// Proposed, approved and executed arguments are kept apart so the audit can
+// show what was asked, what was allowed and what actually ran.
+type Approval struct {
+	ID        string `json:"id"`
+	RunID     string `json:"run_id"`
+	StepIndex int    `json:"step_index"`
+	// Thread is the run's thread in "<channel>:<key>" form.
+	Thread    string `json:"thread"`
+	Requester string `json:"requester"`
+	Tool      string `json:"tool"`
+	// Destructive and Risk are copied from the tool so a decision can be
+	// judged without the config that created the call.
+	Destructive  bool           `json:"destructive"`
+	Risk         Risk           `json:"risk"`
+	ProposedArgs map[string]any `json:"proposed_args"`
+	ApprovedArgs map[string]any `json:"approved_args"`
+	ExecutedArgs map[string]any `json:"executed_args"`
+	Preview      string         `json:"dry_run_preview"`
+	Reason       string         `json:"reason"`
+	Status       Status         `json:"status"`
+	// Approvers are the rule's entries as configured ("group:sre");
+	// Eligible are the identities they expand to at creation time.
+	Approvers []string `json:"approvers"`
+	Eligible  []string `json:"eligible"`
+	Quorum    int      `json:"quorum"`
+	// Rule is the index of the policy rule that asked (-1: the default).
+	Rule      int        `json:"rule"`
+	Decisions []Decision `json:"decisions"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	DecidedAt *time.Time `json:"decided_at"`
+}
+
+// Decision is one approver's recorded answer (or the system's, for expiry).
+type Decision struct {
+	Actor   string         `json:"actor"`
+	Channel string         `json:"channel"`
+	Action  Action         `json:"action"`
+	Args    map[string]any `json:"args,omitempty"`
+	Reason  string         `json:"reason,omitempty"`
+	Scope   Scope          `json:"scope,omitempty"`
+	At      time.Time      `json:"at"`
+	// Superseded marks approvals of older arguments that an edit voided;
+	// they stay in the record but no longer count toward quorum.
+	Superseded bool `json:"superseded,omitempty"`
+}
+
+// Winners lists the actors whose decisions produced the final status, for
+// "Approved by … at …" and for 409 answers.
+func (a *Approval) Winners() []string {
+	var out []string
+	for _, d := range a.Decisions {
+		if d.Superseded {
+			continue
+		}
+		switch {
+		case a.Status == StatusRejected && d.Action == ActionReject,
+			a.Status == StatusExpired && d.Action == "expire",
+			(a.Status == StatusApproved || a.Status == StatusEdited) && (d.Action == ActionApprove || d.Action == ActionEdit):
+			out = append(out, d.Actor)
+		}
+	}
+	return out
+}
+
+// CountedApprovals is the number of distinct approvers whose approval
+// counts toward quorum now.
+func (a *Approval) CountedApprovals() int {
+	seen := map[string]bool{}
+	for _, d := range a.Decisions {
+		if !d.Superseded && (d.Action == ActionApprove || d.Action == ActionEdit) {
+			seen[d.Actor] = true
+		}
+	}
+	return len(seen)
+}
+
+// Clone returns a deep copy, so a decision can be computed on a copy and
+// discarded if refused.
+func (a *Approval) Clone() *Approval {
+	b, err := json.Marshal(a)
+	if err != nil {
+		panic("approvals: clone: " + err.Error()) // only JSON-safe values are stored
+	}
+	var c Approval
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic("approvals: clone: " + err.Error())
+	}
+	return &c
+}

@@ -1,0 +1,185 @@
+package approvals
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Effect is what the policy gate does with a tool call.
+type Effect string
+
+// The three effects of a policy rule.
+const (
+	EffectAllow Effect = "allow"
+	EffectAsk   Effect = "ask"
+	EffectDeny  Effect = "deny"
+)
+
+// DefaultMode is the effect when no rule matches. DefaultAuto asks for
+// destructive tools and for risk external or high_impact, and allows the rest.
+type DefaultMode string
+
+// The default modes.
+const (
+	DefaultAuto  DefaultMode = "auto"
+	DefaultAllow DefaultMode = "allow"
+	DefaultAsk   DefaultMode = "ask"
+	DefaultDeny  DefaultMode = "deny"
+)
+
+// Rule matches tool calls by tool-name glob and argument globs ("*" any
+// run of characters, "?" one character). Non-string arguments are matched
+// against their compact JSON; a missing argument never matches.
+type Rule struct {
+	Tool      string
+	Args      map[string]string
+	Effect    Effect
+	Approvers []string
+	Quorum    int
+}
+
+// ToolInfo is what the policy needs to know about a tool.
+type ToolInfo struct {
+	Name        string
+	Risk        Risk
+	Destructive bool
+}
+
+// Policy is the ordered rule list plus the no-match default.
+type Policy struct {
+	Rules   []Rule
+	Default DefaultMode
+	// DefaultApprovers decide calls that ask without naming approvers (the
+	// default, or an ask rule without approvers).
+	DefaultApprovers []string
+}
+
+// Verdict is the policy's answer for one call.
+type Verdict struct {
+	Effect Effect
+	// Rule is the index of the deciding rule, -1 for the default.
+	Rule      int
+	Approvers []string
+	Quorum    int
+	// Why explains the verdict in one line for audit and replies.
+	Why string
+}
+
+// Evaluate applies the rules: any matching deny is final, otherwise the last
+// matching rule wins, otherwise the default. Deny being final means no later
+// rule, grant or edit can let the call through.
+func (p *Policy) Evaluate(t ToolInfo, args map[string]any) Verdict {
+	last := -1
+	for i, r := range p.Rules {
+		if !r.matches(t.Name, args) {
+			continue
+		}
+		if r.Effect == EffectDeny {
+			return Verdict{Effect: EffectDeny, Rule: i, Why: fmt.Sprintf("denied by policy rule %d (tool %q)", i, r.Tool)}
+		}
+		last = i
+	}
+	if last >= 0 {
+		r := p.Rules[last]
+		v := Verdict{Effect: r.Effect, Rule: last, Approvers: r.Approvers, Quorum: max(r.Quorum, 1),
+			Why: fmt.Sprintf("policy rule %d (tool %q): %s", last, r.Tool, r.Effect)}
+		if v.Effect == EffectAsk && len(v.Approvers) == 0 {
+			v.Approvers = p.DefaultApprovers
+		}
+		return v
+	}
+	v := Verdict{Effect: p.defaultEffect(t), Rule: -1, Quorum: 1}
+	v.Why = fmt.Sprintf("no rule matched; default for risk %s%s: %s", t.Risk, map[bool]string{true: ", destructive"}[t.Destructive], v.Effect)
+	if v.Effect == EffectAsk {
+		v.Approvers = p.DefaultApprovers
+	}
+	return v
+}
+
+func (p *Policy) defaultEffect(t ToolInfo) Effect {
+	switch p.Default {
+	case DefaultAllow:
+		return EffectAllow
+	case DefaultAsk:
+		return EffectAsk
+	case DefaultDeny:
+		return EffectDeny
+	}
+	if t.Destructive || t.Risk == RiskExternal || t.Risk == RiskHighImpact {
+		return EffectAsk
+	}
+	return EffectAllow
+}
+
+func (r Rule) matches(tool string, args map[string]any) bool {
+	if r.Tool != "" && !Glob(r.Tool, tool) {
+		return false
+	}
+	for name, pat := range r.Args {
+		v, ok := args[name]
+		if !ok || !Glob(pat, argText(v)) {
+			return false
+		}
+	}
+	return true
+}
+
+func argText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return strings.TrimSpace(fmt.Sprint(compactJSON(v)))
+}
+
+// Glob reports whether s matches pattern, where "*" matches any run of
+// characters (including none, and including "/") and "?" exactly one.
+// Unlike path.Match there is no separator and no character classes, so
+// rules read the same for tool names, environments and URLs.
+func Glob(pattern, s string) bool {
+	p, str := []rune(pattern), []rune(s)
+	pi, si := 0, 0
+	star, mark := -1, 0
+	for si < len(str) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == str[si]):
+			pi++
+			si++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			si = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
+
+// Expand turns approver entries ("group:sre", "slack:U1") into identities,
+// in order and without duplicates. Unknown groups expand to nothing.
+func Expand(entries []string, groups map[string][]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, e := range entries {
+		if g, ok := strings.CutPrefix(e, "group:"); ok {
+			for _, id := range groups[g] {
+				add(id)
+			}
+			continue
+		}
+		add(e)
+	}
+	return out
+}

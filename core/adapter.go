@@ -1,0 +1,57 @@
+package core
+
+import "context"
+
+// MessageKind says what an outbox message is, so the pipeline can render it.
+type MessageKind string
+
+// The kinds of outbound message.
+const (
+	// KindReply is text authored in opsgate's Markdown subset.
+	KindReply MessageKind = "reply"
+	// KindCard is a new approval card, rendered from the approval's state
+	// at send time.
+	KindCard MessageKind = "card"
+	// KindCardUpdate edits a card already sent (buttons removed, outcome
+	// shown); without CardEditor it is sent as a new message.
+	KindCardUpdate MessageKind = "card_update"
+)
+
+// MessageRef is a platform's reference to a message it accepted (Slack ts,
+// Telegram message_id, Discord message id, email Message-ID), stored so the
+// message can be edited later. Opaque to the core.
+type MessageRef struct {
+	Channel string `json:"channel"`
+	ID      string `json:"id"`
+}
+
+// Outbound is one unit the delivery pipeline hands an adapter: a chunk of a
+// reply already rendered and cut to the platform's limit, or a card.
+type Outbound struct {
+	// Key is stable across retries of the same chunk (outbox id and chunk
+	// index), for platforms that accept an idempotency key.
+	Key    string
+	Thread Thread
+	Kind   MessageKind
+	// Text is the native rendering for replies (and the card's fallback).
+	Text string
+	// Part and Parts number the chunks of one reply, 1-based.
+	Part, Parts int
+	// Card is set for KindCard and KindCardUpdate.
+	Card *Card
+	// Edit is the reference of the message to update for KindCardUpdate,
+	// when the card was sent on this channel.
+	Edit *MessageRef
+}
+
+// Adapter is the seam between the core and one platform for outbound
+// messages: the pipeline supplies chunks in order, paced to the platform's
+// limits; the adapter only renders and sends. Errors: *RateLimitError for a
+// 429, *PermanentError for what will never succeed, anything else is retried
+// with backoff.
+type Adapter interface {
+	// Channel is the name in thread addresses and actor ids ("slack").
+	Channel() string
+	// Send delivers one Outbound and returns the platform's reference.
+	Send(ctx context.Context, m Outbound) (MessageRef, error)
+}

@@ -1,0 +1,161 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Card is a self-contained approval request: everything a person needs to
+// decide, even read hours later in a mail client. The core builds it from the
+// stored approval; each adapter renders it natively (Block Kit, inline
+// keyboard, embed, email) and falls back to PlainText.
+type Card struct {
+	ApprovalID string    `json:"approval_id"`
+	RunID      string    `json:"run_id"`
+	Tool       string    `json:"tool"`
+	Args       []CardArg `json:"args"`
+	Reason     string    `json:"reason"`
+	Risk       string    `json:"risk"`
+	Preview    string    `json:"preview,omitempty"`
+	Requester  string    `json:"requester"`
+	Approvers  []string  `json:"approvers"`
+	Quorum     int       `json:"quorum"`
+	Approvals  int       `json:"approvals"` // approvals counted so far toward Quorum
+	ExpiresAt  time.Time `json:"expires_at"`
+	// Status is the approval's status: pending while buttons should show.
+	Status string `json:"status"`
+	// Outcome is set once decided or expired: "Approved by … at …".
+	Outcome *CardOutcome `json:"outcome,omitempty"`
+	// ConsoleURL links to the approval in the web console (a page that
+	// asks for a confirmation click; no GET ever decides).
+	ConsoleURL string `json:"console_url,omitempty"`
+}
+
+// CardArg is one argument as shown to the approver, in a stable order.
+// Value is the JSON rendering of the argument (strings unquoted).
+type CardArg struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// CardOutcome records how an approval ended, for the card's final form.
+type CardOutcome struct {
+	Status string    `json:"status"` // approved | rejected | edited | expired
+	By     []string  `json:"by,omitempty"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Pending reports whether the card still takes decisions.
+func (c Card) Pending() bool { return c.Status == "pending" }
+
+// ArgsFromMap turns arguments into CardArgs sorted by name, so every surface
+// shows them in the same order.
+func ArgsFromMap(args map[string]any) []CardArg {
+	out := make([]CardArg, 0, len(args))
+	for k, v := range args {
+		out = append(out, CardArg{Name: k, Value: ArgString(v)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ArgString renders one argument value for people: strings as they are,
+// everything else as compact JSON.
+func ArgString(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// Headline is the one-line summary used in notifications and mail subjects:
+// "Approval needed: deploy service=api version=1.2.3".
+func (c Card) Headline() string {
+	var b strings.Builder
+	if c.Pending() {
+		b.WriteString("Approval needed: ")
+	} else {
+		b.WriteString("Approval " + c.Status + ": ")
+	}
+	b.WriteString(c.Tool)
+	for _, a := range c.Args {
+		v := a.Value
+		if len(v) > 40 {
+			v = v[:37] + "..."
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Name, v)
+	}
+	return b.String()
+}
+
+// OutcomeLine is the sentence that replaces the buttons once decided:
+// "Approved by console:admin at 14:02 UTC".
+func (c Card) OutcomeLine() string {
+	o := c.Outcome
+	if o == nil {
+		return ""
+	}
+	at := o.At.UTC().Format("2006-01-02 15:04 UTC")
+	switch o.Status {
+	case "expired":
+		return "Expired at " + at + " with no decision"
+	case "cancelled":
+		return "Cancelled at " + at
+	}
+	verb := map[string]string{"approved": "Approved", "rejected": "Rejected", "edited": "Edited and approved"}[o.Status]
+	if verb == "" {
+		verb = strings.ToUpper(o.Status[:1]) + o.Status[1:]
+	}
+	line := fmt.Sprintf("%s by %s at %s", verb, strings.Join(o.By, ", "), at)
+	if o.Reason != "" {
+		line += ": " + o.Reason
+	}
+	return line
+}
+
+// PlainText is the fallback rendering every adapter can send when it has
+// nothing richer: complete on its own, including how to answer.
+func (c Card) PlainText() string {
+	var b strings.Builder
+	b.WriteString(c.Headline() + "\n\n")
+	fmt.Fprintf(&b, "Tool: %s\n", c.Tool)
+	if len(c.Args) > 0 {
+		b.WriteString("Arguments:\n")
+		for _, a := range c.Args {
+			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+		}
+	}
+	if c.Reason != "" {
+		fmt.Fprintf(&b, "Reason: %s\n", c.Reason)
+	}
+	fmt.Fprintf(&b, "Risk: %s\n", c.Risk)
+	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
+	fmt.Fprintf(&b, "Approvers: %s", strings.Join(c.Approvers, ", "))
+	if c.Quorum > 1 {
+		fmt.Fprintf(&b, " (%d of %d approvals)", c.Approvals, c.Quorum)
+	}
+	b.WriteString("\n")
+	if c.Pending() {
+		fmt.Fprintf(&b, "Expires: %s\n", c.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if c.Preview != "" {
+		b.WriteString("\nDry run:\n" + c.Preview + "\n")
+	}
+	if c.Pending() {
+		fmt.Fprintf(&b, "\nApproval id: %s", c.ApprovalID)
+		if c.ConsoleURL != "" {
+			fmt.Fprintf(&b, "\nDecide in the console: %s", c.ConsoleURL)
+		}
+	} else {
+		b.WriteString("\n" + c.OutcomeLine())
+	}
+	return b.String()
+}

@@ -1,0 +1,116 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Actor is a person or system acting through a channel. ID is the identity
+// used everywhere policy is decided: "<channel>:<platform user id>" (email
+// uses the address), so the same human on two platforms is two actors unless
+// a group lists both.
+type Actor struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+}
+
+// Thread is where a conversation lives and where every reply, card and
+// result for it goes. It is data, not a callback, because replies must
+// survive a restart. Key is opaque to the core: each adapter packs what it
+// needs to answer in place (Slack: team/channel/thread_ts; Telegram:
+// chat/topic/message).
+type Thread struct {
+	Channel string `json:"channel"`
+	Key     string `json:"key"`
+}
+
+// String renders the thread as CONTRACT.md writes it: "<channel>:<key>".
+func (t Thread) String() string { return t.Channel + ":" + t.Key }
+
+// IsZero reports whether the thread is unset.
+func (t Thread) IsZero() bool { return t.Channel == "" && t.Key == "" }
+
+// ParseThread is the inverse of Thread.String. The key may itself contain
+// colons; only the first one separates the channel.
+func ParseThread(s string) (Thread, error) {
+	ch, key, ok := strings.Cut(s, ":")
+	if !ok || ch == "" || key == "" {
+		return Thread{}, fmt.Errorf("thread %q: want <channel>:<key>", s)
+	}
+	return Thread{Channel: ch, Key: key}, nil
+}
+
+// MarshalText lets a Thread travel as its string form in JSON and SQL.
+func (t Thread) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses the string form written by MarshalText.
+func (t *Thread) UnmarshalText(b []byte) error {
+	p, err := ParseThread(string(b))
+	if err != nil {
+		return err
+	}
+	*t = p
+	return nil
+}
+
+// ChannelEvent is what every adapter makes of what arrives, whatever the
+// platform. EventID is the platform's own deduplication key (Slack event_id,
+// Telegram update_id, Discord interaction id, email Message-ID): the inbox
+// records (Channel, EventID) in the same transaction that creates the run, so
+// a platform's retry never starts a second run.
+type ChannelEvent struct {
+	Channel string `json:"channel"`
+	EventID string `json:"event_id"`
+	Actor   Actor  `json:"actor"`
+	Thread  Thread `json:"thread"`
+	// Text is the normalized request with the platform's addressing habit
+	// already removed ("/ops ", "@bot", "/deploy@bot" → "deploy ...").
+	Text string `json:"text"`
+	// Decision is set when the event answers an approval (a button, a modal,
+	// an email reply) instead of asking for work.
+	Decision    *Decision       `json:"decision,omitempty"`
+	Attachments []Attachment    `json:"attachments,omitempty"`
+	Raw         json.RawMessage `json:"raw,omitempty"`
+	ReceivedAt  time.Time       `json:"received_at"`
+}
+
+// Attachment is a file or link that came with an event. Its content is
+// external data and is never treated as instructions.
+type Attachment struct {
+	Name string `json:"name"`
+	Type string `json:"type,omitempty"`
+	URL  string `json:"url,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// Decision is an approver's answer as an adapter parsed it. Which approval it
+// answers comes from a verified reference (button payload with an HMAC tag,
+// single-use email token), never from trusted client state.
+type Decision struct {
+	ApprovalID string         `json:"approval_id"`
+	Action     string         `json:"action"` // approve | reject | edit
+	Args       map[string]any `json:"args,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	Scope      string         `json:"scope,omitempty"` // call (default) | session
+}
+
+// Sink is where adapters hand what they received. HandleEvent returns only
+// after the event is durably recorded (or recognised as a duplicate), so an
+// adapter may acknowledge the platform as soon as it returns nil.
+type Sink interface {
+	HandleEvent(ctx context.Context, ev ChannelEvent) (Receipt, error)
+}
+
+// Receipt tells an adapter what became of an event, so it can answer the
+// platform in its own way (an ephemeral refusal, a modal error, a reply).
+type Receipt struct {
+	// Duplicate is true when the event was seen before; nothing new happened.
+	Duplicate bool
+	// RunID is the run the event started, or the run it belonged to.
+	RunID string
+	// ApprovalStatus is the approval's status after a decision event.
+	ApprovalStatus string
+}

@@ -1,0 +1,204 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+)
+
+// Store is everything the core persists. store/postgres and store/sqlite
+// implement it (and approvals.Store); store/storetest holds the one
+// conformance suite both pass. Every method that changes state does so in
+// ONE transaction.
+type Store interface {
+	RunStore
+	OutboxStore
+	approvals.Store
+	// Subscribe returns a channel that receives a value (coalesced, never
+	// blocking the sender) after a commit touching topic: TopicRuns when a
+	// run becomes claimable, TopicOutbox when a message is queued,
+	// TopicEvents when a run event is appended. Postgres uses
+	// LISTEN/NOTIFY so other replicas wake too; callers still poll as a
+	// fallback. cancel releases the subscription.
+	Subscribe(topic string) (ch <-chan struct{}, cancel func())
+	// Ping reports whether the store is reachable, for /readyz.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// The wake-up topics of Store.Subscribe.
+const (
+	TopicRuns   = "runs"
+	TopicOutbox = "outbox"
+	TopicEvents = "events"
+)
+
+// RunStore persists events, runs, steps and run events.
+type RunStore interface {
+	// InboxRecord records an inbound event and, in the same transaction,
+	// the run it starts (status queued, with a run.queued event) and any
+	// immediate replies (e.g. the help text for an unknown command). A
+	// (channel, event id) seen before changes nothing and returns
+	// Duplicate with the run the first delivery started.
+	InboxRecord(ctx context.Context, p InboxRecordParams) (InboxResult, error)
+	// RunClaim hands up to Limit runs to Owner under a lease: queued runs
+	// whose thread has no active run and no older queued run, oldest
+	// first, and running runs whose lease expired (their owner died). It
+	// sets them running. Postgres claims with FOR UPDATE SKIP LOCKED.
+	RunClaim(ctx context.Context, p RunClaimParams) ([]*Run, error)
+	// RunHeartbeat extends the lease of every run Owner holds.
+	RunHeartbeat(ctx context.Context, owner string, leaseUntil time.Time) error
+	// RunCheckpoint applies one step-boundary transition atomically; see
+	// Checkpoint. It returns ErrConflict when the guard fails.
+	RunCheckpoint(ctx context.Context, c Checkpoint) error
+	// RunGet returns a run with its steps, or ErrNotFound.
+	RunGet(ctx context.Context, id string) (*Run, error)
+	// RunList lists runs newest first.
+	RunList(ctx context.Context, p RunListParams) (items []*Run, nextCursor string, err error)
+	// RunEventList returns a run's events with Seq > after, in order.
+	RunEventList(ctx context.Context, runID string, after int64, limit int) ([]RunEvent, error)
+}
+
+// InboxRecordParams is one inbound event and what it starts.
+type InboxRecordParams struct {
+	Event ChannelEvent
+	// Run, if set, is created queued (ID, Flow, Thread, Requester, Args,
+	// Reason, CreatedAt are used).
+	Run     *Run
+	Replies []OutboxMessage
+	Events  []RunEvent
+}
+
+// InboxResult says what InboxRecord did.
+type InboxResult struct {
+	Duplicate bool
+	// RunID is the run this event started (now or on first delivery).
+	RunID string
+}
+
+// RunClaimParams bounds one claim.
+type RunClaimParams struct {
+	Owner      string
+	Limit      int
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// Checkpoint is one atomic transition of a run at a step boundary. The
+// guard: when Owner is set the run must be held by Owner (its lease may be
+// renewed); when ExpectStatus is set the run's status must be one of them.
+// Then, in one transaction: the step is upserted, the approval inserted,
+// the run's fields updated, and outbox messages, audit entries (sealed into
+// the chain) and run events appended.
+type Checkpoint struct {
+	RunID        string
+	Owner        string
+	ExpectStatus []RunStatus
+	Now          time.Time
+
+	// Status, when set, is the run's new status. Release clears the owner
+	// and lease (for waiting and final states).
+	Status       RunStatus
+	Release      bool
+	StepIndex    *int
+	ErrorCode    string
+	ErrorMessage string
+
+	// Step, when set, is upserted by (run, index).
+	Step *Step
+	// Approval, when set, is inserted (the suspend of an ask).
+	Approval *approvals.Approval
+	Outbox   []OutboxMessage
+	Audit    []approvals.AuditEntry
+	Events   []RunEvent
+}
+
+// RunListParams filters RunList. Cursor is opaque.
+type RunListParams struct {
+	Status RunStatus
+	Thread string
+	Limit  int
+	Cursor string
+}
+
+// DeliveryStatus is an outbox message's delivery state.
+type DeliveryStatus string
+
+// The delivery statuses. A dead message waits for an admin to requeue it.
+const (
+	DeliveryPending DeliveryStatus = "pending"
+	DeliverySent    DeliveryStatus = "sent"
+	DeliveryDead    DeliveryStatus = "dead"
+)
+
+// Delivery is an outbox message with its delivery state, as the pipeline
+// and the API see it.
+type Delivery struct {
+	OutboxMessage
+	Seq           int64          `json:"seq"`
+	Status        DeliveryStatus `json:"status"`
+	Attempts      int            `json:"attempts"`
+	NextAttemptAt time.Time      `json:"next_attempt_at"`
+	// ChunksSent counts chunks already accepted by the platform: after a
+	// crash the reply resumes at the first unsent chunk.
+	ChunksSent int          `json:"chunks_sent"`
+	Refs       []MessageRef `json:"refs"`
+	LastError  string       `json:"last_error,omitempty"`
+	SentAt     *time.Time   `json:"sent_at,omitempty"`
+}
+
+// OutboxStore is the durable outbox the delivery pipeline drains.
+type OutboxStore interface {
+	// OutboxClaim leases, for Owner, up to Limit pending messages of one
+	// channel that are due (NextAttemptAt ≤ Now) and are each the oldest
+	// unsent message of their thread, so a thread's messages leave in
+	// order. A message leased by another owner is skipped until its lease
+	// ends.
+	OutboxClaim(ctx context.Context, p OutboxClaimParams) ([]*Delivery, error)
+	// OutboxChunkSent records that chunk (0-based) was accepted with ref.
+	OutboxChunkSent(ctx context.Context, id, owner string, chunk int, ref MessageRef, now time.Time) error
+	// OutboxDone marks a message sent and releases its lease.
+	OutboxDone(ctx context.Context, id, owner string, now time.Time) error
+	// OutboxRetry records a failed attempt: retry at RetryAt, or dead.
+	OutboxRetry(ctx context.Context, p OutboxRetryParams) error
+	// OutboxList lists messages by status, oldest first.
+	OutboxList(ctx context.Context, p OutboxListParams) (items []*Delivery, nextCursor string, err error)
+	// OutboxRequeue makes a dead message pending again (admin action).
+	OutboxRequeue(ctx context.Context, id string, now time.Time) error
+	// OutboxCardRef returns the reference of the card for approvalID sent
+	// in thread, so a card update can edit it in place; ErrNotFound if none.
+	OutboxCardRef(ctx context.Context, approvalID string, thread Thread) (*MessageRef, error)
+	// LeaseAcquire takes or renews the named lease for owner until
+	// Until; it reports false while another owner holds an unexpired one.
+	// The pipeline uses it so one replica at a time sends for an account.
+	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
+	// LeaseRelease gives a lease up early (on shutdown).
+	LeaseRelease(ctx context.Context, name, owner string) error
+}
+
+// OutboxClaimParams bounds one outbox claim.
+type OutboxClaimParams struct {
+	Channel    string
+	Owner      string
+	Limit      int
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// OutboxRetryParams records one failed delivery attempt.
+type OutboxRetryParams struct {
+	ID      string
+	Owner   string
+	Error   string
+	RetryAt time.Time
+	Dead    bool
+	Now     time.Time
+}
+
+// OutboxListParams filters OutboxList.
+type OutboxListParams struct {
+	Status DeliveryStatus
+	Limit  int
+	Cursor string
+}
