@@ -1,0 +1,346 @@
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// superuser is the bootstrap role initdb creates; the throwaway cluster trusts
+// it on loopback only, so no password is involved.
+const superuser = "postgres"
+
+// startAttempts bounds retries when the free port we picked is taken by
+// someone else before postgres binds it.
+const startAttempts = 3
+
+// readyTimeout bounds how long a fresh postmaster may take to accept
+// connections (initdb has already run by then; this is normally < 1 s).
+const readyTimeout = 30 * time.Second
+
+// binaries are the absolute paths of the server programs pgtest runs.
+type binaries struct {
+	initdb, pgCtl, postgres string
+}
+
+// cluster is one throwaway Postgres server: its files, its port, and the
+// watchdog process that keeps it from outliving the test process.
+type cluster struct {
+	bin    binaries
+	runAs  *user.User // nil: run as the current user
+	root   string     // temp dir holding data/, sock/ and the log
+	port   int
+	cmd    *exec.Cmd      // the watchdog (runuser →) sh → postgres
+	stdin  io.WriteCloser // closing it makes the watchdog stop postgres
+	exited chan struct{}  // closed when cmd has exited
+}
+
+// watchdog starts postgres in the background and stops it (SIGQUIT, the
+// immediate shutdown) as soon as its stdin reaches EOF, which happens when
+// Main closes the pipe or when the test process dies for any reason, even
+// SIGKILL. The reader runs in a subshell reading a duplicate of stdin (fd 3),
+// because a background job's own stdin is /dev/null. The shell itself exits
+// when postgres does, so a postgres that fails to start is noticed at once.
+const watchdog = `exec 3<&0
+"$@" &
+pid=$!
+( read -r _ <&3; kill -QUIT "$pid" 2>/dev/null ) &
+wait "$pid"
+`
+
+// startCluster initializes and starts a fresh cluster on a free loopback port
+// and waits until it accepts connections.
+func startCluster(ctx context.Context) (*cluster, error) {
+	bin, err := findBinaries("/usr/lib/postgresql", exec.LookPath)
+	if err != nil {
+		return nil, err
+	}
+	runAs, err := serverUser()
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp("", "opsgate-pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("temp dir: %w", err)
+	}
+	c := &cluster{bin: bin, runAs: runAs, root: root}
+	if err := c.init(ctx); err != nil {
+		_ = os.RemoveAll(root)
+		return nil, err
+	}
+	for attempt := 1; ; attempt++ {
+		err = c.start(ctx)
+		if err == nil {
+			return c, nil
+		}
+		if attempt == startAttempts {
+			_ = os.RemoveAll(root)
+			return nil, err
+		}
+	}
+}
+
+// serverUser decides who runs the server: the current user, or "postgres"
+// when we are root, because initdb and postgres refuse to run as root.
+func serverUser() (*user.User, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("running as root, and initdb refuses root, but there is no postgres user to run it as: %w", err)
+	}
+	if _, err := exec.LookPath("runuser"); err != nil {
+		return nil, fmt.Errorf("running as root needs runuser to switch to the postgres user: %w", err)
+	}
+	return u, nil
+}
+
+// init creates the data and socket directories (owned by the server user)
+// and runs initdb.
+func (c *cluster) init(ctx context.Context) error {
+	for _, dir := range []string{c.root, c.dataDir(), c.sockDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		if err := c.chown(dir); err != nil {
+			return err
+		}
+	}
+	// -N: no fsync of the new files; the cluster lives for one test process.
+	// --no-locale: C collation, the same on every machine.
+	args := []string{"-D", c.dataDir(), "-U", superuser, "-A", "trust", "-E", "UTF8", "--no-locale", "-N"}
+	var out bytes.Buffer
+	cmd := c.command(ctx, c.bin.initdb, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, tail(out.Bytes()))
+	}
+	return nil
+}
+
+// start runs postgres under the watchdog on a newly picked free port and
+// waits until it accepts connections or exits.
+func (c *cluster) start(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.port = port
+	logPath := filepath.Join(c.root, "postgres.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("create server log: %w", err)
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+	if err := c.chown(logPath); err != nil {
+		return err
+	}
+	args := []string{"-c", watchdog, "pgtest-watchdog", c.bin.postgres,
+		"-D", c.dataDir(),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "port=" + strconv.Itoa(port),
+		"-c", "unix_socket_directories=" + c.sockDir(),
+		// Durability is pointless for a throwaway cluster; speed is not.
+		"-c", "fsync=off",
+		"-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off",
+		"-c", "max_connections=200",
+	}
+	// Not CommandContext: the server must outlive ctx and stop only in stop.
+	cmd := c.command(context.Background(), "/bin/sh", args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("watchdog stdin: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	c.cmd, c.stdin, c.exited = cmd, stdin, make(chan struct{})
+	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(c.exited)
+
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.stdin.Close()
+		<-c.exited
+		log, _ := os.ReadFile(logPath)
+		return fmt.Errorf("postgres did not become ready on 127.0.0.1:%d: %w: %s", port, err, tail(log))
+	}
+	return nil
+}
+
+// waitReady polls until the server accepts a connection, exits, or the
+// bounded wait runs out.
+func (c *cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		connCtx, connCancel := context.WithTimeout(ctx, time.Second)
+		conn, err := pgx.Connect(connCtx, c.adminDSN())
+		connCancel()
+		if err == nil {
+			return conn.Close(ctx)
+		}
+		select {
+		case <-c.exited:
+			return errors.New("server exited")
+		case <-ctx.Done():
+			return fmt.Errorf("waiting: %w (last error: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
+
+// stop shuts the server down (pg_ctl stop -m immediate: nothing in it is
+// worth a clean checkpoint), waits for the watchdog and removes all files.
+func (c *cluster) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	var errs []error
+	var out bytes.Buffer
+	cmd := c.command(ctx, c.bin.pgCtl, "stop", "-D", c.dataDir(), "-m", "immediate", "-w")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		errs = append(errs, fmt.Errorf("pg_ctl stop: %w: %s", err, tail(out.Bytes())))
+	}
+	// Closing stdin makes the watchdog kill postgres if pg_ctl did not.
+	_ = c.stdin.Close()
+	select {
+	case <-c.exited:
+	case <-ctx.Done():
+		_ = c.cmd.Process.Kill()
+		errs = append(errs, errors.New("watchdog did not exit; killed it"))
+	}
+	if err := os.RemoveAll(c.root); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", c.root, err))
+	}
+	return errors.Join(errs...)
+}
+
+// adminDSN is the superuser's DSN over TCP on loopback.
+func (c *cluster) adminDSN() string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", superuser, c.port)
+}
+
+func (c *cluster) dataDir() string { return filepath.Join(c.root, "data") }
+func (c *cluster) sockDir() string { return filepath.Join(c.root, "sock") }
+
+// command builds a command that runs as the server user: through
+// `runuser -u postgres --` when we are root, directly otherwise. It runs in
+// the temp dir so the server user never needs access to our working dir.
+func (c *cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if c.runAs != nil {
+		cmd = exec.CommandContext(ctx, "runuser", append([]string{"-u", c.runAs.Username, "--", name}, args...)...)
+	} else {
+		cmd = exec.CommandContext(ctx, name, args...)
+	}
+	cmd.Dir = c.root
+	return cmd
+}
+
+// chown hands path to the server user when we run it as someone else.
+func (c *cluster) chown(path string) error {
+	if c.runAs == nil {
+		return nil
+	}
+	uid, err := strconv.Atoi(c.runAs.Uid)
+	if err != nil {
+		return fmt.Errorf("uid of %s: %w", c.runAs.Username, err)
+	}
+	gid, err := strconv.Atoi(c.runAs.Gid)
+	if err != nil {
+		return fmt.Errorf("gid of %s: %w", c.runAs.Username, err)
+	}
+	if err := os.Chown(path, uid, gid); err != nil {
+		return fmt.Errorf("chown %s to %s: %w", path, c.runAs.Username, err)
+	}
+	return nil
+}
+
+// findBinaries prefers the newest version under libRoot (Debian's
+// /usr/lib/postgresql/<major>/bin layout) and falls back to $PATH.
+func findBinaries(libRoot string, lookPath func(string) (string, error)) (binaries, error) {
+	entries, _ := os.ReadDir(libRoot)
+	type version struct {
+		major int
+		dir   string
+	}
+	var versions []version
+	for _, e := range entries {
+		major, err := strconv.Atoi(strings.SplitN(e.Name(), ".", 2)[0])
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(libRoot, e.Name(), "bin")
+		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "pg_ctl")) &&
+			isExecutable(filepath.Join(dir, "postgres")) {
+			versions = append(versions, version{major, dir})
+		}
+	}
+	if len(versions) > 0 {
+		newest := slices.MaxFunc(versions, func(a, b version) int { return a.major - b.major })
+		return binaries{
+			initdb:   filepath.Join(newest.dir, "initdb"),
+			pgCtl:    filepath.Join(newest.dir, "pg_ctl"),
+			postgres: filepath.Join(newest.dir, "postgres"),
+		}, nil
+	}
+	var b binaries
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"initdb", &b.initdb}, {"pg_ctl", &b.pgCtl}, {"postgres", &b.postgres}} {
+		path, err := lookPath(p.name)
+		if err != nil {
+			return binaries{}, fmt.Errorf("no Postgres server binaries in %s/*/bin or $PATH (install the postgresql package): %w", libRoot, err)
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return binaries{}, fmt.Errorf("absolute path of %s: %w", path, err)
+		}
+		*p.dst = abs
+	}
+	return b, nil
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// freePort asks the kernel for a free loopback port. Another process may take
+// it before postgres binds it; start retries with a new port in that case.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail keeps the end of a log, where the reason for a failure usually is.
+func tail(b []byte) string {
+	const max = 2000
+	b = bytes.TrimSpace(b)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}

@@ -1,0 +1,256 @@
+// Package pgtest gives each test its own fresh, empty Postgres database, so
+// Postgres-backed tests can run in parallel without sharing rows and without
+// anyone setting up a server by hand.
+//
+// Use it from a test package like this:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+//	func TestSomething(t *testing.T) {
+//		t.Parallel()
+//		pool, err := pgxpool.New(ctx, pgtest.DSN(t)) // fresh empty database, dropped at t.Cleanup
+//		...
+//		t.Cleanup(pool.Close)
+//	}
+//
+// Where the server comes from, in order:
+//
+//  1. $OPSGATE_TEST_POSTGRES_DSN, an admin DSN (a role allowed to CREATE
+//     DATABASE) of a running server. CI (.ci/run) sets it.
+//  2. Otherwise a throwaway cluster that pgtest starts once per test process
+//     from the initdb/postgres binaries in /usr/lib/postgresql/*/bin (newest
+//     version) or $PATH, listening only on 127.0.0.1 with a temporary data
+//     and socket directory. When the tests run as root it runs the binaries
+//     as the "postgres" user, because initdb refuses to run as root. Main
+//     stops it and removes its files after the tests; if the test process is
+//     killed, a watchdog stops the server when its stdin pipe closes.
+//  3. If neither works, DSN skips the test with a loud reason, or fails it
+//     when $OPSGATE_REQUIRE_POSTGRES=1 (CI sets that, so a suite can never
+//     pass by silently skipping).
+//
+// DSN fails the test if the package has no TestMain calling Main: without it
+// a locally started cluster would outlive the test process.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Environment variables that steer pgtest. They are the only knobs, so CI and
+// developers configure the harness the same way.
+const (
+	// EnvDSN names the variable holding an admin DSN of a running server.
+	EnvDSN = "OPSGATE_TEST_POSTGRES_DSN"
+	// EnvRequire names the variable that, when "1", turns "no Postgres
+	// available" from a skip into a failure.
+	EnvRequire = "OPSGATE_REQUIRE_POSTGRES"
+)
+
+// opTimeout bounds every admin statement, so a wedged server fails a test
+// instead of hanging it until the go test timeout.
+const opTimeout = 30 * time.Second
+
+// harness is the per-process state: whether Main is running, and the lazily
+// started cluster. It is package-level because a test binary has exactly one
+// TestMain and the cluster must be shared by every test in the process;
+// everything in it is guarded by mu.
+type harness struct {
+	mu      sync.Mutex
+	inMain  bool
+	started bool     // a cluster start was attempted (successful or not)
+	cluster *cluster // nil if not started or start failed
+	err     error    // why the cluster could not start; reported to every caller
+	// create serializes CREATE DATABASE/DROP DATABASE from this process so
+	// concurrent parallel tests never race on the template database.
+	create sync.Mutex
+}
+
+var state harness
+
+// Main runs the package's tests and then stops the throwaway cluster, if one
+// was started, and removes its files. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// It returns instead of calling os.Exit so its cleanup runs; the testing
+// package exits with m.Run's result when TestMain returns.
+func Main(m *testing.M) {
+	state.mu.Lock()
+	state.inMain = true
+	state.mu.Unlock()
+
+	defer func() {
+		state.mu.Lock()
+		c := state.cluster
+		state.cluster, state.started, state.err, state.inMain = nil, false, nil, false
+		state.mu.Unlock()
+		if c != nil {
+			if err := c.stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: stop throwaway cluster: %v\n", err)
+			}
+		}
+	}()
+	m.Run()
+}
+
+// DSN returns the DSN of a new, empty database that exists only for this
+// test and is dropped (forcibly, even with connections still open) at
+// t.Cleanup. It is safe to call from parallel tests. See the package doc for
+// where the server comes from and when the test is skipped instead.
+func DSN(t testing.TB) string {
+	t.Helper()
+	admin, err := adminDSN()
+	if err != nil {
+		var u *unavailableError
+		if errors.As(err, &u) {
+			unavailable(t, os.Getenv, u.Error())
+			return ""
+		}
+		t.Fatalf("pgtest: %v", err)
+		return ""
+	}
+
+	name, err := databaseName(t.Name())
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if err := execAdmin(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// WITH (FORCE) (Postgres 13+) ends sessions a test left open, so a
+		// leaked connection cannot make the drop fail or leave the database.
+		if err := execAdmin(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	dsn, err := withDatabase(admin, name)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	return dsn
+}
+
+// unavailableError means no server can be had in this environment (as
+// opposed to a broken server or a misused API), which is a skip unless
+// Postgres is required.
+type unavailableError struct{ reason string }
+
+func (e *unavailableError) Error() string { return e.reason }
+
+// adminDSN returns the admin DSN to create databases with: the environment's,
+// or that of the process's throwaway cluster, starting it on first use.
+func adminDSN() (string, error) {
+	if dsn := os.Getenv(EnvDSN); dsn != "" {
+		return dsn, nil
+	}
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if !state.inMain {
+		return "", errors.New("DSN called without pgtest.Main: add `func TestMain(m *testing.M) { pgtest.Main(m) }` " +
+			"to the test package, so the throwaway Postgres cluster is stopped after the tests")
+	}
+	if !state.started {
+		state.started = true
+		c, err := startCluster(context.Background())
+		if err != nil {
+			state.err = &unavailableError{reason: fmt.Sprintf(
+				"no Postgres for this test: $%s is not set and a throwaway cluster could not be started: %v", EnvDSN, err)}
+		}
+		state.cluster = c
+	}
+	if state.err != nil {
+		return "", state.err
+	}
+	return state.cluster.adminDSN(), nil
+}
+
+// unavailable skips t loudly, or fails it when the environment requires
+// Postgres: a CI run that silently skipped the Postgres suite would prove
+// nothing.
+func unavailable(t testing.TB, getenv func(string) string, reason string) {
+	t.Helper()
+	if getenv(EnvRequire) == "1" {
+		t.Fatalf("pgtest: %s (failing instead of skipping because %s=1)", reason, EnvRequire)
+		return
+	}
+	t.Skipf("pgtest: SKIPPING POSTGRES TEST: %s (set %s to an admin DSN to run it; %s=1 makes this a failure)",
+		reason, EnvDSN, EnvRequire)
+}
+
+// execAdmin runs one statement over a short-lived admin connection. A fresh
+// connection per call keeps no shared connection state between tests; the
+// mutex keeps this process's CREATE/DROP DATABASE statements one at a time.
+func execAdmin(admin, sql string) error {
+	state.create.Lock()
+	defer state.create.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connect admin: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	return nil
+}
+
+// databaseName makes a unique, valid database name that also says which test
+// made it, so a database left behind by a killed run can be traced.
+func databaseName(testName string) (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random database name: %w", err)
+	}
+	var label strings.Builder
+	for _, r := range strings.ToLower(testName) {
+		if label.Len() >= 24 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			label.WriteRune(r)
+		default:
+			label.WriteByte('_')
+		}
+	}
+	// Well under Postgres's 63-byte identifier limit: 8 + 24 + 1 + 16.
+	return "pgtest_" + label.String() + "_" + hex.EncodeToString(b[:]), nil
+}
+
+// withDatabase returns admin with its database replaced by name, keeping every
+// other setting (host, port, user, password, sslmode). It accepts both DSN
+// forms pgx accepts: URLs and keyword/value strings.
+func withDatabase(admin, name string) (string, error) {
+	if strings.HasPrefix(admin, "postgres://") || strings.HasPrefix(admin, "postgresql://") {
+		u, err := url.Parse(admin)
+		if err != nil {
+			return "", fmt.Errorf("parse %s: %w", EnvDSN, err)
+		}
+		u.Path = "/" + name
+		u.RawPath = ""
+		// A dbname query parameter would override the path; drop it.
+		q := u.Query()
+		if q.Has("dbname") {
+			q.Del("dbname")
+			u.RawQuery = q.Encode()
+		}
+		return u.String(), nil
+	}
+	// Keyword/value form: a later keyword overrides an earlier one.
+	return strings.TrimSpace(admin) + " dbname=" + name, nil
+}

@@ -1,0 +1,278 @@
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// connect opens a connection to dsn that is closed at the end of the test.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connect %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func currentDatabase(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var name string
+	if err := conn.QueryRow(t.Context(), "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatalf("current_database: %v", err)
+	}
+	return name
+}
+
+func userTables(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	err := conn.QueryRow(t.Context(),
+		`SELECT count(*) FROM pg_catalog.pg_class c
+		 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'`).Scan(&n)
+	if err != nil {
+		t.Fatalf("count relations: %v", err)
+	}
+	return n
+}
+
+func TestDSN(t *testing.T) {
+	t.Run("GivesTwoDistinctEmptyDatabases", func(t *testing.T) {
+		a := connect(t, DSN(t))
+		b := connect(t, DSN(t))
+		nameA, nameB := currentDatabase(t, a), currentDatabase(t, b)
+		if nameA == nameB {
+			t.Fatalf("both DSNs point at database %q", nameA)
+		}
+		for _, name := range []string{nameA, nameB} {
+			if !strings.HasPrefix(name, "pgtest_") {
+				t.Errorf("database %q is not one pgtest made", name)
+			}
+		}
+		if n := userTables(t, a); n != 0 {
+			t.Errorf("fresh database %s has %d relations, want 0", nameA, n)
+		}
+		if n := userTables(t, b); n != 0 {
+			t.Errorf("fresh database %s has %d relations, want 0", nameB, n)
+		}
+
+		if _, err := a.Exec(t.Context(), "CREATE TABLE marker (id int); INSERT INTO marker VALUES (1)"); err != nil {
+			t.Fatalf("create table: %v", err)
+		}
+		if n := userTables(t, a); n != 1 {
+			t.Errorf("after CREATE TABLE, %s has %d relations, want 1", nameA, n)
+		}
+		if n := userTables(t, b); n != 0 {
+			t.Errorf("table created in %s is visible in %s (%d relations)", nameA, nameB, n)
+		}
+	})
+
+	t.Run("DropsDatabaseAtCleanupEvenWithOpenConnection", func(t *testing.T) {
+		var dsn string
+		t.Run("inner", func(t *testing.T) {
+			dsn = DSN(t)
+			conn, err := pgx.Connect(t.Context(), dsn)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			// Deliberately leaked: the drop must still succeed.
+			_ = conn
+		})
+		if t.Failed() || t.Skipped() || dsn == "" {
+			return
+		}
+		_, err := pgx.Connect(t.Context(), dsn)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+			t.Fatalf("connecting after cleanup: got %v, want database does not exist (3D000)", err)
+		}
+	})
+
+	t.Run("ConcurrentCallersGetDistinctDatabases", func(t *testing.T) {
+		const n = 8
+		var (
+			mu    sync.Mutex
+			names = map[string]bool{}
+		)
+		for i := range n {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				name := currentDatabase(t, connect(t, DSN(t)))
+				mu.Lock()
+				defer mu.Unlock()
+				if names[name] {
+					t.Errorf("database %q handed out twice", name)
+				}
+				names[name] = true
+			})
+		}
+	})
+}
+
+// TestDSNFromEnvironment drives path (a): an admin DSN in the environment.
+// It reuses this process's server (the environment's or the throwaway one)
+// so it runs wherever the other tests run. Not parallel: it sets env.
+func TestDSNFromEnvironment(t *testing.T) {
+	admin, err := adminDSN()
+	if err != nil {
+		t.Skipf("no server: %v", err) // TestDSN reports the reason loudly (or fails under CI)
+	}
+	t.Setenv(EnvDSN, admin)
+	conn := connect(t, DSN(t))
+	if got := currentDatabase(t, conn); !strings.HasPrefix(got, "pgtest_testdsnfromenvironment_") {
+		t.Fatalf("database %q, want a fresh pgtest database named after the test", got)
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	env := func(require string) func(string) string {
+		return func(k string) string {
+			if k == EnvRequire {
+				return require
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		require  string
+		wantSkip bool
+	}{
+		{"", true}, {"0", true}, {"1", false},
+	} {
+		t.Run("require="+tc.require, func(t *testing.T) {
+			rec := &recorder{TB: t}
+			done := make(chan struct{})
+			// Skip and Fatal end the goroutine with runtime.Goexit, as in a real test.
+			go func() { defer close(done); unavailable(rec, env(tc.require), "no binaries") }()
+			<-done
+			if rec.skipped != tc.wantSkip || rec.fatal == tc.wantSkip {
+				t.Fatalf("skipped=%v fatal=%v, want skipped=%v", rec.skipped, rec.fatal, tc.wantSkip)
+			}
+			if !strings.Contains(rec.msg, "no binaries") {
+				t.Errorf("message %q does not carry the reason", rec.msg)
+			}
+		})
+	}
+}
+
+// recorder captures Skip/Fatal instead of ending the real test.
+type recorder struct {
+	testing.TB
+	skipped, fatal bool
+	msg            string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.fatal, r.msg = true, fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestWithDatabase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ admin, want string }{
+		{"postgres://u:p@127.0.0.1:5432/postgres?sslmode=disable", "postgres://u:p@127.0.0.1:5432/db1?sslmode=disable"},
+		{"postgresql://u@h:1", "postgresql://u@h:1/db1"},
+		{"postgres://u@h/postgres?dbname=other&sslmode=disable", "postgres://u@h/db1?sslmode=disable"},
+		{"host=127.0.0.1 port=5 user=u dbname=postgres ", "host=127.0.0.1 port=5 user=u dbname=postgres dbname=db1"},
+	} {
+		got, err := withDatabase(tc.admin, "db1")
+		if err != nil {
+			t.Fatalf("withDatabase(%q): %v", tc.admin, err)
+		}
+		if got != tc.want {
+			t.Errorf("withDatabase(%q) = %q, want %q", tc.admin, got, tc.want)
+		}
+		// The driver must read the new database from it, whatever the form.
+		cfg, err := pgconn.ParseConfig(got)
+		if err != nil {
+			t.Fatalf("parse %q: %v", got, err)
+		}
+		if cfg.Database != "db1" {
+			t.Errorf("pgx reads database %q from %q, want db1", cfg.Database, got)
+		}
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	t.Parallel()
+	a, err := databaseName("TestStore/Runs/Claim-ALL_the things, really long name indeed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := databaseName("TestStore/Runs/Claim-ALL_the things, really long name indeed")
+	if a == b {
+		t.Errorf("two calls gave the same name %q", a)
+	}
+	if len(a) > 63 {
+		t.Errorf("name %q is %d bytes, over Postgres's 63", a, len(a))
+	}
+	if !strings.HasPrefix(a, "pgtest_teststore_runs_claim_all_") {
+		t.Errorf("name %q does not start with the sanitized test name", a)
+	}
+	for _, r := range a {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			t.Fatalf("name %q has character %q that needs quoting", a, r)
+		}
+	}
+}
+
+func TestFindBinaries(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, v := range []string{"9.6", "16", "15", "not-a-version"} {
+		dir := filepath.Join(root, v, "bin")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []string{"initdb", "pg_ctl", "postgres"} {
+			if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// 17 is incomplete (no postgres) and must not be chosen.
+	if err := os.MkdirAll(filepath.Join(root, "17", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "17", "bin", "initdb"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	noPath := func(string) (string, error) { return "", errors.New("not in PATH") }
+
+	got, err := findBinaries(root, noPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(root, "16", "bin", "initdb"); got.initdb != want {
+		t.Errorf("initdb = %q, want newest complete version %q", got.initdb, want)
+	}
+
+	if _, err := findBinaries(filepath.Join(root, "missing"), noPath); err == nil {
+		t.Error("no binaries anywhere: want an error")
+	}
+	fromPath, err := findBinaries(filepath.Join(root, "missing"), func(name string) (string, error) {
+		return "/opt/pg/bin/" + name, nil
+	})
+	if err != nil || fromPath.postgres != "/opt/pg/bin/postgres" {
+		t.Errorf("PATH fallback = %+v, %v", fromPath, err)
+	}
+}
