@@ -1,0 +1,464 @@
+package chunk
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/rivo/uniseg"
+)
+
+// Break ranks: the higher, the better a place to cut. Outer ranks are breaks
+// outside any span that should be kept whole (a link, inline code, an inline
+// HTML element); inner ranks are the same breaks inside such a span, used only
+// when the span cannot fit in one chunk.
+const (
+	rankGrapheme = iota // any grapheme cluster boundary: a hard cut
+	rankInnerWord
+	rankInnerLine
+	rankInnerPara
+	rankWord // after a space or tab
+	rankLine // after a line break
+	rankPara // after a blank line
+	numRanks
+)
+
+// fence is an open Markdown code fence.
+type fence struct {
+	ch   byte // '`' or '~'; 0 when no fence is open
+	n    int  // length of the opening run
+	info string
+	at   int // offset of the opening line, to tell fences opened in this chunk
+}
+
+// elem is an open HTML element. Elements form an immutable linked stack so
+// that a state snapshot is a pointer copy.
+type elem struct {
+	name, open string
+	parent     *elem
+	serial     int  // creation order: a child's serial exceeds its parent's
+	openCum    int  // cost of reopening this element and its ancestors
+	closeCum   int  // cost of closing this element and its ancestors
+	inline     bool // this element or an ancestor is inline
+	inPre      bool // this element or an ancestor is <pre>
+}
+
+// state is everything the scanner knows at a position.
+type state struct {
+	fence     fence
+	stack     *elem
+	spanEnd   int  // end of the link or code span being traversed
+	lineStart bool // at the start of a line
+	blankLine bool // the line so far holds only spaces and tabs
+}
+
+// splitter holds one Split call's input and per-chunk decisions.
+type splitter struct {
+	s       string
+	opt     Options
+	maxScan int // how far a lookahead for a span's end may go
+	serial  int
+
+	// per chunk
+	p0          int
+	carryFence  bool
+	carryTags   bool
+	startSerial int
+}
+
+type cand struct {
+	end  int
+	body int
+	st   state
+	ok   bool
+}
+
+func split(text string, opt Options, reserve int) []Chunk {
+	sp := &splitter{s: text, opt: opt, maxScan: 4*opt.Limit + 64}
+	var out []Chunk
+	st := state{lineStart: true, blankLine: true}
+	for p := 0; p < len(text); {
+		var c Chunk
+		c, p, st = sp.chunk(p, st, reserve)
+		out = append(out, c)
+	}
+	return out
+}
+
+// chunk takes the longest good chunk starting at p0 in state st0 and returns
+// it with the position and state where the next chunk starts.
+func (sp *splitter) chunk(p0 int, st0 state, reserve int) (Chunk, int, state) {
+	s, limit := sp.s, sp.opt.Limit
+	open := sp.reopen(p0, st0, reserve)
+	fixed := sp.cost(open) + reserve
+	avail := limit - fixed - sp.closeCost(&st0, p0)
+
+	var best [numRanks]cand
+	st := st0
+	body := 0
+	for p := p0; p < len(s); {
+		end, rank := sp.next(p, &st)
+		body += sp.cost(s[p:end])
+		if fixed+body > limit {
+			break
+		}
+		p = end
+		if fixed+body+sp.closeCost(&st, end) > limit {
+			continue
+		}
+		if end == len(s) {
+			return Chunk{Open: open, Body: s[p0:end], Close: sp.closeText(&st, end)}, end, st
+		}
+		c := cand{end: end, body: body, st: st, ok: true}
+		best[rank] = c
+		if rank != rankGrapheme {
+			best[rankGrapheme] = c
+		}
+	}
+
+	pick := choose(&best, avail)
+	if pick < 0 {
+		return sp.hardCut(p0, st0, open, fixed)
+	}
+	c := best[pick]
+	return Chunk{Open: open, Body: s[p0:c.end], Close: sp.closeText(&c.st, c.end)}, c.end, c.st
+}
+
+// choose picks the cut: an outer break that fills at least half the chunk,
+// preferring paragraph over line over word; else the latest outer break; then
+// the same for inner breaks; then the latest grapheme boundary. It returns -1
+// when nothing fits.
+func choose(best *[numRanks]cand, avail int) int {
+	for _, group := range [2][2]int{{rankPara, rankWord}, {rankInnerPara, rankInnerWord}} {
+		for r := group[0]; r >= group[1]; r-- {
+			if best[r].ok && 2*best[r].body >= avail {
+				return r
+			}
+		}
+		pick := -1
+		for r := group[0]; r >= group[1]; r-- {
+			if best[r].ok && (pick < 0 || best[r].end > best[pick].end) {
+				pick = r
+			}
+		}
+		if pick >= 0 {
+			return pick
+		}
+	}
+	if best[rankGrapheme].ok {
+		return rankGrapheme
+	}
+	return -1
+}
+
+// hardCut handles a first token (a grapheme cluster, tag or fence line) that
+// does not fit on its own: it is cut at a code point boundary.
+func (sp *splitter) hardCut(p0 int, st0 state, open string, fixed int) (Chunk, int, state) {
+	s := sp.s
+	tmp := st0
+	end, _ := sp.next(p0, &tmp)
+	room := sp.opt.Limit - fixed - sp.closeCost(&st0, p0)
+	cut := p0
+	for cut < end {
+		_, size := utf8.DecodeRuneInString(s[cut:end])
+		w := sp.cost(s[cut : cut+size])
+		if w > room && cut > p0 {
+			break
+		}
+		room -= w
+		cut += size
+	}
+	nst := st0
+	nst.lineStart, nst.blankLine = false, false
+	return Chunk{Open: open, Body: s[p0:cut], Close: sp.closeText(&st0, p0)}, cut, nst
+}
+
+// reopen decides what the chunk starting at p0 carries over from the previous
+// one and returns the text that reopens it. State whose reopening and closing
+// would leave less than a quarter of the limit for content is not carried
+// (see the package doc).
+func (sp *splitter) reopen(p0 int, st0 state, reserve int) string {
+	sp.p0 = p0
+	sp.startSerial = sp.serial
+	sp.carryFence, sp.carryTags = false, false
+	half := sp.opt.Limit - sp.opt.Limit/4 - reserve
+	if f := st0.fence; f.ch != 0 {
+		ticks := strings.Repeat(string(f.ch), f.n)
+		for _, o := range []string{ticks + f.info + "\n", ticks + "\n"} {
+			if sp.cost(o)+f.n+1 <= half {
+				sp.carryFence = true
+				return o
+			}
+		}
+	}
+	if e := st0.stack; e != nil && e.openCum+e.closeCum <= half {
+		sp.carryTags = true
+		sp.startSerial = 0
+		var parts []string
+		for ; e != nil; e = e.parent {
+			parts = append(parts, e.open)
+		}
+		var b strings.Builder
+		for i := len(parts) - 1; i >= 0; i-- {
+			b.WriteString(parts[i])
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// closeCost is the cost of closeText at end.
+func (sp *splitter) closeCost(st *state, end int) int {
+	n := 0
+	if f := st.fence; f.ch != 0 && (sp.carryFence || f.at >= sp.p0) {
+		n = f.n
+		if end == 0 || sp.s[end-1] != '\n' {
+			n++
+		}
+	}
+	if st.stack != nil {
+		if sp.carryTags {
+			n += st.stack.closeCum
+		} else {
+			for e := st.stack; e != nil && e.serial > sp.startSerial; e = e.parent {
+				n += sp.cost(closeTag(e.name))
+			}
+		}
+	}
+	return n
+}
+
+// closeText closes the fence and elements open at end that this chunk opened
+// or reopened.
+func (sp *splitter) closeText(st *state, end int) string {
+	var b strings.Builder
+	if f := st.fence; f.ch != 0 && (sp.carryFence || f.at >= sp.p0) {
+		if end == 0 || sp.s[end-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		b.WriteString(strings.Repeat(string(f.ch), f.n))
+	}
+	for e := st.stack; e != nil && e.serial > sp.startSerial; e = e.parent {
+		b.WriteString(closeTag(e.name))
+	}
+	return b.String()
+}
+
+func closeTag(name string) string { return "</" + name + ">" }
+
+// cost measures s in the options' unit, fast for one ASCII byte.
+func (sp *splitter) cost(s string) int {
+	if len(s) == 1 && s[0] < utf8.RuneSelf {
+		return 1
+	}
+	return Measure(s, sp.opt.Unit)
+}
+
+// next consumes the token at p, updates st to the state after it and returns
+// the token's end and the rank of the break there. A token is a grapheme
+// cluster or an atom that must never be cut: a fence line, an HTML tag or
+// entity, a Slack/Discord <…> reference, a run of backticks.
+func (sp *splitter) next(p int, st *state) (int, int) {
+	s, syn := sp.s, sp.opt.Syntax
+	if syn != HTML && st.lineStart {
+		if end, ok := sp.fenceLine(p, st); ok {
+			st.lineStart, st.blankLine = false, false
+			return end, rankGrapheme
+		}
+	}
+	end := -1
+	switch c := s[p]; {
+	case c == '<' && syn == HTML:
+		end = sp.tag(p, st)
+	case c == '<' && (syn == Mrkdwn || st.fence.ch == 0):
+		end = sp.angle(p)
+	case c == '&' && syn != Markdown:
+		end = entity(s, p)
+	case c == '`' && syn != HTML && st.fence.ch == 0:
+		end = sp.codeSpan(p, st)
+	case c == '[' && syn == Markdown && st.fence.ch == 0 && p >= st.spanEnd:
+		sp.link(p, st)
+	}
+	if end < 0 {
+		end = graphemeEnd(s, p)
+	}
+	rank := rankGrapheme
+	switch tok := s[p:end]; tok {
+	case "\n", "\r\n":
+		rank = rankLine
+		if st.blankLine {
+			rank = rankPara
+		}
+		st.lineStart, st.blankLine = true, true
+	case " ", "\t":
+		rank = rankWord
+		st.lineStart = false
+	default:
+		st.lineStart, st.blankLine = false, false
+	}
+	if rank != rankGrapheme && (end < st.spanEnd || (st.stack != nil && st.stack.inline)) {
+		rank -= rankWord - rankInnerWord
+	}
+	return end, rank
+}
+
+// graphemeEnd returns the end of the grapheme cluster at p. ASCII followed by
+// ASCII (other than CR LF) is always a cluster of its own, which keeps plain
+// text fast; everything else asks uniseg.
+func graphemeEnd(s string, p int) int {
+	c := s[p]
+	if c < utf8.RuneSelf && (p+1 == len(s) || (s[p+1] < utf8.RuneSelf && !(c == '\r' && s[p+1] == '\n'))) {
+		return p + 1
+	}
+	cl, _, _, _ := uniseg.FirstGraphemeClusterInString(s[p:], -1)
+	return p + len(cl)
+}
+
+// fenceLine recognizes a fence line (up to three spaces, then three or more
+// backticks or tildes) at a line start, updates the fence state and returns
+// the line's end (before its line break).
+func (sp *splitter) fenceLine(p int, st *state) (int, bool) {
+	s := sp.s
+	i := p
+	for i < len(s) && i-p < 3 && s[i] == ' ' {
+		i++
+	}
+	if i >= len(s) || (s[i] != '`' && s[i] != '~') {
+		return 0, false
+	}
+	ch := s[i]
+	j := i
+	for j < len(s) && s[j] == ch {
+		j++
+	}
+	n := j - i
+	if n < 3 {
+		return 0, false
+	}
+	lineEnd := len(s)
+	if k := strings.IndexByte(s[j:], '\n'); k >= 0 {
+		lineEnd = j + k
+		if lineEnd > j && s[lineEnd-1] == '\r' {
+			lineEnd--
+		}
+	}
+	rest := s[j:lineEnd]
+	if st.fence.ch != 0 {
+		if ch == st.fence.ch && n >= st.fence.n && strings.TrimRight(rest, " \t") == "" {
+			st.fence = fence{}
+			return lineEnd, true
+		}
+		return 0, false
+	}
+	info := strings.TrimSpace(rest)
+	if ch == '`' && strings.IndexByte(info, '`') >= 0 {
+		return 0, false
+	}
+	st.fence = fence{ch: ch, n: n, info: info, at: p}
+	return lineEnd, true
+}
+
+// codeSpan consumes a run of backticks; outside a span it looks for the
+// closing run of the same length on the same line and, if found, marks the
+// span so that it is kept whole where it fits.
+func (sp *splitter) codeSpan(p int, st *state) int {
+	s := sp.s
+	j := p
+	for j < len(s) && s[j] == '`' {
+		j++
+	}
+	n := j - p
+	if p < st.spanEnd {
+		return j
+	}
+	limit := min(len(s), j+sp.maxScan)
+	for k := j; k < limit; {
+		switch s[k] {
+		case '\n':
+			return j
+		case '`':
+			m := k
+			for m < len(s) && s[m] == '`' {
+				m++
+			}
+			if m-k == n {
+				st.spanEnd = m
+				return j
+			}
+			k = m
+		default:
+			k++
+		}
+	}
+	return j
+}
+
+// link marks a [text](url) link starting at p as a span kept whole where it
+// fits. Lookahead stops at line breaks and stray brackets, so scanning stays
+// linear.
+func (sp *splitter) link(p int, st *state) {
+	s := sp.s
+	limit := min(len(s), p+sp.maxScan)
+	k := p + 1
+	for ; k < limit; k++ {
+		if c := s[k]; c == ']' {
+			break
+		} else if c == '\n' || c == '[' {
+			return
+		}
+	}
+	if k+1 >= limit || s[k] != ']' || s[k+1] != '(' {
+		return
+	}
+	for k += 2; k < limit; k++ {
+		switch s[k] {
+		case ')':
+			st.spanEnd = k + 1
+			return
+		case ' ', '\t', '\n', '(', '[', ']':
+			return
+		}
+	}
+}
+
+// angle returns the end of a <…> reference (Slack <url|text>, <@U1>, <!here>;
+// Discord <@1>, <#1>, <t:1>, <https://…>) or -1. In Markdown the reference may
+// not hold spaces, so a stray "<" in prose is not an atom.
+func (sp *splitter) angle(p int) int {
+	s := sp.s
+	limit := min(len(s), p+sp.maxScan)
+	for k := p + 1; k < limit; k++ {
+		switch s[k] {
+		case '>':
+			if k == p+1 {
+				return -1
+			}
+			return k + 1
+		case '<', '\n':
+			return -1
+		case ' ', '\t':
+			if sp.opt.Syntax == Markdown {
+				return -1
+			}
+		}
+	}
+	return -1
+}
+
+// entity returns the end of an HTML entity like &amp; or &#128512; at p, or -1.
+func entity(s string, p int) int {
+	for k := p + 1; k < len(s) && k-p <= 32; k++ {
+		c := s[k]
+		switch {
+		case c == ';':
+			if k == p+1 {
+				return -1
+			}
+			return k + 1
+		case c == '#' && k == p+1,
+			'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		default:
+			return -1
+		}
+	}
+	return -1
+}
