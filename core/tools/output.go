@@ -1,0 +1,79 @@
+package tools
+
+import (
+	"fmt"
+	"sync"
+	"unicode/utf8"
+)
+
+// DefaultMaxOutput is the captured-output cap when a tool sets none
+// (CONTRACT.md: max_output defaults to 64 KiB).
+const DefaultMaxOutput = 64 << 10
+
+// cappedBuffer keeps the first max bytes written to it and counts the rest,
+// so a tool printing gigabytes costs a counter, not memory. It is safe for
+// concurrent writers (stdout and stderr may share it).
+type cappedBuffer struct {
+	mu      sync.Mutex
+	max     int64
+	buf     []byte
+	dropped int64
+}
+
+func newCappedBuffer(max int64) *cappedBuffer {
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	return &cappedBuffer{max: max}
+}
+
+// Write never fails, so a tool is never killed by SIGPIPE for printing too
+// much; excess bytes are only counted.
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - int64(len(c.buf))
+	if room > int64(len(p)) {
+		room = int64(len(p))
+	}
+	if room > 0 {
+		c.buf = append(c.buf, p[:room]...)
+	}
+	c.dropped += int64(len(p)) - max(room, 0)
+	return len(p), nil
+}
+
+// full reports whether nothing more will be kept.
+func (c *cappedBuffer) full() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.buf)) >= c.max
+}
+
+// result returns the kept text, with a "[… truncated N bytes]" note when
+// bytes were dropped. A cut through a multi-byte UTF-8 character is moved
+// back to the character's start (those bytes count as truncated), so the
+// text stays valid wherever the tool's output was valid.
+func (c *cappedBuffer) result() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return capText(c.buf, c.dropped)
+}
+
+// capText renders kept bytes plus a truncation note for dropped ones.
+func capText(kept []byte, dropped int64) (string, bool) {
+	if dropped == 0 {
+		return string(kept), false
+	}
+	// Back off at most utf8.UTFMax-1 bytes to the start of a rune that the
+	// cut left incomplete.
+	start := len(kept) - 1
+	for start >= 0 && start > len(kept)-utf8.UTFMax && !utf8.RuneStart(kept[start]) {
+		start--
+	}
+	if start >= 0 && !utf8.FullRune(kept[start:]) {
+		dropped += int64(len(kept) - start)
+		kept = kept[:start]
+	}
+	return fmt.Sprintf("%s\n[… truncated %d bytes]", kept, dropped), true
+}

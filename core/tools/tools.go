@@ -1,0 +1,29 @@
+package tools
+
+import "time"
+
+// Call is one dispatch of a tool. Args already passed the tool's
+// input_schema (defaults applied) and are the ONLY template values; RunID and
+// IdempotencyKey reach the tool through its environment (exec) or headers
+// (http), never through a template, so no argument can forge them.
+type Call struct {
+	RunID          string
+	IdempotencyKey string
+	Args           map[string]any
+}
+
+// Result is what a tool produced. Output is capped at the tool's MaxOutput
+// with a "[… truncated N bytes]" note, so it can be stored and shown on a
+// card without further checks.
+type Result struct {
+	// Output is combined stdout+stderr (exec) or the response body (http).
+	Output string
+	// ExitCode is the exec process's exit code (0 for http).
+	ExitCode int
+	// Status is the HTTP status code (0 for exec).
+	Status int
+	// Truncated reports that Output was cut at the cap.
+	Truncated bool
+	// Duration is the wall time of the dispatch.
+	Duration time.Duration
+}
