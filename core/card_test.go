@@ -1,0 +1,64 @@
+package core
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCardPlainTextIsSelfContained(t *testing.T) {
+	t.Parallel()
+	c := Card{
+		ApprovalID: "ap1", Tool: "deploy",
+		Args:   ArgsFromMap(map[string]any{"version": "1.2.3", "service": "api", "replicas": 3}),
+		Reason: "deploy api 1.2.3", Risk: "high_impact", Preview: "would deploy api 1.2.3 to staging",
+		Requester: "slack:U1", Approvers: []string{"group:sre"}, Quorum: 2, Approvals: 1,
+		ExpiresAt: time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC), Status: "pending",
+		ConsoleURL: "https://ops.example.com/approvals/ap1",
+	}
+	text := c.PlainText()
+	for _, want := range []string{"deploy", "service: api", "version: 1.2.3", "replicas: 3", "high_impact",
+		"slack:U1", "group:sre", "1 of 2", "2026-11-29T15:00:00Z", "would deploy", "ap1", "https://ops.example.com/approvals/ap1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("plain card lacks %q:\n%s", want, text)
+		}
+	}
+	if c.Args[0].Name != "replicas" || c.Args[2].Name != "version" {
+		t.Errorf("args not sorted: %v", c.Args)
+	}
+}
+
+func TestCardOutcomeLine(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 29, 14, 2, 0, 0, time.UTC)
+	cases := map[string]string{
+		"approved": "Approved by slack:U1 at 2026-11-29 14:02 UTC",
+		"rejected": "Rejected by slack:U1 at 2026-11-29 14:02 UTC: not now",
+		"expired":  "Expired at 2026-11-29 14:02 UTC with no decision",
+	}
+	for status, want := range cases {
+		c := Card{Status: status, Outcome: &CardOutcome{Status: status, By: []string{"slack:U1"}, At: at}}
+		if status == "rejected" {
+			c.Outcome.Reason = "not now"
+		}
+		if got := c.OutcomeLine(); got != want {
+			t.Errorf("%s: %q, want %q", status, got, want)
+		}
+		if strings.Contains(c.PlainText(), "Approval id") {
+			t.Errorf("%s: a decided card must not invite a decision", status)
+		}
+	}
+}
+
+func TestParseThread(t *testing.T) {
+	t.Parallel()
+	th, err := ParseThread("slack:T1/C1/1700000000.000100")
+	if err != nil || th.Channel != "slack" || th.Key != "T1/C1/1700000000.000100" || th.String() != "slack:T1/C1/1700000000.000100" {
+		t.Fatalf("ParseThread = %+v, %v", th, err)
+	}
+	for _, bad := range []string{"", "slack", ":x", "slack:"} {
+		if _, err := ParseThread(bad); err == nil {
+			t.Errorf("ParseThread(%q) must fail", bad)
+		}
+	}
+}
