@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"strings"
 	"text/template"
 )
 
@@ -32,6 +33,27 @@ func baseFuncs() template.FuncMap {
 		// query escapes a value for a URL query component.
 		"query": func(v any) string { return url.QueryEscape(fmt.Sprint(unwrapPath(v))) },
 	}
+}
+
+// escapeStrict percent-encodes every byte outside RFC 3986's unreserved set.
+// This is stricter than url.PathEscape (which keeps '&', '=', '+', ':' and
+// '@'), so the same value is also safe in a query string; it decodes with
+// url.PathUnescape.
+func escapeStrict(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // unwrapPath returns the original value behind a path-escaped argument.
@@ -91,12 +113,12 @@ func normalize(args map[string]any) map[string]any {
 	return out
 }
 
-// escapeArgs is normalize plus path escaping of every string, for URL
-// templates: an argument can then never add a path segment, a query or
-// change the host.
+// escapeArgs is normalize plus escaping of every string, for URL templates:
+// an argument can then never add a path segment, a query parameter or a
+// fragment, wherever the template puts it.
 func escapeArgs(args map[string]any) map[string]any {
 	out := make(map[string]any, len(args))
-	esc := func(s string) any { return pathValue(url.PathEscape(s)) }
+	esc := func(s string) any { return pathValue(escapeStrict(s)) }
 	for k, v := range args {
 		out[k] = normalizeValue(v, esc)
 	}
