@@ -118,7 +118,8 @@ func SplitChunks(text string, opt Options) []Chunk {
 	if opt.Limit < MinLimit {
 		opt.Limit = MinLimit
 	}
-	if Measure(text, opt.Unit) <= opt.Limit {
+	size := Measure(text, opt.Unit)
+	if size <= opt.Limit {
 		return []Chunk{{Body: text}}
 	}
 	if !opt.Markers {
@@ -127,7 +128,9 @@ func SplitChunks(text string, opt Options) []Chunk {
 	// The marker's width depends on the number of chunks, which depends on
 	// the marker's width: reserve room for d-digit counts and retry with one
 	// more digit when the result needs it.
-	for digits := 1; digits < 10; digits++ {
+	// At least ceil(size/limit) chunks: start with that many digits.
+	lower := (size + opt.Limit - 1) / opt.Limit
+	for digits := len(strconv.Itoa(lower)); digits < 10; digits++ {
 		reserve := markerWidth(digits)
 		if reserve > opt.Limit/4 {
 			break

@@ -57,6 +57,7 @@ type splitter struct {
 	opt     Options
 	maxScan int // how far a lookahead for a span's end may go
 	serial  int
+	snaps   []state // states seen in the current chunk, see cand
 
 	// per chunk
 	p0          int
@@ -65,11 +66,12 @@ type splitter struct {
 	startSerial int
 }
 
+// cand is a possible cut. It holds no pointers so that recording one per
+// token is cheap; the state at the cut is snaps[snap] with the line flags.
 type cand struct {
-	end  int
-	body int
-	st   state
-	ok   bool
+	end, body, snap      int
+	lineStart, blankLine bool
+	ok                   bool
 }
 
 func split(text string, opt Options, reserve int) []Chunk {
@@ -94,6 +96,8 @@ func (sp *splitter) chunk(p0 int, st0 state, reserve int) (Chunk, int, state) {
 
 	var best [numRanks]cand
 	st := st0
+	sp.snaps = append(sp.snaps[:0], st)
+	last := &sp.snaps[0]
 	body := 0
 	for p := p0; p < len(s); {
 		end, rank := sp.next(p, &st)
@@ -102,13 +106,17 @@ func (sp *splitter) chunk(p0 int, st0 state, reserve int) (Chunk, int, state) {
 			break
 		}
 		p = end
+		if st.stack != last.stack || st.fence.ch != last.fence.ch || st.fence.at != last.fence.at || st.spanEnd != last.spanEnd {
+			sp.snaps = append(sp.snaps, st)
+			last = &sp.snaps[len(sp.snaps)-1]
+		}
 		if fixed+body+sp.closeCost(&st, end) > limit {
 			continue
 		}
 		if end == len(s) {
 			return Chunk{Open: open, Body: s[p0:end], Close: sp.closeText(&st, end)}, end, st
 		}
-		c := cand{end: end, body: body, st: st, ok: true}
+		c := cand{end: end, body: body, snap: len(sp.snaps) - 1, lineStart: st.lineStart, blankLine: st.blankLine, ok: true}
 		best[rank] = c
 		if rank != rankGrapheme {
 			best[rankGrapheme] = c
@@ -120,7 +128,49 @@ func (sp *splitter) chunk(p0 int, st0 state, reserve int) (Chunk, int, state) {
 		return sp.hardCut(p0, st0, open, fixed)
 	}
 	c := best[pick]
-	return Chunk{Open: open, Body: s[p0:c.end], Close: sp.closeText(&c.st, c.end)}, c.end, c.st
+	cst := sp.snaps[c.snap]
+	cst.lineStart, cst.blankLine = c.lineStart, c.blankLine
+	end, cst := sp.absorb(c.end, c.body, cst, fixed)
+	return Chunk{Open: open, Body: s[p0:end], Close: sp.closeText(&cst, end)}, end, cst
+}
+
+// absorb extends a cut over closing tags and a closing fence line that follow
+// it, so a chunk does not end just before them and force the next chunk to
+// reopen an element only to close it again.
+func (sp *splitter) absorb(end, body int, cst state, fixed int) (int, state) {
+	s := sp.s
+	for end < len(s) {
+		st := cst
+		next, _ := sp.next(end, &st)
+		closesTag := sp.opt.Syntax == HTML && s[end] == '<' && end+1 < len(s) && s[end+1] == '/' &&
+			depth(st.stack) < depth(cst.stack)
+		closesFence := cst.fence.ch != 0 && st.fence.ch == 0
+		if !closesTag && !closesFence {
+			break
+		}
+		nbody := body + sp.cost(s[end:next])
+		if fixed+nbody+sp.closeCost(&st, next) > sp.opt.Limit {
+			break
+		}
+		end, body, cst = next, nbody, st
+		if closesFence && end < len(s) {
+			// take the fence line's line break too
+			st2 := cst
+			end2, _ := sp.next(end, &st2)
+			if tok := s[end:end2]; (tok == "\n" || tok == "\r\n") && fixed+body+sp.cost(tok) <= sp.opt.Limit {
+				end, body, cst = end2, body+sp.cost(tok), st2
+			}
+		}
+	}
+	return end, cst
+}
+
+func depth(e *elem) int {
+	n := 0
+	for ; e != nil; e = e.parent {
+		n++
+	}
+	return n
 }
 
 // choose picks the cut: an outer break that fills at least half the chunk,
@@ -156,20 +206,20 @@ func (sp *splitter) hardCut(p0 int, st0 state, open string, fixed int) (Chunk, i
 	s := sp.s
 	tmp := st0
 	end, _ := sp.next(p0, &tmp)
-	room := sp.opt.Limit - fixed - sp.closeCost(&st0, p0)
+	used := fixed
 	cut := p0
 	for cut < end {
 		_, size := utf8.DecodeRuneInString(s[cut:end])
 		w := sp.cost(s[cut : cut+size])
-		if w > room && cut > p0 {
+		if used+w+sp.closeCost(&st0, cut+size) > sp.opt.Limit && cut > p0 {
 			break
 		}
-		room -= w
+		used += w
 		cut += size
 	}
 	nst := st0
 	nst.lineStart, nst.blankLine = false, false
-	return Chunk{Open: open, Body: s[p0:cut], Close: sp.closeText(&st0, p0)}, cut, nst
+	return Chunk{Open: open, Body: s[p0:cut], Close: sp.closeText(&st0, cut)}, cut, nst
 }
 
 // reopen decides what the chunk starting at p0 carries over from the previous
