@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -249,6 +250,9 @@ func TestSchemaApply(t *testing.T) {
 	}
 	if n, ok := got["n"]; !ok || n == nil {
 		t.Fatalf("default not applied: %v", got)
+	}
+	if got, err := s.Apply(map[string]any{"n": "7"}); err != nil || fmt.Sprint(got["n"]) != "7" {
+		t.Fatalf("a numeric string from a chat surface must be read as a number: %v, %v", got, err)
 	}
 	if _, err := s.Apply(map[string]any{"n": "three"}); err == nil {
 		t.Fatal("a string for an integer must fail")

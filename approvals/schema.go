@@ -18,6 +18,9 @@ import (
 type Schema struct {
 	compiled *jsonschema.Schema
 	defaults map[string]any
+	// types are the declared JSON types of top-level properties, used to
+	// read string input from chat surfaces ("replicas: 3") as numbers.
+	types map[string]string
 }
 
 // ValidationError is arguments failing a tool's schema: the API answers 422
@@ -53,12 +56,15 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
-	s := &Schema{compiled: compiled, defaults: map[string]any{}}
+	s := &Schema{compiled: compiled, defaults: map[string]any{}, types: map[string]string{}}
 	if props, ok := doc.(map[string]any)["properties"].(map[string]any); ok {
 		for k, p := range props {
 			if pm, ok := p.(map[string]any); ok {
 				if d, ok := pm["default"]; ok {
 					s.defaults[k] = d
+				}
+				if t, ok := pm["type"].(string); ok {
+					s.types[k] = t
 				}
 			}
 		}
@@ -74,7 +80,7 @@ func (s *Schema) Apply(args map[string]any) (map[string]any, error) {
 		out[k] = v
 	}
 	for k, v := range args {
-		out[k] = v
+		out[k] = s.coerce(k, v)
 	}
 	doc, err := normalize(out)
 	if err != nil {
@@ -121,4 +127,22 @@ func compactJSON(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// coerce reads a string as the property's declared non-string type, since
+// modals, inline replies and mail carry every value as text. A string that
+// does not parse is left as it is for the validator to report.
+func (s *Schema) coerce(name string, v any) any {
+	str, ok := v.(string)
+	if !ok {
+		return v
+	}
+	switch s.types[name] {
+	case "integer", "number", "boolean", "object", "array":
+		var parsed any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(str)), &parsed); err == nil {
+			return parsed
+		}
+	}
+	return v
 }

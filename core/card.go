@@ -22,9 +22,12 @@ type Card struct {
 	Preview    string    `json:"preview,omitempty"`
 	Requester  string    `json:"requester"`
 	Approvers  []string  `json:"approvers"`
-	Quorum     int       `json:"quorum"`
-	Approvals  int       `json:"approvals"` // approvals counted so far toward Quorum
-	ExpiresAt  time.Time `json:"expires_at"`
+	// Eligible are the identities that may decide, so an adapter can refuse
+	// a click (or skip opening a modal) before a round trip.
+	Eligible  []string  `json:"eligible"`
+	Quorum    int       `json:"quorum"`
+	Approvals int       `json:"approvals"` // approvals counted so far toward Quorum
+	ExpiresAt time.Time `json:"expires_at"`
 	// Status is the approval's status: pending while buttons should show.
 	Status string `json:"status"`
 	// Outcome is set once decided or expired: "Approved by … at …".

@@ -104,6 +104,13 @@ type Sink interface {
 	HandleEvent(ctx context.Context, ev ChannelEvent) (Receipt, error)
 }
 
+// CardSource lets an adapter fetch the current card of an approval: to
+// pre-fill an edit modal, to answer a stale button, to re-render a card.
+// The engine implements it; ErrNotFound for an unknown id.
+type CardSource interface {
+	CardByApproval(ctx context.Context, approvalID string) (Card, error)
+}
+
 // Receipt tells an adapter what became of an event, so it can answer the
 // platform in its own way (an ephemeral refusal, a modal error, a reply).
 type Receipt struct {

@@ -1,0 +1,63 @@
+// Package delivery is the one durable pipeline every reply and card leaves
+// opsgate through: it drains the outbox per channel, renders and chunks
+// replies for the platform, paces them with token buckets, retries with
+// backoff, honours 429s, dead-letters what keeps failing, and records each
+// chunk as it is sent so a crash resumes at the first unsent chunk.
+//
+// Adapters supply only what differs per platform — their limits, their
+// renderer and their send call — by implementing Platform.
+package delivery
+
+import (
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
+)
+
+// Platform is what an adapter hands the pipeline. Send receives replies
+// already rendered and cut to Format().Limit, and cards to render natively
+// (trimming what does not fit, with a console link).
+type Platform interface {
+	core.Adapter
+	// Format says how replies are rendered and cut.
+	Format() Format
+	// Pacing returns the platform's buckets; zero Rates mean unlimited.
+	Pacing() Pacing
+	// Buckets names the conversation (and group, if any) a message to
+	// thread draws tokens from, in the platform's own terms: Slack limits
+	// per channel, Telegram per chat and per group.
+	Buckets(thread core.Thread) Buckets
+}
+
+// Format is how one platform renders and counts text.
+type Format struct {
+	// Limit is the largest message the platform accepts, in Unit.
+	Limit   int
+	Unit    chunk.Unit
+	Syntax  chunk.Syntax
+	Markers bool
+	// Render turns opsgate's Markdown subset into the native dialect.
+	Render func(markdown string) string
+}
+
+// Rate is one token every Every, with bursts up to Burst.
+type Rate struct {
+	Every time.Duration
+	Burst int
+}
+
+// Pacing lists a platform's token buckets. Conversation and Group apply per
+// key from Buckets; Account applies to everything the bot account sends.
+type Pacing struct {
+	Conversation Rate
+	Group        Rate
+	Account      Rate
+}
+
+// Buckets names the keys of one message's buckets. Group is empty when the
+// conversation is not a group.
+type Buckets struct {
+	Conversation string
+	Group        string
+}
