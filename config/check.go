@@ -1,0 +1,452 @@
+package config
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/opsgate/opsgate/core/router"
+)
+
+// checker runs the semantic checks, reporting with the decoder's lines.
+type checker struct {
+	*decoder
+	cfg *Config
+}
+
+// problem records a semantic problem unless the decoder already reported
+// one at the same path (an unset ${VAR} need not also be "missing").
+func (c *checker) problem(path, format string, args ...any) {
+	for _, p := range c.problems {
+		if p.Path == path {
+			return
+		}
+	}
+	c.add(path, c.lineOf(path), format, args...)
+}
+
+func toolPath(i int, rest string) string { return fmt.Sprintf("tools[%d].%s", i, rest) }
+func rulePath(i int, rest string) string { return fmt.Sprintf("policy.rules[%d].%s", i, rest) }
+
+var (
+	nameRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	identityRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*:\S+$`)
+)
+
+func (c *checker) run() {
+	c.server()
+	c.store()
+	c.engine()
+	c.api()
+	c.channels()
+	groups := c.approvers()
+	c.tools()
+	c.flows()
+	c.policy(groups)
+	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
+		c.problem("approvals.ttl", "must be greater than 0")
+	}
+}
+
+func (c *checker) server() {
+	s := c.cfg.Server
+	if _, port, err := net.SplitHostPort(s.Listen); err != nil {
+		c.problem("server.listen", "must be host:port, e.g. 127.0.0.1:8080 (%v)", err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		c.problem("server.listen", "invalid port %q", port)
+	}
+	if s.PublicURL != "" {
+		c.httpURL("server.public_url", s.PublicURL)
+	}
+}
+
+func (c *checker) httpURL(p, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.problem(p, "must be an absolute http(s) URL, not %q", raw)
+	}
+}
+
+func (c *checker) store() {
+	if c.cfg.Store.DSN == "" {
+		c.problem("store.dsn", "missing required value for driver %s", c.cfg.Store.Driver)
+	}
+}
+
+func (c *checker) engine() {
+	e := c.cfg.Engine
+	if e.Concurrency < 1 {
+		c.problem("engine.concurrency", "must be at least 1")
+	}
+	if e.Lease <= 0 {
+		c.problem("engine.lease", "must be greater than 0")
+	}
+	if e.PollInterval <= 0 {
+		c.problem("engine.poll_interval", "must be greater than 0")
+	}
+}
+
+func (c *checker) api() {
+	names, tokens := map[string]int{}, map[string]int{}
+	for i, t := range c.cfg.API.Tokens {
+		p := fmt.Sprintf("api.tokens[%d]", i)
+		if first, dup := names[t.Name]; dup && t.Name != "" {
+			c.problem(p+".name", "duplicate token name %q (also api.tokens[%d])", t.Name, first)
+		} else {
+			names[t.Name] = i
+		}
+		if first, dup := tokens[t.Token]; dup && t.Token != "" {
+			c.problem(p+".token", "same token as api.tokens[%d]; every token must be distinct", first)
+		} else {
+			tokens[t.Token] = i
+		}
+		if t.Actor != "" && !identityRE.MatchString(t.Actor) {
+			c.problem(p+".actor", "must be an identity like console:admin, not %q", t.Actor)
+		}
+	}
+}
+
+func (c *checker) require(p, value, why string) {
+	if value == "" {
+		c.problem(p, "missing required value (%s)", why)
+	}
+}
+
+func (c *checker) channels() {
+	ch := c.cfg.Channels
+	c.delivery("channels.console", ch.Console.Delivery)
+	if s := ch.Slack; s.Enabled {
+		c.require("channels.slack.bot_token", s.BotToken, "slack is enabled")
+		if s.Mode == "socket" {
+			c.require("channels.slack.app_token", s.AppToken, "slack mode is socket")
+		} else {
+			c.require("channels.slack.signing_secret", s.SigningSecret, "slack mode is http")
+		}
+	}
+	c.optionalURL("channels.slack.api_url", ch.Slack.APIURL)
+	c.delivery("channels.slack", ch.Slack.Delivery)
+	if t := ch.Telegram; t.Enabled {
+		c.require("channels.telegram.bot_token", t.BotToken, "telegram is enabled")
+		if t.Mode == "webhook" {
+			c.require("channels.telegram.webhook_secret", t.WebhookSecret, "telegram mode is webhook")
+		}
+	}
+	c.optionalURL("channels.telegram.api_url", ch.Telegram.APIURL)
+	c.delivery("channels.telegram", ch.Telegram.Delivery)
+	if d := ch.Discord; d.Enabled {
+		c.require("channels.discord.bot_token", d.BotToken, "discord is enabled")
+		c.require("channels.discord.application_id", d.ApplicationID, "discord is enabled")
+		c.require("channels.discord.public_key", d.PublicKey, "discord is enabled")
+	}
+	if k := ch.Discord.PublicKey; k != "" {
+		if b, err := hex.DecodeString(k); err != nil || len(b) != 32 {
+			c.problem("channels.discord.public_key", "must be 64 hex characters (an Ed25519 public key)")
+		}
+	}
+	c.optionalURL("channels.discord.api_url", ch.Discord.APIURL)
+	c.delivery("channels.discord", ch.Discord.Delivery)
+	if e := ch.Email; e.Enabled {
+		c.require("channels.email.address", e.Address, "email is enabled")
+		c.require("channels.email.imap.addr", e.IMAP.Addr, "email is enabled")
+		c.require("channels.email.smtp.addr", e.SMTP.Addr, "email is enabled")
+	}
+	if e := ch.Email; e.Address != "" && !strings.Contains(e.Address, "@") {
+		c.problem("channels.email.address", "must be an email address, not %q", e.Address)
+	}
+	c.hostPort("channels.email.imap.addr", ch.Email.IMAP.Addr)
+	c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
+	if ch.Email.RequireDMARC {
+		c.require("channels.email.authserv_id", ch.Email.AuthservID, "require_dmarc is true")
+	}
+	c.delivery("channels.email", ch.Email.Delivery)
+	seen := map[string]int{}
+	for i, w := range ch.Webhooks {
+		p := fmt.Sprintf("channels.webhooks[%d].name", i)
+		if first, dup := seen[w.Name]; dup {
+			c.problem(p, "duplicate webhook name %q (also channels.webhooks[%d])", w.Name, first)
+		}
+		seen[w.Name] = i
+		if w.Name != "" && !nameRE.MatchString(w.Name) {
+			c.problem(p, "must be 1-64 letters, digits, '_' or '-' (it is a URL path segment)")
+		}
+	}
+}
+
+func (c *checker) optionalURL(p, raw string) {
+	if raw != "" {
+		c.httpURL(p, raw)
+	}
+}
+
+func (c *checker) hostPort(p, addr string) {
+	if addr == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		c.problem(p, "must be host:port (%v)", err)
+	}
+}
+
+func (c *checker) delivery(p string, d Delivery) {
+	if d.MaxAttempts < 0 {
+		c.problem(p+".max_attempts", "must not be negative")
+	}
+	for name, l := range map[string]RateLimit{"conversation": d.RateLimits.Conversation, "group": d.RateLimits.Group,
+		"account": d.RateLimits.Account, "global": d.RateLimits.Global} {
+		if l.Burst < 0 {
+			c.problem(p+".rate_limits."+name+".burst", "must not be negative")
+		}
+	}
+}
+
+func (c *checker) approvers() map[string][]string {
+	for name, ids := range c.cfg.Approvers.Groups {
+		p := joinKey("approvers.groups", name)
+		if !nameRE.MatchString(name) {
+			c.problem(p, "group name must be 1-64 letters, digits, '_' or '-'")
+		}
+		for i, id := range ids {
+			if !identityRE.MatchString(id) {
+				c.problem(fmt.Sprintf("%s[%d]", p, i), "must be an identity like slack:U012AB3CD or email:alice@example.com, not %q", id)
+			}
+		}
+	}
+	return c.cfg.Approvers.Groups
+}
+
+func (c *checker) tools() {
+	seen := map[string]int{}
+	for i := range c.cfg.Tools {
+		t := &c.cfg.Tools[i]
+		if first, dup := seen[t.Name]; dup && t.Name != "" {
+			c.problem(toolPath(i, "name"), "duplicate tool name %q (also tools[%d])", t.Name, first)
+		} else {
+			seen[t.Name] = i
+		}
+		if t.Name != "" && !nameRE.MatchString(t.Name) {
+			c.problem(toolPath(i, "name"), "must be 1-64 letters, digits, '_' or '-'")
+		}
+		switch {
+		case t.Exec == nil && t.HTTP == nil:
+			c.problem(fmt.Sprintf("tools[%d]", i), "needs exactly one of exec or http")
+		case t.Exec != nil && t.HTTP != nil:
+			c.problem(fmt.Sprintf("tools[%d]", i), "has both exec and http; choose one")
+		}
+		if t.Exec != nil {
+			c.templates(toolPath(i, "exec.command"), t.Exec.Command, nil)
+			c.templates(toolPath(i, "exec.dry_run"), t.Exec.DryRun, nil)
+			for k, v := range t.Exec.Env {
+				c.template(joinKey(toolPath(i, "exec.env"), k), v, nil)
+			}
+			if len(t.Exec.Command) > 0 && t.Exec.Command[0] == "" {
+				c.problem(toolPath(i, "exec.command[0]"), "program must not be empty")
+			}
+			if t.Exec.Timeout <= 0 {
+				c.problem(toolPath(i, "exec.timeout"), "must be greater than 0")
+			}
+		}
+		if h := t.HTTP; h != nil {
+			c.template(toolPath(i, "http.url"), h.URL, nil)
+			if h.URL != "" && !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://") {
+				c.problem(toolPath(i, "http.url"), "must start with http:// or https://")
+			}
+			for k, v := range h.Headers {
+				c.template(joinKey(toolPath(i, "http.headers"), k), v, nil)
+			}
+			c.template(toolPath(i, "http.body"), h.Body, nil)
+			if h.Timeout <= 0 {
+				c.problem(toolPath(i, "http.timeout"), "must be greater than 0")
+			}
+		}
+		if t.MaxOutput <= 0 {
+			c.problem(toolPath(i, "max_output"), "must be greater than 0")
+		}
+		if t.DryRunTimeout <= 0 {
+			c.problem(toolPath(i, "dry_run_timeout"), "must be greater than 0")
+		}
+		schema, err := compileSchema(t.InputSchema)
+		if err != nil {
+			c.problem(toolPath(i, "input_schema"), "%v", err)
+		}
+		t.schema = schema
+	}
+}
+
+// templates checks argv-style template lists.
+func (c *checker) templates(p string, list []string, vars map[string]bool) {
+	for j, s := range list {
+		c.template(fmt.Sprintf("%s[%d]", p, j), s, vars)
+	}
+}
+
+// template checks that s parses as a text/template and, when vars is not
+// nil, that every {{.name}} it uses is one of vars.
+func (c *checker) template(p, s string, vars map[string]bool) {
+	if !strings.Contains(s, "{{") {
+		return
+	}
+	tmpl, err := template.New(p).Option("missingkey=error").Parse(s)
+	if err != nil {
+		c.problem(p, "invalid template: %v", strings.TrimPrefix(err.Error(), "template: "))
+		return
+	}
+	if vars == nil || tmpl.Tree == nil {
+		return
+	}
+	for _, name := range templateFields(tmpl.Tree.Root) {
+		if !vars[name] {
+			c.problem(p, "template uses {{.%s}} but the command has no {%s}", name, name)
+		}
+	}
+}
+
+// templateFields lists the top-level fields ({{.name}}) a template reads.
+func templateFields(n parse.Node) []string {
+	var out []string
+	var walk func(parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n != nil {
+				for _, x := range n.Nodes {
+					walk(x)
+				}
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if n != nil {
+				for _, cmd := range n.Cmds {
+					walk(cmd)
+				}
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.FieldNode:
+			out = append(out, n.Ident[0])
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.Pipe) // inside a with, "." changes meaning; do not descend
+		case *parse.RangeNode:
+			walk(n.Pipe)
+		}
+	}
+	walk(n)
+	return out
+}
+
+func (c *checker) flows() {
+	tools := map[string]bool{}
+	for _, t := range c.cfg.Tools {
+		tools[t.Name] = true
+	}
+	seen := map[string]int{}
+	commands := map[string]int{}
+	for i := range c.cfg.Flows {
+		f := &c.cfg.Flows[i]
+		p := fmt.Sprintf("flows[%d]", i)
+		if first, dup := seen[f.Name]; dup && f.Name != "" {
+			c.problem(p+".name", "duplicate flow name %q (also flows[%d])", f.Name, first)
+		} else {
+			seen[f.Name] = i
+		}
+		var vars map[string]bool
+		if f.Command != "" {
+			pat, err := router.ParsePattern(f.Command)
+			if err != nil {
+				c.problem(p+".command", "%v", err)
+			} else {
+				f.pattern = pat
+				vars = map[string]bool{}
+				for _, ph := range pat.Placeholders() {
+					vars[ph.Name] = true
+				}
+				if first, dup := commands[pat.String()]; dup {
+					c.problem(p+".command", "same command as flows[%d]", first)
+				} else {
+					commands[pat.String()] = i
+				}
+			}
+		}
+		for j, s := range f.Steps {
+			sp := fmt.Sprintf("%s.steps[%d]", p, j)
+			if s.Tool != "" && !tools[s.Tool] {
+				msg := fmt.Sprintf("no tool named %q", s.Tool)
+				if near := suggest(s.Tool, toolNames(c.cfg.Tools)); near != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", near)
+				}
+				c.problem(sp+".tool", "%s", msg)
+			}
+			for k, v := range s.Args {
+				if str, ok := v.(string); ok {
+					c.template(joinKey(sp+".args", k), str, vars)
+				}
+			}
+		}
+	}
+}
+
+func toolNames(tools []Tool) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.Name
+	}
+	return out
+}
+
+func (c *checker) policy(groups map[string][]string) {
+	tools := toolNames(c.cfg.Tools)
+	for i, r := range c.cfg.Policy.Rules {
+		if r.Match.Tool != "" {
+			if _, err := path.Match(r.Match.Tool, ""); err != nil {
+				c.problem(rulePath(i, "match.tool"), "invalid glob %q", r.Match.Tool)
+			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) && !contains(tools, r.Match.Tool) {
+				c.problem(rulePath(i, "match.tool"), "no tool named %q", r.Match.Tool)
+			}
+		}
+		for k, g := range r.Match.Args {
+			if _, err := path.Match(g, ""); err != nil {
+				c.problem(joinKey(rulePath(i, "match.args"), k), "invalid glob %q", g)
+			}
+		}
+		if len(r.Approvers) > 0 && r.Action != "ask" {
+			c.problem(rulePath(i, "approvers"), "approvers only apply to action ask")
+		}
+		eligible := map[string]bool{}
+		for j, a := range r.Approvers {
+			ap := fmt.Sprintf("%s[%d]", rulePath(i, "approvers"), j)
+			if g, ok := strings.CutPrefix(a, "group:"); ok {
+				members, exists := groups[g]
+				if !exists {
+					c.problem(ap, "unknown approver group %q (define it under approvers.groups)", g)
+				}
+				for _, m := range members {
+					eligible[m] = true
+				}
+				continue
+			}
+			if !identityRE.MatchString(a) {
+				c.problem(ap, "must be group:<name> or an identity like slack:U012AB3CD, not %q", a)
+			}
+			eligible[a] = true
+		}
+		switch {
+		case r.Quorum < 1:
+			c.problem(rulePath(i, "quorum"), "must be at least 1")
+		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum > len(eligible):
+			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers", r.Quorum, len(eligible))
+		}
+	}
+}

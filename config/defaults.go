@@ -1,0 +1,82 @@
+package config
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Defaults for values the configuration may omit. They are exported so docs
+// and the CLI can show them; they are constants, not settings.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultDataDir       = "./data"
+	DefaultConcurrency   = 16
+	DefaultLease         = 30 * time.Second
+	DefaultPollInterval  = time.Second
+	DefaultMaxOutput     = 64 << 10
+	DefaultToolTimeout   = time.Minute
+	DefaultDryRunTimeout = 30 * time.Second
+	DefaultApprovalTTL   = time.Hour
+)
+
+// applyDefaults fills omitted values. Values given explicitly (even as 0)
+// are left for the checks to judge, which is why presence comes from the
+// decoder's line table.
+func applyDefaults(c *Config, given func(path string) bool) {
+	setString(&c.Server.Listen, DefaultListen)
+	setString(&c.Server.DataDir, DefaultDataDir)
+	setString(&c.Store.Driver, "sqlite")
+	if c.Store.Driver == "sqlite" && c.Store.DSN == "" && !given("store.dsn") {
+		c.Store.DSN = filepath.Join(c.Server.DataDir, "opsgate.db")
+	}
+	if !given("engine.concurrency") {
+		c.Engine.Concurrency = DefaultConcurrency
+	}
+	setDuration(&c.Engine.Lease, DefaultLease, given("engine.lease"))
+	setDuration(&c.Engine.PollInterval, DefaultPollInterval, given("engine.poll_interval"))
+	for i := range c.API.Tokens {
+		t := &c.API.Tokens[i]
+		if t.Actor == "" && t.Name != "" {
+			t.Actor = "api:" + t.Name
+		}
+	}
+	setString(&c.Channels.Slack.Mode, "http")
+	setString(&c.Channels.Telegram.Mode, "webhook")
+	setString(&c.Channels.Email.IMAP.Mailbox, "INBOX")
+	for i := range c.Tools {
+		t := &c.Tools[i]
+		if t.InputSchema == nil {
+			t.InputSchema = map[string]any{"type": "object"}
+		}
+		if t.MaxOutput == 0 && !given(toolPath(i, "max_output")) {
+			t.MaxOutput = DefaultMaxOutput
+		}
+		setDuration(&t.DryRunTimeout, DefaultDryRunTimeout, given(toolPath(i, "dry_run_timeout")))
+		if t.Exec != nil {
+			setDuration(&t.Exec.Timeout, DefaultToolTimeout, given(toolPath(i, "exec.timeout")))
+		}
+		if t.HTTP != nil {
+			setString(&t.HTTP.Method, "GET")
+			setDuration(&t.HTTP.Timeout, DefaultToolTimeout, given(toolPath(i, "http.timeout")))
+		}
+	}
+	setString(&c.Policy.Default, "auto")
+	for i := range c.Policy.Rules {
+		if r := &c.Policy.Rules[i]; r.Quorum == 0 && !given(rulePath(i, "quorum")) {
+			r.Quorum = 1
+		}
+	}
+	setDuration(&c.Approvals.TTL, DefaultApprovalTTL, given("approvals.ttl"))
+}
+
+func setString(p *string, def string) {
+	if *p == "" {
+		*p = def
+	}
+}
+
+func setDuration(p *Duration, def time.Duration, given bool) {
+	if *p == 0 && !given {
+		*p = Duration(def)
+	}
+}

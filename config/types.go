@@ -1,0 +1,334 @@
+// Package config loads and validates opsgate's YAML configuration.
+//
+// The document is decoded from a yaml.Node tree by a walk of our own rather
+// than yaml.Unmarshal, so that every problem in a file (unknown keys, wrong
+// types, missing values, bad references) is reported at once with its YAML
+// path and line: an operator fixing a config should need one round trip, not
+// one per mistake. The key names mirror CONTRACT.md; see configs/production.yaml
+// for a complete example.
+//
+// Struct tags used by the walk: `yaml:"name"` names the key, `cfg:"required"`
+// makes it mandatory, `enum:"a|b"` restricts a string.
+package config
+
+import (
+	"github.com/opsgate/opsgate/core/router"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Config is a whole opsgate configuration, defaults applied and validated.
+type Config struct {
+	// Source is the file the configuration came from ("" for none); not a key.
+	Source string `yaml:"-"`
+
+	Server    Server    `yaml:"server"`
+	Store     Store     `yaml:"store"`
+	Engine    Engine    `yaml:"engine"`
+	API       API       `yaml:"api"`
+	Channels  Channels  `yaml:"channels"`
+	Approvers Approvers `yaml:"approvers"`
+	Tools     []Tool    `yaml:"tools"`
+	Flows     []Flow    `yaml:"flows"`
+	Policy    Policy    `yaml:"policy"`
+	Approvals Approvals `yaml:"approvals"`
+}
+
+// Server is the single HTTP listener and where local state lives.
+type Server struct {
+	// Listen is host:port; default 127.0.0.1:8080 so a fresh install is not
+	// exposed to the network by accident.
+	Listen string `yaml:"listen"`
+	// PublicURL is the externally reachable base URL, used for links in cards
+	// and for registering platform webhooks.
+	PublicURL string `yaml:"public_url"`
+	// DataDir holds local state (the SQLite database by default); default "./data".
+	DataDir string `yaml:"data_dir"`
+}
+
+// Store selects the database. SQLite serves one process; Postgres is needed
+// for more than one replica.
+type Store struct {
+	// Driver is sqlite (default) or postgres.
+	Driver string `yaml:"driver" enum:"sqlite|postgres"`
+	// DSN is a file path for sqlite (default <data_dir>/opsgate.db) or a
+	// postgres:// URL (required for postgres).
+	DSN string `yaml:"dsn"`
+}
+
+// Engine tunes the run engine.
+type Engine struct {
+	// Concurrency bounds tool calls running at once per process; default 16.
+	Concurrency int `yaml:"concurrency"`
+	// Lease is how long a claimed job stays owned without a heartbeat before
+	// another replica may take it over; default 30s.
+	Lease Duration `yaml:"lease"`
+	// PollInterval is how often idle workers look for work when no
+	// notification arrives (SQLite always polls); default 1s.
+	PollInterval Duration `yaml:"poll_interval"`
+}
+
+// API configures bearer tokens for /api/v1 and /mcp. With no tokens the
+// server generates one at startup and logs it once.
+type API struct {
+	Tokens []APIToken `yaml:"tokens"`
+}
+
+// APIToken is one bearer token and the actor it acts as.
+type APIToken struct {
+	// Name identifies the token in logs and audit entries; unique.
+	Name string `yaml:"name" cfg:"required"`
+	// Token is the secret; non-empty, unique. Use ${VAR}.
+	Token string `yaml:"token" cfg:"required"`
+	// Actor is the identity requests made with the token act as; default
+	// "api:<name>".
+	Actor string `yaml:"actor"`
+}
+
+// Channels configures every chat surface. A channel is off unless enabled.
+type Channels struct {
+	Console  Console   `yaml:"console"`
+	Slack    Slack     `yaml:"slack"`
+	Telegram Telegram  `yaml:"telegram"`
+	Discord  Discord   `yaml:"discord"`
+	Email    Email     `yaml:"email"`
+	Webhooks []Webhook `yaml:"webhooks"`
+}
+
+// Delivery holds the knobs every channel shares: outbound pacing and retries.
+// Zero values mean "the platform's published limits".
+type Delivery struct {
+	RateLimits RateLimits `yaml:"rate_limits"`
+	// MaxAttempts bounds delivery retries of one outbound message; 0 means
+	// the adapter's default.
+	MaxAttempts int `yaml:"max_attempts"`
+}
+
+// RateLimits are token buckets at the scopes platforms limit. Unset scopes
+// use the platform's defaults.
+type RateLimits struct {
+	Conversation RateLimit `yaml:"conversation"` // one chat, channel or thread
+	Group        RateLimit `yaml:"group"`        // group chats (Telegram: 20/m)
+	Account      RateLimit `yaml:"account"`      // one bot account
+	Global       RateLimit `yaml:"global"`       // everything this channel sends
+}
+
+// Console is the built-in web console.
+type Console struct {
+	Enabled  bool `yaml:"enabled"`
+	Delivery `yaml:",inline"`
+}
+
+// Slack is a Slack app, over the Events API (mode http) or Socket Mode.
+type Slack struct {
+	Enabled bool `yaml:"enabled"`
+	// Mode is http (default: Slack POSTs to /slack/*, needs signing_secret)
+	// or socket (outbound websocket, needs app_token; no public URL needed).
+	Mode          string `yaml:"mode" enum:"http|socket"`
+	BotToken      string `yaml:"bot_token"`
+	SigningSecret string `yaml:"signing_secret"`
+	AppToken      string `yaml:"app_token"`
+	// APIURL overrides https://slack.com/api/ (tests, GovSlack, proxies).
+	APIURL   string `yaml:"api_url"`
+	Delivery `yaml:",inline"`
+}
+
+// Telegram is a Telegram bot.
+type Telegram struct {
+	Enabled  bool   `yaml:"enabled"`
+	BotToken string `yaml:"bot_token"`
+	// Mode is webhook (default; needs webhook_secret) or polling (getUpdates).
+	Mode          string `yaml:"mode" enum:"webhook|polling"`
+	WebhookSecret string `yaml:"webhook_secret"`
+	// BotUsername is optional; it is learned from getMe when empty and used
+	// to recognise "/cmd@botname" and mentions in groups.
+	BotUsername string `yaml:"bot_username"`
+	// APIURL overrides https://api.telegram.org (tests, a local Bot API server).
+	APIURL   string `yaml:"api_url"`
+	Delivery `yaml:",inline"`
+}
+
+// Discord is a Discord application (interactions over HTTP, optional Gateway).
+type Discord struct {
+	Enabled       bool   `yaml:"enabled"`
+	BotToken      string `yaml:"bot_token"`
+	ApplicationID string `yaml:"application_id"`
+	// PublicKey is the hex Ed25519 key used to verify interactions.
+	PublicKey string `yaml:"public_key"`
+	// APIURL overrides https://discord.com/api/v10.
+	APIURL string `yaml:"api_url"`
+	// Gateway also reads plain messages over the Gateway websocket.
+	Gateway bool `yaml:"gateway"`
+	// MessageContent requests the privileged message content intent, needed
+	// to read plain message text over the Gateway.
+	MessageContent bool `yaml:"message_content"`
+	// GuildID, when set, registers commands in one guild (instant) instead of
+	// globally (which Discord propagates slowly).
+	GuildID  string `yaml:"guild_id"`
+	Delivery `yaml:",inline"`
+}
+
+// Email is a mailbox the bot reads (IMAP) and writes from (SMTP).
+type Email struct {
+	Enabled bool `yaml:"enabled"`
+	// Address is the bot's address; approvals are answered by replying to it.
+	Address string `yaml:"address"`
+	IMAP    IMAP   `yaml:"imap"`
+	SMTP    SMTP   `yaml:"smtp"`
+	// RequireDMARC trusts a sender only when Authentication-Results from
+	// AuthservID say DKIM/DMARC passed; From: alone is forgeable.
+	RequireDMARC bool `yaml:"require_dmarc"`
+	// AuthservID is the authserv-id of the receiving MTA whose
+	// Authentication-Results header is trusted; required with require_dmarc.
+	AuthservID string `yaml:"authserv_id"`
+	Delivery   `yaml:",inline"`
+}
+
+// IMAP is where inbound mail is read.
+type IMAP struct {
+	Addr     string `yaml:"addr"` // host:port
+	TLS      bool   `yaml:"tls"`  // implicit TLS (port 993)
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// Mailbox is the folder to read; default INBOX.
+	Mailbox string `yaml:"mailbox"`
+}
+
+// SMTP is where outbound mail is submitted.
+type SMTP struct {
+	Addr     string `yaml:"addr"` // host:port
+	StartTLS bool   `yaml:"starttls"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// Webhook is an inbound HTTP hook at POST /hooks/{name}, authenticated by an
+// HMAC-SHA256 of the body with Secret.
+type Webhook struct {
+	Name   string `yaml:"name" cfg:"required"`
+	Secret string `yaml:"secret" cfg:"required"`
+}
+
+// Approvers names groups of identities ("slack:U1", "email:a@b.c") that
+// policy rules refer to as "group:<name>".
+type Approvers struct {
+	Groups map[string][]string `yaml:"groups"`
+}
+
+// Risk tiers, lowest to highest. They feed policy.default auto and are shown
+// on approval cards.
+const (
+	RiskRead       = "read"
+	RiskReversible = "reversible"
+	RiskExternal   = "external"
+	RiskHighImpact = "high_impact"
+)
+
+// Tool is one operation opsgate can run: a process (exec) or an HTTP call.
+type Tool struct {
+	// Name is unique; letters, digits, '_' and '-' (MCP's tool name rules).
+	Name        string `yaml:"name" cfg:"required"`
+	Description string `yaml:"description"`
+	// Risk is read, reversible, external or high_impact.
+	Risk string `yaml:"risk" cfg:"required" enum:"read|reversible|external|high_impact"`
+	// Destructive marks tools whose effect cannot be undone; policy default
+	// auto always asks for them.
+	Destructive bool `yaml:"destructive"`
+	// Idempotent tools may be re-dispatched after a crash mid-call; others
+	// make the run interrupted instead.
+	Idempotent bool `yaml:"idempotent"`
+	// InputSchema is a JSON Schema (object) for the arguments, kept as
+	// decoded JSON values; default {"type": "object"}. See Tool.Schema.
+	InputSchema map[string]any `yaml:"input_schema"`
+	Exec        *Exec          `yaml:"exec"`
+	HTTP        *HTTP          `yaml:"http"`
+	// MaxOutput caps captured output; default 64KiB.
+	MaxOutput ByteSize `yaml:"max_output"`
+	// DryRunTimeout bounds the dry run made for the approval card; default 30s.
+	DryRunTimeout Duration `yaml:"dry_run_timeout"`
+
+	schema *jsonschema.Schema
+}
+
+// Schema returns the compiled InputSchema, ready to validate arguments.
+// It is nil only for a Tool that did not come from Parse.
+func (t *Tool) Schema() *jsonschema.Schema { return t.schema }
+
+// Exec runs a program. Arguments are argv elements rendered with
+// text/template from the call's arguments; no shell is involved.
+type Exec struct {
+	Command []string `yaml:"command" cfg:"required"`
+	// DryRun, when set, is run to produce the approval card's preview.
+	DryRun []string `yaml:"dry_run"`
+	// Timeout bounds one call; default 1m.
+	Timeout Duration `yaml:"timeout"`
+	// Env adds variables to the process environment (values may be templates).
+	Env map[string]string `yaml:"env"`
+}
+
+// HTTP makes one HTTP request; URL, header values and Body are templates.
+type HTTP struct {
+	// Method defaults to GET.
+	Method  string            `yaml:"method" enum:"GET|HEAD|POST|PUT|PATCH|DELETE"`
+	URL     string            `yaml:"url" cfg:"required"`
+	Headers map[string]string `yaml:"headers"`
+	Body    string            `yaml:"body"`
+	// Timeout bounds one call; default 1m.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Flow is a named sequence of tool calls started by a chat command.
+type Flow struct {
+	Name        string `yaml:"name" cfg:"required"`
+	Description string `yaml:"description"`
+	// Command is a router pattern: "deploy {service} {version} {env=staging}".
+	Command string `yaml:"command" cfg:"required"`
+	Steps   []Step `yaml:"steps" cfg:"required"`
+
+	pattern *router.Pattern
+}
+
+// Pattern returns the parsed Command; nil only for a Flow not from Parse.
+func (f *Flow) Pattern() *router.Pattern { return f.pattern }
+
+// Step calls one tool; string values in Args are templates over the flow's
+// arguments ("{{.service}}").
+type Step struct {
+	Tool string         `yaml:"tool" cfg:"required"`
+	Args map[string]any `yaml:"args"`
+}
+
+// Policy decides, per tool call, allow, ask or deny.
+type Policy struct {
+	// Default applies when no rule matches: auto (default) asks for
+	// destructive tools and risk external or high_impact and allows the
+	// rest; allow, ask and deny apply to every tool.
+	Default string `yaml:"default" enum:"auto|allow|ask|deny"`
+	// Rules are evaluated in order; the last match wins, except that a deny
+	// is never overridden.
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rule is one policy rule.
+type Rule struct {
+	Match  Match  `yaml:"match"`
+	Action string `yaml:"action" cfg:"required" enum:"allow|ask|deny"`
+	// Approvers are "group:<name>" references or identities ("slack:U1").
+	Approvers []string `yaml:"approvers"`
+	// Quorum is how many distinct approvers must approve; default 1.
+	Quorum int `yaml:"quorum"`
+}
+
+// Match selects tool calls: Tool is a glob over the tool name (path.Match
+// syntax), Args maps argument names to globs over their string form.
+type Match struct {
+	Tool string            `yaml:"tool"`
+	Args map[string]string `yaml:"args"`
+}
+
+// Approvals governs pending approvals.
+type Approvals struct {
+	// TTL is how long an approval stays pending before it expires; default 1h.
+	TTL Duration `yaml:"ttl"`
+	// AllowSelfApproval lets a requester approve their own call.
+	AllowSelfApproval bool `yaml:"allow_self_approval"`
+}
