@@ -43,13 +43,6 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// full reports whether nothing more will be kept.
-func (c *cappedBuffer) full() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int64(len(c.buf)) >= c.max
-}
-
 // result returns the kept text, with a "[… truncated N bytes]" note when
 // bytes were dropped. A cut through a multi-byte UTF-8 character is moved
 // back to the character's start (those bytes count as truncated), so the
