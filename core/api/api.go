@@ -1,0 +1,255 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// Engine is the part of the core engine the API drives. It is declared here,
+// where it is consumed, so the API can be tested against a fake and the
+// engine never needs to know about HTTP.
+type Engine interface {
+	// HandleEvent records an inbound event (deduplicated on channel and
+	// event id) and starts its run, if any.
+	HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error)
+	// Decide applies an approver's decision. Refusals are
+	// *core.DecisionError; an unknown approval may also be core.ErrNotFound.
+	Decide(ctx context.Context, actor core.Actor, channel string, d core.Decision) (*approvals.Approval, error)
+	// Cancel stops a run: core.ErrNotFound for an unknown run,
+	// core.ErrConflict when it is already final.
+	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
+}
+
+// Store is the read side the API serves from, plus the two admin writes it
+// exposes (requeue) and the wake-ups that drive the event stream. Both
+// store/sqlite and store/postgres satisfy it.
+type Store interface {
+	RunGet(ctx context.Context, id string) (*core.Run, error)
+	RunList(ctx context.Context, p core.RunListParams) ([]*core.Run, string, error)
+	RunEventList(ctx context.Context, runID string, after int64, limit int) ([]core.RunEvent, error)
+	ApprovalGet(ctx context.Context, id string) (*approvals.Approval, error)
+	ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error)
+	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
+	// AuditVerify walks the audit chain and returns the sequence number of
+	// the first altered entry, or 0 when the chain is intact.
+	AuditVerify(ctx context.Context) (badSeq int64, err error)
+	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
+	OutboxRequeue(ctx context.Context, id string, now time.Time) error
+	Subscribe(topic string) (ch <-chan struct{}, cancel func())
+}
+
+// Token is one configured API credential (CONTRACT.md api.tokens). Every
+// request made with it acts as Actor, so approvals and audit entries name a
+// person or system, never "the API".
+type Token struct {
+	Name  string
+	Token string
+	Actor string
+}
+
+// Options configures New. Engine, Store and at least a valid Token list are
+// needed; the rest have defaults.
+type Options struct {
+	Engine Engine
+	Store  Store
+	Tokens []Token
+	// MaxBodyBytes caps request bodies (413 beyond); default 1 MiB.
+	MaxBodyBytes int64
+	// Now is the clock (tests pin it); default time.Now.
+	Now func() time.Time
+	// Logger receives request errors; default discards.
+	Logger *slog.Logger
+	// PollInterval is how often the event stream re-reads the store when no
+	// wake-up arrives (a missed NOTIFY must not stall a client); default 1 s.
+	PollInterval time.Duration
+	// PingInterval is how often an idle event stream sends a ": ping"
+	// comment so proxies keep the connection open; default 15 s.
+	PingInterval time.Duration
+}
+
+// The limits of CONTRACT.md's API that are not configurable.
+const (
+	// DefaultMaxBodyBytes is the body cap when Options.MaxBodyBytes is 0.
+	DefaultMaxBodyBytes = 1 << 20
+	// MaxMessageText caps POST /api/v1/messages text (413 beyond): a chat
+	// message, not a file upload.
+	MaxMessageText = 16 << 10
+	// ConsoleChannel is the channel of events and decisions made through
+	// the API: the API is the console's back end.
+	ConsoleChannel = "console"
+)
+
+type server struct {
+	o      Options
+	log    *slog.Logger
+	tokens []tokenEntry
+	mux    *http.ServeMux
+}
+
+type tokenEntry struct {
+	digest [sha256.Size]byte
+	actor  core.Actor
+}
+
+// New validates o and returns the API handler. It serves absolute
+// /api/v1/... paths: mount it at "/api/v1/" without stripping the prefix.
+func New(o Options) (http.Handler, error) {
+	if o.Engine == nil {
+		return nil, errors.New("api: Options.Engine is required")
+	}
+	if o.Store == nil {
+		return nil, errors.New("api: Options.Store is required")
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
+	}
+	if o.PingInterval <= 0 {
+		o.PingInterval = 15 * time.Second
+	}
+	s := &server{o: o, log: o.Logger, mux: http.NewServeMux()}
+	for i, t := range o.Tokens {
+		if t.Token == "" {
+			return nil, fmt.Errorf("api: token %d (%q): empty token", i, t.Name)
+		}
+		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
+			return nil, fmt.Errorf("api: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
+		}
+		// Comparing fixed-size digests keeps the comparison constant-time
+		// even when token lengths differ.
+		s.tokens = append(s.tokens, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+	}
+	if len(s.tokens) == 0 {
+		s.log.Warn("api: no tokens configured; every API request will be refused")
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *server) routes() {
+	m := s.mux
+	m.HandleFunc("POST /api/v1/messages", s.postMessage)
+	m.HandleFunc("GET /api/v1/runs", s.listRuns)
+	m.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
+	m.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
+	m.HandleFunc("GET /api/v1/runs/{id}/events", s.runEvents)
+	m.HandleFunc("GET /api/v1/approvals", s.listApprovals)
+	m.HandleFunc("GET /api/v1/approvals/{id}", s.getApproval)
+	m.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
+	m.HandleFunc("GET /api/v1/audit", s.listAudit)
+	m.HandleFunc("GET /api/v1/audit/verify", s.verifyAudit)
+	m.HandleFunc("GET /api/v1/deliveries", s.listDeliveries)
+	m.HandleFunc("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery)
+}
+
+type actorKey struct{}
+
+// actorFrom returns the authenticated actor; the auth step always sets it
+// before a route handler runs.
+func actorFrom(ctx context.Context) core.Actor {
+	a, _ := ctx.Value(actorKey{}).(core.Actor)
+	return a
+}
+
+// ServeHTTP authenticates, then routes; unmatched routes and wrong methods
+// get the same JSON error shape as everything else.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "api: panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeError(w, http.StatusInternalServerError, "internal", "internal error")
+		}
+	}()
+	actor, ok := s.authenticate(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
+	}
+	if h, pattern := s.mux.Handler(r); pattern == "" {
+		// The mux's own 404/405 handlers write plain text; run one into a
+		// recorder to learn which it is (and the Allow header), then
+		// answer in JSON.
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+		default:
+			writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+		}
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authenticate checks the bearer token against every configured token,
+// without stopping at the first match, so the time taken does not reveal
+// which token (or how much of one) matched.
+func (s *server) authenticate(r *http.Request) (core.Actor, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return core.Actor{}, false
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return core.Actor{}, false
+	}
+	d := sha256.Sum256([]byte(tok))
+	var found core.Actor
+	match := 0
+	for i := range s.tokens {
+		eq := subtle.ConstantTimeCompare(d[:], s.tokens[i].digest[:])
+		if eq == 1 && match == 0 {
+			found = s.tokens[i].actor
+		}
+		match |= eq
+	}
+	return found, match == 1
+}
+
+// statusRecorder captures what the mux's fallback handlers write.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}

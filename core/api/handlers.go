@@ -1,0 +1,422 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// List limits: a default that suits a terminal, a cap that bounds one
+// response.
+const (
+	defaultLimit  = 50
+	maxLimit      = 200
+	maxAuditLimit = 1000
+	maxIDLen      = 256
+	maxReasonLen  = 4 << 10
+)
+
+func isNotFound(err error) bool {
+	return errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound)
+}
+
+type messageBody struct {
+	Thread  string `json:"thread"`
+	Text    string `json:"text"`
+	EventID string `json:"event_id"`
+}
+
+type messageResponse struct {
+	EventID   string   `json:"event_id"`
+	Duplicate bool     `json:"duplicate"`
+	Run       *runView `json:"run"`
+}
+
+// postMessage turns the body into a console ChannelEvent, handled exactly
+// like a chat message. A client that retries with the same event_id gets
+// the first delivery's run back (200) instead of a second run.
+func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
+	var b messageBody
+	if err := decodeBody(r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	key := strings.TrimPrefix(strings.TrimSpace(b.Thread), ConsoleChannel+":")
+	switch {
+	case key == "":
+		s.fail(w, r, invalid("thread", "thread is required"))
+		return
+	case len(key) > maxIDLen:
+		s.fail(w, r, invalid("thread", "thread is longer than %d bytes", maxIDLen))
+		return
+	case strings.TrimSpace(b.Text) == "":
+		s.fail(w, r, invalid("text", "text is required"))
+		return
+	case len(b.Text) > MaxMessageText:
+		e := errf(http.StatusRequestEntityTooLarge, "too_large", "text is %d bytes; the limit is %d", len(b.Text), MaxMessageText)
+		e.body.Field = "text"
+		s.fail(w, r, e)
+		return
+	case len(b.EventID) > maxIDLen:
+		s.fail(w, r, invalid("event_id", "event_id is longer than %d bytes", maxIDLen))
+		return
+	}
+	if b.EventID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("api: new event id: %w", err))
+			return
+		}
+		b.EventID = id.String()
+	}
+	ev := core.ChannelEvent{
+		Channel:    ConsoleChannel,
+		EventID:    b.EventID,
+		Actor:      actorFrom(r.Context()),
+		Thread:     core.Thread{Channel: ConsoleChannel, Key: key},
+		Text:       b.Text,
+		ReceivedAt: s.o.Now().UTC(),
+	}
+	rc, err := s.o.Engine.HandleEvent(r.Context(), ev)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: handle message: %w", err))
+		return
+	}
+	resp := messageResponse{EventID: b.EventID, Duplicate: rc.Duplicate}
+	if rc.RunID != "" {
+		run, err := s.o.Store.RunGet(r.Context(), rc.RunID)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("api: get run %s: %w", rc.RunID, err))
+			return
+		}
+		resp.Run = newRunView(run)
+	}
+	status := http.StatusOK
+	if rc.RunID != "" && !rc.Duplicate {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/api/v1/runs/"+rc.RunID)
+	}
+	writeJSON(w, status, resp)
+}
+
+var runStatuses = map[core.RunStatus]bool{
+	core.RunQueued: true, core.RunRunning: true, core.RunWaitingApproval: true, core.RunWaitingInput: true,
+	core.RunSucceeded: true, core.RunFailed: true, core.RunRejected: true, core.RunCancelled: true,
+	core.RunInterrupted: true,
+}
+
+func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := core.RunListParams{Status: core.RunStatus(q.Get("status")), Cursor: q.Get("cursor")}
+	if p.Status != "" && !runStatuses[p.Status] {
+		s.fail(w, r, invalid("status", "unknown run status %q", p.Status))
+		return
+	}
+	if t := q.Get("thread"); t != "" {
+		th, err := core.ParseThread(t)
+		if err != nil {
+			s.fail(w, r, invalid("thread", "thread must be <channel>:<key>, got %q", t))
+			return
+		}
+		p.Thread = th.String()
+	}
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Limit = limit
+	runs, next, err := s.o.Store.RunList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list runs: %w", err), func() error {
+			_, _, err := s.o.Store.RunList(r.Context(), core.RunListParams{Limit: 1})
+			return err
+		}))
+		return
+	}
+	out := listView[*runView]{Items: make([]*runView, 0, len(runs)), NextCursor: next}
+	for _, run := range runs {
+		out.Items = append(out.Items, newRunView(run))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// cursorErr decides what a list failure with a caller-supplied cursor
+// means. Cursors are opaque, so a forged or stale one is bad input (422),
+// not an outage; the store does not say which it was, so probe the same
+// list without the cursor: if that works, the cursor was to blame.
+func cursorErr(cursor string, err error, probe func() error) error {
+	if cursor == "" || isNotFound(err) {
+		return err
+	}
+	if probe() != nil {
+		return err
+	}
+	return invalid("cursor", "cursor is not valid (use next_cursor from a previous page)")
+}
+
+func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.o.Store.RunGet(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(err, "run", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, newRunView(run))
+}
+
+// notFound rewords a not-found error to name what was missing.
+func notFound(err error, what, id string) error {
+	if isNotFound(err) {
+		return errf(http.StatusNotFound, "not_found", "%s %q not found", what, id)
+	}
+	return fmt.Errorf("api: get %s %s: %w", what, id, err)
+}
+
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.o.Engine.Cancel(r.Context(), id, actorFrom(r.Context()))
+	switch {
+	case isNotFound(err):
+		s.fail(w, r, errf(http.StatusNotFound, "not_found", "run %q not found", id))
+		return
+	case errors.Is(err, core.ErrConflict):
+		msg := fmt.Sprintf("run %q is already final", id)
+		if cur, gerr := s.o.Store.RunGet(r.Context(), id); gerr == nil {
+			msg = fmt.Sprintf("run %q already ended: %s", id, cur.Status)
+		}
+		s.fail(w, r, errf(http.StatusConflict, "already_final", "%s", msg))
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("api: cancel run %s: %w", id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, newRunView(run))
+}
+
+var approvalStatuses = map[approvals.Status]bool{
+	approvals.StatusPending: true, approvals.StatusApproved: true, approvals.StatusRejected: true,
+	approvals.StatusEdited: true, approvals.StatusExpired: true,
+}
+
+func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := approvals.ApprovalListParams{Status: approvals.Status(q.Get("status")), RunID: q.Get("run_id"), Cursor: q.Get("cursor")}
+	if p.Status != "" && !approvalStatuses[p.Status] {
+		s.fail(w, r, invalid("status", "unknown approval status %q", p.Status))
+		return
+	}
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Limit = limit
+	as, next, err := s.o.Store.ApprovalList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list approvals: %w", err), func() error {
+			_, _, err := s.o.Store.ApprovalList(r.Context(), approvals.ApprovalListParams{Limit: 1})
+			return err
+		}))
+		return
+	}
+	views, err := s.approvalViews(r.Context(), as)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: list approvals: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, listView[*approvalView]{Items: views, NextCursor: next})
+}
+
+func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a, err := s.o.Store.ApprovalGet(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(err, "approval", id))
+		return
+	}
+	s.writeApproval(w, r, a)
+}
+
+func (s *server) writeApproval(w http.ResponseWriter, r *http.Request, a *approvals.Approval) {
+	views, err := s.approvalViews(r.Context(), []*approvals.Approval{a})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: approval %s: %w", a.ID, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, views[0])
+}
+
+type decisionBody struct {
+	Action string         `json:"action"`
+	Args   map[string]any `json:"args"`
+	Reason string         `json:"reason"`
+	Scope  string         `json:"scope"`
+}
+
+// validate checks the shape of a decision; whether the actor may make it,
+// and whether edited args fit the tool's schema, is the engine's call.
+func (b *decisionBody) validate() error {
+	switch approvals.Action(b.Action) {
+	case approvals.ActionApprove, approvals.ActionReject:
+		if b.Args != nil {
+			return invalid("args", "args are only accepted with action %q", approvals.ActionEdit)
+		}
+	case approvals.ActionEdit:
+		if b.Args == nil {
+			return invalid("args", "action %q needs args: the complete new arguments object", approvals.ActionEdit)
+		}
+	case "":
+		return invalid("action", "action is required: approve, reject or edit")
+	default:
+		return invalid("action", "unknown action %q: want approve, reject or edit", b.Action)
+	}
+	switch approvals.Scope(b.Scope) {
+	case "", approvals.ScopeCall, approvals.ScopeSession:
+	default:
+		return invalid("scope", "unknown scope %q: want call or session", b.Scope)
+	}
+	if len(b.Reason) > maxReasonLen {
+		return invalid("reason", "reason is longer than %d bytes", maxReasonLen)
+	}
+	return nil
+}
+
+// decide applies the caller's decision through the engine, which judges it
+// by compare-and-set: a loser gets 409 naming the winner.
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var b decisionBody
+	if err := decodeBody(r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := b.validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope}
+	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), ConsoleChannel, d)
+	if err != nil {
+		var de *core.DecisionError
+		if errors.As(err, &de) || errors.As(err, new(*approvals.RefusedError)) {
+			s.fail(w, r, err)
+			return
+		}
+		s.fail(w, r, notFound(err, "approval", id))
+		return
+	}
+	if a == nil {
+		// An engine that reports success without the approval: read it.
+		if a, err = s.o.Store.ApprovalGet(r.Context(), id); err != nil {
+			s.fail(w, r, notFound(err, "approval", id))
+			return
+		}
+	}
+	s.writeApproval(w, r, a)
+}
+
+func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := queryInt64(r, "after")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if c := q.Get("cursor"); c != "" {
+		// The audit cursor is the last sequence number seen, so "after"
+		// and "cursor" mean the same; a cursor wins.
+		if after, err = queryInt64(r, "cursor"); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	limit, err := queryLimit(r, 100, maxAuditLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := approvals.AuditListParams{After: after, Limit: limit, Actor: q.Get("actor"), Tool: q.Get("tool"),
+		RunID: q.Get("run_id"), ApprovalID: q.Get("approval_id")}
+	entries, err := s.o.Store.AuditList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: list audit: %w", err))
+		return
+	}
+	out := listView[auditView]{Items: make([]auditView, 0, len(entries))}
+	for _, e := range entries {
+		out.Items = append(out.Items, newAuditView(e))
+	}
+	if len(entries) == limit {
+		out.NextCursor = fmt.Sprint(entries[len(entries)-1].Seq)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type verifyResponse struct {
+	OK          bool  `json:"ok"`
+	FirstBadSeq int64 `json:"first_bad_seq"`
+}
+
+func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
+	bad, err := s.o.Store.AuditVerify(r.Context())
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: verify audit: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, verifyResponse{OK: bad == 0, FirstBadSeq: bad})
+}
+
+var deliveryStatuses = map[core.DeliveryStatus]bool{core.DeliveryPending: true, core.DeliverySent: true, core.DeliveryDead: true}
+
+func (s *server) listDeliveries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := core.OutboxListParams{Status: core.DeliveryStatus(q.Get("status")), Cursor: q.Get("cursor")}
+	if p.Status != "" && !deliveryStatuses[p.Status] {
+		s.fail(w, r, invalid("status", "unknown delivery status %q: want dead, pending or sent", p.Status))
+		return
+	}
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Limit = limit
+	ds, next, err := s.o.Store.OutboxList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list deliveries: %w", err), func() error {
+			_, _, err := s.o.Store.OutboxList(r.Context(), core.OutboxListParams{Limit: 1})
+			return err
+		}))
+		return
+	}
+	out := listView[deliveryView]{Items: make([]deliveryView, 0, len(ds)), NextCursor: next}
+	for _, d := range ds {
+		out.Items = append(out.Items, newDeliveryView(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *server) requeueDelivery(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.o.Store.OutboxRequeue(r.Context(), id, s.o.Now().UTC())
+	switch {
+	case isNotFound(err):
+		s.fail(w, r, errf(http.StatusNotFound, "not_found", "delivery %q not found", id))
+		return
+	case errors.Is(err, core.ErrConflict):
+		s.fail(w, r, errf(http.StatusConflict, "not_dead", "delivery %q is not dead; only dead deliveries can be requeued", id))
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("api: requeue delivery %s: %w", id, err))
+		return
+	}
+	s.log.InfoContext(r.Context(), "api: delivery requeued", "id", id, "actor", actorFrom(r.Context()).ID)
+	writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": string(core.DeliveryPending)})
+}

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// apiError is the error object of every failed response. Field, By and At
+// are set when they help the caller fix or understand the refusal.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	By      string `json:"by,omitempty"`
+	At      string `json:"at,omitempty"`
+}
+
+// httpError is an error with the status and body the API answers with.
+type httpError struct {
+	status int
+	body   apiError
+}
+
+func (e *httpError) Error() string { return e.body.Code + ": " + e.body.Message }
+
+func errf(status int, code, format string, args ...any) *httpError {
+	return &httpError{status: status, body: apiError{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+func invalid(field, format string, args ...any) *httpError {
+	e := errf(http.StatusUnprocessableEntity, "invalid", format, args...)
+	e.body.Field = field
+	return e
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only JSON-safe values are served; this is a programming error.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]apiError{"error": {Code: code, Message: msg}})
+}
+
+// fail answers err: an *httpError as it says, a known domain error by its
+// meaning, anything else as 500 (logged, never shown to the caller).
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	he := s.classify(err)
+	if he.status >= 500 {
+		s.log.ErrorContext(r.Context(), "api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if he.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
+	}
+	writeJSON(w, he.status, map[string]apiError{"error": he.body})
+}
+
+func (s *server) classify(err error) *httpError {
+	var he *httpError
+	var de *core.DecisionError
+	var re *approvals.RefusedError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &mbe):
+		return errf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds %d bytes", mbe.Limit)
+	case errors.As(err, &de):
+		return decisionError(de)
+	case errors.As(err, &re):
+		return refusedError(re)
+	case errors.Is(err, core.ErrNotFound), errors.Is(err, approvals.ErrNotFound):
+		return errf(http.StatusNotFound, "not_found", "not found")
+	case errors.Is(err, core.ErrConflict):
+		return errf(http.StatusConflict, "conflict", "the resource changed state; reload it")
+	}
+	return errf(http.StatusInternalServerError, "internal", "internal error")
+}
+
+// decisionStatus maps the core's refusal codes to HTTP, as core/errors.go
+// documents next to each code.
+var decisionStatus = map[core.DecisionCode]int{
+	core.DecisionNotFound:       http.StatusNotFound,
+	core.DecisionAlreadyDecided: http.StatusConflict,
+	core.DecisionNotApprover:    http.StatusForbidden,
+	core.DecisionSelfApproval:   http.StatusForbidden,
+	core.DecisionExpired:        http.StatusGone,
+	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
+	core.DecisionDenied:         http.StatusForbidden,
+	core.DecisionBadRequest:     http.StatusBadRequest,
+}
+
+func decisionError(de *core.DecisionError) *httpError {
+	status, ok := decisionStatus[de.Code]
+	if !ok {
+		status = http.StatusBadRequest
+	}
+	msg := de.Message
+	if msg == "" {
+		msg = strings.ReplaceAll(string(de.Code), "_", " ")
+	}
+	e := &httpError{status: status, body: apiError{Code: string(de.Code), Message: msg, Field: de.Field, By: de.By}}
+	if de.Code == core.DecisionAlreadyDecided && de.By != "" && !strings.Contains(msg, de.By) {
+		e.body.Message = msg + " (decided by " + de.By + ")"
+	}
+	if !de.At.IsZero() {
+		e.body.At = rfc3339(de.At)
+	}
+	return e
+}
+
+// refusedError maps the approvals package's own refusals, in case an
+// engine passes them through unconverted.
+func refusedError(re *approvals.RefusedError) *httpError {
+	code := core.DecisionBadRequest
+	switch {
+	case errors.Is(re, approvals.ErrNotFound):
+		code = core.DecisionNotFound
+	case errors.Is(re, approvals.ErrAlreadyDecided), errors.Is(re, approvals.ErrDuplicateApproval):
+		code = core.DecisionAlreadyDecided
+	case errors.Is(re, approvals.ErrExpired):
+		code = core.DecisionExpired
+	case errors.Is(re, approvals.ErrNotApprover):
+		code = core.DecisionNotApprover
+	case errors.Is(re, approvals.ErrSelfApproval):
+		code = core.DecisionSelfApproval
+	case errors.Is(re, approvals.ErrDeniedByPolicy):
+		code = core.DecisionDenied
+	case re.Field != "":
+		code = core.DecisionInvalidArgs
+	}
+	return decisionError(&core.DecisionError{Code: code, Message: re.Error(), By: strings.Join(re.By, ", "), At: re.At, Field: re.Field})
+}
+
+// decodeBody reads one JSON object into v: 400 for malformed JSON, trailing
+// data or unknown fields, 413 past the body cap, 422 (with the field) for a
+// value of the wrong type.
+func decodeBody(r *http.Request, v any) error {
+	if r.Body == nil {
+		return errf(http.StatusBadRequest, "malformed_json", "request body is empty; want a JSON object")
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return fmt.Errorf("api: read body: %w", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errf(http.StatusBadRequest, "malformed_json", "request body is empty; want a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+			return errf(http.StatusBadRequest, "malformed_json", "malformed JSON: %v", err)
+		case errors.As(err, &ute):
+			if ute.Field == "" {
+				return errf(http.StatusBadRequest, "malformed_json", "want a JSON object, got %s", ute.Value)
+			}
+			return invalid(ute.Field, "%s: want %s, got %s", ute.Field, ute.Type, ute.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return errf(http.StatusBadRequest, "unknown_field", "%s", strings.TrimPrefix(err.Error(), "json: "))
+		default:
+			return errf(http.StatusBadRequest, "malformed_json", "malformed JSON: %v", err)
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errf(http.StatusBadRequest, "malformed_json", "malformed JSON: unexpected data after the object")
+	}
+	return nil
+}
+
+// Query parameters.
+
+func queryLimit(r *http.Request, def, maxLimit int) (int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, invalid("limit", "limit must be a positive integer, got %q", v)
+	}
+	return min(n, maxLimit), nil
+}
+
+func queryInt64(r *http.Request, name string) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, invalid(name, "%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}
+
+// rfc3339 renders a time as CONTRACT.md promises: RFC 3339 in UTC (with
+// the fractional seconds the store kept, so ordering survives).
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func rfc3339Ptr(t *time.Time) *string {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	s := rfc3339(*t)
+	return &s
+}

@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// The response shapes of CONTRACT.md. They are separate from the core's
+// types so that the wire format (UTC times, "<channel>:<key>" threads, [] for
+// empty lists, null for absent arguments) is decided here, once, and a field
+// added to a core type does not leak out unreviewed.
+
+type listView[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor"`
+}
+
+type runView struct {
+	ID           string         `json:"id"`
+	Flow         string         `json:"flow"`
+	Thread       string         `json:"thread"`
+	Requester    string         `json:"requester"`
+	Status       core.RunStatus `json:"status"`
+	Args         map[string]any `json:"args"`
+	Reason       string         `json:"reason"`
+	StepIndex    int            `json:"step_index"`
+	ErrorCode    string         `json:"error_code,omitempty"`
+	ErrorMessage string         `json:"error_message,omitempty"`
+	CreatedAt    string         `json:"created_at"`
+	UpdatedAt    string         `json:"updated_at"`
+	Steps        []stepView     `json:"steps"`
+}
+
+type stepView struct {
+	Index          int             `json:"index"`
+	Tool           string          `json:"tool"`
+	Status         core.StepStatus `json:"status"`
+	Args           map[string]any  `json:"args"`
+	Output         string          `json:"output"`
+	Error          string          `json:"error,omitempty"`
+	ApprovalID     string          `json:"approval_id,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Attempts       int             `json:"attempts"`
+	StartedAt      *string         `json:"started_at,omitempty"`
+	FinishedAt     *string         `json:"finished_at,omitempty"`
+}
+
+func emptyIfNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func newRunView(r *core.Run) *runView {
+	if r == nil {
+		return nil
+	}
+	v := &runView{
+		ID: r.ID, Flow: r.Flow, Thread: r.Thread.String(), Requester: r.Requester, Status: r.Status,
+		Args: emptyIfNil(r.Args), Reason: r.Reason, StepIndex: r.StepIndex,
+		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
+		CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
+		Steps: make([]stepView, 0, len(r.Steps)),
+	}
+	for _, s := range r.Steps {
+		v.Steps = append(v.Steps, stepView{
+			Index: s.Index, Tool: s.Tool, Status: s.Status, Args: emptyIfNil(s.Args), Output: s.Output,
+			Error: s.Error, ApprovalID: s.ApprovalID, IdempotencyKey: s.IdempotencyKey, Attempts: s.Attempts,
+			StartedAt: rfc3339Ptr(s.StartedAt), FinishedAt: rfc3339Ptr(s.FinishedAt),
+		})
+	}
+	return v
+}
+
+type approvalView struct {
+	ID           string           `json:"id"`
+	RunID        string           `json:"run_id"`
+	StepIndex    int              `json:"step_index"`
+	Thread       string           `json:"thread"`
+	Requester    string           `json:"requester"`
+	Tool         string           `json:"tool"`
+	Destructive  bool             `json:"destructive"`
+	Risk         approvals.Risk   `json:"risk"`
+	ProposedArgs map[string]any   `json:"proposed_args"`
+	ApprovedArgs map[string]any   `json:"approved_args"`
+	ExecutedArgs map[string]any   `json:"executed_args"`
+	Preview      string           `json:"dry_run_preview"`
+	Reason       string           `json:"reason"`
+	Status       approvals.Status `json:"status"`
+	Approvers    []string         `json:"approvers"`
+	Eligible     []string         `json:"eligible"`
+	Quorum       int              `json:"quorum"`
+	Decisions    []decisionView   `json:"decisions"`
+	CreatedAt    string           `json:"created_at"`
+	ExpiresAt    string           `json:"expires_at"`
+	DecidedAt    *string          `json:"decided_at"`
+}
+
+type decisionView struct {
+	Actor      string           `json:"actor"`
+	Channel    string           `json:"channel"`
+	Action     approvals.Action `json:"action"`
+	Reason     string           `json:"reason,omitempty"`
+	Args       map[string]any   `json:"args,omitempty"`
+	Scope      approvals.Scope  `json:"scope,omitempty"`
+	Superseded bool             `json:"superseded,omitempty"`
+	At         string           `json:"at"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func newApprovalView(a *approvals.Approval, executed map[string]any) *approvalView {
+	v := &approvalView{
+		ID: a.ID, RunID: a.RunID, StepIndex: a.StepIndex, Thread: a.Thread, Requester: a.Requester,
+		Tool: a.Tool, Destructive: a.Destructive, Risk: a.Risk,
+		ProposedArgs: emptyIfNil(a.ProposedArgs), ApprovedArgs: a.ApprovedArgs, ExecutedArgs: executed,
+		Preview: a.Preview, Reason: a.Reason, Status: a.Status,
+		Approvers: nonNil(a.Approvers), Eligible: nonNil(a.Eligible), Quorum: a.Quorum,
+		Decisions: make([]decisionView, 0, len(a.Decisions)),
+		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt), DecidedAt: rfc3339Ptr(a.DecidedAt),
+	}
+	for _, d := range a.Decisions {
+		v.Decisions = append(v.Decisions, decisionView{
+			Actor: d.Actor, Channel: d.Channel, Action: d.Action, Reason: d.Reason, Args: d.Args,
+			Scope: d.Scope, Superseded: d.Superseded, At: rfc3339(d.At),
+		})
+	}
+	return v
+}
+
+// approvalViews renders approvals with their executed arguments: the args
+// of the run step that carries the approval once it was dispatched (null
+// before), read from the run so the answer is what actually ran. runs
+// caches runs across one response, so a page of approvals of one run reads
+// it once.
+func (s *server) approvalViews(ctx context.Context, as []*approvals.Approval) ([]*approvalView, error) {
+	runs := map[string]*core.Run{}
+	out := make([]*approvalView, 0, len(as))
+	for _, a := range as {
+		executed := a.ExecutedArgs
+		if executed == nil && a.RunID != "" && (a.Status == approvals.StatusApproved || a.Status == approvals.StatusEdited) {
+			run, ok := runs[a.RunID]
+			if !ok {
+				var err error
+				run, err = s.o.Store.RunGet(ctx, a.RunID)
+				if err != nil && !isNotFound(err) {
+					return nil, err
+				}
+				runs[a.RunID] = run
+			}
+			executed = executedArgs(run, a.ID)
+		}
+		out = append(out, newApprovalView(a, executed))
+	}
+	return out, nil
+}
+
+// executedArgs finds the step carrying approvalID and returns its args if
+// the call was dispatched (whatever came of it).
+func executedArgs(run *core.Run, approvalID string) map[string]any {
+	if run == nil {
+		return nil
+	}
+	for _, st := range run.Steps {
+		if st.ApprovalID != approvalID {
+			continue
+		}
+		switch st.Status {
+		case core.StepDispatching, core.StepSucceeded, core.StepFailed, core.StepInterrupted:
+			return emptyIfNil(st.Args)
+		}
+	}
+	return nil
+}
+
+type auditView struct {
+	Seq        int64           `json:"seq"`
+	At         string          `json:"at"`
+	Kind       string          `json:"kind"`
+	Actor      string          `json:"actor"`
+	RunID      string          `json:"run_id,omitempty"`
+	ApprovalID string          `json:"approval_id,omitempty"`
+	Tool       string          `json:"tool,omitempty"`
+	Detail     json.RawMessage `json:"detail,omitempty"`
+	PrevHash   string          `json:"prev_hash"`
+	Hash       string          `json:"hash"`
+}
+
+func newAuditView(e approvals.AuditEntry) auditView {
+	return auditView{Seq: e.Seq, At: rfc3339(e.At), Kind: e.Kind, Actor: e.Actor, RunID: e.RunID,
+		ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: validJSON(e.Detail), PrevHash: e.PrevHash, Hash: e.Hash}
+}
+
+// validJSON guards the response against a stored detail that is not JSON
+// (json.Marshal would fail the whole response on it).
+func validJSON(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return nil
+	}
+	return b
+}
+
+type deliveryView struct {
+	ID            string              `json:"id"`
+	Seq           int64               `json:"seq"`
+	Thread        string              `json:"thread"`
+	Kind          core.MessageKind    `json:"kind"`
+	Text          string              `json:"text,omitempty"`
+	ApprovalID    string              `json:"approval_id,omitempty"`
+	RunID         string              `json:"run_id,omitempty"`
+	Status        core.DeliveryStatus `json:"status"`
+	Attempts      int                 `json:"attempts"`
+	ChunksSent    int                 `json:"chunks_sent"`
+	LastError     string              `json:"last_error,omitempty"`
+	CreatedAt     string              `json:"created_at"`
+	NextAttemptAt *string             `json:"next_attempt_at"`
+	SentAt        *string             `json:"sent_at"`
+}
+
+func newDeliveryView(d *core.Delivery) deliveryView {
+	return deliveryView{ID: d.ID, Seq: d.Seq, Thread: d.Thread.String(), Kind: d.Kind, Text: d.Text,
+		ApprovalID: d.ApprovalID, RunID: d.RunID, Status: d.Status, Attempts: d.Attempts,
+		ChunksSent: d.ChunksSent, LastError: d.LastError, CreatedAt: rfc3339(d.CreatedAt),
+		NextAttemptAt: rfc3339Ptr(&d.NextAttemptAt), SentAt: rfc3339Ptr(d.SentAt)}
+}
