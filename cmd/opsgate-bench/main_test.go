@@ -1,0 +1,58 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLoopbackURLRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"http://127.0.0.1:8080", "http://localhost:1", "http://[::1]:9", "http://127.3.4.5"} {
+		if _, err := loopbackURL(ok); err != nil {
+			t.Errorf("loopbackURL(%q) = %v, want ok", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://10.0.0.1:8080", "http://example.com", "ftp://127.0.0.1", "127.0.0.1:8080", "http://0.0.0.0:8080", ""} {
+		if _, err := loopbackURL(bad); err == nil {
+			t.Errorf("loopbackURL(%q) accepted a non-loopback server", bad)
+		}
+	}
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	t.Parallel()
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	if got := pct(d, 50); got != 50*time.Millisecond {
+		t.Errorf("p50 = %v, want 50ms", got)
+	}
+	if got := pct(d, 99); got != 99*time.Millisecond {
+		t.Errorf("p99 = %v, want 99ms", got)
+	}
+	if got := pct([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("p99 of one = %v", got)
+	}
+	if got := pct(nil, 50); got != 0 {
+		t.Errorf("p50 of none = %v", got)
+	}
+}
+
+func TestParseFlagsBoundsLoad(t *testing.T) {
+	t.Setenv("OPSGATE_TOKEN", "")
+	if _, err := parseFlags([]string{}, discard{}); err == nil {
+		t.Error("no token accepted")
+	}
+	if _, err := parseFlags([]string{"--token", "x", "--messages", "2000000"}, discard{}); err == nil {
+		t.Error("unbounded message count accepted")
+	}
+	o, err := parseFlags([]string{"--token", "x"}, discard{})
+	if err != nil || o.messages != 5000 || o.concurrency != 32 || o.runs != 100 {
+		t.Errorf("defaults = %+v, %v", o, err)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
