@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// Decide applies an approver's decision to an approval: the one path every
+// surface (buttons, modals, mail replies, console, API, CLI) goes through.
+// Exactly one decision wins, by compare-and-set in the store; when it ends
+// the approval, the run is requeued in the same transaction and resumes on
+// whichever replica claims it. A refusal returns a *core.DecisionError
+// (and the refused attempt is audited); nothing else changes.
+func (e *Engine) Decide(ctx context.Context, actor core.Actor, channel string, d core.Decision) (*approvals.Approval, error) {
+	return e.decide(ctx, actor, channel, d, nil)
+}
+
+func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d core.Decision, key *approvals.EventKey) (*approvals.Approval, error) {
+	if d.ApprovalID == "" {
+		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no approval id"}
+	}
+	if actor.ID == "" {
+		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
+	}
+	req := approvals.Request{
+		Actor: actor.ID, Channel: channel, Action: approvals.Action(d.Action), Args: d.Args,
+		Reason: d.Reason, Scope: approvals.Scope(d.Scope), At: e.now(),
+	}
+	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
+		ID:    d.ApprovalID,
+		Event: key,
+		Decide: func(a *approvals.Approval) approvals.Outcome {
+			return approvals.Decide(a, req, e.decisionEnv(a))
+		},
+	})
+	if err == nil {
+		return a, nil
+	}
+	if errors.Is(err, approvals.ErrDuplicateEvent) {
+		return a, err
+	}
+	return a, decisionError(d.ApprovalID, actor.ID, err)
+}
+
+// decisionEnv gives Decide the tool's schema and the policy re-check for
+// edits, from the live configuration.
+func (e *Engine) decisionEnv(a *approvals.Approval) approvals.Env {
+	t := e.tools[a.Tool]
+	return approvals.Env{
+		AllowSelfApproval: e.opts.AllowSelfApproval,
+		Validate: func(args map[string]any) (map[string]any, error) {
+			if t == nil {
+				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
+			}
+			return applySchema(t, args)
+		},
+		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
+			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
+			v := e.policy.Evaluate(info, args)
+			return v, approvals.Expand(v.Approvers, e.opts.Groups)
+		},
+	}
+}
+
+// applySchema fills defaults and validates; a tool without a schema takes
+// any object.
+func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
+	if t.Schema == nil {
+		return maps.Clone(args), nil
+	}
+	return t.Schema.Apply(args)
+}
+
+// decisionError maps the store's and approvals' refusals to the one error
+// type every surface understands.
+func decisionError(id, actor string, err error) error {
+	var de *core.DecisionError
+	if errors.As(err, &de) {
+		return de
+	}
+	if errors.Is(err, approvals.ErrNotFound) || errors.Is(err, core.ErrNotFound) {
+		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("no approval %q", id)}
+	}
+	var re *approvals.RefusedError
+	if !errors.As(err, &re) {
+		return fmt.Errorf("engine: decide %s: %w", id, err)
+	}
+	out := &core.DecisionError{Message: re.Error()}
+	var ve *approvals.ValidationError
+	switch {
+	case errors.Is(re, approvals.ErrAlreadyDecided):
+		out.Code, out.At = core.DecisionAlreadyDecided, re.At
+		out.By = strings.Join(re.By, ", ")
+		out.Message = "already decided"
+		if out.By != "" {
+			out.Message += " by " + out.By
+		}
+		if !re.At.IsZero() {
+			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+	case errors.Is(re, approvals.ErrDuplicateApproval):
+		// Same 409 family: this approver's answer is already counted, and
+		// the call still waits for others.
+		out.Code, out.By = core.DecisionAlreadyDecided, actor
+		out.Message = "you already approved this call; it still waits for more approvers (" + re.Detail + ")"
+	case errors.Is(re, approvals.ErrExpired):
+		out.Code, out.At = core.DecisionExpired, re.At
+		out.Message = "approval expired"
+		if !re.At.IsZero() {
+			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+	case errors.Is(re, approvals.ErrNotApprover):
+		out.Code = core.DecisionNotApprover
+	case errors.Is(re, approvals.ErrSelfApproval):
+		out.Code = core.DecisionSelfApproval
+	case errors.Is(re, approvals.ErrDeniedByPolicy):
+		out.Code = core.DecisionDenied
+	case errors.As(re, &ve):
+		out.Code, out.Field = core.DecisionInvalidArgs, ve.Field
+		out.Message = ve.Error()
+	case errors.Is(re, approvals.ErrInvalidDecision):
+		out.Code = core.DecisionBadRequest
+	default:
+		out.Code = core.DecisionBadRequest
+	}
+	return out
+}
+
+// Cancel ends a run that is not final yet: it becomes cancelled, its thread
+// is told, and a pending approval of it is expired so its card stops taking
+// decisions. A run already final returns core.ErrConflict; an unknown one
+// core.ErrNotFound. A step in flight on another replica finishes, but its
+// result is not recorded over the cancellation (the worker's checkpoint
+// loses its lease guard).
+func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error) {
+	run, err := e.store.RunGet(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
+	}
+	if run.Status.Final() {
+		return run, fmt.Errorf("engine: cancel %s: run is %s: %w", runID, run.Status, core.ErrConflict)
+	}
+	who := actor.ID
+	if who == "" {
+		who = "system"
+	}
+	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
+		RunID:        runID,
+		ExpectStatus: []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput},
+		Now:          e.now(),
+		Status:       core.RunCancelled,
+		Release:      true,
+		ErrorCode:    "cancelled",
+		ErrorMessage: "cancelled by " + who,
+		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
+		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
+		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
+	}
+	e.m.runsFinished.WithLabelValues(string(core.RunCancelled)).Inc()
+	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})
+	if err != nil {
+		return nil, fmt.Errorf("engine: cancel %s: list approvals: %w", runID, err)
+	}
+	for _, a := range pending {
+		now := e.now()
+		_, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
+			if a.Status != approvals.StatusPending {
+				return approvals.Outcome{}
+			}
+			return approvals.Expire(a, now)
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("engine: cancel %s: expire approval %s: %w", runID, a.ID, err)
+		}
+	}
+	return e.store.RunGet(ctx, runID)
+}
+
+// Card builds the self-contained approval card from the stored approval:
+// what, why, risk, preview, who asked, who decides, until when, and — once
+// decided — the outcome line that replaces the buttons.
+func (e *Engine) Card(a *approvals.Approval) core.Card {
+	args := a.ProposedArgs
+	if a.Status.Final() && a.ApprovedArgs != nil {
+		args = a.ApprovedArgs
+	}
+	c := core.Card{
+		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: a.Reason,
+		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
+	}
+	if e.opts.PublicURL != "" {
+		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID
+	}
+	if a.Status.Final() {
+		o := &core.CardOutcome{Status: string(a.Status), By: a.Winners()}
+		if a.DecidedAt != nil {
+			o.At = *a.DecidedAt
+		}
+		if a.Status == approvals.StatusRejected {
+			o.Reason = feedback(a)
+		}
+		if a.Status == approvals.StatusExpired {
+			o.By = nil
+		}
+		c.Outcome = o
+	}
+	return c
+}
+
+var _ core.CardSource = (*Engine)(nil)
+
+// CardByApproval returns the current card of an approval, for adapters that
+// pre-fill an edit modal, answer a stale button or re-render a card;
+// core.ErrNotFound for an unknown id.
+func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Card, error) {
+	a, err := e.store.ApprovalGet(ctx, approvalID)
+	if err != nil {
+		if errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+			err = fmt.Errorf("%w: %w", core.ErrNotFound, err)
+		}
+		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
+	}
+	return e.Card(a), nil
+}
+
+// feedback joins the reasons of the rejecting decisions: the text handed
+// back to the run as the rejected call's result.
+func feedback(a *approvals.Approval) string {
+	var parts []string
+	for _, d := range a.Decisions {
+		if d.Action == approvals.ActionReject && d.Reason != "" {
+			parts = append(parts, d.Reason)
+		}
+	}
+	return strings.Join(parts, "; ")
+}

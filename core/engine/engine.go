@@ -1,0 +1,312 @@
+// Package engine is the adapter-agnostic core of opsgate: it turns
+// ChannelEvents into durable runs, drives each run step by step behind the
+// allow/ask/deny gate, suspends asks as approvals, resumes runs when a
+// decision lands and dispatches every tool call at most once.
+//
+// All state lives in the core.Store: a run is checkpointed at every step
+// boundary, so any replica holding the run's lease can continue it after a
+// restart, a deploy or the loss of the replica that started it.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/router"
+	"github.com/opsgate/opsgate/core/tools"
+)
+
+// Defaults applied by New for zero Options fields.
+const (
+	DefaultConcurrency  = 16
+	DefaultLease        = 30 * time.Second
+	DefaultPollInterval = time.Second
+	DefaultApprovalTTL  = time.Hour
+)
+
+// Bounds that keep one misbehaving tool or a huge backlog from stalling the
+// engine; they are not configuration because no operator should need them.
+const (
+	previewTimeout   = 30 * time.Second
+	previewMaxChars  = 4000
+	foldChars        = 3000
+	sweepBatch       = 100
+	storeRetries     = 5
+	storeRetryBase   = 50 * time.Millisecond
+	maxShutdownDrain = 30 * time.Second
+)
+
+// Options configures an Engine. Store, Flows and Tools are required; every
+// other field has a sensible default.
+type Options struct {
+	Store  core.Store
+	Flows  []Flow
+	Tools  []*Tool
+	Policy *approvals.Policy
+	// Groups expands "group:<name>" approver entries into identities.
+	Groups map[string][]string
+
+	// ApprovalTTL is how long an approval waits before it expires.
+	ApprovalTTL time.Duration
+	// AllowSelfApproval lets a requester approve their own high_impact call.
+	AllowSelfApproval bool
+
+	// Concurrency bounds the runs this replica executes at once.
+	Concurrency int
+	// Lease is how long a claimed run stays ours without a heartbeat; a
+	// replica that dies loses its runs to the others after Lease.
+	Lease time.Duration
+	// PollInterval is the fallback wake-up when no notification arrives,
+	// and the period of the expiry sweeper.
+	PollInterval time.Duration
+
+	// PublicURL prefixes console links on cards and folded replies:
+	// PublicURL + "/approvals/" + id and PublicURL + "/runs/" + id.
+	PublicURL string
+	// Owner identifies this replica in leases; default hostname-pid-random.
+	Owner string
+
+	Now    func() time.Time
+	NewID  func() string
+	Logger *slog.Logger
+	// Registerer, when set, receives the engine's metrics.
+	Registerer prometheus.Registerer
+}
+
+// Flow is a named sequence of tool calls started by a chat command.
+type Flow struct {
+	Name, Description string
+	// Command is the router pattern, e.g. "deploy {service} {version} {env=staging}".
+	Command string
+	Steps   []FlowStep
+}
+
+// FlowStep is one tool call of a flow. String values in Args (also nested
+// in maps and lists) are text/templates over the arguments the command
+// matched, e.g. "{{.service}}".
+type FlowStep struct {
+	Tool string
+	Args map[string]any
+}
+
+// Tool is a callable the gate guards. Risk, Destructive and Idempotent
+// drive policy defaults, cards and crash recovery; Schema validates (and
+// fills defaults into) arguments before anything runs.
+type Tool struct {
+	Name, Description string
+	Risk              approvals.Risk
+	Destructive       bool
+	// Idempotent tools are re-dispatched with the same idempotency key after
+	// a crash mid-dispatch; others make the run interrupted.
+	Idempotent bool
+	Schema     *approvals.Schema
+	Runner     Runner
+}
+
+// Runner executes a tool (core/tools Exec and HTTP implement it). Preview
+// is the dry run shown on approval cards.
+type Runner interface {
+	Run(ctx context.Context, c tools.Call) (tools.Result, error)
+	Preview(ctx context.Context, c tools.Call) (string, error)
+}
+
+// Engine runs flows durably. It is safe for concurrent use: HandleEvent,
+// Decide and Cancel may be called from any goroutine while Run executes.
+type Engine struct {
+	store  core.Store
+	opts   Options
+	router *router.Router
+	flows  map[string]*compiledFlow
+	tools  map[string]*Tool
+	policy *approvals.Policy
+	log    *slog.Logger
+	m      *metrics
+
+	// running tracks the runs this replica executes, to bound concurrency
+	// and to wait for them on shutdown.
+	mu      sync.Mutex
+	running int
+	wg      sync.WaitGroup
+}
+
+type compiledFlow struct {
+	Flow
+	steps []compiledStep
+}
+
+type compiledStep struct {
+	tool *Tool
+	args map[string]any // string values replaced by *template.Template
+}
+
+// New validates the options and builds an Engine. It fails on an unknown
+// tool in a flow, a malformed command pattern or argument template.
+func New(o Options) (*Engine, error) {
+	if o.Store == nil {
+		return nil, errors.New("engine: no store")
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.ApprovalTTL <= 0 {
+		o.ApprovalTTL = DefaultApprovalTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = newUUID
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Owner == "" {
+		o.Owner = defaultOwner()
+	}
+	e := &Engine{
+		store:  o.Store,
+		opts:   o,
+		flows:  map[string]*compiledFlow{},
+		tools:  map[string]*Tool{},
+		policy: o.Policy,
+		log:    o.Logger.With("component", "engine", "owner", o.Owner),
+	}
+	if e.policy == nil {
+		e.policy = &approvals.Policy{}
+	}
+	for _, t := range o.Tools {
+		if t == nil || t.Name == "" {
+			return nil, errors.New("engine: tool without a name")
+		}
+		if _, dup := e.tools[t.Name]; dup {
+			return nil, fmt.Errorf("engine: duplicate tool %q", t.Name)
+		}
+		if t.Runner == nil {
+			return nil, fmt.Errorf("engine: tool %q has no runner", t.Name)
+		}
+		e.tools[t.Name] = t
+	}
+	var rflows []router.Flow
+	for _, f := range o.Flows {
+		cf := &compiledFlow{Flow: f}
+		if len(f.Steps) == 0 {
+			return nil, fmt.Errorf("engine: flow %q has no steps", f.Name)
+		}
+		for i, s := range f.Steps {
+			t, ok := e.tools[s.Tool]
+			if !ok {
+				return nil, fmt.Errorf("engine: flow %q step %d: unknown tool %q", f.Name, i, s.Tool)
+			}
+			args, err := compileArgs(s.Args)
+			if err != nil {
+				return nil, fmt.Errorf("engine: flow %q step %d: %w", f.Name, i, err)
+			}
+			cf.steps = append(cf.steps, compiledStep{tool: t, args: args})
+		}
+		e.flows[f.Name] = cf
+		rflows = append(rflows, router.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
+	}
+	r, err := router.New(rflows)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e.router = r
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
+	e.m = m
+	return e, nil
+}
+
+// Owner is the replica id this engine claims runs under.
+func (e *Engine) Owner() string { return e.opts.Owner }
+
+// FlowsHelp lists every flow with its usage, for "help" replies and the
+// console.
+func (e *Engine) FlowsHelp() string { return e.router.Help() }
+
+func (e *Engine) now() time.Time { return e.opts.Now().UTC() }
+
+func newUUID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func defaultOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "opsgate"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// compileArgs parses every string in a step's argument tree as a template,
+// so a malformed template fails at startup rather than mid-run.
+func compileArgs(args map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(args))
+	for k, v := range args {
+		c, err := compileValue(k, v)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = c
+	}
+	return out, nil
+}
+
+func compileValue(path string, v any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		t, err := template.New(path).Option("missingkey=error").Parse(x)
+		if err != nil {
+			return nil, fmt.Errorf("argument %s: %w", path, err)
+		}
+		return t, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, vv := range x {
+			c, err := compileValue(path+"."+k, vv)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = c
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, vv := range x {
+			c, err := compileValue(fmt.Sprintf("%s[%d]", path, i), vv)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	return v, nil
+}

@@ -1,0 +1,435 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
+	"text/template"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/tools"
+)
+
+// errShutdown stops a run whose tool call was cancelled by the shutdown
+// bound: its step stays dispatching and crash recovery settles it.
+var errShutdown = errors.New("engine: shutting down")
+
+// execution is one claimed run, driven from its checkpoint until it
+// suspends, finishes, or loses its lease.
+type execution struct {
+	e    *Engine
+	run  *core.Run
+	flow *compiledFlow
+	log  *slog.Logger
+	// events wait for the next checkpoint, so a turn costs no extra
+	// transaction just to say it started.
+	events []core.RunEvent
+}
+
+// execute runs one claimed run. ErrConflict from a checkpoint means the run
+// changed under us (cancelled, or the lease went to another replica): we
+// stop without touching it.
+func (e *Engine) execute(ctx context.Context, run *core.Run) {
+	x := &execution{e: e, run: run, flow: e.flows[run.Flow], log: e.log.With("run", run.ID, "flow", run.Flow)}
+	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, map[string]any{"step_index": run.StepIndex}))
+	err := x.drive(ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, core.ErrConflict):
+		x.log.Info("run changed concurrently; stopping", "err", err)
+	case errors.Is(err, errShutdown):
+		x.log.Info("run left for recovery after shutdown")
+	default:
+		x.log.Error("run failed on the store; releasing it for a retry", "err", err)
+		x.abandon(ctx)
+	}
+}
+
+func (x *execution) drive(ctx context.Context) error {
+	if x.flow == nil {
+		msg := fmt.Sprintf("flow %q is not configured", x.run.Flow)
+		return x.end(ctx, nil, core.RunFailed, "unknown_flow", msg, "❌ Run "+x.run.ID+" failed: "+msg+".")
+	}
+	for x.run.StepIndex < len(x.flow.steps) {
+		more, err := x.step(ctx)
+		if err != nil || !more {
+			return err
+		}
+	}
+	// Reached only when a previous holder recorded the last step but not the
+	// run's end, which the store makes atomic; settle it anyway.
+	return x.succeed(ctx, nil)
+}
+
+// step advances the run by one step boundary; more reports whether the run
+// continues with the next step in this turn.
+func (x *execution) step(ctx context.Context) (more bool, err error) {
+	idx := x.run.StepIndex
+	cs := x.flow.steps[idx]
+	if st := x.stepAt(idx); st != nil {
+		switch st.Status {
+		case core.StepWaitingApproval:
+			return x.resume(ctx, cs, st)
+		case core.StepDispatching:
+			return x.recover(ctx, cs, st)
+		case core.StepSucceeded:
+			x.run.StepIndex++
+			return true, nil
+		}
+	}
+	args, err := renderArgs(cs.args, x.run.Args)
+	if err == nil {
+		args, err = applySchema(cs.tool, args)
+	}
+	if err != nil {
+		st := &core.Step{Index: idx, Tool: cs.tool.Name, Status: core.StepFailed, Args: args, Error: err.Error()}
+		msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.tool.Name, err)
+		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+msg)
+	}
+	v := x.e.policy.Evaluate(toolInfo(cs.tool), args)
+	switch v.Effect {
+	case approvals.EffectDeny:
+		return false, x.deny(ctx, cs.tool, idx, args, v, "")
+	case approvals.EffectAsk:
+		g, err := x.e.store.GrantFind(ctx, x.run.Thread.String(), cs.tool.Name)
+		if err != nil && !errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+			return false, fmt.Errorf("find grant: %w", err)
+		}
+		if err != nil || g == nil {
+			return false, x.suspend(ctx, cs.tool, idx, args, v)
+		}
+		x.log.Info("session grant turns ask into allow", "tool", cs.tool.Name, "grant_approval", g.ApprovalID)
+		audit := x.e.audit("grant.applied", g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{"step": idx, "args": args})
+		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
+	}
+	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
+}
+
+func toolInfo(t *Tool) approvals.ToolInfo {
+	return approvals.ToolInfo{Name: t.Name, Risk: t.Risk, Destructive: t.Destructive}
+}
+
+// deny ends the run: the tool never runs and the thread is told which rule
+// refused it.
+func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) error {
+	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID}
+	audit := x.e.audit("policy.denied", "system", x.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
+	text := fmt.Sprintf("⛔ %s was denied by policy (%s); it did not run.", t.Name, v.Why)
+	return x.end(ctx, st, core.RunFailed, "denied", v.Why, text, audit)
+}
+
+// suspend records the ask in ONE checkpoint: the approval, the step and
+// run waiting for it, the card in the outbox, the audit entry.
+func (x *execution) suspend(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
+	e := x.e
+	preview := x.preview(ctx, t, idx, args)
+	now := e.now()
+	a := &approvals.Approval{
+		ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
+		Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: args, Preview: preview,
+		Reason: x.run.Reason, Status: approvals.StatusPending, Approvers: v.Approvers,
+		Eligible: approvals.Expand(v.Approvers, e.opts.Groups), Quorum: max(v.Quorum, 1), Rule: v.Rule,
+		CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
+	}
+	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepWaitingApproval, Args: args, ApprovalID: a.ID}
+	return x.checkpoint(ctx, core.Checkpoint{
+		Status: core.RunWaitingApproval, Release: true, Step: st, Approval: a,
+		Outbox: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: x.run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: x.run.ID, CreatedAt: now}},
+		Audit: []approvals.AuditEntry{e.audit("approval.requested", x.run.Requester, x.run.ID, a.ID, t.Name, map[string]any{
+			"args": args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
+		})},
+		Events: []core.RunEvent{e.event(x.run.ID, core.EventPermissionRequested, map[string]any{
+			"approval_id": a.ID, "tool": t.Name, "args": args, "risk": t.Risk, "approvers": v.Approvers, "expires_at": a.ExpiresAt,
+		})},
+	})
+}
+
+// preview runs the tool's dry run, bounded in time and size. A failure is
+// shown on the card rather than blocking the ask.
+func (x *execution) preview(ctx context.Context, t *Tool, idx int, args map[string]any) string {
+	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
+	defer cancel()
+	out, err := t.Runner.Preview(pctx, tools.Call{RunID: x.run.ID, IdempotencyKey: idempotencyKey(x.run.ID, idx) + "/preview", Args: maps.Clone(args)})
+	if err != nil {
+		out = "dry run failed: " + err.Error()
+	}
+	return truncate(out, previewMaxChars)
+}
+
+// resume continues a run whose approval was decided (or expired).
+func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
+	e := x.e
+	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
+	if err != nil {
+		return false, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
+	}
+	decided := e.event(x.run.ID, core.EventPermissionDecided, map[string]any{
+		"approval_id": a.ID, "status": a.Status, "by": a.Winners(), "approved_args": a.ApprovedArgs,
+	})
+	switch a.Status {
+	case approvals.StatusPending:
+		// Requeued without a decision (should not happen): wait again.
+		return false, x.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
+	case approvals.StatusApproved, approvals.StatusEdited:
+		args := a.ApprovedArgs
+		if args == nil {
+			args = a.ProposedArgs
+		}
+		x.events = append(x.events, decided)
+		// Deny is final: a rule added since the ask still stops the call.
+		if v := e.policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
+			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
+		}
+		if a.DecidedAt != nil {
+			e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
+		}
+		next := *st
+		next.Args = args
+		return x.dispatch(ctx, cs.tool, &next, a)
+	case approvals.StatusRejected:
+		x.events = append(x.events, decided)
+		fb := feedback(a)
+		next := *st
+		next.Status, next.Output = core.StepRejected, fb
+		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, joinOr(a.Winners(), "an approver"))
+		if fb != "" {
+			text += ": “" + fb + "”"
+		}
+		return false, x.end(ctx, &next, core.RunRejected, "rejected", "rejected: "+fb, text+".")
+	case approvals.StatusExpired:
+		x.events = append(x.events, decided)
+		next := *st
+		next.Status, next.Error = core.StepFailed, "approval expired"
+		text := fmt.Sprintf("⌛ The approval for %s expired at %s with no decision; it did not run.", cs.tool.Name, a.ExpiresAt.UTC().Format(time.RFC3339))
+		return false, x.end(ctx, &next, core.RunFailed, "approval_expired", "approval expired", text)
+	}
+	return false, fmt.Errorf("approval %s has unknown status %q", a.ID, a.Status)
+}
+
+// recover settles a step found dispatching after a crash: its outcome is
+// unknown, so only an idempotent tool is called again (same key).
+func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
+	if cs.tool.Idempotent {
+		x.log.Info("re-dispatching idempotent step after crash", "step", st.Index, "key", st.IdempotencyKey)
+		next := *st
+		return x.dispatch(ctx, cs.tool, &next, nil,
+			x.e.audit("run.redispatched", "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
+	}
+	next := *st
+	next.Status, next.Error = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running"
+	now := x.e.now()
+	next.FinishedAt = &now
+	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", x.run.ID, cs.tool.Name)
+	audit := x.e.audit("run.interrupted", "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
+	return false, x.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
+}
+
+// dispatch calls the tool, recorded before (dispatching, with its
+// idempotency key) and after (the result), so a crash in between is seen.
+func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
+	e := x.e
+	now := e.now()
+	st.Tool, st.Status = t.Name, core.StepDispatching
+	st.IdempotencyKey = idempotencyKey(x.run.ID, st.Index)
+	st.Attempts++
+	st.StartedAt, st.FinishedAt, st.Output, st.Error = &now, nil, "", ""
+	if a != nil {
+		st.ApprovalID = a.ID
+	}
+	err := x.checkpoint(ctx, core.Checkpoint{
+		Step:  st,
+		Audit: audit,
+		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, map[string]any{
+			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
+		})},
+	})
+	if err != nil {
+		return false, err
+	}
+	start := time.Now()
+	res, runErr := t.Runner.Run(ctx, tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)})
+	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(start).Seconds())
+	if runErr != nil && ctx.Err() != nil {
+		return false, errShutdown
+	}
+	done := *st
+	fin := e.now()
+	done.FinishedAt, done.Output = &fin, res.Output
+	finished := e.event(x.run.ID, core.EventToolFinished, map[string]any{
+		"step": st.Index, "tool": t.Name, "exit_code": res.ExitCode, "status": res.Status, "truncated": res.Truncated,
+		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(),
+	})
+	x.events = append(x.events, finished)
+	next := st.Index + 1
+	if runErr != nil {
+		done.Status, done.Error = core.StepFailed, runErr.Error()
+		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %v", t.Name, x.run.ID, st.Index+1, runErr)
+		if res.Output != "" {
+			text += "\n" + x.fold(res.Output)
+		}
+		return false, x.endAt(ctx, &done, &next, core.RunFailed, "tool_failed", runErr.Error(), text)
+	}
+	done.Status = core.StepSucceeded
+	if next == len(x.flow.steps) {
+		return false, x.succeed(ctx, &done)
+	}
+	if err := x.checkpoint(ctx, core.Checkpoint{Step: &done, StepIndex: &next}); err != nil {
+		return false, err
+	}
+	x.run.StepIndex = next
+	return true, nil
+}
+
+// succeed ends the run with the reply carrying the tools' output.
+func (x *execution) succeed(ctx context.Context, last *core.Step) error {
+	if last != nil {
+		x.setStep(last)
+	}
+	text := fmt.Sprintf("✅ %s succeeded (run %s).", x.run.Flow, x.run.ID)
+	var outs []core.Step
+	for _, s := range x.run.Steps {
+		if s.Status == core.StepSucceeded && s.Output != "" {
+			outs = append(outs, s)
+		}
+	}
+	for _, s := range outs {
+		if len(outs) > 1 {
+			text += fmt.Sprintf("\n%s:", s.Tool)
+		}
+		text += "\n" + x.fold(s.Output)
+	}
+	next := len(x.flow.steps)
+	return x.endAt(ctx, last, &next, core.RunSucceeded, "", "", text)
+}
+
+// end finishes the run in one checkpoint without advancing the step index.
+func (x *execution) end(ctx context.Context, st *core.Step, status core.RunStatus, code, msg, text string, audit ...approvals.AuditEntry) error {
+	return x.endAt(ctx, st, nil, status, code, msg, text, audit...)
+}
+
+// endAt finishes the run in one checkpoint: final status, lease released,
+// the reply queued, message.committed and turn.finished appended.
+func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, status core.RunStatus, code, msg, text string, audit ...approvals.AuditEntry) error {
+	e := x.e
+	if st != nil && st.FinishedAt == nil {
+		now := e.now()
+		st.FinishedAt = &now
+	}
+	r := e.reply(x.run, text)
+	err := x.checkpoint(ctx, core.Checkpoint{
+		Status: status, Release: true, StepIndex: stepIndex, ErrorCode: code, ErrorMessage: msg,
+		Step: st, Outbox: []core.OutboxMessage{r}, Audit: audit,
+		Events: []core.RunEvent{
+			e.event(x.run.ID, core.EventMessageCommitted, map[string]any{"message_id": r.ID, "text": text}),
+			e.event(x.run.ID, core.EventTurnFinished, map[string]any{"status": status, "error_code": code}),
+		},
+	})
+	if err == nil {
+		e.m.runsFinished.WithLabelValues(string(status)).Inc()
+	}
+	return err
+}
+
+// checkpoint applies c under this replica's lease, with the events queued
+// so far, and mirrors the step into the in-memory run.
+func (x *execution) checkpoint(ctx context.Context, c core.Checkpoint) error {
+	c.RunID, c.Owner, c.Now = x.run.ID, x.e.opts.Owner, x.e.now()
+	c.Events = append(x.events, c.Events...)
+	if err := x.e.store.RunCheckpoint(ctx, c); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	x.events = nil
+	if c.Step != nil {
+		x.setStep(c.Step)
+	}
+	return nil
+}
+
+// abandon hands the run back to the queue after a store failure, so it is
+// retried (from its checkpoint) rather than held by a live lease forever.
+func (x *execution) abandon(ctx context.Context) {
+	delay := storeRetryBase
+	for i := 0; i < storeRetries && ctx.Err() == nil; i++ {
+		err := x.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: x.run.ID, Owner: x.e.opts.Owner, Now: x.e.now(), Status: core.RunQueued, Release: true})
+		if err == nil || errors.Is(err, core.ErrConflict) {
+			return
+		}
+		x.log.Warn("release run after store failure", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+func (x *execution) stepAt(idx int) *core.Step {
+	for i := range x.run.Steps {
+		if x.run.Steps[i].Index == idx {
+			return &x.run.Steps[i]
+		}
+	}
+	return nil
+}
+
+func (x *execution) setStep(st *core.Step) {
+	if cur := x.stepAt(st.Index); cur != nil {
+		*cur = *st
+		return
+	}
+	x.run.Steps = append(x.run.Steps, *st)
+}
+
+// idempotencyKey is stable for a step across retries and replicas, so a
+// tool that honours it never acts twice.
+func idempotencyKey(runID string, idx int) string { return runID + "/" + strconv.Itoa(idx) }
+
+// renderArgs executes a step's argument templates over the run's args.
+func renderArgs(tmpl map[string]any, data map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(tmpl))
+	for k, v := range tmpl {
+		r, err := renderValue(v, data)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = r
+	}
+	return out, nil
+}
+
+func renderValue(v any, data map[string]any) (any, error) {
+	switch x := v.(type) {
+	case *template.Template:
+		var b bytes.Buffer
+		if err := x.Execute(&b, data); err != nil {
+			return nil, fmt.Errorf("argument %s: %w", x.Name(), err)
+		}
+		return b.String(), nil
+	case map[string]any:
+		return renderArgs(x, data)
+	case []any:
+		out := make([]any, len(x))
+		for i, vv := range x {
+			r, err := renderValue(vv, data)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/router"
+)
+
+var _ core.Sink = (*Engine)(nil)
+
+// HandleEvent records an inbound event durably and returns what became of
+// it; an adapter may acknowledge the platform once it returns.
+//
+// A Decision event is decided with (channel, event id) as its dedup key; a
+// refused decision returns the Receipt and a *core.DecisionError (the
+// refusal is recorded in the audit log, so the platform may still be
+// acknowledged). Any other event is routed: a matching command creates a
+// queued run in the same transaction that records the event; anything else
+// records the event with the flow help as the reply. A redelivered event
+// returns Receipt{Duplicate: true} with the run the first delivery started.
+func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error) {
+	if ev.Channel == "" || ev.EventID == "" {
+		return core.Receipt{}, fmt.Errorf("engine: event without channel or event id")
+	}
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = e.now()
+	}
+	if ev.Decision != nil {
+		return e.handleDecisionEvent(ctx, ev)
+	}
+
+	p := core.InboxRecordParams{Event: ev}
+	rt, err := e.router.Route(ev.Text)
+	var nm *router.NoMatchError
+	switch {
+	case err == nil:
+		now := e.now()
+		args := make(map[string]any, len(rt.Args))
+		for k, v := range rt.Args {
+			args[k] = v
+		}
+		run := &core.Run{
+			ID: e.opts.NewID(), Flow: rt.Flow, Thread: ev.Thread, Requester: ev.Actor.ID,
+			Status: core.RunQueued, Args: args, Reason: ev.Text, EventChannel: ev.Channel, EventID: ev.EventID,
+			CreatedAt: now, UpdatedAt: now,
+		}
+		p.Run = run
+		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
+	case errors.As(err, &nm):
+		p.Replies = []core.OutboxMessage{{
+			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: nm.Error(), CreatedAt: e.now(),
+		}}
+	default:
+		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)
+	}
+	res, err := e.store.InboxRecord(ctx, p)
+	if err != nil {
+		return core.Receipt{}, fmt.Errorf("engine: record event %s/%s: %w", ev.Channel, ev.EventID, err)
+	}
+	if !res.Duplicate {
+		e.m.eventsIngested.WithLabelValues(ev.Channel).Inc()
+	}
+	return core.Receipt{Duplicate: res.Duplicate, RunID: res.RunID}, nil
+}
+
+func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error) {
+	key := &approvals.EventKey{
+		Channel: ev.Channel, EventID: ev.EventID, Actor: ev.Actor.ID, Thread: ev.Thread.String(),
+		Raw: ev.Raw, At: ev.ReceivedAt,
+	}
+	a, err := e.decide(ctx, ev.Actor, ev.Channel, *ev.Decision, key)
+	if errors.Is(err, approvals.ErrDuplicateEvent) {
+		rc := core.Receipt{Duplicate: true}
+		if cur, gerr := e.store.ApprovalGet(ctx, ev.Decision.ApprovalID); gerr == nil {
+			rc.RunID, rc.ApprovalStatus = cur.RunID, string(cur.Status)
+		}
+		return rc, nil
+	}
+	var rc core.Receipt
+	if a != nil {
+		rc.RunID, rc.ApprovalStatus = a.RunID, string(a.Status)
+	}
+	if err == nil {
+		e.m.eventsIngested.WithLabelValues(ev.Channel).Inc()
+	}
+	return rc, err
+}
+
+// event builds a run event stamped now.
+func (e *Engine) event(runID, typ string, data any) core.RunEvent {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b = []byte("null")
+	}
+	return core.RunEvent{RunID: runID, Type: typ, Data: b, At: e.now()}
+}
+
+// audit builds an audit entry stamped now; the store seals it into the chain.
+func (e *Engine) audit(kind, actor, runID, approvalID, tool string, detail any) approvals.AuditEntry {
+	ae := approvals.AuditEntry{At: e.now(), Kind: kind, Actor: actor, RunID: runID, ApprovalID: approvalID, Tool: tool}
+	if detail != nil {
+		if b, err := json.Marshal(detail); err == nil {
+			ae.Detail = b
+		}
+	}
+	return ae
+}
+
+// reply builds an outbox reply for a run's thread.
+func (e *Engine) reply(run *core.Run, text string) core.OutboxMessage {
+	return core.OutboxMessage{ID: e.opts.NewID(), Thread: run.Thread, Kind: core.KindReply, Text: text, RunID: run.ID, CreatedAt: e.now()}
+}

@@ -1,0 +1,189 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// Run executes runs until ctx is done: it claims claimable runs up to
+// Concurrency (woken by store notifications, or every PollInterval),
+// renews the leases of the runs it holds every Lease/3 and expires overdue
+// approvals. When ctx ends it stops claiming and waits for the steps in
+// flight, at most Lease (after which other replicas may take the runs
+// over anyway); a tool still running then is cancelled and its step left
+// dispatching for crash recovery.
+func (e *Engine) Run(ctx context.Context) error {
+	wake, unsubscribe := e.store.Subscribe(core.TopicRuns)
+	defer unsubscribe()
+
+	// Steps in flight outlive ctx by the drain bound, so a shutdown does
+	// not cut a tool call in the middle when it could finish.
+	execCtx, cancelExec := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelExec()
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		e.heartbeat(hbCtx)
+	}()
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		e.sweep(ctx)
+	}()
+
+	finished := make(chan struct{}, 1)
+	ticker := time.NewTicker(e.opts.PollInterval)
+	defer ticker.Stop()
+	for {
+		e.claim(ctx, execCtx, finished)
+		select {
+		case <-ctx.Done():
+		case <-wake:
+			continue
+		case <-ticker.C:
+			continue
+		case <-finished:
+			continue
+		}
+		break
+	}
+
+	drained := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(drained)
+	}()
+	bound := min(e.opts.Lease, maxShutdownDrain)
+	select {
+	case <-drained:
+	case <-time.After(bound):
+		e.log.Warn("shutdown: steps still in flight after drain bound; cancelling them", "bound", bound)
+		cancelExec()
+		<-drained
+	}
+	stopHeartbeat()
+	<-hbDone
+	<-sweepDone
+	return nil
+}
+
+// claim takes up to the free slots of work and starts a goroutine per run.
+func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
+	e.mu.Lock()
+	free := e.opts.Concurrency - e.running
+	e.mu.Unlock()
+	if free <= 0 || ctx.Err() != nil {
+		return
+	}
+	now := e.now()
+	runs, err := e.store.RunClaim(ctx, core.RunClaimParams{
+		Owner: e.opts.Owner, Limit: free, Now: now, LeaseUntil: now.Add(e.opts.Lease),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("claim runs", "err", err)
+		}
+		return
+	}
+	for _, r := range runs {
+		e.mu.Lock()
+		e.running++
+		e.mu.Unlock()
+		e.wg.Add(1)
+		go func() {
+			defer func() {
+				e.mu.Lock()
+				e.running--
+				e.mu.Unlock()
+				e.wg.Done()
+				select {
+				case finished <- struct{}{}:
+				default:
+				}
+			}()
+			e.execute(execCtx, r)
+		}()
+	}
+	// A full batch may mean more work is waiting: come back at once.
+	if len(runs) == free {
+		select {
+		case finished <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// heartbeat renews the lease of every run this replica holds.
+func (e *Engine) heartbeat(ctx context.Context) {
+	t := time.NewTicker(max(e.opts.Lease/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := e.store.RunHeartbeat(ctx, e.opts.Owner, e.now().Add(e.opts.Lease)); err != nil && ctx.Err() == nil {
+			e.log.Error("heartbeat", "err", err)
+		}
+	}
+}
+
+// sweep expires overdue approvals every PollInterval. Expiry goes through
+// ApprovalDecide like any decision, so it races clicks safely: whichever
+// commits first wins, and the run resumes to report the outcome.
+func (e *Engine) sweep(ctx context.Context) {
+	t := time.NewTicker(e.opts.PollInterval)
+	defer t.Stop()
+	for {
+		if err := e.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("expire approvals", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ExpireOverdue expires every pending approval past its expiry now. Run
+// calls it periodically; it is exported for admin tools and tests.
+func (e *Engine) ExpireOverdue(ctx context.Context) error {
+	for {
+		now := e.now()
+		ids, err := e.store.ApprovalListExpired(ctx, now, sweepBatch)
+		if err != nil {
+			return fmt.Errorf("engine: list expired approvals: %w", err)
+		}
+		for _, id := range ids {
+			if err := e.expire(ctx, id, now); err != nil {
+				return err
+			}
+		}
+		if len(ids) < sweepBatch {
+			return nil
+		}
+	}
+}
+
+// expire finalizes one approval if it is still pending and overdue; any
+// other state makes it a no-op.
+func (e *Engine) expire(ctx context.Context, id string, now time.Time) error {
+	_, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: id, Decide: func(a *approvals.Approval) approvals.Outcome {
+		if a.Status != approvals.StatusPending || now.Before(a.ExpiresAt) {
+			return approvals.Outcome{}
+		}
+		return approvals.Expire(a, now)
+	}})
+	if err != nil && !errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+		return fmt.Errorf("engine: expire approval %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the engine's Prometheus series. They exist (unregistered)
+// even without a Registerer so the code never branches on it.
+type metrics struct {
+	eventsIngested   *prometheus.CounterVec
+	runsFinished     *prometheus.CounterVec
+	decisionDispatch prometheus.Histogram
+	toolDispatch     *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		eventsIngested: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsgate_events_ingested_total",
+			Help: "Inbound channel events durably recorded (duplicates excluded).",
+		}, []string{"channel"}),
+		runsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsgate_runs_finished_total",
+			Help: "Runs that reached a final status.",
+		}, []string{"status"}),
+		decisionDispatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "opsgate_approval_decision_to_dispatch_seconds",
+			Help:    "Time from the decision that approved a call to the tool dispatch.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		toolDispatch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "opsgate_tool_dispatch_seconds",
+			Help:    "Duration of tool calls.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"tool"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.eventsIngested, err = register(reg, m.eventsIngested)
+	if err == nil {
+		m.runsFinished, err = register(reg, m.runsFinished)
+	}
+	if err == nil {
+		m.decisionDispatch, err = register(reg, m.decisionDispatch)
+	}
+	if err == nil {
+		m.toolDispatch, err = register(reg, m.toolDispatch)
+	}
+	return m, err
+}
+
+// register adds c to reg, or reuses the identical collector already there
+// (two engines in one process, e.g. a restart in tests, share the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
