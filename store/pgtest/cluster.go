@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -33,7 +34,7 @@ const readyTimeout = 30 * time.Second
 
 // binaries are the absolute paths of the server programs pgtest runs.
 type binaries struct {
-	initdb, pgCtl, postgres string
+	initdb, postgres string
 }
 
 // cluster is one throwaway Postgres server: its files, its port, and the
@@ -48,16 +49,24 @@ type cluster struct {
 	exited chan struct{}  // closed when cmd has exited
 }
 
-// watchdog starts postgres in the background and stops it (SIGQUIT, the
-// immediate shutdown) as soon as its stdin reaches EOF, which happens when
+// watchdog ($1: the temp root, then the postgres command line) starts
+// postgres in the background and, as soon as its stdin reaches EOF, stops it
+// (SIGQUIT, the immediate shutdown) and removes the temp root. EOF comes when
 // Main closes the pipe or when the test process dies for any reason, even
-// SIGKILL. The reader runs in a subshell reading a duplicate of stdin (fd 3),
-// because a background job's own stdin is /dev/null. The shell itself exits
-// when postgres does, so a postgres that fails to start is noticed at once.
-const watchdog = `exec 3<&0
+// SIGKILL, so a killed test leaves neither a server nor its files behind. The
+// reader runs in a subshell reading a duplicate of stdin (fd 3), because a
+// background job's own stdin is /dev/null. The shell itself exits when
+// postgres does, so a postgres that fails to start is noticed at once.
+const watchdog = `root=$1; shift
+exec 3<&0
 "$@" &
 pid=$!
-( read -r _ <&3; kill -QUIT "$pid" 2>/dev/null ) &
+(
+	read -r _ <&3
+	kill -QUIT "$pid" 2>/dev/null
+	n=0; while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n+1)); done
+	rm -rf "$root"
+) &
 wait "$pid"
 `
 
@@ -72,25 +81,31 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.MkdirTemp("", "opsgate-pgtest-")
+	for attempt := 1; ; attempt++ {
+		c, err := newCluster(ctx, bin, runAs)
+		if err == nil || attempt == startAttempts {
+			return c, err
+		}
+	}
+}
+
+// newCluster makes one attempt: a new temp root, initdb, start. Every attempt
+// gets its own root because a failed attempt's watchdog removes its root.
+func newCluster(ctx context.Context, bin binaries, runAs *user.User) (*cluster, error) {
+	root, err := os.MkdirTemp(tempParent(), "opsgate-pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
 	c := &cluster{bin: bin, runAs: runAs, root: root}
-	if err := c.init(ctx); err != nil {
+	err = c.init(ctx)
+	if err == nil {
+		err = c.start(ctx)
+	}
+	if err != nil {
 		_ = os.RemoveAll(root)
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		err = c.start(ctx)
-		if err == nil {
-			return c, nil
-		}
-		if attempt == startAttempts {
-			_ = os.RemoveAll(root)
-			return nil, err
-		}
-	}
+	return c, nil
 }
 
 // serverUser decides who runs the server: the current user, or "postgres"
@@ -149,7 +164,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.chown(logPath); err != nil {
 		return err
 	}
-	args := []string{"-c", watchdog, "pgtest-watchdog", c.bin.postgres,
+	args := []string{"-c", watchdog, "pgtest-watchdog", c.root, c.bin.postgres,
 		"-D", c.dataDir(),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "port=" + strconv.Itoa(port),
@@ -174,9 +189,9 @@ func (c *cluster) start(ctx context.Context) error {
 	go func(exited chan struct{}) { _ = cmd.Wait(); close(exited) }(c.exited)
 
 	if err := c.waitReady(ctx); err != nil {
+		log, _ := os.ReadFile(logPath) // before the watchdog removes it
 		_ = c.stdin.Close()
 		<-c.exited
-		log, _ := os.ReadFile(logPath)
 		return fmt.Errorf("postgres did not become ready on 127.0.0.1:%d: %w: %s", port, err, tail(log))
 	}
 	return nil
@@ -206,27 +221,22 @@ func (c *cluster) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop shuts the server down (pg_ctl stop -m immediate: nothing in it is
-// worth a clean checkpoint), waits for the watchdog and removes all files.
+// stop shuts the server down, waits for it and removes all files. Closing the
+// watchdog's stdin makes it send SIGQUIT, which is exactly what
+// `pg_ctl stop -m immediate` sends (nothing in a throwaway cluster is worth a
+// clean checkpoint); running pg_ctl as well would race with the watchdog's
+// removal of the data directory.
 func (c *cluster) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
 	var errs []error
-	var out bytes.Buffer
-	cmd := c.command(ctx, c.bin.pgCtl, "stop", "-D", c.dataDir(), "-m", "immediate", "-w")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		errs = append(errs, fmt.Errorf("pg_ctl stop: %w: %s", err, tail(out.Bytes())))
-	}
-	// Closing stdin makes the watchdog kill postgres if pg_ctl did not.
 	_ = c.stdin.Close()
 	select {
 	case <-c.exited:
-	case <-ctx.Done():
+	case <-time.After(readyTimeout):
 		_ = c.cmd.Process.Kill()
-		errs = append(errs, errors.New("watchdog did not exit; killed it"))
+		errs = append(errs, errors.New("postgres did not stop after SIGQUIT; killed its watchdog"))
 	}
-	if err := os.RemoveAll(c.root); err != nil {
+	// The watchdog removes the root too, concurrently; either may finish it.
+	if err := os.RemoveAll(c.root); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("remove %s: %w", c.root, err))
 	}
 	return errors.Join(errs...)
@@ -288,8 +298,7 @@ func findBinaries(libRoot string, lookPath func(string) (string, error)) (binari
 			continue
 		}
 		dir := filepath.Join(libRoot, e.Name(), "bin")
-		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "pg_ctl")) &&
-			isExecutable(filepath.Join(dir, "postgres")) {
+		if isExecutable(filepath.Join(dir, "initdb")) && isExecutable(filepath.Join(dir, "postgres")) {
 			versions = append(versions, version{major, dir})
 		}
 	}
@@ -297,7 +306,6 @@ func findBinaries(libRoot string, lookPath func(string) (string, error)) (binari
 		newest := slices.MaxFunc(versions, func(a, b version) int { return a.major - b.major })
 		return binaries{
 			initdb:   filepath.Join(newest.dir, "initdb"),
-			pgCtl:    filepath.Join(newest.dir, "pg_ctl"),
 			postgres: filepath.Join(newest.dir, "postgres"),
 		}, nil
 	}
@@ -305,7 +313,7 @@ func findBinaries(libRoot string, lookPath func(string) (string, error)) (binari
 	for _, p := range []struct {
 		name string
 		dst  *string
-	}{{"initdb", &b.initdb}, {"pg_ctl", &b.pgCtl}, {"postgres", &b.postgres}} {
+	}{{"initdb", &b.initdb}, {"postgres", &b.postgres}} {
 		path, err := lookPath(p.name)
 		if err != nil {
 			return binaries{}, fmt.Errorf("no Postgres server binaries in %s/*/bin or $PATH (install the postgresql package): %w", libRoot, err)

@@ -126,14 +126,12 @@ func DSN(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	if err := execAdmin(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
+	if err := createDatabase(admin, name); err != nil {
+		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
-		// WITH (FORCE) (Postgres 13+) ends sessions a test left open, so a
-		// leaked connection cannot make the drop fail or leave the database.
-		if err := execAdmin(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
+		if err := dropDatabase(admin, name); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
 	dsn, err := withDatabase(admin, name)
@@ -188,6 +186,24 @@ func unavailable(t testing.TB, getenv func(string) string, reason string) {
 	}
 	t.Skipf("pgtest: SKIPPING POSTGRES TEST: %s (set %s to an admin DSN to run it; %s=1 makes this a failure)",
 		reason, EnvDSN, EnvRequire)
+}
+
+// createDatabase creates the empty database name.
+func createDatabase(admin, name string) error {
+	if err := execAdmin(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// dropDatabase drops name. WITH (FORCE) (Postgres 13+) ends sessions a test
+// left open, so a leaked connection can neither fail the drop nor leave the
+// database behind.
+func dropDatabase(admin, name string) error {
+	if err := execAdmin(admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop database %s: %w", name, err)
+	}
+	return nil
 }
 
 // execAdmin runs one statement over a short-lived admin connection. A fresh

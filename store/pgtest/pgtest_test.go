@@ -243,7 +243,7 @@ func TestFindBinaries(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		for _, b := range []string{"initdb", "pg_ctl", "postgres"} {
+		for _, b := range []string{"initdb", "postgres"} {
 			if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -274,5 +274,25 @@ func TestFindBinaries(t *testing.T) {
 	})
 	if err != nil || fromPath.postgres != "/opt/pg/bin/postgres" {
 		t.Errorf("PATH fallback = %+v, %v", fromPath, err)
+	}
+}
+
+// BenchmarkCreateDropDatabase measures what one fresh database costs a test.
+func BenchmarkCreateDropDatabase(b *testing.B) {
+	admin, err := adminDSN()
+	if err != nil {
+		b.Skipf("no server: %v", err)
+	}
+	for b.Loop() {
+		name, err := databaseName(b.Name())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := createDatabase(admin, name); err != nil {
+			b.Fatal(err)
+		}
+		if err := dropDatabase(admin, name); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
