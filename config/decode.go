@@ -330,7 +330,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		switch fv := v.FieldByIndex(f.index); {
 		case broken[name]:
 		case !present[name]:
-			d.add(joinKey(path, name), n.Line, "missing required value")
+			d.add(joinKey(path, name), d.lineOf(path), "missing required value")
 		case fv.IsZero() || fv.Kind() == reflect.Slice && fv.Len() == 0:
 			d.add(joinKey(path, name), d.lines[joinKey(path, name)], "must not be empty")
 		}
