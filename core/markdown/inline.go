@@ -103,6 +103,7 @@ func (p *inline) parse(from, to, depth int) []*Node {
 }
 
 // codeSpan matches `code` with a closing backtick run of the same length.
+// Without a match it returns the end of the opening run.
 func (p *inline) codeSpan(i, to int) (string, int, bool) {
 	s := p.s
 	j := i
@@ -110,14 +111,17 @@ func (p *inline) codeSpan(i, to int) (string, int, bool) {
 		j++
 	}
 	run := s[i:j]
+	if p.spend(j - i) {
+		return "", j, false
+	}
 	for k := j; k < to; {
 		if p.spend(1) {
-			return "", 0, false
+			return "", j, false
 		}
 		idx := strings.Index(s[k:to], run)
 		if idx < 0 {
 			p.spend(to - k)
-			return "", 0, false
+			return "", j, false
 		}
 		p.spend(idx)
 		a := k + idx
@@ -126,6 +130,7 @@ func (p *inline) codeSpan(i, to int) (string, int, bool) {
 			for b < to && s[b] == '`' {
 				b++
 			}
+			p.spend(b - a)
 			k = b
 			continue
 		}
@@ -135,7 +140,7 @@ func (p *inline) codeSpan(i, to int) (string, int, bool) {
 		}
 		return content, b, true
 	}
-	return "", 0, false
+	return "", j, false
 }
 
 // link matches [text](url) and returns the end of the text, the URL and the
@@ -153,9 +158,9 @@ func (p *inline) link(i, to int) (int, string, int, bool) {
 			k++
 			continue
 		case '`':
-			if _, end, ok := p.codeSpan(k, to); ok {
-				k = end - 1
-			}
+			// skip the span, or the unmatched run, whole
+			_, end, _ := p.codeSpan(k, to)
+			k = end - 1
 			continue
 		case '[':
 			level++
@@ -220,9 +225,9 @@ func (p *inline) emphasis(i, to int, delim string) (int, bool) {
 			k++
 			continue
 		case '`':
-			if _, end, ok := p.codeSpan(k, to); ok {
-				k = end - 1
-			}
+			// skip the span, or the unmatched run, whole
+			_, end, _ := p.codeSpan(k, to)
+			k = end - 1
 			continue
 		case '[':
 			if _, _, end, ok := p.link(k, to); ok {
