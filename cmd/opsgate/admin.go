@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// The admin subcommands: thin, scriptable wrappers over /api/v1. Lists print
+// a table, show prints a readable summary; --json prints the API's answer
+// unchanged for scripts.
+
+func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "approvals list|show ID|approve ID|reject ID [--reason R]|edit ID --args JSON"
+	if len(args) == 0 {
+		return usagef("usage: opsgate %s", usage)
+	}
+	sub, rest := args[0], args[1:]
+	fs := newFlags("approvals "+sub, usage, stderr)
+	cf := addClientFlags(fs)
+	status := fs.String("status", "pending", "list: approval status to show (pending, approved, rejected, edited, expired, all)")
+	limit := fs.Int("limit", 50, "list: at most this many")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	reason := fs.String("reason", "", "approve/reject/edit: why (a reject's reason is returned to the run)")
+	scope := fs.String("scope", "call", "approve/edit: call, or session to also allow later calls of this tool in the thread")
+	argsJSON := fs.String("args", "", "edit: the new arguments as a JSON object (replaces the proposed ones)")
+	pos, err := parseInterleaved(fs, rest)
+	if err != nil {
+		return err
+	}
+
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usagef("approvals list takes no arguments")
+		}
+		c, err := newClient(cf)
+		if err != nil {
+			return err
+		}
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		if *status != "all" && *status != "" {
+			q.Set("status", *status)
+		}
+		var raw json.RawMessage
+		if err := c.do(ctx, "GET", "/api/v1/approvals", q, nil, &raw); err != nil {
+			return fmt.Errorf("approvals list: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, raw)
+		}
+		var page struct {
+			Items []approvals.Approval `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("approvals list: decode: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tRISK\tREQUESTER\tTHREAD\tCREATED\tEXPIRES")
+		for _, a := range page.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Tool, a.Risk, a.Requester,
+				a.Thread, fmtTime(a.CreatedAt), fmtTime(a.ExpiresAt))
+		}
+		return tw.Flush()
+
+	case "show", "approve", "reject", "edit":
+		if len(pos) != 1 {
+			return usagef("usage: opsgate approvals %s ID", sub)
+		}
+		id := pos[0]
+		var body map[string]any
+		switch sub {
+		case "approve", "reject", "edit":
+			if *scope != "call" && *scope != "session" {
+				return usagef("--scope %q: want call or session", *scope)
+			}
+			body = map[string]any{"action": sub, "reason": *reason, "scope": *scope}
+			if sub == "edit" {
+				if *argsJSON == "" {
+					return usagef("approvals edit needs --args JSON (a JSON object of the new arguments)")
+				}
+				var a map[string]any
+				if err := json.Unmarshal([]byte(*argsJSON), &a); err != nil || a == nil {
+					return usagef("--args: want a JSON object like '{\"version\":\"1.2.4\"}': %v", errOrNull(err))
+				}
+				body["args"] = a
+			} else if *argsJSON != "" {
+				return usagef("--args is only for approvals edit")
+			}
+		}
+		c, err := newClient(cf)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if body == nil {
+			err = c.do(ctx, "GET", "/api/v1/approvals/"+url.PathEscape(id), nil, nil, &raw)
+		} else {
+			err = c.do(ctx, "POST", "/api/v1/approvals/"+url.PathEscape(id)+"/decision", nil, body, &raw)
+		}
+		if err != nil {
+			return fmt.Errorf("approvals %s %s: %w", sub, id, err)
+		}
+		if *asJSON {
+			return printJSON(stdout, raw)
+		}
+		var a approvals.Approval
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return fmt.Errorf("approvals %s %s: decode: %w", sub, id, err)
+		}
+		if sub != "show" {
+			fmt.Fprintf(stdout, "approval %s is now %s (run %s)\n", a.ID, a.Status, a.RunID)
+			if a.Status == approvals.StatusPending && a.Quorum > 1 {
+				fmt.Fprintf(stdout, "%d of %d approvals so far\n", a.CountedApprovals(), a.Quorum)
+			}
+			return nil
+		}
+		printApproval(stdout, &a)
+		return nil
+	default:
+		return usagef("unknown approvals subcommand %q; usage: opsgate %s", sub, usage)
+	}
+}
+
+func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "runs list|show ID|cancel ID"
+	if len(args) == 0 {
+		return usagef("usage: opsgate %s", usage)
+	}
+	sub, rest := args[0], args[1:]
+	fs := newFlags("runs "+sub, usage, stderr)
+	cf := addClientFlags(fs)
+	status := fs.String("status", "", "list: only runs in this status")
+	limit := fs.Int("limit", 50, "list: at most this many")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	pos, err := parseInterleaved(fs, rest)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			return usagef("runs list takes no arguments")
+		}
+		c, err := newClient(cf)
+		if err != nil {
+			return err
+		}
+		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		if *status != "" {
+			q.Set("status", *status)
+		}
+		var raw json.RawMessage
+		if err := c.do(ctx, "GET", "/api/v1/runs", q, nil, &raw); err != nil {
+			return fmt.Errorf("runs list: %w", err)
+		}
+		if *asJSON {
+			return printJSON(stdout, raw)
+		}
+		var page struct {
+			Items []core.Run `json:"items"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("runs list: decode: %w", err)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSTATUS\tFLOW\tTHREAD\tREQUESTER\tCREATED\tUPDATED")
+		for _, r := range page.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, r.Flow, r.Thread, r.Requester,
+				fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt))
+		}
+		return tw.Flush()
+	case "show", "cancel":
+		if len(pos) != 1 {
+			return usagef("usage: opsgate runs %s ID", sub)
+		}
+		id := pos[0]
+		c, err := newClient(cf)
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if sub == "show" {
+			err = c.do(ctx, "GET", "/api/v1/runs/"+url.PathEscape(id), nil, nil, &raw)
+		} else {
+			err = c.do(ctx, "POST", "/api/v1/runs/"+url.PathEscape(id)+"/cancel", nil, map[string]any{}, &raw)
+		}
+		if err != nil {
+			return fmt.Errorf("runs %s %s: %w", sub, id, err)
+		}
+		if *asJSON {
+			return printJSON(stdout, raw)
+		}
+		var r core.Run
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("runs %s %s: decode: %w", sub, id, err)
+		}
+		if sub == "cancel" {
+			fmt.Fprintf(stdout, "run %s is now %s\n", r.ID, r.Status)
+			return nil
+		}
+		printRun(stdout, &r)
+		return nil
+	default:
+		return usagef("unknown runs subcommand %q; usage: opsgate %s", sub, usage)
+	}
+}
+
+func printApproval(w io.Writer, a *approvals.Approval) {
+	fmt.Fprintf(w, "approval  %s\nstatus    %s\ntool      %s (risk %s%s)\nrun       %s\nthread    %s\nrequester %s\n",
+		a.ID, a.Status, a.Tool, a.Risk, map[bool]string{true: ", destructive"}[a.Destructive], a.RunID, a.Thread, a.Requester)
+	fmt.Fprintf(w, "approvers %s (quorum %d)\ncreated   %s\nexpires   %s\n", strings.Join(a.Approvers, ", "), a.Quorum,
+		fmtTime(a.CreatedAt), fmtTime(a.ExpiresAt))
+	if a.Reason != "" {
+		fmt.Fprintf(w, "reason    %s\n", a.Reason)
+	}
+	fmt.Fprintf(w, "proposed  %s\n", compact(a.ProposedArgs))
+	if a.ApprovedArgs != nil {
+		fmt.Fprintf(w, "approved  %s\n", compact(a.ApprovedArgs))
+	}
+	if a.ExecutedArgs != nil {
+		fmt.Fprintf(w, "executed  %s\n", compact(a.ExecutedArgs))
+	}
+	if a.Preview != "" {
+		fmt.Fprintf(w, "dry run:\n%s\n", indent(a.Preview))
+	}
+	for _, d := range a.Decisions {
+		line := fmt.Sprintf("decision  %s by %s via %s at %s", d.Action, d.Actor, d.Channel, fmtTime(d.At))
+		if d.Reason != "" {
+			line += ": " + d.Reason
+		}
+		if d.Superseded {
+			line += " (superseded by an edit)"
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+func printRun(w io.Writer, r *core.Run) {
+	fmt.Fprintf(w, "run       %s\nstatus    %s\nflow      %s\nthread    %s\nrequester %s\ncreated   %s\nupdated   %s\n",
+		r.ID, r.Status, r.Flow, r.Thread, r.Requester, fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt))
+	if len(r.Args) > 0 {
+		fmt.Fprintf(w, "args      %s\n", compact(r.Args))
+	}
+	if r.ErrorCode != "" || r.ErrorMessage != "" {
+		fmt.Fprintf(w, "error     %s: %s\n", r.ErrorCode, r.ErrorMessage)
+	}
+	for _, s := range r.Steps {
+		fmt.Fprintf(w, "\nstep %d    %s: %s\n", s.Index, s.Tool, s.Status)
+		fmt.Fprintf(w, "  args    %s\n", compact(s.Args))
+		if s.ApprovalID != "" {
+			fmt.Fprintf(w, "  approval %s\n", s.ApprovalID)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(w, "  error   %s\n", s.Error)
+		}
+		if s.Output != "" {
+			fmt.Fprintf(w, "  output:\n%s\n", indent(s.Output))
+		}
+	}
+}
+
+func printJSON(w io.Writer, raw json.RawMessage) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		_, err = w.Write(raw)
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// compact renders arguments as sorted-key JSON on one line.
+func compact(m map[string]any) string {
+	if m == nil {
+		return "{}"
+	}
+	b, err := json.Marshal(m) // encoding/json sorts map keys
+	if err != nil {
+		return fmt.Sprint(m)
+	}
+	return string(b)
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func errOrNull(err error) string {
+	if err == nil {
+		return "got null"
+	}
+	return err.Error()
+}

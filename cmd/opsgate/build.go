@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/configs"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
+)
+
+// This file turns a validated configuration into the core's types. It holds
+// no policy of its own: every default and check lives in package config, so
+// `opsgate config check` and `opsgate serve` can never disagree about what a
+// file means.
+
+// engineOptions maps cfg onto engine.Options (without the store, logger and
+// registerer, which serve supplies).
+func engineOptions(cfg *config.Config) (engine.Options, error) {
+	o := engine.Options{
+		Groups:            cfg.Approvers.Groups,
+		ApprovalTTL:       cfg.Approvals.TTL.D(),
+		AllowSelfApproval: cfg.Approvals.AllowSelfApproval,
+		Concurrency:       cfg.Engine.Concurrency,
+		Lease:             cfg.Engine.Lease.D(),
+		PollInterval:      cfg.Engine.PollInterval.D(),
+		PublicURL:         strings.TrimRight(cfg.Server.PublicURL, "/"),
+	}
+	dir := toolDir(cfg)
+	for i := range cfg.Tools {
+		t, err := buildTool(&cfg.Tools[i], dir)
+		if err != nil {
+			return o, err
+		}
+		o.Tools = append(o.Tools, t)
+	}
+	for _, f := range cfg.Flows {
+		ef := engine.Flow{Name: f.Name, Description: f.Description, Command: f.Command}
+		for _, s := range f.Steps {
+			ef.Steps = append(ef.Steps, engine.FlowStep{Tool: s.Tool, Args: s.Args})
+		}
+		o.Flows = append(o.Flows, ef)
+	}
+	o.Policy = buildPolicy(cfg.Policy)
+	return o, nil
+}
+
+// toolDir is where relative tool commands are resolved and tools run: the
+// directory of the configuration file, so a config and the scripts next to
+// it work wherever the server is started from. The built-in quickstart has
+// no file; its tools resolve against the working directory (the repository
+// root in the README's walkthrough).
+func toolDir(cfg *config.Config) string {
+	if cfg.Source == "" || cfg.Source == configs.QuickstartName {
+		return ""
+	}
+	abs, err := filepath.Abs(cfg.Source)
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(abs)
+}
+
+func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
+	schema, err := approvals.CompileSchema(t.Name, t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
+	}
+	et := &engine.Tool{
+		Name:        t.Name,
+		Description: t.Description,
+		Risk:        approvals.Risk(t.Risk),
+		Destructive: t.Destructive,
+		Idempotent:  t.Idempotent,
+		Schema:      schema,
+	}
+	switch {
+	case t.Exec != nil:
+		x := &tools.Exec{
+			Command:        t.Exec.Command,
+			DryRun:         t.Exec.DryRun,
+			Timeout:        t.Exec.Timeout.D(),
+			Env:            t.Exec.Env,
+			Dir:            dir,
+			MaxOutput:      int64(t.MaxOutput),
+			PreviewTimeout: t.DryRunTimeout.D(),
+		}
+		if err := x.Validate(); err != nil {
+			return nil, fmt.Errorf("tool %q: exec: %w", t.Name, err)
+		}
+		et.Runner = x
+	case t.HTTP != nil:
+		h := &tools.HTTP{
+			Method:    t.HTTP.Method,
+			URL:       t.HTTP.URL,
+			Headers:   t.HTTP.Headers,
+			Body:      t.HTTP.Body,
+			Timeout:   t.HTTP.Timeout.D(),
+			MaxOutput: int64(t.MaxOutput),
+		}
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("tool %q: http: %w", t.Name, err)
+		}
+		et.Runner = h
+	default:
+		return nil, fmt.Errorf("tool %q: neither exec nor http is set", t.Name)
+	}
+	return et, nil
+}
+
+func buildPolicy(p config.Policy) *approvals.Policy {
+	out := &approvals.Policy{Default: approvals.DefaultMode(p.Default)}
+	for _, r := range p.Rules {
+		out.Rules = append(out.Rules, approvals.Rule{
+			Tool:      r.Match.Tool,
+			Args:      r.Match.Args,
+			Effect:    approvals.Effect(r.Action),
+			Approvers: r.Approvers,
+			Quorum:    r.Quorum,
+		})
+	}
+	return out
+}
+
+// buildEngine builds the engine over st with the process's logger and
+// metrics registry.
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer) (*engine.Engine, error) {
+	o, err := engineOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.Store, o.Logger, o.Registerer = st, log, reg
+	e, err := engine.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("build engine: %w", err)
+	}
+	return e, nil
+}
+
+// apiTokens maps configured tokens; an empty list means serve generates one.
+func apiTokens(cfg *config.Config) []api.Token {
+	var out []api.Token
+	for _, t := range cfg.API.Tokens {
+		out = append(out, api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/configs"
+)
+
+// The subcommands that work on local files and the store directly, without
+// a running server: config check, migrate, audit verify.
+
+// loadConfig resolves and loads the configuration as CONTRACT.md orders it.
+// A *config.Error is printed one problem per line (file:line: path:
+// message) to w and returned as errSilent, so the operator sees every
+// problem at once without a second copy in the final error line.
+func loadConfig(flagPath string, w io.Writer) (string, *config.Config, error) {
+	path, cfg, err := config.Resolve(flagPath)
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			fmt.Fprintln(w, ce.Error())
+			fmt.Fprintf(w, "%d problem(s) in %s\n", len(ce.Problems), ce.File)
+			return path, nil, errSilent
+		}
+		return path, nil, err
+	}
+	return path, cfg, nil
+}
+
+// describeSource names where the configuration came from, for logs and
+// messages.
+func describeSource(path string) string {
+	if path == "" {
+		return configs.QuickstartName
+	}
+	return path
+}
+
+func cmdConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		return usagef("usage: opsgate config check [--config FILE]")
+	}
+	fs := newFlags("config check", "config check [--config FILE]", stderr)
+	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("config check takes no arguments (use --config FILE)")
+	}
+	path, cfg, err := loadConfig(*cfgPath, stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
+		describeSource(path), cfg.Store.Driver, len(cfg.Tools), len(cfg.Flows), len(cfg.Policy.Rules))
+	return nil
+}
+
+// clientDefaults tells the admin client where the server listens and where
+// its data directory (and generated admin token) is, from the same
+// configuration the server uses.
+func clientDefaults(flagPath string) (listen, dataDir string, err error) {
+	path, cfg, err := config.Resolve(flagPath)
+	if err != nil {
+		return "", "", fmt.Errorf("load config %s: %w", describeSource(path), err)
+	}
+	return cfg.Server.Listen, cfg.Server.DataDir, nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", "migrate [--config FILE]", stderr)
+	cfgPath := fs.String("config", "", "config file")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("migrate takes no arguments")
+	}
+	path, cfg, err := loadConfig(*cfgPath, stderr)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s store (config %s): %w", cfg.Store.Driver, describeSource(path), err)
+	}
+	fmt.Fprintf(stdout, "%s store migrated (%s)\n", cfg.Store.Driver, redactDSN(cfg.Store.DSN))
+	return nil
+}
+
+func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "verify" {
+		return usagef("usage: opsgate audit verify [--config FILE]")
+	}
+	fs := newFlags("audit verify", "audit verify [--config FILE]", stderr)
+	cfgPath := fs.String("config", "", "config file naming the store")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("audit verify takes no arguments")
+	}
+	_, cfg, err := loadConfig(*cfgPath, stderr)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	bad, err := st.AuditVerify(ctx)
+	if err != nil {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	if bad != 0 {
+		fmt.Fprintf(stdout, "ALTERED: audit entry %d does not match the chain (it or an earlier entry was changed after it was written)\n", bad)
+		return errSilent
+	}
+	fmt.Fprintln(stdout, "OK: the audit chain is intact")
+	return nil
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core/api"
+)
+
+// Shutdown bounds: how long in-flight HTTP requests may finish, and how long
+// the whole shutdown may take before the process gives up waiting.
+const (
+	httpDrain     = 5 * time.Second
+	readyzTimeout = 2 * time.Second
+	// adminActor is who the generated token acts as; the quickstart lists it
+	// as an approver.
+	adminActor = "console:admin"
+	// adminTokenFile is the generated token's file name under data_dir.
+	adminTokenFile = "admin.token"
+)
+
+func adminTokenPath(dataDir string) string { return filepath.Join(dataDir, adminTokenFile) }
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error]", stderr)
+	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("serve takes no arguments (use --config FILE)")
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	path, cfg, err := loadConfig(*cfgPath, stderr)
+	if err != nil {
+		return err
+	}
+	log.Info("configuration loaded", "config", describeSource(path), "store", cfg.Store.Driver,
+		"tools", len(cfg.Tools), "flows", len(cfg.Flows))
+	return serve(ctx, cfg, log)
+}
+
+// newLogger builds the process logger from the --log-format and --log-level
+// flags.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+// serve runs the server until ctx ends (SIGINT/SIGTERM), then shuts down in
+// order: stop accepting HTTP, let the engine drain its in-flight steps
+// (bounded by the engine), stop delivery, close the store.
+func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.Server.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data_dir %s: %w", cfg.Server.DataDir, err)
+	}
+	// Listen before anything slow, so "address already in use" is the first
+	// thing an operator sees, not a timeout.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on server.listen %s: %w", cfg.Server.Listen, err)
+	}
+	defer ln.Close()
+
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("close store", "err", err)
+		}
+	}()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s store: %w", cfg.Store.Driver, err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+	)
+	eng, err := buildEngine(cfg, st, log, reg)
+	if err != nil {
+		return err
+	}
+
+	tokens := apiTokens(cfg)
+	if len(tokens) == 0 {
+		t, path, err := generateAdminToken(cfg.Server.DataDir)
+		if err != nil {
+			return err
+		}
+		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor}}
+		log.Warn("no api.tokens configured: generated an admin token for this run; the CLI reads it from the file",
+			"file", path, "actor", adminActor)
+	}
+	apiHandler, err := api.New(api.Options{
+		Engine:       eng,
+		Store:        st,
+		Tokens:       tokens,
+		Logger:       log.With("component", "api"),
+		PollInterval: cfg.Engine.PollInterval.D(),
+	})
+	if err != nil {
+		return fmt.Errorf("build API: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/api/v1/", apiHandler)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		pctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := st.Ping(pctx); err != nil {
+			log.Warn("readyz: store unreachable", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "store unreachable\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+
+	// Request contexts derive from baseCtx, cancelled only if requests
+	// (event streams) outlive the HTTP drain.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEngine()
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Run(engCtx) }()
+
+	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopChannels()
+	channels := startChannels(chCtx, cfg, st, eng.Owner(), log)
+
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Serve(ln) }()
+	log.Info("opsgate serving", "listen", ln.Addr().String(), "version", version, "owner", eng.Owner())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: signal received")
+	case err := <-srvDone:
+		runErr = fmt.Errorf("http server: %w", err)
+	case err := <-engDone:
+		engDone <- err // for the wait below
+		runErr = fmt.Errorf("engine stopped unexpectedly: %w", err)
+	}
+
+	// 1. Stop accepting; let in-flight requests finish, then end streams.
+	sctx, cancel := context.WithTimeout(context.Background(), httpDrain)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("http drain bound reached; closing remaining connections (event streams)", "bound", httpDrain)
+		cancelBase()
+		_ = srv.Close()
+	}
+	cancel()
+	// 2. Let the engine finish the steps in flight (it bounds the wait).
+	stopEngine()
+	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
+		runErr = fmt.Errorf("engine: %w", err)
+	}
+	// 3. Stop delivery workers; 4. the store closes in the deferred call.
+	stopChannels()
+	channels.Wait()
+	log.Info("opsgate stopped")
+	return runErr
+}
+
+// generateAdminToken makes a random token and writes it, mode 0600, to
+// <dataDir>/admin.token, replacing any earlier one atomically so a reader
+// never sees a half-written file. A fresh token per start means a token
+// copied somewhere stops working at the next restart.
+func generateAdminToken(dataDir string) (token, path string, err error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", fmt.Errorf("generate admin token: %w", err)
+	}
+	token = "og_" + hex.EncodeToString(b[:])
+	path = adminTokenPath(dataDir)
+	tmp, err := os.CreateTemp(dataDir, ".admin.token-*")
+	if err != nil {
+		return "", "", fmt.Errorf("write admin token: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return "", "", fmt.Errorf("write admin token: %w", err)
+	}
+	if _, err := tmp.WriteString(token + "\n"); err != nil {
+		tmp.Close()
+		return "", "", fmt.Errorf("write admin token: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", "", fmt.Errorf("write admin token: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", "", fmt.Errorf("write admin token %s: %w", path, err)
+	}
+	return strings.TrimSpace(token), path, nil
+}

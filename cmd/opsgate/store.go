@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/store/postgres"
+	"github.com/opsgate/opsgate/store/sqlite"
+)
+
+// store is what the binary needs of a backend beyond core.Store: migrating
+// and verifying the audit chain. Both store/sqlite and store/postgres
+// provide it; this is the only place that names them.
+type store interface {
+	core.Store
+	Migrate(ctx context.Context) error
+	AuditVerify(ctx context.Context) (badSeq int64, err error)
+}
+
+var (
+	_ store = (*sqlite.Store)(nil)
+	_ store = (*postgres.Store)(nil)
+)
+
+// openStore opens the configured backend. For SQLite it first creates the
+// database file's directory, so a fresh install needs no manual mkdir.
+func openStore(ctx context.Context, cfg *config.Config) (store, error) {
+	switch cfg.Store.Driver {
+	case "sqlite", "":
+		if dir := sqliteDir(cfg.Store.DSN); dir != "" {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("create the SQLite directory %s: %w", dir, err)
+			}
+		}
+		st, err := sqlite.Open(ctx, cfg.Store.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("open SQLite store %s: %w", cfg.Store.DSN, err)
+		}
+		return st, nil
+	case "postgres":
+		st, err := postgres.Open(ctx, cfg.Store.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("open Postgres store %s: %w", redactDSN(cfg.Store.DSN), err)
+		}
+		return st, nil
+	default:
+		return nil, fmt.Errorf("store.driver %q: want sqlite or postgres", cfg.Store.Driver)
+	}
+}
+
+// sqliteDir returns the directory of a SQLite DSN that is a plain path or a
+// file: URI, or "" for in-memory databases.
+func sqliteDir(dsn string) string {
+	p := dsn
+	if rest, ok := strings.CutPrefix(p, "file:"); ok {
+		p = rest
+	}
+	if i := strings.IndexByte(p, '?'); i >= 0 {
+		p = p[:i]
+	}
+	if p == "" || p == ":memory:" {
+		return ""
+	}
+	return filepath.Dir(p)
+}
+
+// redactDSN hides a password in a DSN so it can be logged and printed.
+func redactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+		return u.String()
+	}
+	// keyword=value form: blank out password=...
+	fields := strings.Fields(dsn)
+	for i, f := range fields {
+		if strings.HasPrefix(strings.ToLower(f), "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}
