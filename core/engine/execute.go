@@ -169,9 +169,7 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 	if err != nil {
 		return false, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
 	}
-	decided := e.event(x.run.ID, core.EventPermissionDecided, map[string]any{
-		"approval_id": a.ID, "status": a.Status, "by": a.Winners(), "approved_args": a.ApprovedArgs,
-	})
+	// permission.decided was appended by the deciding transaction.
 	switch a.Status {
 	case approvals.StatusPending:
 		// Requeued without a decision (should not happen): wait again.
@@ -181,7 +179,6 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		if args == nil {
 			args = a.ProposedArgs
 		}
-		x.events = append(x.events, decided)
 		// Deny is final: a rule added since the ask still stops the call.
 		if v := e.policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
 			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
@@ -193,7 +190,6 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		next.Args = args
 		return x.dispatch(ctx, cs.tool, &next, a)
 	case approvals.StatusRejected:
-		x.events = append(x.events, decided)
 		fb := feedback(a)
 		next := *st
 		next.Status, next.Output = core.StepRejected, fb
@@ -203,7 +199,6 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		}
 		return false, x.end(ctx, &next, core.RunRejected, "rejected", "rejected: "+fb, text+".")
 	case approvals.StatusExpired:
-		x.events = append(x.events, decided)
 		next := *st
 		next.Status, next.Error = core.StepFailed, "approval expired"
 		text := fmt.Sprintf("⌛ The approval for %s expired at %s with no decision; it did not run.", cs.tool.Name, a.ExpiresAt.UTC().Format(time.RFC3339))

@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+func TestWaitingRunSurvivesRestart(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		rc := h.send("console:req", "console:t1", "deploy api 1")
+		a := h.waitApproval(rc.RunID)
+		h.shutdown() // the process goes away; only the database remains
+		h.start()    // a new process, a new owner, the same database
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed)
+		if run.Status != core.RunSucceeded {
+			t.Fatalf("run %s %s", run.Status, run.ErrorMessage)
+		}
+		if calls := h.fx.deploy.callsFor(run.ID); len(calls) != 1 || calls[0].IdempotencyKey != run.ID+"/0" {
+			t.Fatalf("dispatches: %+v", calls)
+		}
+	})
+}
+
+// crashMidDispatch crafts what a replica killed during a tool call leaves
+// behind: the run claimed by a dead owner with a short lease, its step
+// recorded dispatching with its key, and no result.
+func crashMidDispatch(t *testing.T, h *harness, text, tool string) string {
+	t.Helper()
+	h.stop() // no live engine while we impersonate the dead one
+	ctx := context.Background()
+	rc := h.send("console:req", "console:crash", text)
+	now := h.clk.Now()
+	runs, err := h.store.RunClaim(ctx, core.RunClaimParams{Owner: "dead-replica", Limit: 10, Now: now, LeaseUntil: now.Add(100 * time.Millisecond)})
+	if err != nil || len(runs) != 1 || runs[0].ID != rc.RunID {
+		t.Fatalf("claim as the dead owner: %v %v", runs, err)
+	}
+	started := now
+	err = h.store.RunCheckpoint(ctx, core.Checkpoint{
+		RunID: rc.RunID, Owner: "dead-replica", Now: now,
+		Step: &core.Step{Index: 0, Tool: tool, Status: core.StepDispatching, Args: map[string]any{"service": "api"},
+			IdempotencyKey: rc.RunID + "/0", Attempts: 1, StartedAt: &started},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stop = h.runEngine(h.eng)
+	return rc.RunID
+}
+
+func TestMidDispatchCrashNonIdempotentInterrupted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		id := crashMidDispatch(t, h, "status api", "status")
+		run := h.waitRun(id, core.RunInterrupted, core.RunSucceeded, core.RunFailed)
+		if run.Status != core.RunInterrupted || run.Steps[0].Status != core.StepInterrupted {
+			t.Fatalf("run: %+v", run)
+		}
+		if n := h.fx.status.total(); n != 0 {
+			t.Fatalf("non-idempotent tool re-dispatched %d times", n)
+		}
+		if texts := h.outboxTexts(id); len(texts) != 1 || !strings.Contains(texts[0], "outcome unknown — check before retrying") {
+			t.Fatalf("reply: %q", texts)
+		}
+		if es := h.auditKinds(approvals.AuditListParams{RunID: id}); len(es) != 1 || es[0].Kind != "run.interrupted" {
+			t.Fatalf("audit: %+v", es)
+		}
+	})
+}
+
+func TestMidDispatchCrashIdempotentRedispatched(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		id := crashMidDispatch(t, h, "restart api", "restart")
+		run := h.waitRun(id, core.RunSucceeded, core.RunInterrupted, core.RunFailed)
+		if run.Status != core.RunSucceeded {
+			t.Fatalf("run: %+v", run)
+		}
+		calls := h.fx.restart.callsFor(id)
+		if len(calls) != 1 || calls[0].IdempotencyKey != id+"/0" {
+			t.Fatalf("re-dispatch: %+v", calls)
+		}
+		if run.Steps[0].Attempts != 2 {
+			t.Fatalf("attempts %d", run.Steps[0].Attempts)
+		}
+	})
+}
+
+func TestRunsInOneThreadAreSequential(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		gate := make(chan struct{})
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
+		h.fx.status.mu.Unlock()
+		first := h.send("console:req", "console:same", "status one")
+		second := h.send("console:req", "console:same", "status two")
+		if got := <-h.fx.status.started; got != first.RunID {
+			t.Fatalf("first dispatch was %s, want %s", got, first.RunID)
+		}
+		// While the first holds the thread, the second must stay queued.
+		time.Sleep(100 * time.Millisecond)
+		if run, _ := h.store.RunGet(context.Background(), second.RunID); run.Status != core.RunQueued {
+			t.Fatalf("second run is %s while the first runs", run.Status)
+		}
+		close(gate)
+		h.waitRun(second.RunID, core.RunSucceeded)
+		h.fx.status.mu.Lock()
+		defer h.fx.status.mu.Unlock()
+		if len(h.fx.status.calls) != 2 || h.fx.status.calls[0].RunID != first.RunID || h.fx.status.calls[1].RunID != second.RunID || h.fx.status.peak != 1 {
+			t.Fatalf("order/overlap: %+v peak %d", h.fx.status.calls, h.fx.status.peak)
+		}
+	})
+}
+
+func TestRunsInDifferentThreadsOverlap(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		const n = 5
+		gate := make(chan struct{})
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = gate, make(chan string, n)
+		h.fx.status.mu.Unlock()
+		var ids []string
+		for i := range n {
+			ids = append(ids, h.send("console:req", fmt.Sprintf("console:th%d", i), "status api").RunID)
+		}
+		// All n calls start before any is released: they run in parallel.
+		for range n {
+			select {
+			case <-h.fx.status.started:
+			case <-time.After(15 * time.Second):
+				t.Fatal("runs in different threads did not overlap")
+			}
+		}
+		close(gate)
+		for _, id := range ids {
+			h.waitRun(id, core.RunSucceeded)
+		}
+		if h.fx.status.peak != n {
+			t.Fatalf("peak concurrency %d, want %d", h.fx.status.peak, n)
+		}
+	})
+}
+
+func TestConcurrencyBound(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b, func(o *Options) { o.Concurrency = 2 })
+		gate := make(chan struct{})
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
+		h.fx.status.mu.Unlock()
+		var ids []string
+		for i := range 4 {
+			ids = append(ids, h.send("console:req", fmt.Sprintf("console:c%d", i), "status api").RunID)
+		}
+		<-h.fx.status.started
+		<-h.fx.status.started
+		time.Sleep(100 * time.Millisecond)
+		h.fx.status.mu.Lock()
+		inflight := h.fx.status.inflight
+		h.fx.status.mu.Unlock()
+		if inflight != 2 {
+			t.Fatalf("%d runs in flight with Concurrency 2", inflight)
+		}
+		close(gate)
+		for _, id := range ids {
+			h.waitRun(id, core.RunSucceeded)
+		}
+	})
+}
+
+// TestTwoReplicasDispatchOnce runs two engines (two stores, two owners) on
+// one Postgres database and decides 100 runs alternately through each.
+func TestTwoReplicasDispatchOnce(t *testing.T) {
+	t.Parallel()
+	b := backends[1]
+	h := setup(t, b)
+	ctx := context.Background()
+	s2, err := b.open(ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	e2 := h.newEngine(s2)
+	stop2 := h.runEngine(e2)
+	t.Cleanup(stop2)
+	if e2.Owner() == h.eng.Owner() {
+		t.Fatal("replicas share an owner id")
+	}
+	engines := []*Engine{h.eng, e2}
+
+	const n = 100
+	ids := make([]string, n)
+	for i := range n {
+		ev := h.event("console:req", fmt.Sprintf("console:r%d", i), fmt.Sprintf("deploy svc-%d 1.0", i))
+		rc, err := engines[i%2].HandleEvent(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = rc.RunID
+	}
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		a := h.waitApproval(id)
+		wg.Go(func() {
+			approver := sre[i%3]
+			if _, err := engines[i%2].Decide(ctx, core.Actor{ID: approver}, "console", core.Decision{ApprovalID: a.ID, Action: "approve"}); err != nil {
+				t.Errorf("decide %s: %v", a.ID, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		h.waitRun(id, core.RunSucceeded)
+	}
+	for _, id := range ids {
+		if calls := h.fx.deploy.callsFor(id); len(calls) != 1 || calls[0].IdempotencyKey != id+"/0" {
+			t.Fatalf("run %s dispatched %d times: %+v", id, len(calls), calls)
+		}
+	}
+	if got := h.fx.deploy.total(); got != n {
+		t.Fatalf("%d dispatches for %d runs", got, n)
+	}
+}
