@@ -1,0 +1,356 @@
+// Package pace holds the token buckets that keep outbound sends inside a
+// platform's rate limits: per conversation, per group, per bot account,
+// global, and per-route buckets learned from response headers. A send waits
+// until every bucket that applies grants it a token; it is never dropped. A
+// 429 pauses the bucket it hit for the platform's Retry-After, and nothing is
+// granted from it before then.
+//
+// The platform defaults are not here: each adapter supplies its Spec.
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// ErrWouldExceedDeadline is returned by Wait when the earliest grant lies
+// beyond the context's deadline; no token was taken, so the caller can
+// requeue the message and let it go later.
+var ErrWouldExceedDeadline = errors.New("pace: grant would come after the context deadline")
+
+// Rate is one bucket's shape: a token every Every, at most Burst saved up.
+// "20 per minute" is Rate{Every: 3 * time.Second, Burst: 1}.
+type Rate struct {
+	Every time.Duration
+	Burst int
+}
+
+// Spec says which buckets a platform has. A nil entry means the platform
+// does not limit at that level.
+type Spec struct {
+	Conversation *Rate // per chat/channel
+	Group        *Rate // per group chat (Telegram groups)
+	Account      *Rate // per bot account
+	Global       *Rate // across everything this Limiter sends
+	// IdleTTL is how long an unused, full bucket is kept before eviction;
+	// zero means 10 minutes.
+	IdleTTL time.Duration
+}
+
+// Scope names a kind of bucket, for Pause.
+type Scope int
+
+const (
+	// Conversation buckets are keyed by Keys.Conversation.
+	Conversation Scope = iota
+	// Group buckets are keyed by Keys.Group.
+	Group
+	// Account buckets are keyed by Keys.Account.
+	Account
+	// Global is the single bucket of the Limiter; its key is ignored.
+	Global
+	// Route buckets are learned from response headers (Discord's
+	// X-RateLimit-Bucket) and keyed by Keys.Route.
+	Route
+)
+
+// String names the scope for logs.
+func (s Scope) String() string {
+	switch s {
+	case Conversation:
+		return "conversation"
+	case Group:
+		return "group"
+	case Account:
+		return "account"
+	case Global:
+		return "global"
+	case Route:
+		return "route"
+	}
+	return fmt.Sprintf("Scope(%d)", int(s))
+}
+
+// Keys name the buckets one send draws from; empty keys do not apply.
+type Keys struct {
+	Conversation string
+	Group        string
+	Account      string
+	Route        string
+}
+
+// Clock is the time source, injectable so tests can prove that nothing is
+// granted before a pause ends without sleeping.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// WithClock replaces the wall clock.
+func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
+
+type bucketKey struct {
+	scope Scope
+	key   string
+}
+
+// bucket is one token bucket plus what the platform told us about it.
+type bucket struct {
+	lim         *rate.Limiter // nil for pause-only and route buckets
+	burst       int
+	pausedUntil time.Time
+	// route buckets: remaining requests until resetAt, as last observed
+	remaining int
+	resetAt   time.Time
+	lastUsed  time.Time
+}
+
+// Limiter paces sends. It is safe for concurrent use. One Limiter serves one
+// platform account's sending (one replica owns it at a time), so its counts
+// are exact.
+type Limiter struct {
+	spec  Spec
+	clock Clock
+
+	mu        sync.Mutex
+	buckets   map[bucketKey]*bucket
+	lastSweep time.Time
+	onGrant   func(time.Time, Keys) // tests: observe grants at their exact time
+}
+
+// New builds a Limiter from spec.
+func New(spec Spec, opts ...Option) (*Limiter, error) {
+	for _, r := range []struct {
+		name string
+		r    *Rate
+	}{{"conversation", spec.Conversation}, {"group", spec.Group}, {"account", spec.Account}, {"global", spec.Global}} {
+		if r.r != nil && (r.r.Every <= 0 || r.r.Burst < 1) {
+			return nil, fmt.Errorf("pace: %s rate %v per %d: every must be > 0 and burst >= 1", r.name, r.r.Every, r.r.Burst)
+		}
+	}
+	if spec.IdleTTL <= 0 {
+		spec.IdleTTL = 10 * time.Minute
+	}
+	l := &Limiter{spec: spec, clock: realClock{}, buckets: map[bucketKey]*bucket{}}
+	for _, o := range opts {
+		o(l)
+	}
+	l.lastSweep = l.clock.Now()
+	return l, nil
+}
+
+// Wait blocks until every bucket that applies to k grants a token at the same
+// moment, then takes one from each. Tokens are taken only when all grant at
+// once — reserving on one bucket while waiting for another would let the
+// first bucket's rate be exceeded or leak its token — so a Wait that fails
+// takes nothing. It returns ErrWouldExceedDeadline (wrapped) without waiting
+// when the grant would come after ctx's deadline, or ctx's error if ctx ends.
+func (l *Limiter) Wait(ctx context.Context, k Keys) error {
+	for {
+		l.mu.Lock()
+		now := l.clock.Now()
+		at := l.tryTake(now, k)
+		l.mu.Unlock()
+		if at.IsZero() {
+			return nil
+		}
+		d := at.Sub(now)
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+			return fmt.Errorf("pace: wait %v for %+v: %w", d, k, ErrWouldExceedDeadline)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pace: wait for %+v: %w", k, ctx.Err())
+		case <-l.clock.After(d):
+		}
+	}
+}
+
+// tryTake takes a token from every applicable bucket if all can grant at now
+// and returns the zero time; otherwise it takes nothing and returns the
+// earliest time worth retrying. l.mu is held.
+func (l *Limiter) tryTake(now time.Time, k Keys) time.Time {
+	l.sweep(now)
+	var bs [5]*bucket
+	n := 0
+	add := func(scope Scope, key string, r *Rate) {
+		if b := l.bucket(scope, key, r, now); b != nil {
+			bs[n] = b
+			n++
+		}
+	}
+	if k.Conversation != "" {
+		add(Conversation, k.Conversation, l.spec.Conversation)
+	}
+	if k.Group != "" {
+		add(Group, k.Group, l.spec.Group)
+	}
+	if k.Account != "" {
+		add(Account, k.Account, l.spec.Account)
+	}
+	add(Global, "", l.spec.Global)
+	if k.Route != "" {
+		add(Route, k.Route, nil)
+	}
+
+	var at time.Time
+	later := func(t time.Time) {
+		if t.After(at) {
+			at = t
+		}
+	}
+	for _, b := range bs[:n] {
+		b.lastUsed = now
+		if now.Before(b.pausedUntil) {
+			later(b.pausedUntil)
+		}
+		if b.remaining <= 0 && now.Before(b.resetAt) {
+			later(b.resetAt)
+		}
+		if b.lim != nil {
+			if tok := b.lim.TokensAt(now); tok < 1 {
+				need := time.Duration(math.Ceil((1 - tok) / float64(b.lim.Limit()) * float64(time.Second)))
+				later(now.Add(max(need, time.Nanosecond)))
+			}
+		}
+	}
+	if !at.IsZero() {
+		return at
+	}
+	var taken [5]*rate.Reservation
+	for i, b := range bs[:n] {
+		if b.lim == nil {
+			continue
+		}
+		// All buckets hold a token now, so these reservations are immediate;
+		// should float rounding make one wait, put every token back (nothing
+		// else reserved in between: l.mu is held) and retry shortly.
+		r := b.lim.ReserveN(now, 1)
+		taken[i] = r
+		if !r.OK() || r.DelayFrom(now) > 0 {
+			for _, t := range taken[:i+1] {
+				if t != nil {
+					t.CancelAt(now)
+				}
+			}
+			return now.Add(time.Millisecond)
+		}
+	}
+	for _, b := range bs[:n] {
+		if now.Before(b.resetAt) {
+			b.remaining--
+		}
+	}
+	if l.onGrant != nil {
+		l.onGrant(now, k)
+	}
+	return time.Time{}
+}
+
+// bucket returns the bucket for (scope, key), creating it when the spec has
+// a rate for scope; route buckets exist once observed or paused.
+func (l *Limiter) bucket(scope Scope, key string, r *Rate, now time.Time) *bucket {
+	bk := bucketKey{scope, key}
+	if b, ok := l.buckets[bk]; ok {
+		return b
+	}
+	if r == nil {
+		return nil
+	}
+	b := &bucket{lim: rate.NewLimiter(rate.Every(r.Every), r.Burst), burst: r.Burst, lastUsed: now}
+	l.buckets[bk] = b
+	return b
+}
+
+// rateFor is the configured rate of scope.
+func (l *Limiter) rateFor(scope Scope) *Rate {
+	switch scope {
+	case Conversation:
+		return l.spec.Conversation
+	case Group:
+		return l.spec.Group
+	case Account:
+		return l.spec.Account
+	case Global:
+		return l.spec.Global
+	}
+	return nil
+}
+
+// Pause stops the bucket (scope, key) from granting anything until now+d, as
+// a 429's Retry-After demands. A later, shorter pause does not shorten it.
+func (l *Limiter) Pause(scope Scope, key string, d time.Duration) {
+	if scope == Global {
+		key = ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	b := l.ensure(scope, key, now)
+	if until := now.Add(d); until.After(b.pausedUntil) {
+		b.pausedUntil = until
+	}
+}
+
+// Observe records a route's rate-limit headers (Discord X-RateLimit-Bucket,
+// -Remaining, -Reset-After): after remaining more sends the route grants
+// nothing until resetAfter has passed.
+func (l *Limiter) Observe(routeKey string, remaining int, resetAfter time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	b := l.ensure(Route, routeKey, now)
+	b.remaining = remaining
+	b.resetAt = now.Add(resetAfter)
+}
+
+func (l *Limiter) ensure(scope Scope, key string, now time.Time) *bucket {
+	if b := l.bucket(scope, key, l.rateFor(scope), now); b != nil {
+		return b
+	}
+	b := &bucket{lastUsed: now}
+	l.buckets[bucketKey{scope, key}] = b
+	return b
+}
+
+// sweep evicts buckets idle for IdleTTL that hold no state worth keeping: a
+// full token bucket, no pause, no pending reset. An evicted bucket comes back
+// full, which is exactly what it was. Sweeps run at most every IdleTTL/2, so
+// memory stays bounded by the keys active in the last IdleTTL or so.
+func (l *Limiter) sweep(now time.Time) {
+	if now.Sub(l.lastSweep) < l.spec.IdleTTL/2 {
+		return
+	}
+	l.lastSweep = now
+	for k, b := range l.buckets {
+		if now.Sub(b.lastUsed) < l.spec.IdleTTL || now.Before(b.pausedUntil) || now.Before(b.resetAt) {
+			continue
+		}
+		if b.lim != nil && b.lim.TokensAt(now) < float64(b.burst) {
+			continue
+		}
+		delete(l.buckets, k)
+	}
+}
+
+// Len reports how many buckets the Limiter holds (for metrics and tests of
+// eviction).
+func (l *Limiter) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
