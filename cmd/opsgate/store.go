@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/opsgate/opsgate/config"
@@ -28,16 +26,11 @@ var (
 	_ store = (*postgres.Store)(nil)
 )
 
-// openStore opens the configured backend. For SQLite it first creates the
-// database file's directory, so a fresh install needs no manual mkdir.
+// openStore opens the configured backend. (store/sqlite creates the
+// database file's directory itself, so a fresh install needs no mkdir.)
 func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 	switch cfg.Store.Driver {
 	case "sqlite", "":
-		if dir := sqliteDir(cfg.Store.DSN); dir != "" {
-			if err := os.MkdirAll(dir, 0o750); err != nil {
-				return nil, fmt.Errorf("create the SQLite directory %s: %w", dir, err)
-			}
-		}
 		st, err := sqlite.Open(ctx, cfg.Store.DSN)
 		if err != nil {
 			return nil, fmt.Errorf("open SQLite store %s: %w", cfg.Store.DSN, err)
@@ -52,22 +45,6 @@ func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 	default:
 		return nil, fmt.Errorf("store.driver %q: want sqlite or postgres", cfg.Store.Driver)
 	}
-}
-
-// sqliteDir returns the directory of a SQLite DSN that is a plain path or a
-// file: URI, or "" for in-memory databases.
-func sqliteDir(dsn string) string {
-	p := dsn
-	if rest, ok := strings.CutPrefix(p, "file:"); ok {
-		p = rest
-	}
-	if i := strings.IndexByte(p, '?'); i >= 0 {
-		p = p[:i]
-	}
-	if p == "" || p == ":memory:" {
-		return ""
-	}
-	return filepath.Dir(p)
 }
 
 // redactDSN hides a password in a DSN so it can be logged and printed.

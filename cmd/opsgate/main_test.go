@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runInProcess(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	t.Setenv("OPSGATE_TOKEN", "")
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"approvals"},
+		{"approvals", "dance"},
+		{"approvals", "show"},
+		{"approvals", "approve", "a", "b"},
+		{"approvals", "edit", "A1", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"approvals", "edit", "A1", "--args", "[1,2]", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"approvals", "approve", "A1", "--scope", "forever", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"runs", "show"},
+		{"runs", "list", "--no-such-flag"},
+		{"config"},
+		{"audit"},
+		{"serve", "--log-format", "xml"},
+		{"approvals", "list", "--server", "not a url", "--token", "x"},
+	} {
+		_, errOut, code := runInProcess(t, args...)
+		if code != exitUsage {
+			t.Errorf("opsgate %q: exit %d, want %d (stderr %q)", args, code, exitUsage, errOut)
+		}
+		if errOut == "" {
+			t.Errorf("opsgate %q: no message on stderr", args)
+		}
+	}
+}
+
+func TestUnreachableServerIsAClearFailure(t *testing.T) {
+	_, errOut, code := runInProcess(t, "runs", "list", "--server", "http://127.0.0.1:1", "--token", "x")
+	if code != exitFail || !strings.Contains(errOut, "cannot reach the server") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	out, _, code := runInProcess(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "opsgate "+version) {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+	out, _, code = runInProcess(t, "help")
+	if code != 0 || !strings.Contains(out, "opsgate serve") {
+		t.Errorf("help: exit %d, %q", code, out)
+	}
+}
+
+func TestParseInterleaved(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	reason := fs.String("reason", "", "")
+	pos, err := parseInterleaved(fs, []string{"A1", "--reason", "no way", "B2", "--", "--literal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *reason != "no way" || strings.Join(pos, ",") != "A1,B2,--literal" {
+		t.Errorf("reason %q, positional %q", *reason, pos)
+	}
+}
+
+func TestServerURLFromListen(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8080": "http://127.0.0.1:8080",
+		"0.0.0.0:9000":   "http://127.0.0.1:9000",
+		":7000":          "http://127.0.0.1:7000",
+		"[::]:7000":      "http://127.0.0.1:7000",
+		"[::1]:7000":     "http://[::1]:7000",
+	} {
+		if got := serverURLFromListen(in); got != want {
+			t.Errorf("serverURLFromListen(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://og:s3cret@db:5432/opsgate": "postgres://og:xxxxx@db:5432/opsgate",
+		"host=db user=og password=s3cret":      "host=db user=og password=xxxxx",
+		"./data/opsgate.db":                    "./data/opsgate.db",
+	} {
+		if got := redactDSN(in); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("redactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestGeneratedAdminTokenIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	tok, path, err := generateAdminToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	got, err := readAdminToken(dir)
+	if err != nil || got != tok || len(tok) < 32 {
+		t.Errorf("read back %q, %v; generated %q", got, err, tok)
+	}
+	tok2, _, err := generateAdminToken(dir)
+	if err != nil || tok2 == tok {
+		t.Errorf("second token %q equals the first or failed: %v", tok2, err)
+	}
+	if _, err := readAdminToken(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "--token") {
+		t.Errorf("missing token file: %v", err)
+	}
+}
