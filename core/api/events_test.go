@@ -26,10 +26,15 @@ type sseStream struct {
 
 func openSSE(t *testing.T, b *bundle, path string, hdr map[string]string) *sseStream {
 	t.Helper()
+	return openSSEToken(t, b, path, adminToken, hdr)
+}
+
+func openSSEToken(t *testing.T, b *bundle, path, token string, hdr map[string]string) *sseStream {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "GET", b.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
