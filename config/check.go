@@ -407,6 +407,16 @@ func toolNames(tools []Tool) []string {
 }
 
 func (c *checker) policy(groups map[string][]string) {
+	for j, a := range c.cfg.Policy.DefaultApprovers {
+		ap := fmt.Sprintf("policy.default_approvers[%d]", j)
+		if g, ok := strings.CutPrefix(a, "group:"); ok {
+			if _, exists := groups[g]; !exists {
+				c.problem(ap, "unknown approver group %q (define it under approvers.groups)", g)
+			}
+		} else if !identityRE.MatchString(a) {
+			c.problem(ap, "must be group:<name> or an identity like slack:U012AB3CD, not %q", a)
+		}
+	}
 	tools := toolNames(c.cfg.Tools)
 	for i, r := range c.cfg.Policy.Rules {
 		if r.Match.Tool != "" {

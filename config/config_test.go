@@ -355,3 +355,31 @@ func TestAliasBombIsBounded(t *testing.T) {
 		t.Fatalf("alias bomb not reported: %d problems", len(problems))
 	}
 }
+
+func TestPolicyDefaultApprovers(t *testing.T) {
+	t.Parallel()
+	src := `
+approvers:
+  groups:
+    sre: ["console:admin"]
+policy:
+  default_approvers: ["group:sre", "group:nope", "not an id"]
+`
+	_, err := Parse("p.yaml", []byte(src))
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("want *Error, got %v", err)
+	}
+	got := map[string]bool{}
+	for _, p := range cerr.Problems {
+		got[p.Path] = true
+	}
+	for _, want := range []string{"policy.default_approvers[1]", "policy.default_approvers[2]"} {
+		if !got[want] {
+			t.Errorf("missing problem at %s in %v", want, cerr.Problems)
+		}
+	}
+	if got["policy.default_approvers[0]"] {
+		t.Errorf("a known group must be accepted")
+	}
+}

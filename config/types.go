@@ -306,6 +306,10 @@ type Policy struct {
 	// Rules are evaluated in order; the last match wins, except that a deny
 	// is never overridden.
 	Rules []Rule `yaml:"rules"`
+	// DefaultApprovers decide calls that ask without naming approvers: the
+	// no-match default, or an ask rule with no approvers. When empty, every
+	// member of every approver group may decide them.
+	DefaultApprovers []string `yaml:"default_approvers"`
 }
 
 // Rule is one policy rule.
