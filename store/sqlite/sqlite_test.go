@@ -1,0 +1,77 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/store/sqlite"
+	"github.com/opsgate/opsgate/store/storetest"
+)
+
+// openTemp opens a migrated store on a fresh file (in a directory that does
+// not exist yet, as ./data does on first start).
+func openTemp(t testing.TB) *sqlite.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "data", "opsgate.db"))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) core.Store { return openTemp(t) })
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	s := openTemp(t)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	var n int
+	if err := s.DB().QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("schema_migrations rows = %d, want 1", n)
+	}
+}
+
+func TestPragmas(t *testing.T) {
+	s := openTemp(t)
+	for pragma, want := range map[string]string{"journal_mode": "wal", "foreign_keys": "1", "busy_timeout": "5000"} {
+		var got string
+		if err := s.DB().QueryRow(`PRAGMA ` + pragma).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %s, want %s", pragma, got, want)
+		}
+	}
+}
+
+func TestInMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) core.Store {
+		ctx := context.Background()
+		s, err := sqlite.Open(ctx, ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func BenchmarkInboxRecord(b *testing.B) {
+	storetest.BenchmarkInboxRecord(b, openTemp(b))
+}

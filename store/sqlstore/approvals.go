@@ -1,0 +1,338 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+const approvalColumns = `id, run_id, step_index, thread, requester, tool, destructive, risk, proposed_args,
+	approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule, decisions,
+	created_at, expires_at, decided_at, seq`
+
+func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
+	j, err := approvalJSON(a)
+	if err != nil {
+		return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
+	}
+	status := a.Status
+	if status == "" {
+		status = approvals.StatusPending
+	}
+	_, err = t.exec(ctx, `INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
+		proposed_args, approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule,
+		decisions, created_at, expires_at, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool, a.Destructive, string(a.Risk),
+		j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers, j.eligible,
+		a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt))
+	if err != nil {
+		return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// approvalJSONCols are the JSON TEXT columns of an approval.
+type approvalJSONCols struct{ proposed, approved, executed, approvers, eligible, decisions string }
+
+func approvalJSON(a *approvals.Approval) (approvalJSONCols, error) {
+	var c approvalJSONCols
+	for _, f := range []struct {
+		dst *string
+		v   any
+	}{{&c.proposed, a.ProposedArgs}, {&c.approved, a.ApprovedArgs}, {&c.executed, a.ExecutedArgs},
+		{&c.approvers, a.Approvers}, {&c.eligible, a.Eligible}, {&c.decisions, a.Decisions}} {
+		b, err := json.Marshal(f.v)
+		if err != nil {
+			return c, err
+		}
+		*f.dst = string(b)
+	}
+	return c, nil
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanApproval(r rowScanner) (*approvals.Approval, int64, error) {
+	var a approvals.Approval
+	var risk, status string
+	var j approvalJSONCols
+	var created, expires, seq int64
+	var decided sql.NullInt64
+	if err := r.Scan(&a.ID, &a.RunID, &a.StepIndex, &a.Thread, &a.Requester, &a.Tool, &a.Destructive, &risk,
+		&j.proposed, &j.approved, &j.executed, &a.Preview, &a.Reason, &status, &j.approvers, &j.eligible,
+		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &seq); err != nil {
+		return nil, 0, err
+	}
+	for _, f := range []struct {
+		src string
+		dst any
+	}{{j.proposed, &a.ProposedArgs}, {j.approved, &a.ApprovedArgs}, {j.executed, &a.ExecutedArgs},
+		{j.approvers, &a.Approvers}, {j.eligible, &a.Eligible}, {j.decisions, &a.Decisions}} {
+		if err := json.Unmarshal([]byte(f.src), f.dst); err != nil {
+			return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
+		}
+	}
+	a.Risk, a.Status = approvals.Risk(risk), approvals.Status(status)
+	a.CreatedAt, a.ExpiresAt, a.DecidedAt = fromMicros(created), fromMicros(expires), optMicros(decided)
+	return &a, seq, nil
+}
+
+func loadApproval(ctx context.Context, t *tx, id string, lock bool) (*approvals.Approval, error) {
+	q := `SELECT ` + approvalColumns + ` FROM approvals WHERE id = ?`
+	if lock {
+		q += t.d.ForUpdate
+	}
+	a, _, err := scanApproval(t.queryRow(ctx, q, id))
+	if err != nil {
+		return nil, mapErr(err, "load approval", "approval "+id)
+	}
+	return a, nil
+}
+
+// ApprovalGet implements approvals.Store.
+func (s *Store) ApprovalGet(ctx context.Context, id string) (*approvals.Approval, error) {
+	a, _, err := scanApproval(s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT `+approvalColumns+
+		` FROM approvals WHERE id = ?`), id))
+	if err != nil {
+		return nil, mapErr(err, "approval get", "approval "+id)
+	}
+	return a, nil
+}
+
+// ApprovalList implements approvals.Store: newest first.
+func (s *Store) ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error) {
+	limit := pageLimit(p.Limit)
+	where, args := "1 = 1", []any{}
+	if p.Status != "" {
+		where += " AND status = ?"
+		args = append(args, string(p.Status))
+	}
+	if p.RunID != "" {
+		where += " AND run_id = ?"
+		args = append(args, p.RunID)
+	}
+	if p.Cursor != "" {
+		c, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: approval list: bad cursor %q", p.Cursor)
+		}
+		where += " AND seq < ?"
+		args = append(args, c)
+	}
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+approvalColumns+` FROM approvals WHERE `+
+		where+` ORDER BY seq DESC LIMIT ?`), append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: approval list: %w", err)
+	}
+	defer rows.Close()
+	items := []*approvals.Approval{}
+	var seqs []int64
+	for rows.Next() {
+		a, seq, err := scanApproval(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: approval list: %w", err)
+		}
+		items, seqs = append(items, a), append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("store: approval list: %w", err)
+	}
+	items, next := page(items, seqs, limit)
+	return items, next, nil
+}
+
+// ApprovalListExpired implements approvals.Store.
+func (s *Store) ApprovalListExpired(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT id FROM approvals
+		WHERE status = ? AND expires_at <= ? ORDER BY expires_at, seq LIMIT ?`),
+		string(approvals.StatusPending), micros(now), pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: approval list expired: %w", err)
+	}
+	ids, err := scanStrings(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: approval list expired: %w", err)
+	}
+	return ids, nil
+}
+
+// GrantFind implements approvals.Store. No grant is not an error: it
+// returns (nil, nil), since the question is "is there one?".
+func (s *Store) GrantFind(ctx context.Context, thread, tool string) (*approvals.Grant, error) {
+	var g approvals.Grant
+	var at int64
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT thread, tool, approval_id, actor, at FROM grants
+		WHERE thread = ? AND tool = ?`), thread, tool).Scan(&g.Thread, &g.Tool, &g.ApprovalID, &g.Actor, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: grant find: %w", err)
+	}
+	g.At = fromMicros(at)
+	return &g, nil
+}
+
+// ApprovalDecide implements approvals.Store; see the interface for the
+// contract. Write order inside the transaction — approval row, run row,
+// outbox, audit last — matches RunCheckpoint (run row, then audit), so the
+// two never wait on each other's locks in opposite order.
+//
+// A duplicate Event returns the approval as stored with an error matching
+// approvals.ErrDuplicateEvent. When the compare-and-set on pending finds
+// the approval already final (possible only if a Decide func produced an
+// outcome for a final approval), it returns a *approvals.RefusedError
+// wrapping ErrAlreadyDecided with the winners, and persists nothing but
+// the event record.
+func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecideParams) (*approvals.Approval, error) {
+	if p.Decide == nil {
+		return nil, errors.New("store: approval decide: Decide func is required")
+	}
+	var stored *approvals.Approval
+	var result error
+	err := s.inTx(ctx, "approval decide", func(t *tx) error {
+		a, err := loadApproval(ctx, t, p.ID, true)
+		if err != nil {
+			return err
+		}
+		stored = a
+		if p.Event != nil {
+			fresh, err := recordDecisionEvent(ctx, t, p.Event, a.RunID)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				result = fmt.Errorf("store: approval decide %s: event %s/%s: %w", a.ID, p.Event.Channel, p.Event.EventID, approvals.ErrDuplicateEvent)
+				return nil
+			}
+		}
+		out := p.Decide(a)
+		if out.Approval != nil {
+			ok, err := casApproval(ctx, t, out.Approval)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				cur, err := loadApproval(ctx, t, p.ID, false)
+				if err != nil {
+					return err
+				}
+				stored = cur
+				result = &approvals.RefusedError{Reason: approvals.ErrAlreadyDecided, By: cur.Winners(),
+					Detail: fmt.Sprintf("%s by %v", cur.Status, cur.Winners()), At: derefTime(cur.DecidedAt)}
+				return nil
+			}
+		}
+		if out.Grant != nil {
+			if _, err := t.exec(ctx, `INSERT INTO grants (thread, tool, approval_id, actor, at) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (thread, tool) DO UPDATE SET approval_id = excluded.approval_id, actor = excluded.actor, at = excluded.at`,
+				out.Grant.Thread, out.Grant.Tool, out.Grant.ApprovalID, out.Grant.Actor, micros(out.Grant.At)); err != nil {
+				return fmt.Errorf("store: approval decide %s: grant: %w", a.ID, err)
+			}
+		}
+		if out.Final && out.Approval != nil {
+			if err := resumeAfterDecision(ctx, t, out.Approval); err != nil {
+				return err
+			}
+		}
+		if err := appendAudit(ctx, t, out.Audit); err != nil {
+			return err
+		}
+		if out.Approval != nil {
+			if stored, err = loadApproval(ctx, t, p.ID, false); err != nil {
+				return err
+			}
+		}
+		result = out.Err
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stored, result
+}
+
+// recordDecisionEvent inserts the event key; false means it was seen before.
+func recordDecisionEvent(ctx context.Context, t *tx, e *approvals.EventKey, runID string) (bool, error) {
+	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+		e.Channel, e.EventID, nullString(runID), e.Actor, e.Thread, micros(orNow(e.At)), e.Raw)
+	if err != nil {
+		return false, fmt.Errorf("store: approval decide: record event: %w", err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: approval decide: record event: %w", err)
+	}
+	return n == 1, nil
+}
+
+// casApproval writes a decided approval only if it is still pending.
+func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (bool, error) {
+	j, err := approvalJSON(a)
+	if err != nil {
+		return false, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+	}
+	r, err := t.exec(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
+		approvers = ?, eligible = ?, decisions = ?, decided_at = ? WHERE id = ? AND status = ?`,
+		string(a.Status), j.approved, j.executed, a.Quorum, j.approvers, j.eligible, j.decisions,
+		nullMicros(a.DecidedAt), a.ID, string(approvals.StatusPending))
+	if err != nil {
+		return false, fmt.Errorf("store: approval decide %s: update: %w", a.ID, err)
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("store: approval decide %s: update: %w", a.ID, err)
+	}
+	return n == 1, nil
+}
+
+// resumeAfterDecision requeues the waiting run, records permission.decided
+// and queues the card update, all in the deciding transaction.
+func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) error {
+	at := orNow(derefTime(a.DecidedAt))
+	r, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = NULL, lease_until = NULL, updated_at = ?
+		WHERE id = ? AND status = ?`, string(core.RunQueued), micros(at), a.RunID, string(core.RunWaitingApproval))
+	if err != nil {
+		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
+	} else if n > 0 {
+		t.notify(core.TopicRuns)
+	}
+	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
+	if err != nil {
+		return fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
+	}
+	if err := appendEvents(ctx, t, []core.RunEvent{{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}},
+		a.RunID, at); err != nil {
+		return err
+	}
+	thread, err := core.ParseThread(a.Thread)
+	if err != nil {
+		return fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
+	}
+	return insertOutbox(ctx, t, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate,
+		ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at}, at)
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}

@@ -1,0 +1,84 @@
+package sqlstore
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Dialect is everything the shared SQL needs to know about a backend. It is
+// deliberately data, not an interface: the differences between SQLite and
+// Postgres that matter here are a handful of clauses.
+type Dialect struct {
+	// Name identifies the backend in errors and logs ("sqlite", "postgres").
+	Name string
+	// Numbered makes Rebind turn ? into $1, $2, ... (Postgres).
+	Numbered bool
+	// SkipLocked ends a SELECT that claims work rows: concurrent claimers
+	// pass over rows another transaction holds. Empty on SQLite, where the
+	// write transaction already excludes every other writer.
+	SkipLocked string
+	// ForUpdate ends a SELECT that reads a row the transaction will change,
+	// so a concurrent writer waits instead of working from a stale copy.
+	ForUpdate string
+	// AuditLock, when set, is executed before the audit tail is read, so
+	// concurrent appends form one chain (Postgres: a transaction-scoped
+	// advisory lock). SQLite needs none: writers are serialized.
+	AuditLock string
+	// NotifySQL, when set, is executed inside a committing transaction with
+	// the channel name as its one argument, so other processes wake
+	// (Postgres: SELECT pg_notify(?, '')). Local subscribers are woken
+	// after commit either way.
+	NotifySQL string
+	// ChannelPrefix prefixes topic names to form notification channels.
+	ChannelPrefix string
+}
+
+// ChannelPrefixDefault is the prefix of opsgate's notification channels:
+// topic "runs" is channel "opsgate_runs".
+const ChannelPrefixDefault = "opsgate_"
+
+// auditLockKey is the advisory lock id that serializes audit appends on
+// Postgres (an arbitrary constant: "opsgate" audit).
+const auditLockKey = 0x6f70736761746501
+
+// SQLiteDialect is the dialect of store/sqlite.
+func SQLiteDialect() Dialect {
+	return Dialect{Name: "sqlite", ChannelPrefix: ChannelPrefixDefault}
+}
+
+// PostgresDialect is the dialect of store/postgres.
+func PostgresDialect() Dialect {
+	return Dialect{
+		Name:          "postgres",
+		Numbered:      true,
+		SkipLocked:    " FOR UPDATE SKIP LOCKED",
+		ForUpdate:     " FOR UPDATE",
+		AuditLock:     "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
+		NotifySQL:     "SELECT pg_notify(?, '')",
+		ChannelPrefix: ChannelPrefixDefault,
+	}
+}
+
+// Channel names the notification channel of topic.
+func (d Dialect) Channel(topic string) string { return d.ChannelPrefix + topic }
+
+// Rebind rewrites ? placeholders for the backend. The shared queries never
+// contain a literal question mark, so no quoting rules are needed.
+func (d Dialect) Rebind(q string) string {
+	if !d.Numbered || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 16)
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}

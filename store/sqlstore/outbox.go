@@ -1,0 +1,280 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+// insertOutbox queues m (due at once) and marks the outbox topic. An empty
+// ID gets a UUIDv7; a zero CreatedAt becomes now.
+func insertOutbox(ctx context.Context, t *tx, m core.OutboxMessage, now time.Time) error {
+	if m.ID == "" {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("store: queue outbox message: id: %w", err)
+		}
+		m.ID = id.String()
+	}
+	if m.Thread.Channel == "" {
+		return fmt.Errorf("store: queue outbox message %s: thread has no channel", m.ID)
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now
+	}
+	_, err := t.exec(ctx, `INSERT INTO outbox (id, channel, thread, kind, text, approval_id, run_id, status,
+		next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.ID, m.Thread.Channel, threadString(m.Thread), string(m.Kind), m.Text, m.ApprovalID, m.RunID,
+		string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("store: queue outbox message %s: %w", m.ID, err)
+	}
+	t.notify(core.TopicOutbox)
+	return nil
+}
+
+const deliveryColumns = `id, thread, kind, text, approval_id, run_id, created_at, seq, status, attempts,
+	next_attempt_at, chunks_sent, refs, last_error, sent_at`
+
+func scanDelivery(r rowScanner) (*core.Delivery, error) {
+	var d core.Delivery
+	var thread, kind, status, refs string
+	var created, next int64
+	var sent sql.NullInt64
+	if err := r.Scan(&d.ID, &thread, &kind, &d.Text, &d.ApprovalID, &d.RunID, &created, &d.Seq, &status,
+		&d.Attempts, &next, &d.ChunksSent, &refs, &d.LastError, &sent); err != nil {
+		return nil, err
+	}
+	th, err := parseThread(thread)
+	if err != nil {
+		return nil, fmt.Errorf("outbox %s: %w", d.ID, err)
+	}
+	if err := json.Unmarshal([]byte(refs), &d.Refs); err != nil {
+		return nil, fmt.Errorf("outbox %s: refs: %w", d.ID, err)
+	}
+	d.Thread, d.Kind, d.Status = th, core.MessageKind(kind), core.DeliveryStatus(status)
+	d.CreatedAt, d.NextAttemptAt, d.SentAt = fromMicros(created), fromMicros(next), optMicros(sent)
+	return &d, nil
+}
+
+func scanDeliveries(rows *sql.Rows) ([]*core.Delivery, error) {
+	defer rows.Close()
+	out := []*core.Delivery{}
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// OutboxClaim implements core.OutboxStore. "Oldest unsent of its thread"
+// counts pending messages whatever their due time, so a message waiting
+// out a retry holds back the ones queued after it; dead messages do not
+// block their thread (they wait for an admin).
+func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*core.Delivery, error) {
+	if p.Limit <= 0 || p.Owner == "" {
+		return nil, errors.New("store: outbox claim: owner and a positive limit are required")
+	}
+	var out []*core.Delivery
+	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
+		now := micros(p.Now)
+		rows, err := t.query(ctx, `SELECT m.id FROM outbox m
+			WHERE m.channel = ? AND m.status = ? AND m.next_attempt_at <= ?
+			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = ? AND o.seq < m.seq)
+			ORDER BY m.seq LIMIT ?`+t.d.SkipLocked,
+			p.Channel, string(core.DeliveryPending), now, p.Owner, now, string(core.DeliveryPending), p.Limit)
+		if err != nil {
+			return fmt.Errorf("store: outbox claim: select: %w", err)
+		}
+		ids, err := scanStrings(rows)
+		if err != nil {
+			return fmt.Errorf("store: outbox claim: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		args := []any{p.Owner, micros(p.LeaseUntil)}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		in := placeholders(len(ids))
+		if _, err := t.exec(ctx, `UPDATE outbox SET owner = ?, lease_until = ? WHERE id IN (`+in+`)`, args...); err != nil {
+			return fmt.Errorf("store: outbox claim: update: %w", err)
+		}
+		rows, err = t.query(ctx, `SELECT `+deliveryColumns+` FROM outbox WHERE id IN (`+in+`) ORDER BY seq`, args[2:]...)
+		if err != nil {
+			return fmt.Errorf("store: outbox claim: load: %w", err)
+		}
+		if out, err = scanDeliveries(rows); err != nil {
+			return fmt.Errorf("store: outbox claim: load: %w", err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// lockOutbox reads the owner and progress of a message under the row lock
+// and checks the caller holds it.
+func lockOutbox(ctx context.Context, t *tx, op, id, owner string) (chunks int, refs string, err error) {
+	var cur sql.NullString
+	if err := t.queryRow(ctx, `SELECT owner, chunks_sent, refs FROM outbox WHERE id = ?`+t.d.ForUpdate, id).
+		Scan(&cur, &chunks, &refs); err != nil {
+		return 0, "", mapErr(err, op, "outbox message "+id)
+	}
+	if cur.String != owner {
+		return 0, "", fmt.Errorf("store: %s %s: held by %q, not %q: %w", op, id, cur.String, owner, core.ErrConflict)
+	}
+	return chunks, refs, nil
+}
+
+// OutboxChunkSent implements core.OutboxStore. Recording a chunk already
+// recorded is a no-op (a retry after a lost answer); skipping ahead is a
+// conflict.
+func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error {
+	return s.inTx(ctx, "outbox chunk sent", func(t *tx) error {
+		chunks, refsJSON, err := lockOutbox(ctx, t, "outbox chunk sent", id, owner)
+		if err != nil {
+			return err
+		}
+		if chunk < chunks {
+			return nil
+		}
+		if chunk > chunks {
+			return fmt.Errorf("store: outbox chunk sent %s: chunk %d after %d sent: %w", id, chunk, chunks, core.ErrConflict)
+		}
+		var refs []core.MessageRef
+		if err := json.Unmarshal([]byte(refsJSON), &refs); err != nil {
+			return fmt.Errorf("store: outbox chunk sent %s: refs: %w", id, err)
+		}
+		b, err := json.Marshal(append(refs, ref))
+		if err != nil {
+			return fmt.Errorf("store: outbox chunk sent %s: refs: %w", id, err)
+		}
+		if _, err := t.exec(ctx, `UPDATE outbox SET refs = ?, chunks_sent = ? WHERE id = ?`, string(b), chunks+1, id); err != nil {
+			return fmt.Errorf("store: outbox chunk sent %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// OutboxDone implements core.OutboxStore. The thread's next message becomes
+// claimable, so the outbox topic is announced.
+func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time) error {
+	return s.inTx(ctx, "outbox done", func(t *tx) error {
+		if _, _, err := lockOutbox(ctx, t, "outbox done", id, owner); err != nil {
+			return err
+		}
+		if _, err := t.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL WHERE id = ?`,
+			string(core.DeliverySent), micros(now), id); err != nil {
+			return fmt.Errorf("store: outbox done %s: %w", id, err)
+		}
+		t.notify(core.TopicOutbox)
+		return nil
+	})
+}
+
+// OutboxRetry implements core.OutboxStore.
+func (s *Store) OutboxRetry(ctx context.Context, p core.OutboxRetryParams) error {
+	return s.inTx(ctx, "outbox retry", func(t *tx) error {
+		if _, _, err := lockOutbox(ctx, t, "outbox retry", p.ID, p.Owner); err != nil {
+			return err
+		}
+		status, next := core.DeliveryPending, micros(p.RetryAt)
+		if p.Dead {
+			status, next = core.DeliveryDead, micros(orNow(p.Now))
+			t.notify(core.TopicOutbox) // the thread's next message may go now
+		}
+		if _, err := t.exec(ctx, `UPDATE outbox SET status = ?, attempts = attempts + 1, next_attempt_at = ?,
+			last_error = ?, owner = NULL, lease_until = NULL WHERE id = ?`, string(status), next, p.Error, p.ID); err != nil {
+			return fmt.Errorf("store: outbox retry %s: %w", p.ID, err)
+		}
+		return nil
+	})
+}
+
+// OutboxList implements core.OutboxStore: oldest first; an empty Status
+// lists every message.
+func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error) {
+	limit := pageLimit(p.Limit)
+	where, args := "1 = 1", []any{}
+	if p.Status != "" {
+		where += " AND status = ?"
+		args = append(args, string(p.Status))
+	}
+	if p.Cursor != "" {
+		c, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: outbox list: bad cursor %q", p.Cursor)
+		}
+		where += " AND seq > ?"
+		args = append(args, c)
+	}
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+deliveryColumns+` FROM outbox WHERE `+where+
+		` ORDER BY seq LIMIT ?`), append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: outbox list: %w", err)
+	}
+	items, err := scanDeliveries(rows)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: outbox list: %w", err)
+	}
+	seqs := make([]int64, len(items))
+	for i, d := range items {
+		seqs[i] = d.Seq
+	}
+	items, next := page(items, seqs, limit)
+	return items, next, nil
+}
+
+// OutboxRequeue implements core.OutboxStore: only a dead message can be
+// requeued (ErrConflict otherwise); it is due at once with a fresh budget.
+func (s *Store) OutboxRequeue(ctx context.Context, id string, now time.Time) error {
+	return s.inTx(ctx, "outbox requeue", func(t *tx) error {
+		var status string
+		if err := t.queryRow(ctx, `SELECT status FROM outbox WHERE id = ?`+t.d.ForUpdate, id).Scan(&status); err != nil {
+			return mapErr(err, "outbox requeue", "outbox message "+id)
+		}
+		if status != string(core.DeliveryDead) {
+			return fmt.Errorf("store: outbox requeue %s: status %s, not dead: %w", id, status, core.ErrConflict)
+		}
+		if _, err := t.exec(ctx, `UPDATE outbox SET status = ?, attempts = 0, next_attempt_at = ?, owner = NULL,
+			lease_until = NULL WHERE id = ?`, string(core.DeliveryPending), micros(now), id); err != nil {
+			return fmt.Errorf("store: outbox requeue %s: %w", id, err)
+		}
+		t.notify(core.TopicOutbox)
+		return nil
+	})
+}
+
+// OutboxCardRef implements core.OutboxStore: the first reference of the
+// first card for approvalID in thread that reached the platform, even if
+// only partly sent.
+func (s *Store) OutboxCardRef(ctx context.Context, approvalID string, thread core.Thread) (*core.MessageRef, error) {
+	var refs string
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT refs FROM outbox WHERE approval_id = ? AND thread = ?
+		AND kind = ? AND chunks_sent > 0 ORDER BY seq LIMIT 1`),
+		approvalID, threadString(thread), string(core.KindCard)).Scan(&refs)
+	if err != nil {
+		return nil, mapErr(err, "outbox card ref", "card for approval "+approvalID)
+	}
+	var rs []core.MessageRef
+	if err := json.Unmarshal([]byte(refs), &rs); err != nil {
+		return nil, fmt.Errorf("store: outbox card ref: %w", err)
+	}
+	if len(rs) == 0 {
+		return nil, mapErr(sql.ErrNoRows, "outbox card ref", "card for approval "+approvalID)
+	}
+	return &rs[0], nil
+}

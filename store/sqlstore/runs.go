@@ -1,0 +1,474 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+// activeStatuses are the run statuses that hold a thread (core.RunStatus.Active).
+var activeStatuses = []any{string(core.RunRunning), string(core.RunWaitingApproval), string(core.RunWaitingInput)}
+
+// InboxRecord implements core.RunStore. The (channel, event id) insert is
+// the deduplication: ON CONFLICT DO NOTHING makes a concurrent duplicate wait
+// for the first transaction and then insert nothing. When Run is set and
+// Events holds no run.queued event for it, one is appended, so every run's
+// stream starts with run.queued.
+func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core.InboxResult, error) {
+	ev := p.Event
+	if ev.Channel == "" || ev.EventID == "" {
+		return core.InboxResult{}, errors.New("store: inbox record: event channel and id are required")
+	}
+	now := orNow(ev.ReceivedAt)
+	var runID string
+	if p.Run != nil {
+		runID = p.Run.ID
+	}
+	var res core.InboxResult
+	err := s.inTx(ctx, "inbox record", func(t *tx) error {
+		r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw)
+			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+			ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(now), []byte(ev.Raw))
+		if err != nil {
+			return fmt.Errorf("store: inbox record: insert event: %w", err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("store: inbox record: %w", err)
+		} else if n == 0 {
+			var first sql.NullString
+			if err := t.queryRow(ctx, `SELECT run_id FROM events WHERE channel = ? AND event_id = ?`,
+				ev.Channel, ev.EventID).Scan(&first); err != nil {
+				return mapErr(err, "inbox record: read duplicate", "event")
+			}
+			res = core.InboxResult{Duplicate: true, RunID: first.String}
+			return nil
+		}
+		res.RunID = runID
+		events := p.Events
+		if p.Run != nil {
+			run := *p.Run
+			run.Status = core.RunQueued
+			if run.CreatedAt.IsZero() {
+				run.CreatedAt = now
+			}
+			run.EventChannel, run.EventID = ev.Channel, ev.EventID
+			if err := insertRun(ctx, t, &run); err != nil {
+				return err
+			}
+			if !slices.ContainsFunc(events, func(e core.RunEvent) bool {
+				return e.Type == core.EventRunQueued && (e.RunID == "" || e.RunID == run.ID)
+			}) {
+				data, _ := json.Marshal(map[string]any{"flow": run.Flow, "thread": threadString(run.Thread)})
+				events = append(slices.Clip(events), core.RunEvent{RunID: run.ID, Type: core.EventRunQueued, Data: data, At: run.CreatedAt})
+			}
+			t.notify(core.TopicRuns)
+		}
+		for _, m := range p.Replies {
+			if err := insertOutbox(ctx, t, m, now); err != nil {
+				return err
+			}
+		}
+		return appendEvents(ctx, t, events, runID, now)
+	})
+	return res, err
+}
+
+func insertRun(ctx context.Context, t *tx, r *core.Run) error {
+	args, err := json.Marshal(r.Args)
+	if err != nil {
+		return fmt.Errorf("store: insert run %s: args: %w", r.ID, err)
+	}
+	_, err = t.exec(ctx, `INSERT INTO runs (id, flow, thread, requester, status, args, reason, step_index,
+		event_channel, event_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Flow, threadString(r.Thread), r.Requester, string(r.Status), string(args), r.Reason, r.StepIndex,
+		r.EventChannel, r.EventID, micros(r.CreatedAt), micros(r.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("store: insert run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// appendEvents inserts run events (defaulting RunID and At) and marks the
+// events topic.
+func appendEvents(ctx context.Context, t *tx, events []core.RunEvent, runID string, now time.Time) error {
+	for _, e := range events {
+		if e.RunID == "" {
+			e.RunID = runID
+		}
+		if e.At.IsZero() {
+			e.At = now
+		}
+		var data any
+		if len(e.Data) > 0 {
+			data = string(e.Data)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO run_events (run_id, type, data, at) VALUES (?, ?, ?, ?)`,
+			e.RunID, e.Type, data, micros(e.At)); err != nil {
+			return fmt.Errorf("store: append run event %s: %w", e.Type, err)
+		}
+		t.notify(core.TopicEvents)
+	}
+	return nil
+}
+
+// RunClaim implements core.RunStore. The select is the whole scheduling
+// rule: a queued run goes only when its thread holds no active run and no
+// older queued run; a running run goes when its lease has expired.
+func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
+	if p.Limit <= 0 || p.Owner == "" {
+		return nil, errors.New("store: run claim: owner and a positive limit are required")
+	}
+	var runs []*core.Run
+	err := s.inTx(ctx, "run claim", func(t *tx) error {
+		rows, err := t.query(ctx, `SELECT r.id FROM runs r
+			WHERE (r.status = ? AND NOT EXISTS (
+					SELECT 1 FROM runs o WHERE o.thread = r.thread
+					AND (o.status IN (?, ?, ?) OR (o.status = ? AND o.seq < r.seq))))
+			   OR (r.status = ? AND r.lease_until < ?)
+			ORDER BY r.seq LIMIT ?`+t.d.SkipLocked,
+			string(core.RunQueued), activeStatuses[0], activeStatuses[1], activeStatuses[2], string(core.RunQueued),
+			string(core.RunRunning), micros(p.Now), p.Limit)
+		if err != nil {
+			return fmt.Errorf("store: run claim: select: %w", err)
+		}
+		ids, err := scanStrings(rows)
+		if err != nil {
+			return fmt.Errorf("store: run claim: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		args := []any{string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now)}
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		if _, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
+			WHERE id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
+			return fmt.Errorf("store: run claim: update: %w", err)
+		}
+		runs, err = loadRuns(ctx, t, ids)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// RunHeartbeat implements core.RunStore.
+func (s *Store) RunHeartbeat(ctx context.Context, owner string, leaseUntil time.Time) error {
+	return s.inTx(ctx, "run heartbeat", func(t *tx) error {
+		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ?`,
+			micros(leaseUntil), owner, string(core.RunRunning)); err != nil {
+			return fmt.Errorf("store: run heartbeat: %w", err)
+		}
+		return nil
+	})
+}
+
+// RunCheckpoint implements core.RunStore. Audit entries are appended last,
+// so the transaction takes the audit lock after the run's row lock, the same
+// order ApprovalDecide uses.
+func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
+	now := orNow(c.Now)
+	return s.inTx(ctx, "run checkpoint", func(t *tx) error {
+		var status string
+		var owner sql.NullString
+		if err := t.queryRow(ctx, `SELECT status, owner FROM runs WHERE id = ?`+t.d.ForUpdate, c.RunID).
+			Scan(&status, &owner); err != nil {
+			return mapErr(err, "run checkpoint: read run", "run "+c.RunID)
+		}
+		if c.Owner != "" && owner.String != c.Owner {
+			return fmt.Errorf("store: run checkpoint %s: held by %q, not %q: %w", c.RunID, owner.String, c.Owner, core.ErrConflict)
+		}
+		if len(c.ExpectStatus) > 0 && !slices.Contains(c.ExpectStatus, core.RunStatus(status)) {
+			return fmt.Errorf("store: run checkpoint %s: status %s, want one of %v: %w", c.RunID, status, c.ExpectStatus, core.ErrConflict)
+		}
+		if c.Step != nil {
+			if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
+				return err
+			}
+		}
+		if c.Approval != nil {
+			if err := insertApproval(ctx, t, c.Approval); err != nil {
+				return err
+			}
+		}
+		set, args := "updated_at = ?", []any{micros(now)}
+		if c.Status != "" {
+			set += ", status = ?"
+			args = append(args, string(c.Status))
+			if c.Status == core.RunQueued || c.Status.Final() {
+				t.notify(core.TopicRuns) // a thread may have been freed
+			}
+		}
+		if c.Release {
+			set += ", owner = NULL, lease_until = NULL"
+		}
+		if c.StepIndex != nil {
+			set += ", step_index = ?"
+			args = append(args, *c.StepIndex)
+		}
+		if c.ErrorCode != "" || c.ErrorMessage != "" {
+			set += ", error_code = ?, error_message = ?"
+			args = append(args, c.ErrorCode, c.ErrorMessage)
+		}
+		if _, err := t.exec(ctx, `UPDATE runs SET `+set+` WHERE id = ?`, append(args, c.RunID)...); err != nil {
+			return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
+		}
+		for _, m := range c.Outbox {
+			if m.RunID == "" {
+				m.RunID = c.RunID
+			}
+			if err := insertOutbox(ctx, t, m, now); err != nil {
+				return err
+			}
+		}
+		if err := appendEvents(ctx, t, c.Events, c.RunID, now); err != nil {
+			return err
+		}
+		return appendAudit(ctx, t, c.Audit)
+	})
+}
+
+func upsertStep(ctx context.Context, t *tx, runID string, st *core.Step) error {
+	args, err := json.Marshal(st.Args)
+	if err != nil {
+		return fmt.Errorf("store: upsert step %s/%d: args: %w", runID, st.Index, err)
+	}
+	_, err = t.exec(ctx, `INSERT INTO steps (run_id, idx, tool, status, args, output, error, approval_id,
+		idempotency_key, attempts, started_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id, idx) DO UPDATE SET tool = excluded.tool, status = excluded.status, args = excluded.args,
+		output = excluded.output, error = excluded.error, approval_id = excluded.approval_id,
+		idempotency_key = excluded.idempotency_key, attempts = excluded.attempts,
+		started_at = excluded.started_at, finished_at = excluded.finished_at`,
+		runID, st.Index, st.Tool, string(st.Status), string(args), st.Output, st.Error, st.ApprovalID,
+		st.IdempotencyKey, st.Attempts, nullMicros(st.StartedAt), nullMicros(st.FinishedAt))
+	if err != nil {
+		return fmt.Errorf("store: upsert step %s/%d: %w", runID, st.Index, err)
+	}
+	return nil
+}
+
+// RunGet implements core.RunStore.
+func (s *Store) RunGet(ctx context.Context, id string) (*core.Run, error) {
+	var run *core.Run
+	err := s.inReadTx(ctx, "run get", func(t *tx) error {
+		runs, err := loadRuns(ctx, t, []string{id})
+		if err != nil {
+			return err
+		}
+		if len(runs) == 0 {
+			return mapErr(sql.ErrNoRows, "run get", "run "+id)
+		}
+		run = runs[0]
+		return nil
+	})
+	return run, err
+}
+
+const runColumns = `id, flow, thread, requester, status, args, reason, step_index, error_code, error_message,
+	event_channel, event_id, owner, lease_until, created_at, updated_at, seq`
+
+// scanRun reads one row of runColumns.
+func scanRun(rows *sql.Rows) (*core.Run, int64, error) {
+	var r core.Run
+	var thread, status, args string
+	var owner sql.NullString
+	var lease sql.NullInt64
+	var created, updated, seq int64
+	if err := rows.Scan(&r.ID, &r.Flow, &thread, &r.Requester, &status, &args, &r.Reason, &r.StepIndex,
+		&r.ErrorCode, &r.ErrorMessage, &r.EventChannel, &r.EventID, &owner, &lease, &created, &updated, &seq); err != nil {
+		return nil, 0, err
+	}
+	th, err := parseThread(thread)
+	if err != nil {
+		return nil, 0, fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(args), &r.Args); err != nil {
+		return nil, 0, fmt.Errorf("run %s: args: %w", r.ID, err)
+	}
+	r.Thread, r.Status, r.Owner = th, core.RunStatus(status), owner.String
+	if lease.Valid {
+		r.LeaseUntil = fromMicros(lease.Int64)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMicros(created), fromMicros(updated)
+	r.Steps = []core.Step{}
+	return &r, seq, nil
+}
+
+// loadRuns reads runs by id, in seq order, each with its steps.
+func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	in := placeholders(len(ids))
+	rows, err := t.query(ctx, `SELECT `+runColumns+` FROM runs WHERE id IN (`+in+`) ORDER BY seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: load runs: %w", err)
+	}
+	var runs []*core.Run
+	byID := map[string]*core.Run{}
+	for rows.Next() {
+		r, _, err := scanRun(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: load runs: %w", err)
+		}
+		runs = append(runs, r)
+		byID[r.ID] = r
+	}
+	if err := closeRows(rows); err != nil {
+		return nil, fmt.Errorf("store: load runs: %w", err)
+	}
+	rows, err = t.query(ctx, `SELECT run_id, idx, tool, status, args, output, error, approval_id, idempotency_key,
+		attempts, started_at, finished_at FROM steps WHERE run_id IN (`+in+`) ORDER BY run_id, idx`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: load steps: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var runID, status, stepArgs string
+		var st core.Step
+		var started, finished sql.NullInt64
+		if err := rows.Scan(&runID, &st.Index, &st.Tool, &status, &stepArgs, &st.Output, &st.Error, &st.ApprovalID,
+			&st.IdempotencyKey, &st.Attempts, &started, &finished); err != nil {
+			return nil, fmt.Errorf("store: load steps: %w", err)
+		}
+		if err := json.Unmarshal([]byte(stepArgs), &st.Args); err != nil {
+			return nil, fmt.Errorf("store: load steps: run %s step %d args: %w", runID, st.Index, err)
+		}
+		st.Status, st.StartedAt, st.FinishedAt = core.StepStatus(status), optMicros(started), optMicros(finished)
+		if r := byID[runID]; r != nil {
+			r.Steps = append(r.Steps, st)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: load steps: %w", err)
+	}
+	return runs, nil
+}
+
+// RunList implements core.RunStore: newest first; the cursor is the last
+// item's queue position. Runs are listed without their steps (RunGet has
+// them), keeping a page one query.
+func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run, string, error) {
+	limit := pageLimit(p.Limit)
+	where, args := "1 = 1", []any{}
+	if p.Status != "" {
+		where += " AND status = ?"
+		args = append(args, string(p.Status))
+	}
+	if p.Thread != "" {
+		where += " AND thread = ?"
+		args = append(args, p.Thread)
+	}
+	if p.Cursor != "" {
+		c, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: run list: bad cursor %q", p.Cursor)
+		}
+		where += " AND seq < ?"
+		args = append(args, c)
+	}
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+runColumns+` FROM runs WHERE `+where+
+		` ORDER BY seq DESC LIMIT ?`), append(args, limit+1)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: run list: %w", err)
+	}
+	defer rows.Close()
+	items := []*core.Run{}
+	var seqs []int64
+	for rows.Next() {
+		r, seq, err := scanRun(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: run list: %w", err)
+		}
+		items, seqs = append(items, r), append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("store: run list: %w", err)
+	}
+	items, next := page(items, seqs, limit)
+	return items, next, nil
+}
+
+// RunEventList implements core.RunStore.
+func (s *Store) RunEventList(ctx context.Context, runID string, after int64, limit int) ([]core.RunEvent, error) {
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT seq, run_id, type, data, at FROM run_events
+		WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`), runID, after, pageLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("store: run event list: %w", err)
+	}
+	defer rows.Close()
+	out := []core.RunEvent{}
+	for rows.Next() {
+		var e core.RunEvent
+		var data sql.NullString
+		var at int64
+		if err := rows.Scan(&e.Seq, &e.RunID, &e.Type, &data, &at); err != nil {
+			return nil, fmt.Errorf("store: run event list: %w", err)
+		}
+		if data.Valid {
+			e.Data = json.RawMessage(data.String)
+		}
+		e.At = fromMicros(at)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: run event list: %w", err)
+	}
+	return out, nil
+}
+
+// Page sizes: a caller's 0 means the default; larger asks are capped so one
+// request cannot pull a whole table.
+const (
+	defaultPage = 100
+	maxPage     = 1000
+)
+
+func pageLimit(n int) int {
+	if n <= 0 {
+		return defaultPage
+	}
+	return min(n, maxPage)
+}
+
+// page trims a limit+1 result to limit and returns the cursor of the next
+// page ("" when this is the last).
+func page[T any](items []T, seqs []int64, limit int) ([]T, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	return items[:limit], strconv.FormatInt(seqs[limit-1], 10)
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+func closeRows(rows *sql.Rows) error {
+	err := rows.Err()
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

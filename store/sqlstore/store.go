@@ -1,0 +1,238 @@
+// Package sqlstore implements core.Store once, over database/sql, for every
+// SQL backend opsgate ships. The backends (store/sqlite, store/postgres) only
+// open connections, run migrations, feed notifications and supply a small
+// Dialect; every query, guard and transaction boundary lives here, so the two
+// backends cannot drift apart in semantics.
+//
+// Conventions shared by both schemas: times are BIGINT unix microseconds
+// (the precision the audit hash is computed at), JSON is TEXT (never JSONB,
+// so audit detail round-trips byte for byte), ids are TEXT.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// Compile-time proof that Store satisfies the seams it is written for.
+var (
+	_ core.Store      = (*Store)(nil)
+	_ approvals.Store = (*Store)(nil)
+)
+
+// Config is what a backend hands New.
+type Config struct {
+	// DB runs every transaction that writes. SQLite backends give it one
+	// connection so writers queue in Go instead of spinning on SQLITE_BUSY.
+	DB *sql.DB
+	// ReadDB, if set, serves reads outside write transactions (SQLite in
+	// WAL mode lets readers run beside the single writer). Defaults to DB.
+	ReadDB  *sql.DB
+	Dialect Dialect
+}
+
+// Store is the shared implementation of core.Store (and approvals.Store).
+// Backends embed it and add Open, Migrate and Close.
+type Store struct {
+	db      *sql.DB
+	read    *sql.DB
+	dialect Dialect
+	hub     *Hub
+}
+
+// New builds a Store over already-open handles. It does not own them:
+// closing them is the backend's job.
+func New(cfg Config) *Store {
+	read := cfg.ReadDB
+	if read == nil {
+		read = cfg.DB
+	}
+	return &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub()}
+}
+
+// Hub returns the store's in-process subscriber registry, so a backend can
+// feed it notifications that arrive from other processes.
+func (s *Store) Hub() *Hub { return s.hub }
+
+// DB returns the write handle, for backends and for tests that must reach
+// under the API (tampering with an audit row to prove verification works).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Subscribe implements core.Store. Wake-ups are delivered after commit.
+func (s *Store) Subscribe(topic string) (<-chan struct{}, func()) { return s.hub.Subscribe(topic) }
+
+// Ping implements core.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// Close releases subscribers. The backend closes the database handles.
+func (s *Store) Close() error {
+	s.hub.Close()
+	return nil
+}
+
+// notFoundError is the one error every store lookup returns for a missing
+// row. It matches both core.ErrNotFound and approvals.ErrNotFound, so callers
+// of either interface can branch with errors.Is on their own sentinel.
+type notFoundError struct{ what string }
+
+func (e *notFoundError) Error() string { return e.what + " not found" }
+
+func (e *notFoundError) Is(target error) bool {
+	return target == core.ErrNotFound || target == approvals.ErrNotFound
+}
+
+// mapErr is the single place sql.ErrNoRows becomes the shared not-found
+// error; other errors are wrapped with op for context.
+func mapErr(err error, op, what string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return &notFoundError{what: what}
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
+
+// tx is one write transaction: queries are rebound for the dialect and the
+// topics it touched are announced once it commits.
+type tx struct {
+	tx     *sql.Tx
+	d      Dialect
+	topics []string
+}
+
+func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.d.Rebind(q), args...)
+}
+
+func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.d.Rebind(q), args...)
+}
+
+func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.d.Rebind(q), args...)
+}
+
+// notify marks topic to be announced after commit.
+func (t *tx) notify(topic string) {
+	for _, x := range t.topics {
+		if x == topic {
+			return
+		}
+	}
+	t.topics = append(t.topics, topic)
+}
+
+// inTx runs fn in one write transaction. On success, the dialect's
+// cross-process notification is sent inside the transaction (Postgres
+// delivers NOTIFY only on commit) and local subscribers are woken after
+// commit.
+func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
+	sqlTx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: %s: begin: %w", op, err)
+	}
+	t := &tx{tx: sqlTx, d: s.dialect}
+	if err := fn(t); err != nil {
+		_ = sqlTx.Rollback()
+		return err
+	}
+	if s.dialect.NotifySQL != "" {
+		for _, topic := range t.topics {
+			if _, err := t.exec(ctx, s.dialect.NotifySQL, s.dialect.Channel(topic)); err != nil {
+				_ = sqlTx.Rollback()
+				return fmt.Errorf("store: %s: notify %s: %w", op, topic, err)
+			}
+		}
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("store: %s: commit: %w", op, err)
+	}
+	for _, topic := range t.topics {
+		s.hub.Broadcast(topic)
+	}
+	return nil
+}
+
+// inReadTx runs fn in a read-only transaction on the read handle, so a read
+// made of several queries sees one snapshot.
+func (s *Store) inReadTx(ctx context.Context, op string, fn func(*tx) error) error {
+	sqlTx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("store: %s: begin: %w", op, err)
+	}
+	defer func() { _ = sqlTx.Rollback() }()
+	return fn(&tx{tx: sqlTx, d: s.dialect})
+}
+
+// micros is the stored form of a time: unix microseconds, UTC.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros is the inverse of micros.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullMicros stores an optional time; nil and the zero time become NULL.
+func nullMicros(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+// optMicros reads an optional time.
+func optMicros(n sql.NullInt64) *time.Time {
+	if !n.Valid {
+		return nil
+	}
+	t := fromMicros(n.Int64)
+	return &t
+}
+
+// nullString stores "" as NULL, for optional columns.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// threadString stores a thread; the zero thread is "" (not ":").
+func threadString(t core.Thread) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.String()
+}
+
+// parseThread reads a stored thread.
+func parseThread(s string) (core.Thread, error) {
+	if s == "" {
+		return core.Thread{}, nil
+	}
+	return core.ParseThread(s)
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// orNow returns t, or now when t is zero.
+func orNow(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}

@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+func verifier(t *testing.T, s core.Store) AuditVerifier {
+	t.Helper()
+	v, ok := s.(AuditVerifier)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.AuditVerifier (AuditVerify backs `opsgate audit verify`)", s)
+	}
+	return v
+}
+
+func testAuditConcurrent(t *testing.T, s core.Store) {
+	id := queueRun(t, s, thread("audit"))
+	const writers, each = 20, 5
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				entries := []approvals.AuditEntry{
+					{At: t0, Kind: "test.a", Actor: fmt.Sprintf("w%d", w), RunID: id, Detail: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))},
+					{At: t0, Kind: "test.b", Actor: fmt.Sprintf("w%d", w), RunID: id},
+				}
+				if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: entries}); err != nil {
+					t.Errorf("checkpoint: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	audit := allAudit(t, s)
+	if len(audit) != writers*each*2 {
+		t.Fatalf("audit entries = %d, want %d", len(audit), writers*each*2)
+	}
+	for i, e := range audit {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("entry %d has seq %d: the chain has a gap", i, e.Seq)
+		}
+	}
+	mustEqual(t, "VerifyChain", approvals.VerifyChain("", audit), int64(0))
+	bad, err := verifier(t, s).AuditVerify(ctx(t))
+	if err != nil || bad != 0 {
+		t.Errorf("AuditVerify = %d, %v; want 0", bad, err)
+	}
+}
+
+func testAuditTamper(t *testing.T, s core.Store) {
+	id := queueRun(t, s, thread("tamper"))
+	for i := range 5 {
+		if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: []approvals.AuditEntry{
+			{At: t0, Kind: "approval.decided", Actor: "console:bob", RunID: id, Detail: json.RawMessage(fmt.Sprintf(`{"status":"approved","i":%d}`, i))},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := verifier(t, s)
+	if bad, err := v.AuditVerify(ctx(t)); err != nil || bad != 0 {
+		t.Fatalf("AuditVerify before tampering = %d, %v; want 0", bad, err)
+	}
+	raw, ok := s.(RawDB)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.RawDB; the tamper case needs raw SQL", s)
+	}
+	if _, err := raw.DB().ExecContext(ctx(t), `UPDATE audit SET detail = '{"status":"rejected","i":2}' WHERE seq = 3`); err != nil {
+		t.Fatalf("tamper: %v", err)
+	}
+	bad, err := v.AuditVerify(ctx(t))
+	if err != nil || bad != 3 {
+		t.Errorf("AuditVerify after altering row 3 = %d, %v; want 3", bad, err)
+	}
+	mustEqual(t, "VerifyChain over AuditList", approvals.VerifyChain("", allAudit(t, s)), int64(3))
+	// A removed row is found at its successor.
+	if _, err := raw.DB().ExecContext(ctx(t), `UPDATE audit SET detail = '{"status":"approved","i":2}' WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err := v.AuditVerify(ctx(t)); err != nil || bad != 0 {
+		t.Fatalf("AuditVerify after restoring row 3 = %d, %v; want 0", bad, err)
+	}
+	if _, err := raw.DB().ExecContext(ctx(t), `DELETE FROM audit WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err := v.AuditVerify(ctx(t)); err != nil || bad != 3 {
+		t.Errorf("AuditVerify after deleting row 2 = %d, %v; want 3", bad, err)
+	}
+}
+
+func testAuditListFilters(t *testing.T, s core.Store) {
+	id := queueRun(t, s, thread("audit-filters"))
+	entries := []approvals.AuditEntry{
+		{At: t0, Kind: "k", Actor: "console:bob", RunID: id, ApprovalID: "ap-1", Tool: "deploy"},
+		{At: t0, Kind: "k", Actor: "console:carol", RunID: id, ApprovalID: "ap-2", Tool: "restart"},
+		{At: t0, Kind: "k", Actor: "console:bob", RunID: "other-run", ApprovalID: "ap-3", Tool: "restart"},
+	}
+	if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: entries}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    approvals.AuditListParams
+		want []int64
+	}{
+		{approvals.AuditListParams{}, []int64{1, 2, 3}},
+		{approvals.AuditListParams{After: 1}, []int64{2, 3}},
+		{approvals.AuditListParams{Limit: 1}, []int64{1}},
+		{approvals.AuditListParams{Actor: "console:bob"}, []int64{1, 3}},
+		{approvals.AuditListParams{Tool: "restart"}, []int64{2, 3}},
+		{approvals.AuditListParams{RunID: id}, []int64{1, 2}},
+		{approvals.AuditListParams{ApprovalID: "ap-2"}, []int64{2}},
+		{approvals.AuditListParams{Actor: "console:bob", Tool: "restart"}, []int64{3}},
+	} {
+		got, err := s.AuditList(ctx(t), c.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []int64
+		for _, e := range got {
+			seqs = append(seqs, e.Seq)
+		}
+		if fmt.Sprint(seqs) != fmt.Sprint(c.want) {
+			t.Errorf("AuditList(%+v) seqs = %v, want %v", c.p, seqs, c.want)
+		}
+	}
+	all := allAudit(t, s)
+	if len(all) == 3 && (!all[0].At.Equal(t0) || all[0].At != t0) {
+		t.Errorf("audit time = %v, want %v exactly", all[0].At, t0)
+	}
+}
