@@ -43,7 +43,9 @@ func (c *countingTool) Run(_ context.Context, call tools.Call) (tools.Result, er
 	return tools.Result{Output: fmt.Sprintf("deployed %v %v to %v", call.Args["service"], call.Args["version"], call.Args["env"])}, nil
 }
 
-func (c *countingTool) Preview(context.Context, tools.Call) (string, error) { return "would deploy", nil }
+func (c *countingTool) Preview(context.Context, tools.Call) (string, error) {
+	return "would deploy", nil
+}
 
 func (c *countingTool) count() int {
 	c.mu.Lock()
