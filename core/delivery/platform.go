@@ -61,3 +61,36 @@ type Buckets struct {
 	Conversation string
 	Group        string
 }
+
+// OverridePacing returns p with each non-nil rate replacing the platform's
+// default, so an operator's `rate_limits` config can tighten (or loosen) a
+// bucket without the adapter knowing about config. A zero Rate in an
+// override removes that limit.
+func OverridePacing(p Pacing, conversation, group, account *Rate) Pacing {
+	if conversation != nil {
+		p.Conversation = *conversation
+	}
+	if group != nil {
+		p.Group = *group
+	}
+	if account != nil {
+		p.Account = *account
+	}
+	return p
+}
+
+// paced wraps a Platform so Pacing answers the overridden rates; the rest
+// of the Platform is unchanged.
+type paced struct {
+	Platform
+	pacing Pacing
+}
+
+func (p paced) Pacing() Pacing { return p.pacing }
+
+// WithPacing returns plat with its Pacing replaced by pacing (typically
+// OverridePacing(plat.Pacing(), …)), for the composition root to apply
+// config overrides to an adapter it does not otherwise change.
+func WithPacing(plat Platform, pacing Pacing) Platform {
+	return paced{Platform: plat, pacing: pacing}
+}

@@ -1,0 +1,214 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
+	"github.com/opsgate/opsgate/core/pace"
+)
+
+// deliver sends one claimed message from its first unsent chunk and records
+// the outcome. When ctx ends (shutdown, lease lost) it stops without
+// recording anything: the message stays leased until its lease lapses and
+// the next owner resumes it at the first chunk not recorded as sent.
+func (w *Worker) deliver(ctx context.Context, d *core.Delivery) {
+	log := w.log.With("outbox_id", d.ID, "thread", d.Thread.String(), "kind", string(d.Kind))
+	outs, err := w.prepare(ctx, d)
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		w.fail(ctx, d, err, 0, log)
+		return
+	}
+	keys := w.keys(d.Thread)
+	for i := d.ChunksSent; i < len(outs); i++ {
+		ref, retryAfter, err := w.send(ctx, keys, outs[i])
+		if err != nil && d.Kind == core.KindCardUpdate && outs[i].Edit != nil && errors.Is(err, core.ErrNotSupported) {
+			// The platform cannot edit: the outcome goes as a new message.
+			outs[i].Edit = nil
+			ref, retryAfter, err = w.send(ctx, keys, outs[i])
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.fail(ctx, d, err, retryAfter, log)
+			return
+		}
+		if err := w.record(ctx, func(ctx context.Context) error {
+			return w.o.Store.OutboxChunkSent(ctx, d.ID, w.o.Owner, i, ref, w.o.Now())
+		}); err != nil {
+			// The chunk left but is not recorded: the next attempt may
+			// send it again. Nothing better is possible without the store.
+			if ctx.Err() == nil {
+				log.Error("delivery: record chunk sent", "chunk", i, "err", err)
+			}
+			return
+		}
+		w.m.chunks.WithLabelValues(w.channel).Inc()
+	}
+	if err := w.record(ctx, func(ctx context.Context) error {
+		return w.o.Store.OutboxDone(ctx, d.ID, w.o.Owner, w.o.Now())
+	}); err != nil {
+		if ctx.Err() == nil {
+			log.Error("delivery: record done", "err", err)
+		}
+		return
+	}
+	w.m.sent.WithLabelValues(w.channel).Inc()
+}
+
+// prepare turns a message into the Outbounds to send: a reply rendered and
+// cut to the platform's limit, or a card rendered from the approval's state
+// now (a card queued before its approval was decided shows the outcome).
+func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
+	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
+	switch d.Kind {
+	case core.KindReply, "":
+		f := w.o.Platform.Format()
+		text := d.Text
+		if f.Render != nil {
+			text = f.Render(text)
+		}
+		parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
+		outs := make([]core.Outbound, len(parts))
+		for i, p := range parts {
+			outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
+		}
+		return outs, nil
+	case core.KindCard, core.KindCardUpdate:
+		card, err := w.o.Cards.CardByApproval(ctx, d.ApprovalID)
+		if err != nil {
+			if errors.Is(err, core.ErrNotFound) {
+				return nil, &core.PermanentError{Err: fmt.Errorf("card for approval %q: %w", d.ApprovalID, err)}
+			}
+			return nil, fmt.Errorf("card for approval %q: %w", d.ApprovalID, err)
+		}
+		out := core.Outbound{Key: key(0), Thread: d.Thread, Kind: d.Kind, Text: card.PlainText(), Part: 1, Parts: 1, Card: &card}
+		if d.Kind == core.KindCardUpdate {
+			ref, err := w.o.Store.OutboxCardRef(ctx, d.ApprovalID, d.Thread)
+			switch {
+			case err == nil:
+				out.Edit = ref
+			case errors.Is(err, core.ErrNotFound):
+				// The card never reached this thread: send the outcome new.
+			default:
+				return nil, fmt.Errorf("card ref for approval %q: %w", d.ApprovalID, err)
+			}
+		}
+		return []core.Outbound{out}, nil
+	}
+	return nil, &core.PermanentError{Err: fmt.Errorf("unknown message kind %q", d.Kind)}
+}
+
+// keys names the buckets a message to thread draws from.
+func (w *Worker) keys(t core.Thread) pace.Keys {
+	b := w.o.Platform.Buckets(t)
+	return pace.Keys{Conversation: b.Conversation, Group: b.Group, Account: w.channel}
+}
+
+// send waits for a token and sends one Outbound. A 429 pauses the bucket the
+// platform named for its Retry-After and the same Outbound is sent again
+// once every bucket grants — never earlier. After MaxRateLimited 429s in a
+// row it gives up with the last one, and retryAfter says how long the
+// platform asked to wait.
+func (w *Worker) send(ctx context.Context, keys pace.Keys, out core.Outbound) (ref core.MessageRef, retryAfter time.Duration, err error) {
+	for limited := 0; ; limited++ {
+		if err := w.lim.Wait(ctx, keys); err != nil {
+			return core.MessageRef{}, 0, err
+		}
+		ref, err = w.o.Platform.Send(ctx, out)
+		if err == nil {
+			return ref, 0, nil
+		}
+		var rl *core.RateLimitError
+		if !errors.As(err, &rl) || ctx.Err() != nil {
+			return core.MessageRef{}, 0, err
+		}
+		w.m.limited.WithLabelValues(w.channel).Inc()
+		d := rl.RetryAfter
+		if d <= 0 {
+			d = time.Second // a 429 without Retry-After: wait a conservative second
+		}
+		scope, key := w.scopeOf(rl.Scope, keys)
+		w.lim.Pause(scope, key, d)
+		if limited+1 >= w.o.MaxRateLimited {
+			return core.MessageRef{}, d, err
+		}
+	}
+}
+
+// scopeOf maps a RateLimitError's Scope to the limiter bucket to pause.
+// A scope the pipeline has no bucket for (a platform route key) pauses the
+// conversation: the message is held back no less than the platform asked.
+func (w *Worker) scopeOf(s string, keys pace.Keys) (pace.Scope, string) {
+	switch s {
+	case "group":
+		if keys.Group != "" {
+			return pace.Group, keys.Group
+		}
+	case "global", "account":
+		return pace.Account, keys.Account
+	}
+	if keys.Conversation == "" {
+		return pace.Account, keys.Account
+	}
+	return pace.Conversation, keys.Conversation
+}
+
+// fail records a failed attempt: dead at once for a permanent error or once
+// MaxAttempts are spent, otherwise a retry after capped exponential backoff
+// (and never before the platform's Retry-After).
+func (w *Worker) fail(ctx context.Context, d *core.Delivery, err error, retryAfter time.Duration, log *slog.Logger) {
+	var perm *core.PermanentError
+	dead := errors.As(err, &perm) || errors.Is(err, core.ErrNotSupported) || d.Attempts+1 >= w.o.MaxAttempts
+	now := w.o.Now()
+	at := now.Add(max(w.o.Backoff.Backoff(d.Attempts), retryAfter))
+	if rerr := w.record(ctx, func(ctx context.Context) error {
+		return w.o.Store.OutboxRetry(ctx, core.OutboxRetryParams{
+			ID: d.ID, Owner: w.o.Owner, Error: err.Error(), RetryAt: at, Dead: dead, Now: now,
+		})
+	}); rerr != nil {
+		if ctx.Err() == nil {
+			log.Warn("delivery: record failed attempt", "err", rerr, "send_err", err)
+		}
+		return
+	}
+	if dead {
+		w.m.dead.WithLabelValues(w.channel).Inc()
+		log.Warn("delivery: dead-lettered", "attempts", d.Attempts+1, "err", err)
+		return
+	}
+	w.noteRetry(at)
+	log.Warn("delivery: send failed; will retry", "attempt", d.Attempts+1, "retry_at", at, "err", err)
+}
+
+// record runs a store write, retrying briefly on errors other than a lost
+// lease (ErrConflict) or not found: a chunk that reached the platform must
+// be recorded, or it is sent again. It outlives ctx by a few seconds for
+// the same reason: a shutdown that lands between a send and its record
+// would otherwise duplicate the chunk on resume (the store's owner guard
+// still refuses the write if another replica took the message over).
+func (w *Worker) record(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var err error
+	for i := range 5 {
+		if err = f(ctx); err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(50<<i) * time.Millisecond):
+		}
+	}
+	return err
+}

@@ -1,0 +1,360 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/pace"
+)
+
+// Defaults applied by New for zero Options fields.
+const (
+	// DefaultMaxAttempts is how many failed attempts (network errors, 5xx)
+	// a message gets before it is dead-lettered.
+	DefaultMaxAttempts = 8
+	// DefaultLeaseTTL is how long the account lease lasts without renewal:
+	// a dead owner is replaced within it (plus one poll), inside the 10 s
+	// the design promises.
+	DefaultLeaseTTL = 9 * time.Second
+	// DefaultConcurrency is how many threads are sent to in parallel.
+	DefaultConcurrency = 8
+	// DefaultPollInterval is the fallback wake-up when no notification
+	// arrives (and how often a non-owner tries to take the lease over).
+	DefaultPollInterval = time.Second
+	// DefaultMaxRateLimited caps the 429s one message may meet in a row.
+	// 429s do not consume attempts (the platform asked us to wait, nothing
+	// failed), but a platform that answers 429 forever must not pin a
+	// sender forever either: past the cap the 429 counts as a failure.
+	DefaultMaxRateLimited = 50
+)
+
+// Options configures a Worker. Store, Platform and Cards are required.
+type Options struct {
+	Store core.OutboxStore
+	// Cards renders approval cards at send time, so a card shows the
+	// approval's state when it leaves, not when it was queued.
+	Cards    core.CardSource
+	Platform Platform
+	// Owner identifies this replica in leases; it must differ between
+	// replicas (and between a crashed worker and its successor).
+	Owner string
+
+	MaxAttempts    int
+	MaxRateLimited int
+	LeaseTTL       time.Duration
+	Concurrency    int
+	PollInterval   time.Duration
+	// Backoff spaces retries of failed sends; the zero value is pace's
+	// default (500 ms doubling to 1 min, full jitter).
+	Backoff pace.BackoffPolicy
+
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Registerer, when set, receives the delivery metrics.
+	Registerer prometheus.Registerer
+	// Subscribe is usually core.Store.Subscribe: it wakes the worker when
+	// a message is queued. Nil means poll only.
+	Subscribe func(topic string) (<-chan struct{}, func())
+}
+
+// Worker drains the outbox of one channel (one platform account). Several
+// replicas may run a Worker for the same channel: only the holder of the
+// lease "delivery:<channel>" sends, so the token buckets it keeps in memory
+// are the only ones spending the account's budget.
+type Worker struct {
+	o       Options
+	channel string
+	lim     *pace.Limiter
+	m       *metrics
+	log     *slog.Logger
+
+	// kick wakes the dispatcher when a send finishes (a slot is free, the
+	// thread's next message may be due).
+	kick chan struct{}
+
+	mu sync.Mutex
+	// retries are the retry times this worker scheduled and not yet
+	// passed, so it wakes for them without waiting for the poll.
+	retries []time.Time
+}
+
+// New validates the options and builds a Worker.
+func New(o Options) (*Worker, error) {
+	if o.Store == nil || o.Platform == nil || o.Cards == nil {
+		return nil, errors.New("delivery: new worker: Store, Platform and Cards are required")
+	}
+	if o.Owner == "" {
+		return nil, errors.New("delivery: new worker: Owner is required")
+	}
+	ch := o.Platform.Channel()
+	if ch == "" {
+		return nil, errors.New("delivery: new worker: platform has no channel name")
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxRateLimited <= 0 {
+		o.MaxRateLimited = DefaultMaxRateLimited
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	lim, err := pace.New(specOf(o.Platform.Pacing()))
+	if err != nil {
+		return nil, fmt.Errorf("delivery: new worker for %s: %w", ch, err)
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("delivery: new worker for %s: %w", ch, err)
+	}
+	return &Worker{
+		o: o, channel: ch, lim: lim, m: m,
+		log:  o.Logger.With("channel", ch, "owner", o.Owner),
+		kick: make(chan struct{}, 1),
+	}, nil
+}
+
+// specOf turns a platform's Pacing into limiter buckets; zero rates mean
+// unlimited. Account is one bucket for everything this worker sends.
+func specOf(p Pacing) pace.Spec {
+	conv := func(r Rate) *pace.Rate {
+		if r.Every <= 0 {
+			return nil
+		}
+		return &pace.Rate{Every: r.Every, Burst: max(r.Burst, 1)}
+	}
+	return pace.Spec{Conversation: conv(p.Conversation), Group: conv(p.Group), Account: conv(p.Account)}
+}
+
+// LeaseName is the lease that makes one replica at a time the sender for
+// channel's account.
+func LeaseName(channel string) string { return "delivery:" + channel }
+
+// Run sends until ctx is done. It takes the account lease when it is free,
+// renews it every LeaseTTL/3 and sends only while it holds it; when ctx
+// ends it stops sending, waits for sends in flight and releases the lease
+// so another replica can take over at once.
+func (w *Worker) Run(ctx context.Context) error {
+	var wake <-chan struct{}
+	if w.o.Subscribe != nil {
+		ch, cancel := w.o.Subscribe(core.TopicOutbox)
+		defer cancel()
+		wake = ch
+	}
+	name := LeaseName(w.channel)
+	for {
+		now := w.o.Now()
+		until := now.Add(w.o.LeaseTTL)
+		ok, err := w.o.Store.LeaseAcquire(ctx, name, w.o.Owner, now, until)
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("delivery: acquire lease", "err", err)
+		}
+		if ok {
+			w.log.Debug("delivery: lease acquired")
+			w.lead(ctx, until, wake)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := w.o.Store.LeaseRelease(rctx, name, w.o.Owner); err != nil {
+				w.log.Warn("delivery: release lease", "err", err)
+			}
+			cancel()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Not the owner (or just lost it): try again soon. A holder that
+		// died is replaced within LeaseTTL plus this wait.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(min(w.o.PollInterval, w.o.LeaseTTL/3)):
+		}
+	}
+}
+
+// lead sends while the lease is ours: a renewal goroutine cancels lctx when
+// the lease cannot be renewed before it would lapse, so no send starts after
+// another replica may have taken over.
+func (w *Worker) lead(ctx context.Context, until time.Time, wake <-chan struct{}) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lease := &leaseState{until: until}
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		w.renew(lctx, cancel, lease)
+	}()
+	w.dispatch(lctx, lease, wake)
+	cancel()
+	<-renewDone
+}
+
+// leaseState is the current expiry of the account lease.
+type leaseState struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (l *leaseState) get() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+func (l *leaseState) set(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = t
+}
+
+// renew extends the lease every TTL/3. A failed renewal is retried at the
+// next tick; if the lease would lapse within TTL/6 without one, sending
+// stops (cancel) before another replica can acquire it.
+func (w *Worker) renew(ctx context.Context, stop func(), lease *leaseState) {
+	tick := time.NewTicker(w.o.LeaseTTL / 3)
+	defer tick.Stop()
+	margin := w.o.LeaseTTL / 6
+	for {
+		deadline := time.NewTimer(time.Until(lease.get().Add(-margin)))
+		select {
+		case <-ctx.Done():
+			deadline.Stop()
+			return
+		case <-deadline.C:
+			w.log.Warn("delivery: lease lapsing without renewal; stopping sends")
+			stop()
+			return
+		case <-tick.C:
+			deadline.Stop()
+			now := w.o.Now()
+			until := now.Add(w.o.LeaseTTL)
+			ok, err := w.o.Store.LeaseAcquire(ctx, LeaseName(w.channel), w.o.Owner, now, until)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					w.log.Warn("delivery: renew lease", "err", err)
+				}
+			case !ok:
+				w.log.Warn("delivery: lease taken by another owner; stopping sends")
+				stop()
+				return
+			default:
+				lease.set(until)
+			}
+		}
+	}
+}
+
+// dispatch claims due messages and hands each to a sender goroutine, at
+// most Concurrency at once and never two of one thread (the store hands out
+// only the oldest unsent message of a thread, and the one in flight is it).
+func (w *Worker) dispatch(ctx context.Context, lease *leaseState, wake <-chan struct{}) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	inflight := map[string]bool{} // message ids being sent
+	var imu sync.Mutex
+	count := func() int {
+		imu.Lock()
+		defer imu.Unlock()
+		return len(inflight)
+	}
+	for ctx.Err() == nil {
+		n := count()
+		if free := w.o.Concurrency - n; free > 0 {
+			now := w.o.Now()
+			// Our own in-flight messages are claimable by us again (same
+			// owner), so ask for enough to see `free` new ones; re-claiming
+			// them also extends their leases.
+			ds, err := w.o.Store.OutboxClaim(ctx, core.OutboxClaimParams{
+				Channel: w.channel, Owner: w.o.Owner, Limit: n + free, Now: now, LeaseUntil: lease.get(),
+			})
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("delivery: claim", "err", err)
+			}
+			started := 0
+			for _, d := range ds {
+				imu.Lock()
+				busy := inflight[d.ID]
+				if !busy && len(inflight) < w.o.Concurrency {
+					inflight[d.ID] = true
+				} else {
+					busy = true
+				}
+				imu.Unlock()
+				if busy {
+					continue
+				}
+				started++
+				wg.Add(1)
+				go func(d *core.Delivery) {
+					defer wg.Done()
+					w.deliver(ctx, d)
+					imu.Lock()
+					delete(inflight, d.ID)
+					imu.Unlock()
+					select {
+					case w.kick <- struct{}{}:
+					default:
+					}
+				}(d)
+			}
+			if started > 0 {
+				continue // there may be more due right now
+			}
+		}
+		wait := w.nextWait()
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-w.kick:
+		case <-wake:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// noteRetry remembers a scheduled retry so the dispatcher wakes for it.
+func (w *Worker) noteRetry(at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.retries = append(w.retries, at)
+}
+
+// nextWait is how long the dispatcher may sleep: until the next retry it
+// scheduled, at most PollInterval. Retries already due are forgotten (the
+// claim that follows picks them up).
+func (w *Worker) nextWait() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now, wait := w.o.Now(), w.o.PollInterval
+	kept := w.retries[:0]
+	for _, at := range w.retries {
+		d := at.Sub(now)
+		if d <= 0 {
+			continue
+		}
+		kept = append(kept, at)
+		wait = min(wait, max(d, time.Millisecond))
+	}
+	w.retries = kept
+	return wait
+}
