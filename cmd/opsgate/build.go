@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +51,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 		}
 		o.Flows = append(o.Flows, ef)
 	}
-	o.Policy = buildPolicy(cfg.Policy)
+	o.Policy = buildPolicy(cfg.Policy, cfg.Approvers.Groups)
 	return o, nil
 }
 
@@ -116,8 +118,16 @@ func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
 	return et, nil
 }
 
-func buildPolicy(p config.Policy) *approvals.Policy {
-	out := &approvals.Policy{Default: approvals.DefaultMode(p.Default)}
+// buildPolicy maps the policy section. Without policy.default_approvers,
+// every approver group may decide asks that name no approvers (as the
+// config reference documents), so such an ask is never undecidable.
+func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy {
+	out := &approvals.Policy{Default: approvals.DefaultMode(p.Default), DefaultApprovers: p.DefaultApprovers}
+	if len(out.DefaultApprovers) == 0 {
+		for _, g := range slices.Sorted(maps.Keys(groups)) {
+			out.DefaultApprovers = append(out.DefaultApprovers, "group:"+g)
+		}
+	}
 	for _, r := range p.Rules {
 		out.Rules = append(out.Rules, approvals.Rule{
 			Tool:      r.Match.Tool,
