@@ -26,8 +26,9 @@ type Dialect struct {
 	AuditLock string
 	// NotifySQL, when set, is executed inside a committing transaction with
 	// the channel name as its one argument, so other processes wake
-	// (Postgres: SELECT pg_notify(?, '')). Local subscribers are woken
-	// after commit either way.
+	// (Postgres: SELECT pg_notify(?, '')). The backend must then feed what
+	// it hears back to the Hub, its own commits included; without NotifySQL
+	// the Hub is woken directly after commit.
 	NotifySQL string
 	// ChannelPrefix prefixes topic names to form notification channels.
 	ChannelPrefix string

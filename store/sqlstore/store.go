@@ -137,8 +137,9 @@ func (t *tx) notify(topic string) {
 
 // inTx runs fn in one write transaction. On success, the dialect's
 // cross-process notification is sent inside the transaction (Postgres
-// delivers NOTIFY only on commit) and local subscribers are woken after
-// commit.
+// delivers NOTIFY only on commit); the backend's listener then wakes local
+// subscribers too, once per notification. Without cross-process
+// notification (SQLite), local subscribers are woken right after commit.
 func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -160,8 +161,10 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", op, err)
 	}
-	for _, topic := range t.topics {
-		s.hub.Broadcast(topic)
+	if s.dialect.NotifySQL == "" {
+		for _, topic := range t.topics {
+			s.hub.Broadcast(topic)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,156 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/store/pgtest"
+	"github.com/opsgate/opsgate/store/postgres"
+	"github.com/opsgate/opsgate/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// open opens a store on dsn, migrated, closed at cleanup.
+func open(t testing.TB, dsn string) *postgres.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) core.Store { return open(t, pgtest.DSN(t)) })
+}
+
+// TestNotifyReachesOtherInstance: a commit through one Store wakes a
+// subscriber of another Store on the same database, as another replica's
+// would be.
+func TestNotifyReachesOtherInstance(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	for _, topic := range []string{core.TopicRuns, core.TopicOutbox, core.TopicEvents} {
+		ch, cancel := b.Subscribe(topic)
+		defer cancel()
+		th := core.Thread{Channel: "console", Key: "notify-" + topic}
+		if _, err := a.InboxRecord(context.Background(), core.InboxRecordParams{
+			Event:   core.ChannelEvent{Channel: "console", EventID: "ev-" + topic, Thread: th, ReceivedAt: time.Now()},
+			Run:     &core.Run{ID: "run-" + topic, Flow: "f", Thread: th, Requester: "console:a"},
+			Replies: []core.OutboxMessage{{ID: "msg-" + topic, Thread: th, Kind: core.KindReply, Text: "x"}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Errorf("subscriber of %s on another instance not woken", topic)
+		}
+	}
+}
+
+// TestConcurrentMigrate: replicas starting together migrate once.
+func TestConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	var stores []*postgres.Store
+	for range 4 {
+		s, err := postgres.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.Migrate(context.Background()) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Migrate %d: %v", i, err)
+		}
+	}
+	var n int
+	if err := stores[0].DB().QueryRow(`SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("schema_migrations rows = %d, want 1", n)
+	}
+}
+
+// TestClaimersOnTwoInstances: two replicas claiming from one database never
+// get the same run.
+func TestClaimersOnTwoInstances(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	ctx := context.Background()
+	const runs = 200
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range runs {
+		th := core.Thread{Channel: "console", Key: fmt.Sprintf("t%d", i)}
+		if _, err := a.InboxRecord(ctx, core.InboxRecordParams{
+			Event: core.ChannelEvent{Channel: "console", EventID: fmt.Sprintf("e%d", i), Thread: th, ReceivedAt: now},
+			Run:   &core.Run{ID: fmt.Sprintf("r%d", i), Flow: "f", Thread: th, Requester: "console:a", CreatedAt: now},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]string{}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		s := a
+		if w%2 == 1 {
+			s = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owner := fmt.Sprintf("w%d", w)
+			for range 200 {
+				got, err := s.RunClaim(ctx, core.RunClaimParams{Owner: owner, Limit: 4, Now: now, LeaseUntil: now.Add(time.Hour)})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range got {
+					if prev, dup := seen[r.ID]; dup {
+						t.Errorf("run %s claimed by %s and %s", r.ID, prev, owner)
+					}
+					seen[r.ID] = owner
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != runs {
+		t.Errorf("claimed %d runs, want %d", len(seen), runs)
+	}
+}
+
+func BenchmarkInboxRecord(b *testing.B) {
+	storetest.BenchmarkInboxRecord(b, open(b, pgtest.DSN(b)))
+}
