@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -203,6 +204,21 @@ func TestRouting(t *testing.T) {
 		}
 		want(t, b.do(t, "GET", "/api/v1/messages", adminToken, nil), 405, "method_not_allowed")
 		want(t, b.do(t, "GET", "/api/v1/approvals/a1/decision", adminToken, nil), 405, "method_not_allowed")
+	})
+	t.Run("AccessLogNamesActorAndStatus", func(t *testing.T) {
+		var buf syncBuffer
+		b := setup(t, func(o *Options) {
+			o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		})
+		want(t, b.do(t, "POST", "/api/v1/messages", bobToken, map[string]string{"thread": "a", "text": "deploy x"}), 201, "")
+		want(t, b.do(t, "GET", "/api/v1/runs", "wrong", nil), 401, "")
+		out := buf.String()
+		if !strings.Contains(out, "status=201 actor=console:bob") || !strings.Contains(out, "status=401 actor=\"\"") {
+			t.Fatalf("log:\n%s", out)
+		}
+		if strings.Contains(out, bobToken) {
+			t.Fatal("the log contains a token")
+		}
 	})
 	t.Run("PanicIs500JSON", func(t *testing.T) {
 		b := setup(t)
@@ -623,4 +639,22 @@ func TestDeliveries(t *testing.T) {
 	}
 	want(t, b.do(t, "POST", "/api/v1/deliveries/d0/requeue", adminToken, nil), 409, "not_dead")
 	want(t, b.do(t, "POST", "/api/v1/deliveries/zz/requeue", adminToken, nil), 404, "not_found")
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -26,6 +26,32 @@
 //   - Unknown paths are 404, a known path with the wrong method is 405 with
 //     an Allow header.
 //
+// Endpoints (lists are {"items":[...],"next_cursor":"..."}; pass
+// next_cursor back as ?cursor= for the next page, "" means the last page;
+// limit defaults to 50, at most 200, audit 100/1000):
+//
+//	POST /api/v1/messages                 {"thread","text","event_id"?} → 201 {"event_id","duplicate","run"}
+//	                                      (200 when no run started or event_id was seen before;
+//	                                      "thread" is the console thread key, "console:" prefix optional;
+//	                                      text over 16 KiB → 413)
+//	GET  /api/v1/runs                     ?status=&thread=<channel>:<key>&limit=&cursor=
+//	GET  /api/v1/runs/{id}
+//	POST /api/v1/runs/{id}/cancel         → the run; 409 already_final
+//	GET  /api/v1/runs/{id}/events         Server-Sent Events, see runEvents
+//	GET  /api/v1/approvals                ?status=&run_id=&limit=&cursor=
+//	GET  /api/v1/approvals/{id}
+//	POST /api/v1/approvals/{id}/decision  {"action","args","reason","scope"} → the approval;
+//	                                      409 already_decided (message and "by" name the winner),
+//	                                      403 not_approver|self_approval|denied_by_policy,
+//	                                      410 expired, 422 invalid_args (+"field"), 404 not_found
+//	GET  /api/v1/audit                    ?after=|cursor=&limit=&actor=&tool=&run_id=&approval_id=
+//	GET  /api/v1/audit/verify             → {"ok","first_bad_seq"}
+//	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=
+//	POST /api/v1/deliveries/{id}/requeue  → {"id","status":"pending"}; 409 not_dead
+//
+// Decisions made through the API are recorded with channel "console" (the
+// API is the console's back end) and the token's actor.
+//
 // The handler serves absolute paths under /api/v1/; mount it without
 // stripping the prefix: mux.Handle("/api/v1/", h).
 package api
