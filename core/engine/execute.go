@@ -183,9 +183,6 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		if v := e.policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
 			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
 		}
-		if a.DecidedAt != nil {
-			e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
-		}
 		next := *st
 		next.Args = args
 		return x.dispatch(ctx, cs.tool, &next, a)
@@ -246,6 +243,9 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 	})
 	if err != nil {
 		return false, err
+	}
+	if a != nil && a.DecidedAt != nil {
+		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
 	}
 	start := time.Now()
 	res, runErr := t.Runner.Run(ctx, tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)})

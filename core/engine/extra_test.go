@@ -1,0 +1,119 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+func TestCancelRunningRunIgnoresLateResult(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		gate := make(chan struct{})
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 1)
+		h.fx.status.mu.Unlock()
+		rc := h.send("console:req", "console:t1", "status api")
+		<-h.fx.status.started
+		run, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:admin"})
+		if err != nil || run.Status != core.RunCancelled {
+			t.Fatalf("cancel: %+v %v", run, err)
+		}
+		close(gate)
+		// The tool returns after the cancellation: nothing may overwrite it.
+		time.Sleep(100 * time.Millisecond)
+		cur, _ := h.store.RunGet(context.Background(), rc.RunID)
+		if cur.Status != core.RunCancelled {
+			t.Fatalf("status after the late result: %s", cur.Status)
+		}
+		texts := h.outboxTexts(rc.RunID)
+		if len(texts) != 1 || !strings.Contains(texts[0], "cancelled") {
+			t.Fatalf("replies: %q", texts)
+		}
+		// The thread is free again.
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = nil, nil
+		h.fx.status.mu.Unlock()
+		next := h.send("console:req", "console:t1", "status web")
+		h.waitRun(next.RunID, core.RunSucceeded)
+	})
+}
+
+func TestMetrics(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		reg := prometheus.NewRegistry()
+		h := setup(t, b, func(o *Options) { o.Registerer = reg })
+		rc := h.send("console:req", "console:t1", "deploy api 1")
+		a := h.waitApproval(rc.RunID)
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				switch {
+				case m.GetCounter() != nil:
+					got[f.GetName()] += m.GetCounter().GetValue()
+				case m.GetHistogram() != nil:
+					got[f.GetName()] += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+		for name, want := range map[string]float64{
+			"opsgate_events_ingested_total": 1, "opsgate_runs_finished_total": 1,
+			"opsgate_approval_decision_to_dispatch_seconds": 1, "opsgate_tool_dispatch_seconds": 1,
+		} {
+			if got[name] != want {
+				t.Fatalf("%s = %v, want %v (all: %v)", name, got[name], want, got)
+			}
+		}
+		// A second engine on the same registry (a restart) reuses the series.
+		if _, err := New(h.fx.options(t, h.store, h.clk)); err != nil {
+			t.Fatal(err)
+		}
+		o := h.fx.options(t, h.store, h.clk)
+		o.Registerer = reg
+		if _, err := New(o); err != nil {
+			t.Fatalf("second engine on one registry: %v", err)
+		}
+	})
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	fx := newFixture()
+	base := func() Options { return fx.options(t, nil, &clock{}) }
+	cases := map[string]func(o *Options){
+		"no store":       func(o *Options) {},
+		"unknown tool":   func(o *Options) { o.Flows[0].Steps[0].Tool = "nope" },
+		"bad template":   func(o *Options) { o.Flows[0].Steps[0].Args = map[string]any{"x": "{{.service"} },
+		"bad pattern":    func(o *Options) { o.Flows[0].Command = "{service}" },
+		"duplicate flow": func(o *Options) { o.Flows = append(o.Flows, o.Flows[0]) },
+		"no runner":      func(o *Options) { o.Tools[0].Runner = nil },
+	}
+	for name, mod := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := base()
+			if name != "no store" {
+				o.Store = fakeStore{}
+			}
+			mod(&o)
+			if _, err := New(o); err == nil {
+				t.Fatal("New accepted a bad configuration")
+			}
+		})
+	}
+}
+
+// fakeStore satisfies core.Store for constructor tests that never touch it.
+type fakeStore struct{ core.Store }
