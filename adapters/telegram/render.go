@@ -1,0 +1,290 @@
+package telegram
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
+)
+
+// MaxText is Telegram's limit on a message's text after entity parsing, in
+// UTF-16 code units.
+const MaxText = 4096
+
+// esc escapes text for parse_mode=HTML: Telegram needs only <, > and &
+// (and " inside attributes).
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+// visibleLen is what Telegram counts against MaxText: the text left after
+// tags are parsed away and entities decoded, in UTF-16 code units.
+func visibleLen(h string) int {
+	var b strings.Builder
+	in := false
+	for _, r := range h {
+		switch {
+		case r == '<':
+			in = true
+		case r == '>' && in:
+			in = false
+		case !in:
+			b.WriteRune(r)
+		}
+	}
+	return chunk.Measure(html.UnescapeString(b.String()), chunk.UTF16)
+}
+
+// cutUTF16 shortens s to at most n UTF-16 units, at a rune boundary,
+// marking the cut with "…".
+func cutUTF16(s string, n int) string {
+	if chunk.Measure(s, chunk.UTF16) <= n {
+		return s
+	}
+	if n <= 1 {
+		return "…"
+	}
+	used := 0
+	for i, r := range s {
+		w := 1
+		if r > 0xFFFF {
+			w = 2
+		}
+		if used+w > n-1 {
+			return s[:i] + "…"
+		}
+		used += w
+	}
+	return s
+}
+
+// cardHTML renders a card as a self-contained Telegram HTML message: tool,
+// arguments, reason, risk, requester, approvers, expiry and the dry-run
+// preview in <pre>, then either how to answer or the outcome. It always fits
+// MaxText: the preview, then long argument values, are cut first, with a
+// pointer to the console for the full text.
+func cardHTML(c core.Card) string {
+	argMax, previewMax := 1000, MaxText
+	for {
+		s := cardHTMLWith(c, argMax, previewMax)
+		over := visibleLen(s) - MaxText
+		if over <= 0 {
+			return s
+		}
+		pl := chunk.Measure(c.Preview, chunk.UTF16)
+		switch {
+		case c.Preview != "" && previewMax > 0 && pl > 0:
+			previewMax = max(0, min(previewMax, pl)-over-64)
+		case argMax > 40:
+			argMax /= 2
+		default:
+			// Nothing left to trim that we control (a huge reason or
+			// approver list): cut the visible text bluntly.
+			return esc(cutUTF16(c.PlainText(), MaxText-16))
+		}
+	}
+}
+
+func cardHTMLWith(c core.Card, argMax, previewMax int) string {
+	var b strings.Builder
+	if c.Pending() {
+		b.WriteString("🔐 <b>Approval needed</b>")
+	} else {
+		fmt.Fprintf(&b, "%s <b>Approval %s</b>", statusIcon(c.Status), esc(c.Status))
+	}
+	fmt.Fprintf(&b, "\n\n<b>Tool:</b> <code>%s</code>\n", esc(c.Tool))
+	if len(c.Args) > 0 {
+		b.WriteString("<b>Arguments:</b>\n")
+		for _, a := range c.Args {
+			fmt.Fprintf(&b, "• %s: <code>%s</code>\n", esc(a.Name), esc(cutUTF16(a.Value, argMax)))
+		}
+	}
+	if c.Reason != "" {
+		fmt.Fprintf(&b, "<b>Reason:</b> %s\n", esc(cutUTF16(c.Reason, 1000)))
+	}
+	fmt.Fprintf(&b, "<b>Risk:</b> %s\n", esc(c.Risk))
+	fmt.Fprintf(&b, "<b>Requested by:</b> %s\n", esc(c.Requester))
+	fmt.Fprintf(&b, "<b>Approvers:</b> %s", esc(strings.Join(c.Approvers, ", ")))
+	if c.Quorum > 1 {
+		fmt.Fprintf(&b, " (%d of %d approvals)", c.Approvals, c.Quorum)
+	}
+	b.WriteString("\n")
+	if c.Pending() && !c.ExpiresAt.IsZero() {
+		fmt.Fprintf(&b, "<b>Expires:</b> %s\n", c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if c.Preview != "" {
+		p := c.Preview
+		if chunk.Measure(p, chunk.UTF16) > previewMax {
+			p = cutUTF16(p, previewMax)
+			if c.ConsoleURL != "" {
+				p += "\n(preview truncated; full text in the console)"
+			}
+		}
+		fmt.Fprintf(&b, "\n<b>Dry run:</b>\n<pre>%s</pre>\n", esc(p))
+	}
+	b.WriteString("\n")
+	if c.Pending() {
+		fmt.Fprintf(&b, "Approve, reject (with feedback) or edit the arguments with the buttons below.\nApproval id: <code>%s</code>", esc(c.ApprovalID))
+	} else {
+		b.WriteString("<b>" + esc(c.OutcomeLine()) + "</b>")
+	}
+	if c.ConsoleURL != "" {
+		fmt.Fprintf(&b, "\n<a href=\"%s\">Open in the console</a>", esc(c.ConsoleURL))
+	}
+	return b.String()
+}
+
+func statusIcon(status string) string {
+	switch status {
+	case "approved", "edited":
+		return "✅"
+	case "rejected":
+		return "❌"
+	case "expired":
+		return "⌛"
+	}
+	return "ℹ️"
+}
+
+// inlineButton and inlineKeyboard are the reply_markup JSON shapes.
+type inlineButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+}
+
+type inlineKeyboard struct {
+	InlineKeyboard [][]inlineButton `json:"inline_keyboard"`
+}
+
+// noKeyboard removes a message's inline keyboard when sent with an edit.
+var noKeyboard = inlineKeyboard{InlineKeyboard: [][]inlineButton{}}
+
+// cardKeyboard is the Approve / Reject / Edit row of a pending card.
+func cardKeyboard(key []byte, approvalID string) (inlineKeyboard, error) {
+	row := make([]inlineButton, 0, 3)
+	for _, b := range []struct {
+		act  byte
+		text string
+	}{{actApprove, "✅ Approve"}, {actReject, "❌ Reject"}, {actEdit, "✏️ Edit"}} {
+		data, err := encodePayload(key, payload{Action: b.act, ApprovalID: approvalID})
+		if err != nil {
+			return inlineKeyboard{}, err
+		}
+		row = append(row, inlineButton{Text: b.text, CallbackData: data})
+	}
+	return inlineKeyboard{InlineKeyboard: [][]inlineButton{row}}, nil
+}
+
+// forceReply asks the approver's client to open a reply to the prompt.
+type forceReply struct {
+	ForceReply  bool   `json:"force_reply"`
+	Placeholder string `json:"input_field_placeholder,omitempty"`
+	Selective   bool   `json:"selective"`
+}
+
+// refLabel starts the line of a prompt that carries its signed approval
+// reference. The reply to a prompt quotes the prompt's text, so the
+// reference survives a restart without any state of ours.
+const refLabel = "opsgate ref: "
+
+// promptHTML asks who (mentioned, so a selective force_reply reaches them)
+// for rejection feedback or edited arguments. problem, when set, is why the
+// previous answer was refused.
+func promptHTML(who tgUser, c core.Card, action byte, ref, problem string) string {
+	var b strings.Builder
+	if problem != "" {
+		fmt.Fprintf(&b, "⚠️ %s\n\n", esc(cutUTF16(problem, 1500)))
+	}
+	mention := fmt.Sprintf(`<a href="tg://user?id=%d">%s</a>`, who.ID, esc(who.displayName()))
+	if action == actReject {
+		fmt.Fprintf(&b, "%s, reply to this message with your reason for rejecting <b>%s</b>. The run receives it as feedback.", mention, esc(c.Tool))
+	} else {
+		fmt.Fprintf(&b, "%s, reply to this message with the new arguments for <b>%s</b>: a JSON object, or one <code>key=value</code> per line. They replace the proposed arguments as a whole.\n\nCurrent arguments:\n<pre>%s</pre>", mention, esc(c.Tool), esc(cutUTF16(argLines(c.Args), 2000)))
+	}
+	fmt.Fprintf(&b, "\n\n%s<code>%s</code>", refLabel, esc(ref))
+	return b.String()
+}
+
+// argLines renders arguments as key=value lines, the form an approver can
+// copy, change and send back.
+func argLines(args []core.CardArg) string {
+	lines := make([]string, 0, len(args))
+	for _, a := range args {
+		lines = append(lines, a.Name+"="+a.Value)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// parseArgs reads edited arguments: a JSON object, or key=value lines
+// (values stay strings; the tool's schema coerces them to its types).
+func parseArgs(s string) (map[string]any, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, fmt.Errorf("no arguments given")
+	}
+	if strings.HasPrefix(s, "{") {
+		var m map[string]any
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("not a valid JSON object: %v", err)
+		}
+		if dec.More() {
+			return nil, fmt.Errorf("not a valid JSON object: text after the closing brace")
+		}
+		return m, nil
+	}
+	m := map[string]any{}
+	for i, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("line %d: want key=value, got %q", i+1, cutUTF16(line, 60))
+		}
+		if _, dup := m[k]; dup {
+			return nil, fmt.Errorf("line %d: %q given twice", i+1, k)
+		}
+		m[k] = strings.TrimSpace(v)
+	}
+	return m, nil
+}
+
+// refusalText is the short answer to a refused decision, for a callback
+// answer (≤ 200 characters) or a reply.
+func refusalText(de *core.DecisionError) string {
+	var s string
+	switch de.Code {
+	case core.DecisionNotApprover:
+		s = "⛔ You may not decide this approval."
+	case core.DecisionSelfApproval:
+		s = "⛔ You cannot approve your own request."
+	case core.DecisionAlreadyDecided:
+		s = "ℹ️ " + upperFirst(de.Message) + "."
+	case core.DecisionExpired:
+		s = "⌛ " + upperFirst(de.Message) + "."
+	case core.DecisionNotFound:
+		s = "❓ Unknown approval."
+	default:
+		s = "⚠️ " + upperFirst(de.Message)
+	}
+	return cutUTF16(s, 190)
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// fmtWait renders a retry_after for people.
+func fmtWait(d time.Duration) string { return d.Round(time.Second).String() }
