@@ -308,3 +308,5 @@ func (e *fakeEngine) Cancel(_ context.Context, runID string, actor core.Actor) (
 	e.st.setRun(runID, func(r *core.Run) { r.Status = core.RunCancelled; r.ErrorMessage = "cancelled by " + actor.ID })
 	return e.st.RunGet(context.Background(), runID)
 }
+
+func nowFunc() time.Time { return testNow }
