@@ -152,5 +152,9 @@ func TestClaimersOnTwoInstances(t *testing.T) {
 }
 
 func BenchmarkInboxRecord(b *testing.B) {
-	storetest.BenchmarkInboxRecord(b, open(b, pgtest.DSN(b)))
+	for _, par := range []int{1, 16} {
+		b.Run(fmt.Sprintf("callers=%dxGOMAXPROCS", par), func(b *testing.B) {
+			storetest.BenchmarkInboxRecord(b, open(b, pgtest.DSN(b)), par)
+		})
+	}
 }

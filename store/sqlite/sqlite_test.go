@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -72,6 +73,24 @@ func TestInMemory(t *testing.T) {
 	})
 }
 
+// BenchmarkInboxRecord measures ingestion at the default durability
+// (synchronous=FULL: every commit fsyncs) and with synchronous=NORMAL, the
+// usual WAL trade-off (a power loss may drop the last commits).
 func BenchmarkInboxRecord(b *testing.B) {
-	storetest.BenchmarkInboxRecord(b, openTemp(b))
+	for _, sync := range []string{"FULL", "NORMAL"} {
+		for _, par := range []int{1, 16} {
+			b.Run(fmt.Sprintf("sync=%s/callers=%dxGOMAXPROCS", sync, par), func(b *testing.B) {
+				ctx := context.Background()
+				s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "opsgate.db")+"?_pragma=synchronous("+sync+")")
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				if err := s.Migrate(ctx); err != nil {
+					b.Fatal(err)
+				}
+				storetest.BenchmarkInboxRecord(b, s, par)
+			})
+		}
+	}
 }

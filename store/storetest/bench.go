@@ -11,9 +11,11 @@ import (
 
 // BenchmarkInboxRecord measures durable ingestion: each operation records
 // one new event that starts a run and queues one reply, in parallel, and
-// reports events/s.
-func BenchmarkInboxRecord(b *testing.B, s core.Store) {
+// reports events/s. parallelism multiplies GOMAXPROCS into the number of
+// concurrent callers (an HTTP server has many requests in flight).
+func BenchmarkInboxRecord(b *testing.B, s core.Store, parallelism int) {
 	var n atomic.Int64
+	b.SetParallelism(parallelism)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
