@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,7 +119,7 @@ func (c *client) postMessage(ctx context.Context, thread, text string) (*apiRun,
 		return nil, err
 	}
 	if m.Run == nil {
-		return nil, fmt.Errorf("message %q in %s started no run (is the flow configured? see bench.yaml)", text, thread)
+		return nil, fmt.Errorf("message %q in %s: %w (is the flow configured? see bench.yaml)", text, thread, errNoRun)
 	}
 	return m.Run, nil
 }
@@ -130,6 +131,9 @@ func (c *client) getRun(ctx context.Context, id string) (*apiRun, error) {
 	}
 	return &r, nil
 }
+
+// errNoRun means a message was recorded but started no run.
+var errNoRun = errors.New("started no run")
 
 // sseEvent is one Server-Sent Event as received.
 type sseEvent struct {
@@ -161,38 +165,49 @@ func (c *client) openEvents(ctx context.Context, runID string) (<-chan sseEvent,
 	go func() {
 		defer close(ch)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		var typ, data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if typ == "" && data != "" {
-					// No event: line; the type is in the JSON payload.
-					var p struct {
-						Type string `json:"type"`
-					}
-					if json.Unmarshal([]byte(data), &p) == nil {
-						typ = p.Type
-					}
-				}
-				if typ != "" {
-					select {
-					case ch <- sseEvent{typ: typ, at: time.Now()}:
-					case <-ctx.Done():
-						return
-					}
-				}
-				typ, data = "", ""
-			case strings.HasPrefix(line, "event:"):
-				typ = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-			case strings.HasPrefix(line, "data:"):
-				data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		_ = readSSE(resp.Body, func(typ string) bool {
+			select {
+			case ch <- sseEvent{typ: typ, at: time.Now()}:
+				return true
+			case <-ctx.Done():
+				return false
 			}
-		}
+		})
 	}()
 	return ch, nil
+}
+
+// readSSE parses a Server-Sent Events stream and calls emit with each
+// event's type: the "event:" field, or else the "type" of its JSON data.
+// It stops when the stream ends, emit returns false, or a line is longer
+// than 4 MiB.
+func readSSE(r io.Reader, emit func(typ string) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var typ, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if typ == "" && data != "" {
+				var p struct {
+					Type string `json:"type"`
+				}
+				if json.Unmarshal([]byte(data), &p) == nil {
+					typ = p.Type
+				}
+			}
+			if typ != "" && !emit(typ) {
+				return nil
+			}
+			typ, data = "", ""
+		case strings.HasPrefix(line, "event:"):
+			typ = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		}
+	}
+	return sc.Err()
 }
 
 // serverRSS reads process_resident_memory_bytes from /metrics.

@@ -60,6 +60,7 @@ type options struct {
 	e2eRuns     int
 	askFlow     string
 	pingFlow    string
+	ingestText  string
 	timeout     time.Duration
 }
 
@@ -75,12 +76,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.e2eRuns, "e2e-runs", 200, "runs of --ping-flow timed end to end")
 	fs.StringVar(&o.askFlow, "ask-flow", "bench", "flow whose single tool asks for approval; its command is its name")
 	fs.StringVar(&o.pingFlow, "ping-flow", "ping", "flow whose single tool is allowed; its command is its name (also the ingested message)")
+	fs.StringVar(&o.ingestText, "ingest-text", "", "text of the ingested messages (default: --ping-flow, so each starts a run; "+
+		"a text matching no flow measures recording alone: the event and a help reply)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.ingestText == "" {
+		o.ingestText = o.pingFlow
 	}
 	if o.token == "" {
 		o.token = os.Getenv("OPSGATE_TOKEN")
@@ -121,15 +127,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
-		fmt.Fprintf(stdout, "ingest:    %d messages, %d clients: %.0f messages/s durably ingested (%.2fs; POST p50 %s p99 %s)\n",
-			o.messages, o.concurrency, float64(o.messages)/res.elapsed.Seconds(), res.elapsed.Seconds(),
+		fmt.Fprintf(stdout, "ingest:    %d messages %q, %d clients: %.0f messages/s durably ingested (%.2fs; POST p50 %s p99 %s)\n",
+			o.messages, o.ingestText, o.concurrency, float64(o.messages)/res.elapsed.Seconds(), res.elapsed.Seconds(),
 			ms(pct(res.lat, 50)), ms(pct(res.lat, 99)))
 		drained, err := waitDrained(ctx, c)
 		if err != nil {
 			return fmt.Errorf("wait for the ingested runs to finish: %w", err)
 		}
-		fmt.Fprintf(stdout, "drain:     the %d ingested runs finished %.2fs after the last message (%.0f runs/s overall)\n",
-			o.messages, drained.Seconds(), float64(o.messages)/(res.elapsed+drained).Seconds())
+		if o.ingestText == o.pingFlow {
+			fmt.Fprintf(stdout, "drain:     the %d ingested runs finished %.2fs after the last message (%.0f runs/s overall)\n",
+				o.messages, drained.Seconds(), float64(o.messages)/(res.elapsed+drained).Seconds())
+		}
 	}
 	if o.runs > 0 {
 		res, err := decideDispatch(ctx, c, o, nonce)

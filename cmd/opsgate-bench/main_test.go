@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -56,3 +57,39 @@ func TestParseFlagsBoundsLoad(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+func TestReadSSE(t *testing.T) {
+	t.Parallel()
+	stream := ": ping\n\nid: 1\nevent: run.queued\ndata: {\"seq\":1}\n\n" +
+		"id: 2\ndata: {\"type\":\"tool.started\"}\n\n" +
+		"event: turn.finished\ndata: {}\n\n" +
+		"event: never.sent\n" // no blank line: incomplete event
+	var got []string
+	if err := readSSE(strings.NewReader(stream), func(typ string) bool { got = append(got, typ); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if want := "run.queued,tool.started,turn.finished"; strings.Join(got, ",") != want {
+		t.Errorf("events = %q, want %s", got, want)
+	}
+	got = nil
+	_ = readSSE(strings.NewReader(stream), func(typ string) bool { got = append(got, typ); return false })
+	if len(got) != 1 {
+		t.Errorf("emit returning false did not stop: %q", got)
+	}
+}
+
+// FuzzReadSSE: whatever a server sends, the parser neither panics nor
+// emits an empty event type.
+func FuzzReadSSE(f *testing.F) {
+	f.Add("event: a\ndata: {}\n\n")
+	f.Add("data: {\"type\":\"x\"}\n\n")
+	f.Add("data: {\"type\":\n\n\n: c\nevent:\n\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		_ = readSSE(strings.NewReader(s), func(typ string) bool {
+			if typ == "" {
+				t.Fatal("empty event type emitted")
+			}
+			return true
+		})
+	})
+}
