@@ -1,0 +1,76 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+func TestAudit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prev := ""
+	for i := range 5 {
+		e := approvals.AuditEntry{At: testNow, Kind: "approval.decided", Actor: "console:admin", Tool: "deploy", Detail: json.RawMessage(`{"i":1}`)}
+		if i == 2 {
+			e.Actor = "console:bob"
+		}
+		e.Seal(int64(i+1), prev)
+		prev = e.Hash
+		b.st.audit = append(b.st.audit, e)
+	}
+	t.Run("PagesByCursor", func(t *testing.T) {
+		r := b.do(t, "GET", "/api/v1/audit?limit=2", adminToken, nil)
+		want(t, r, 200, "")
+		items := r.body["items"].([]any)
+		if len(items) != 2 || r.body["next_cursor"] != "2" || items[0].(map[string]any)["hash"] == "" {
+			t.Fatalf("page 1 %s", r.raw)
+		}
+		r = b.do(t, "GET", "/api/v1/audit?limit=2&cursor=4", adminToken, nil)
+		if items := r.body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["seq"] != 5.0 || r.body["next_cursor"] != "" {
+			t.Fatalf("last page %s", r.raw)
+		}
+		r = b.do(t, "GET", "/api/v1/audit?after=1&actor=console:bob", adminToken, nil)
+		if items := r.body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["seq"] != 3.0 {
+			t.Fatalf("actor filter %s", r.raw)
+		}
+		want(t, b.do(t, "GET", "/api/v1/audit?after=-1", adminToken, nil), 422, "invalid")
+	})
+	t.Run("Verify", func(t *testing.T) {
+		r := b.do(t, "GET", "/api/v1/audit/verify", adminToken, nil)
+		if r.status != 200 || r.body["ok"] != true || r.body["first_bad_seq"] != 0.0 {
+			t.Fatalf("verify %s", r.raw)
+		}
+		b.st.mu.Lock()
+		b.st.badSeq = 3
+		b.st.mu.Unlock()
+		r = b.do(t, "GET", "/api/v1/audit/verify", adminToken, nil)
+		if r.status != 200 || r.body["ok"] != false || r.body["first_bad_seq"] != 3.0 {
+			t.Fatalf("verify %s", r.raw)
+		}
+	})
+}
+
+func TestDeliveries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for i, st := range []core.DeliveryStatus{core.DeliveryDead, core.DeliverySent, core.DeliveryDead} {
+		b.st.deliveries = append(b.st.deliveries, &core.Delivery{OutboxMessage: core.OutboxMessage{ID: "d" + string(rune('0'+i)),
+			Thread: core.Thread{Channel: "slack", Key: "C1"}, Kind: core.KindReply, Text: "hi", CreatedAt: testNow}, Status: st, LastError: "boom"})
+	}
+	r := b.do(t, "GET", "/api/v1/deliveries?status=dead&limit=1", adminToken, nil)
+	want(t, r, 200, "")
+	items := r.body["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["thread"] != "slack:C1" || r.body["next_cursor"] == "" {
+		t.Fatalf("dead %s", r.raw)
+	}
+	want(t, b.do(t, "GET", "/api/v1/deliveries?status=lost", adminToken, nil), 422, "invalid")
+	r = b.do(t, "POST", "/api/v1/deliveries/d0/requeue", adminToken, nil)
+	if r.status != 200 || r.body["status"] != "pending" {
+		t.Fatalf("requeue %s", r.raw)
+	}
+	want(t, b.do(t, "POST", "/api/v1/deliveries/d0/requeue", adminToken, nil), 409, "not_dead")
+	want(t, b.do(t, "POST", "/api/v1/deliveries/zz/requeue", adminToken, nil), 404, "not_found")
+}
