@@ -1,0 +1,165 @@
+// Package slack connects opsgate to Slack: slash commands, mentions and
+// thread replies in, Block Kit approval cards and mrkdwn replies out, over
+// the Events API (signed HTTP POSTs) or Socket Mode.
+//
+// Every inbound payload is verified and normalized into a core.ChannelEvent
+// and recorded through core.Sink before Slack gets its ack. Outbound, the
+// adapter is a delivery.Platform: the pipeline hands it rendered, chunked
+// and paced messages, and it maps Slack's 429s to core.RateLimitError.
+package slack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+)
+
+// channelName is the channel in thread addresses and actor ids.
+const channelName = "slack"
+
+// Adapter is one Slack app installation. It is safe for concurrent use.
+type Adapter struct {
+	cfg    Config
+	sink   core.Sink
+	cards  core.CardSource
+	log    *slog.Logger
+	now    func() time.Time
+	api    *slackapi.Client
+	verify *verifier
+	sign   signer
+	// threads remembers where the bot has posted, so follow-ups in those
+	// threads count as addressed to it.
+	threads *threadSet
+
+	botMu     sync.Mutex
+	botUserID string
+}
+
+var _ delivery.Platform = (*Adapter)(nil)
+
+// New builds the adapter; it returns an error (wrapping ErrConfig) on a bad
+// configuration and makes no network call.
+func New(cfg Config, deps Deps) (*Adapter, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if deps.Sink == nil || deps.Cards == nil {
+		return nil, fmt.Errorf("%w: Deps.Sink and Deps.Cards are required", ErrConfig)
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.HTTPClient == nil {
+		deps.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	opts := []slackapi.Option{
+		slackapi.OptionAPIURL(cfg.APIURL),
+		slackapi.OptionHTTPClient(deps.HTTPClient),
+	}
+	if cfg.AppToken != "" {
+		opts = append(opts, slackapi.OptionAppLevelToken(cfg.AppToken))
+	}
+	// The SDK's retries stay off (its default): a 429 must reach the
+	// delivery pipeline, which pauses the bucket and retries no earlier.
+	secret := cfg.SigningSecret
+	if secret == "" {
+		secret = cfg.BotToken
+	}
+	return &Adapter{
+		cfg:       cfg,
+		sink:      deps.Sink,
+		cards:     deps.Cards,
+		log:       deps.Logger.With("channel", channelName),
+		now:       deps.Now,
+		api:       slackapi.New(cfg.BotToken, opts...),
+		verify:    newVerifier(cfg.SigningSecret, deps.Now),
+		sign:      newSigner(secret),
+		threads:   newThreadSet(cfg.KnownThreads),
+		botUserID: cfg.BotUserID,
+	}, nil
+}
+
+// Channel names the adapter in thread addresses and actor ids.
+func (a *Adapter) Channel() string { return channelName }
+
+// Handlers maps the CONTRACT.md paths to their handlers, for cmd to mount
+// on the one listener.
+func (a *Adapter) Handlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		"POST /slack/events":        a.Events(),
+		"POST /slack/commands":      a.Commands(),
+		"POST /slack/interactivity": a.Interactivity(),
+	}
+}
+
+// botUser returns the bot's own user id: configured, learned from an
+// event's authorizations, or asked from auth.test once.
+func (a *Adapter) botUser(ctx context.Context, env *eventEnvelope) string {
+	a.botMu.Lock()
+	defer a.botMu.Unlock()
+	if a.botUserID != "" {
+		return a.botUserID
+	}
+	if env != nil {
+		for _, au := range env.Authorizations {
+			if au.IsBot && au.UserID != "" {
+				a.botUserID = au.UserID
+				return a.botUserID
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	res, err := a.api.AuthTestContext(ctx)
+	if err != nil {
+		a.log.WarnContext(ctx, "slack: auth.test failed; bot messages are recognized by bot_id only", "err", err)
+		return ""
+	}
+	a.botUserID = res.UserID
+	return a.botUserID
+}
+
+// threadSet is a bounded set of thread keys, oldest forgotten first.
+type threadSet struct {
+	mu    sync.Mutex
+	max   int
+	set   map[string]struct{}
+	order []string
+}
+
+func newThreadSet(max int) *threadSet {
+	return &threadSet{max: max, set: make(map[string]struct{}, 64)}
+}
+
+func (s *threadSet) add(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.set[key]; ok {
+		return
+	}
+	if len(s.order) >= s.max {
+		delete(s.set, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.set[key] = struct{}{}
+	s.order = append(s.order, key)
+}
+
+func (s *threadSet) has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.set[key]
+	return ok
+}

@@ -1,0 +1,131 @@
+package slack
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+)
+
+// Modes of receiving events from Slack.
+const (
+	// ModeHTTP receives events, slash commands and interactions as signed
+	// POSTs on /slack/events, /slack/commands and /slack/interactivity.
+	ModeHTTP = "http"
+	// ModeSocket receives the same payloads over a Socket Mode websocket
+	// that opsgate opens, for teams without a public URL.
+	ModeSocket = "socket"
+)
+
+// DefaultAPIURL is Slack's Web API base; the trailing slash is required by
+// slack-go's OptionAPIURL.
+const DefaultAPIURL = "https://slack.com/api/"
+
+// Config is the Slack adapter's own configuration; cmd/opsgate maps
+// channels.slack onto it. Zero values take Slack's published limits.
+type Config struct {
+	// BotToken (xoxb-…) authenticates every Web API call.
+	BotToken string
+	// SigningSecret verifies X-Slack-Signature on the HTTP endpoints and
+	// keys the HMAC tag on button payloads. Required in ModeHTTP.
+	SigningSecret string
+	// Mode is ModeHTTP (default) or ModeSocket.
+	Mode string
+	// AppToken (xapp-…, scope connections:write) opens Socket Mode.
+	// Required in ModeSocket.
+	AppToken string
+	// APIURL overrides DefaultAPIURL (tests, GovSlack, proxies).
+	APIURL string
+	// Conversation paces messages per Slack channel; default 1/s burst 3
+	// (chat.postMessage allows about one message a second per channel).
+	Conversation delivery.Rate
+	// Account paces everything the bot sends; default unlimited (Slack's
+	// per-method tiers are per workspace and far above one channel's pace).
+	Account delivery.Rate
+	// MaxBodyBytes caps inbound request bodies; default 1 MiB.
+	MaxBodyBytes int64
+	// RootPostTimeout bounds the synchronous root-message post a slash
+	// command makes before it is recorded; default 2s, so the ack still
+	// fits Slack's 3-second deadline.
+	RootPostTimeout time.Duration
+	// BotUserID is the bot's own user id (U…). Optional: it is read from
+	// each event's authorizations, or from auth.test.
+	BotUserID string
+	// KnownThreads bounds the in-memory set of threads the bot has posted
+	// in (for follow-ups without a mention); default 10,000.
+	KnownThreads int
+}
+
+// Deps are what the adapter needs from the rest of opsgate.
+type Deps struct {
+	// Sink records inbound events before Slack is acknowledged.
+	Sink core.Sink
+	// Cards supplies approval cards for modals and eligibility checks.
+	Cards core.CardSource
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now; tests pin it to check the signature window.
+	Now func() time.Time
+	// HTTPClient is used for Web API calls; default a client with a 30s
+	// timeout.
+	HTTPClient *http.Client
+}
+
+// ErrConfig marks an invalid configuration, so cmd can report it as such.
+var ErrConfig = errors.New("slack: invalid config")
+
+// withDefaults validates c and fills in the platform's defaults.
+func (c Config) withDefaults() (Config, error) {
+	var problems []string
+	if c.Mode == "" {
+		c.Mode = ModeHTTP
+	}
+	if c.BotToken == "" {
+		problems = append(problems, "bot_token is required")
+	}
+	switch c.Mode {
+	case ModeHTTP:
+		if c.SigningSecret == "" {
+			problems = append(problems, "signing_secret is required in mode http")
+		}
+	case ModeSocket:
+		if c.AppToken == "" {
+			problems = append(problems, "app_token is required in mode socket")
+		} else if !strings.HasPrefix(c.AppToken, "xapp-") {
+			problems = append(problems, "app_token must be an app-level token (xapp-…)")
+		}
+	default:
+		problems = append(problems, fmt.Sprintf("mode %q: want http or socket", c.Mode))
+	}
+	if c.APIURL == "" {
+		c.APIURL = DefaultAPIURL
+	}
+	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		problems = append(problems, fmt.Sprintf("api_url %q: want an absolute http(s) URL", c.APIURL))
+	}
+	if !strings.HasSuffix(c.APIURL, "/") {
+		c.APIURL += "/"
+	}
+	if c.Conversation == (delivery.Rate{}) {
+		c.Conversation = delivery.Rate{Every: time.Second, Burst: 3}
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.RootPostTimeout <= 0 {
+		c.RootPostTimeout = 2 * time.Second
+	}
+	if c.KnownThreads <= 0 {
+		c.KnownThreads = 10000
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
+	}
+	return c, nil
+}

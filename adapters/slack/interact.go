@@ -1,0 +1,303 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+// interaction holds the fields of block_actions and view_submission
+// payloads that opsgate reads.
+type interaction struct {
+	Type      string `json:"type"`
+	TriggerID string `json:"trigger_id"`
+	Team      struct {
+		ID string `json:"id"`
+	} `json:"team"`
+	User struct {
+		ID       string `json:"id"`
+		Username string `json:"username"`
+		TeamID   string `json:"team_id"`
+	} `json:"user"`
+	Channel struct {
+		ID string `json:"id"`
+	} `json:"channel"`
+	Container struct {
+		ChannelID string `json:"channel_id"`
+		MessageTS string `json:"message_ts"`
+		ThreadTS  string `json:"thread_ts"`
+	} `json:"container"`
+	Message struct {
+		TS       string `json:"ts"`
+		ThreadTS string `json:"thread_ts"`
+	} `json:"message"`
+	Actions []blockAction `json:"actions"`
+	View struct {
+		ID              string `json:"id"`
+		CallbackID      string `json:"callback_id"`
+		PrivateMetadata string `json:"private_metadata"`
+		Hash            string `json:"hash"`
+		State           struct {
+			Values map[string]map[string]struct {
+				Type  string `json:"type"`
+				Value *string `json:"value"`
+			} `json:"values"`
+		} `json:"state"`
+	} `json:"view"`
+}
+
+// blockAction is one clicked element of a block_actions payload.
+type blockAction struct {
+	ActionID string `json:"action_id"`
+	BlockID  string `json:"block_id"`
+	Value    string `json:"value"`
+}
+
+// parseInteractionForm reads the form Slack POSTs to /slack/interactivity:
+// one field, payload, holding JSON.
+func parseInteractionForm(body []byte) (interaction, []byte, error) {
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		return interaction{}, nil, fmt.Errorf("%w: interaction form: %w", ErrMalformed, err)
+	}
+	p := v.Get("payload")
+	if p == "" {
+		return interaction{}, nil, fmt.Errorf("%w: interaction form without payload", ErrMalformed)
+	}
+	in, err := parseInteraction([]byte(p))
+	return in, []byte(p), err
+}
+
+// parseInteraction decodes an interaction payload (the form's payload
+// field, or a Socket Mode interactive envelope's payload).
+func parseInteraction(payload []byte) (interaction, error) {
+	var in interaction
+	if err := json.Unmarshal(payload, &in); err != nil {
+		return in, fmt.Errorf("%w: interaction payload: %w", ErrMalformed, err)
+	}
+	if in.Type == "" || in.User.ID == "" {
+		return in, fmt.Errorf("%w: interaction without type or user", ErrMalformed)
+	}
+	return in, nil
+}
+
+func (in interaction) team() string {
+	if in.Team.ID != "" {
+		return in.Team.ID
+	}
+	return in.User.TeamID
+}
+
+// handleInteraction answers a button click or a modal submission.
+func (a *Adapter) handleInteraction(ctx context.Context, in interaction, raw []byte) answer {
+	switch in.Type {
+	case "block_actions":
+		return a.handleBlockAction(ctx, in, raw)
+	case "view_submission":
+		return a.handleViewSubmission(ctx, in, raw)
+	}
+	// view_closed, shortcuts and the like: nothing to do.
+	return answerOK
+}
+
+// handleBlockAction handles a card button. Approve is decided at once;
+// Reject and Edit open a modal (after checking the clicker may decide, so
+// nobody fills in a form only to be refused).
+func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []byte) answer {
+	i := slices.IndexFunc(in.Actions, func(x blockAction) bool { return strings.HasPrefix(x.ActionID, "opsgate:") })
+	if i < 0 {
+		return answerOK // someone else's button
+	}
+	act := in.Actions[i]
+	id, err := a.sign.parseButtonValue(act.ActionID, act.Value)
+	if err != nil {
+		a.log.WarnContext(ctx, "slack: refused button payload", "action_id", act.ActionID, "user", in.User.ID, "err", err)
+		return answer{status: http.StatusBadRequest}
+	}
+	channel := in.Channel.ID
+	if channel == "" {
+		channel = in.Container.ChannelID
+	}
+	msgTS := in.Container.MessageTS
+	if msgTS == "" {
+		msgTS = in.Message.TS
+	}
+	root := in.Message.ThreadTS
+	if root == "" {
+		root = in.Container.ThreadTS
+	}
+	if root == "" {
+		root = msgTS
+	}
+	if channel == "" || root == "" || in.TriggerID == "" {
+		return answer{status: http.StatusBadRequest}
+	}
+	tk := threadKey{Team: in.team(), Channel: channel, TS: root}
+	actor := core.Actor{ID: channelName + ":" + in.User.ID, Name: in.User.Username}
+
+	switch act.ActionID {
+	case actionApprove:
+		ev := core.ChannelEvent{
+			Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
+			Decision: &core.Decision{ApprovalID: id, Action: "approve"},
+			Raw:      raw, ReceivedAt: a.now(),
+		}
+		_, err := a.sink.HandleEvent(ctx, ev)
+		var de *core.DecisionError
+		switch {
+		case errors.As(err, &de):
+			a.tellEphemeral(ctx, tk, in.User.ID, refusalText(de))
+		case err != nil:
+			a.log.ErrorContext(ctx, "slack: record approval click", "approval_id", id, "err", err)
+			return answer{status: http.StatusInternalServerError}
+		}
+		return answerOK
+	case actionReject, actionEdit:
+		card, err := a.cards.CardByApproval(ctx, id)
+		if errors.Is(err, core.ErrNotFound) {
+			a.tellEphemeral(ctx, tk, in.User.ID, "This approval no longer exists.")
+			return answerOK
+		}
+		if err != nil {
+			a.log.ErrorContext(ctx, "slack: load card for modal", "approval_id", id, "err", err)
+			return answer{status: http.StatusInternalServerError}
+		}
+		if why := mayDecide(card, actor.ID); why != "" {
+			a.tellEphemeral(ctx, tk, in.User.ID, why)
+			return answerOK
+		}
+		callback := callbackReject
+		if act.ActionID == actionEdit {
+			callback = callbackEdit
+		}
+		meta := a.sign.encodeModalRef(modalRef{Callback: callback, ApprovalID: id, Thread: tk})
+		view, err := buildModal(callback, card, meta)
+		if err != nil {
+			a.tellEphemeral(ctx, tk, in.User.ID, err.Error())
+			return answerOK
+		}
+		if _, err := a.api.OpenViewContext(ctx, in.TriggerID, view); err != nil {
+			a.log.WarnContext(ctx, "slack: views.open", "approval_id", id, "err", err)
+			a.tellEphemeral(ctx, tk, in.User.ID, "Slack could not open the form ("+err.Error()+"). Click the button again, or decide in the console.")
+		}
+		return answerOK
+	}
+	return answerOK
+}
+
+// mayDecide returns why actor may not decide card now, or "".
+func mayDecide(card core.Card, actor string) string {
+	if !card.Pending() {
+		if line := card.OutcomeLine(); line != "" {
+			return "This approval is closed: " + line + "."
+		}
+		return "This approval is closed (" + card.Status + ")."
+	}
+	if len(card.Eligible) > 0 && !slices.Contains(card.Eligible, actor) {
+		return "You may not decide this approval: it needs one of " + strings.Join(card.Approvers, ", ") + ". Nothing was changed."
+	}
+	return ""
+}
+
+// refusalText is the ephemeral answer to a refused click.
+func refusalText(de *core.DecisionError) string {
+	switch de.Code {
+	case core.DecisionNotApprover, core.DecisionSelfApproval, core.DecisionDenied:
+		return "You may not decide this approval: " + de.Message + ". Nothing was changed."
+	}
+	return "Your decision was not recorded: " + de.Message + "."
+}
+
+// tellEphemeral shows text to one person in the card's thread; the card
+// itself is left as it is.
+func (a *Adapter) tellEphemeral(ctx context.Context, tk threadKey, user, text string) {
+	opts := []slackapi.MsgOption{slackapi.MsgOptionText(escapeMrkdwn(text), false)}
+	if tk.TS != "" {
+		opts = append(opts, slackapi.MsgOptionTS(tk.TS))
+	}
+	if _, err := a.api.PostEphemeralContext(ctx, tk.Channel, user, opts...); err != nil {
+		a.log.WarnContext(ctx, "slack: chat.postEphemeral", "user", user, "err", err)
+	}
+}
+
+// handleViewSubmission records the decision a Reject or Edit modal carries.
+// A refusal is shown inside the modal (response_action: errors) next to the
+// offending field, and the modal stays open for a correction.
+func (a *Adapter) handleViewSubmission(ctx context.Context, in interaction, raw []byte) answer {
+	cb := in.View.CallbackID
+	if cb != callbackReject && cb != callbackEdit {
+		return answerOK
+	}
+	ref, err := a.sign.parseModalRef(cb, in.View.PrivateMetadata)
+	if err != nil {
+		a.log.WarnContext(ctx, "slack: refused modal metadata", "user", in.User.ID, "err", err)
+		return answer{status: http.StatusBadRequest}
+	}
+	values := map[string]string{}
+	for block, acts := range in.View.State.Values {
+		if v, ok := acts["value"]; ok {
+			values[block] = ""
+			if v.Value != nil {
+				values[block] = *v.Value
+			}
+		}
+	}
+	d := &core.Decision{ApprovalID: ref.ApprovalID, Reason: strings.TrimSpace(values[blockReason])}
+	firstBlock := blockReason
+	if cb == callbackReject {
+		d.Action = "reject"
+	} else {
+		d.Action = "edit"
+		args, block, err := argsFromModal(values)
+		if err != nil {
+			return modalErrors(block, err.Error())
+		}
+		d.Args, firstBlock = args, block
+	}
+	eventID := "view:" + in.TriggerID
+	if in.TriggerID == "" {
+		eventID = "view:" + in.View.ID + ":" + in.View.Hash
+	}
+	ev := core.ChannelEvent{
+		Channel: channelName, EventID: eventID,
+		Actor:  core.Actor{ID: channelName + ":" + in.User.ID, Name: in.User.Username},
+		Thread: ref.Thread.thread(), Decision: d, Raw: raw, ReceivedAt: a.now(),
+	}
+	_, err = a.sink.HandleEvent(ctx, ev)
+	var de *core.DecisionError
+	switch {
+	case errors.As(err, &de):
+		block := firstBlock
+		if de.Code == core.DecisionInvalidArgs && de.Field != "" {
+			name, _, _ := strings.Cut(de.Field, ".")
+			if _, ok := values[argBlock(name)]; ok {
+				block = argBlock(name)
+			}
+		}
+		return modalErrors(block, de.Message)
+	case err != nil:
+		a.log.ErrorContext(ctx, "slack: record modal decision", "approval_id", ref.ApprovalID, "err", err)
+		return modalErrors(firstBlock, "opsgate could not record the decision; please submit again.")
+	}
+	return answerOK
+}
+
+// modalErrors keeps the modal open with msg under block.
+func modalErrors(block, msg string) answer {
+	if len(msg) > 2000 {
+		msg = msg[:1997] + "..."
+	}
+	return answer{status: http.StatusOK, body: map[string]any{
+		"response_action": "errors",
+		"errors":          map[string]string{block: msg},
+	}}
+}

@@ -1,0 +1,285 @@
+package slack
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	slackapi "github.com/slack-go/slack"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
+	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/markdown"
+)
+
+// Slack's limits, as documented for Block Kit and chat.postMessage.
+const (
+	// replyLimit is the text length Slack shows without truncation
+	// ("keep text under 4,000 characters"); chat.postMessage cuts at 40,000.
+	replyLimit     = 4000
+	sectionTextMax = 3000
+	headerTextMax  = 150
+	maxBlocks      = 50
+	// blocksBudget is the JSON size of a message's blocks opsgate stays
+	// under: Slack refuses messages (msg_blocks_too_long) near 13k.
+	blocksBudget = 12000
+	// argFold is where a long argument value is folded on the card; the
+	// modal and the console show it whole.
+	argFold = 300
+)
+
+// Format is how replies are rendered and cut for Slack: mrkdwn, at most
+// 4,000 characters a message, "(i/n)" markers on multi-part replies.
+func (a *Adapter) Format() delivery.Format {
+	return delivery.Format{
+		Limit: replyLimit, Unit: chunk.Runes, Syntax: chunk.Mrkdwn, Markers: true,
+		Render: func(md string) string { return markdown.Convert(md, markdown.SlackMrkdwn) },
+	}
+}
+
+// renderCard renders an approval card as Block Kit: self-contained (tool,
+// arguments, reason, risk, preview, who asked, who decides, expiry) with
+// Approve / Reject / Edit while pending, and the outcome line once decided.
+// It stays within 50 blocks, 3,000 characters a section and ~12,000
+// characters of blocks by folding long values and trimming the preview,
+// with a note and a console link when it does. The second result is the
+// notification text.
+func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
+	mk := func(s string) *slackapi.TextBlockObject {
+		return slackapi.NewTextBlockObject(slackapi.MarkdownType, s, false, false)
+	}
+	section := func(s string) slackapi.Block {
+		return slackapi.NewSectionBlock(mk(clip(s, sectionTextMax)), nil, nil)
+	}
+
+	title := "Approval needed: " + c.Tool
+	if !c.Pending() {
+		title = "Approval " + c.Status + ": " + c.Tool
+	}
+	head := []slackapi.Block{slackapi.NewHeaderBlock(slackapi.NewTextBlockObject(slackapi.PlainTextType, clip(title, headerTextMax), false, false))}
+
+	approvers := peopleMrkdwn(c.Approvers)
+	if c.Quorum > 1 {
+		approvers += fmt.Sprintf(" (%d of %d approvals)", c.Approvals, c.Quorum)
+	}
+	fields := []*slackapi.TextBlockObject{
+		mk("*Tool*\n" + codeSpan(clip(c.Tool, 500))),
+		mk("*Risk*\n" + escapeMrkdwn(clip(c.Risk, 200))),
+		mk("*Requested by*\n" + clip(peopleMrkdwn([]string{c.Requester}), 1000)),
+		mk("*Who may decide*\n" + clip(approvers, 1500)),
+	}
+	if c.Pending() && !c.ExpiresAt.IsZero() {
+		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
+	}
+	head = append(head, slackapi.NewSectionBlock(nil, fields, nil))
+	if c.Reason != "" {
+		head = append(head, section("*Reason*\n"+quote(clip(c.Reason, 1500))))
+	}
+
+	// The tail is the decision area: buttons or the outcome, and the id.
+	var tail []slackapi.Block
+	if c.Pending() {
+		btn := func(action, label string) *slackapi.ButtonBlockElement {
+			return slackapi.NewButtonBlockElement(action, a.sign.buttonValue(action, c.ApprovalID),
+				slackapi.NewTextBlockObject(slackapi.PlainTextType, label, false, false))
+		}
+		tail = append(tail, slackapi.NewActionBlock("opsgate:decide",
+			btn(actionApprove, "Approve").WithStyle(slackapi.StylePrimary),
+			btn(actionReject, "Reject").WithStyle(slackapi.StyleDanger),
+			btn(actionEdit, "Edit"),
+		))
+	} else if line := outcomeMrkdwn(c); line != "" {
+		tail = append(tail, section(line))
+	}
+	ctxText := "Approval " + codeSpan(c.ApprovalID)
+	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
+		ctxText += " · <" + u + "|Open in the console>"
+	}
+	tail = append(tail, slackapi.NewContextBlock("", mk(clip(ctxText, 2000))))
+
+	used := blocksSize(head) + blocksSize(tail)
+	blocks := head
+
+	// Arguments, folded, in as many sections as they need.
+	if len(c.Args) > 0 {
+		var secs []string
+		cur := "*Arguments*"
+		shown := 0
+		for _, arg := range c.Args {
+			line := "\n• " + codeSpan(clip(arg.Name, 200)) + ": " + foldValue(arg.Value)
+			if utf8.RuneCountInString(cur)+utf8.RuneCountInString(line) > sectionTextMax {
+				secs = append(secs, cur)
+				cur = strings.TrimPrefix(line, "\n")
+			} else {
+				cur += line
+			}
+			if used+sumLen(secs)+len(cur)+200 > blocksBudget*3/4 || len(blocks)+len(secs)+len(tail)+3 > maxBlocks {
+				break
+			}
+			shown++
+		}
+		if shown < len(c.Args) {
+			cur += fmt.Sprintf("\n_…and %d more arguments; see the console._", len(c.Args)-shown)
+		}
+		secs = append(secs, cur)
+		for _, s := range secs {
+			b := section(s)
+			blocks = append(blocks, b)
+			used += blockSize(b)
+		}
+	}
+
+	// The dry-run preview gets what budget is left, trimmed with a note.
+	if c.Preview != "" {
+		room := min(blocksBudget-used-600, sectionTextMax-40)
+		raw := strings.ReplaceAll(c.Preview, "```", "`\u200b``")
+		total := utf8.RuneCountInString(raw)
+		if room > 100 {
+			// Trim the raw text, then escape: a cut never splits an entity.
+			// JSON escaping can grow text, so measure what is sent.
+			shown, trimmed := escapeMrkdwn(raw), false
+			for n := total; jsonLen(shown) > room && n > 0; {
+				n = n * room / jsonLen(shown) * 9 / 10
+				raw = clipRunes(raw, n)
+				shown, trimmed = escapeMrkdwn(raw), true
+			}
+			blocks = append(blocks, section("*Dry run*\n```"+shown+"```"))
+			if trimmed {
+				note := fmt.Sprintf("_Preview trimmed: %d of %d characters shown._", utf8.RuneCountInString(raw), total)
+				if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
+					note += " <" + u + "|Full preview in the console>"
+				}
+				blocks = append(blocks, slackapi.NewContextBlock("", mk(note)))
+			}
+		} else {
+			blocks = append(blocks, slackapi.NewContextBlock("", mk("_Dry-run preview too long to show here; see the console._")))
+		}
+	}
+	blocks = append(blocks, tail...)
+	return blocks, clip(c.Headline(), 3000)
+}
+
+// outcomeMrkdwn is Card.OutcomeLine for Slack: people as mentions, the time
+// in each reader's own timezone.
+func outcomeMrkdwn(c core.Card) string {
+	o := c.Outcome
+	if o == nil {
+		if c.Pending() {
+			return ""
+		}
+		return "*" + escapeMrkdwn(strings.ToUpper(c.Status[:1])+c.Status[1:]) + "*"
+	}
+	at := slackDate(o.At)
+	switch o.Status {
+	case "expired":
+		return "*Expired* at " + at + " with no decision"
+	case "cancelled":
+		return "*Cancelled* at " + at
+	}
+	verb := map[string]string{"approved": "Approved", "rejected": "Rejected", "edited": "Edited and approved"}[o.Status]
+	if verb == "" && o.Status != "" {
+		verb = strings.ToUpper(o.Status[:1]) + o.Status[1:]
+	}
+	line := "*" + escapeMrkdwn(verb) + "* by " + peopleMrkdwn(o.By) + " at " + at
+	if o.Reason != "" {
+		line += ": " + escapeMrkdwn(clip(o.Reason, 1500))
+	}
+	return line
+}
+
+var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]+$`)
+
+// peopleMrkdwn renders identities: slack:U123 as a mention, others as text.
+func peopleMrkdwn(ids []string) string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if u, ok := strings.CutPrefix(id, channelName+":"); ok && slackUserID.MatchString(u) {
+			out = append(out, "<@"+u+">")
+			continue
+		}
+		out = append(out, escapeMrkdwn(id))
+	}
+	if len(out) == 0 {
+		return "—"
+	}
+	return strings.Join(out, ", ")
+}
+
+// slackDate renders t with Slack's date token (shown in the reader's
+// timezone) and a UTC fallback for clients that cannot.
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), t.UTC().Format("2006-01-02 15:04 UTC"))
+}
+
+// foldValue shows one argument value: short ones as inline code, long ones
+// folded with a count of what was left out.
+func foldValue(v string) string {
+	n := utf8.RuneCountInString(v)
+	if n > argFold {
+		return escapeMrkdwn(clipRunes(v, argFold)) + fmt.Sprintf("… _(%d more characters)_", n-argFold)
+	}
+	if strings.ContainsAny(v, "`\n") || v == "" {
+		return escapeMrkdwn(v)
+	}
+	return "`" + escapeMrkdwn(v) + "`"
+}
+
+// quote renders text as a mrkdwn block quote.
+func quote(s string) string {
+	return "> " + strings.ReplaceAll(escapeMrkdwn(s), "\n", "\n> ")
+}
+
+// clip cuts s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return clipRunes(s, n-1) + "…"
+}
+
+func clipRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+func blockSize(b slackapi.Block) int {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return 0
+	}
+	return len(raw)
+}
+
+func blocksSize(bs []slackapi.Block) int {
+	n := 0
+	for _, b := range bs {
+		n += blockSize(b) + 1
+	}
+	return n
+}
+
+func sumLen(ss []string) int {
+	n := 0
+	for _, s := range ss {
+		n += len(s) + 60
+	}
+	return n
+}
+
+func jsonLen(s string) int {
+	raw, _ := json.Marshal(s)
+	return len(raw)
+}

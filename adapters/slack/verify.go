@@ -1,0 +1,120 @@
+package slack
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// signatureWindow is how far a request's timestamp may be from now: Slack's
+// documented 5 minutes, either side (clock skew).
+const signatureWindow = 5 * time.Minute
+
+// Errors of request verification; each is answered 401 (or 400 for a body
+// that cannot be read) and nothing is recorded.
+var (
+	ErrBadSignature = errors.New("slack: bad request signature")
+	ErrStale        = errors.New("slack: request timestamp outside the 5-minute window")
+	ErrReplay       = errors.New("slack: replayed request")
+	ErrBodyTooLarge = errors.New("slack: request body too large")
+)
+
+// verifier checks X-Slack-Signature (v0 HMAC-SHA256 of "v0:ts:body") and
+// the timestamp window, and refuses a signature it has already accepted
+// within the window: Slack signs every delivery (retries included) afresh,
+// so an identical signature is a replay.
+type verifier struct {
+	secret []byte
+	now    func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]time.Time // signature → when it stops mattering
+}
+
+func newVerifier(secret string, now func() time.Time) *verifier {
+	return &verifier{secret: []byte(secret), now: now, seen: map[string]time.Time{}}
+}
+
+// readVerified reads the whole body (capped at limit), verifies it and puts
+// it back on r.Body for any parser that reads the request again. The
+// returned release function forgets the signature again: call it when the
+// request could not be processed, so Slack's retry of the very same
+// delivery is not refused as a replay.
+func (v *verifier) readVerified(r *http.Request, limit int64) (body []byte, release func(), err error) {
+	rd := http.MaxBytesReader(nil, r.Body, limit)
+	body, err = io.ReadAll(rd)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, nil, ErrBodyTooLarge
+		}
+		return nil, nil, fmt.Errorf("slack: read body: %w", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sig := r.Header.Get("X-Slack-Signature")
+	if err := v.check(r.Header.Get("X-Slack-Request-Timestamp"), sig, body); err != nil {
+		return nil, nil, err
+	}
+	if err := v.claim(sig); err != nil {
+		return nil, nil, err
+	}
+	return body, func() { v.forget(sig) }, nil
+}
+
+// check verifies one signature over body at timestamp ts.
+func (v *verifier) check(ts, sig string, body []byte) error {
+	if ts == "" || sig == "" {
+		return fmt.Errorf("%w: missing X-Slack-Signature or X-Slack-Request-Timestamp", ErrBadSignature)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: malformed timestamp", ErrBadSignature)
+	}
+	at := time.Unix(sec, 0)
+	if d := v.now().Sub(at); d > signatureWindow || d < -signatureWindow {
+		return ErrStale
+	}
+	m := hmac.New(sha256.New, v.secret)
+	m.Write([]byte("v0:" + ts + ":"))
+	m.Write(body)
+	want := "v0=" + hex.EncodeToString(m.Sum(nil))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// claim records sig as used; a second use inside the window is a replay.
+func (v *verifier) claim(sig string) error {
+	now := v.now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.seen) > 1024 {
+		for s, until := range v.seen {
+			if now.After(until) {
+				delete(v.seen, s)
+			}
+		}
+	}
+	if until, ok := v.seen[sig]; ok && !now.After(until) {
+		return ErrReplay
+	}
+	// A signature stays valid while its timestamp is within the window,
+	// i.e. at most 2×window from now.
+	v.seen[sig] = now.Add(2 * signatureWindow)
+	return nil
+}
+
+func (v *verifier) forget(sig string) {
+	v.mu.Lock()
+	delete(v.seen, sig)
+	v.mu.Unlock()
+}
