@@ -166,7 +166,7 @@ func checkSplit(t interface {
 		}
 		// 4. no grapheme cluster split (unless the cluster alone nearly fills a chunk)
 		if c := cuts[i]; !graphemeBoundary[c] && !bigCluster[c] {
-			t.Fatalf("cut after chunk %d at %d splits a grapheme cluster: %q|%q", i, c, in[max(0, c-8):c], in[c:min(len(in), c+8)])
+			t.Fatalf("cut after chunk %d at %d splits a grapheme cluster: %q|%q\nopt %+v\nin %q\nchunks %q", i, c, in[max(0, c-8):c], in[c:min(len(in), c+8)], opt, in, parts)
 		}
 		// 5. markers
 		if opt.Markers && len(parts) > 1 && markerWidth(len(fmt.Sprint(len(parts)))) <= limit/4 {

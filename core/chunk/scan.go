@@ -20,6 +20,8 @@ const (
 	rankLine // after a line break
 	rankPara // after a blank line
 	numRanks
+
+	noBreak = -1 // inside a grapheme cluster split only to see markup
 )
 
 // fence is an open Markdown code fence.
@@ -116,6 +118,9 @@ func (sp *splitter) chunk(p0 int, st0 state, reserve int) (Chunk, int, state) {
 		if end == len(s) {
 			return Chunk{Open: open, Body: s[p0:end], Close: sp.closeText(&st, end)}, end, st
 		}
+		if rank == noBreak {
+			continue
+		}
 		c := cand{end: end, body: body, snap: len(sp.snaps) - 1, lineStart: st.lineStart, blankLine: st.blankLine, ok: true}
 		best[rank] = c
 		if rank != rankGrapheme {
@@ -141,7 +146,10 @@ func (sp *splitter) absorb(end, body int, cst state, fixed int) (int, state) {
 	s := sp.s
 	for end < len(s) {
 		st := cst
-		next, _ := sp.next(end, &st)
+		next, rank := sp.next(end, &st)
+		if rank == noBreak {
+			break
+		}
 		closesTag := sp.opt.Syntax == HTML && s[end] == '<' && end+1 < len(s) && s[end+1] == '/' &&
 			depth(st.stack) < depth(cst.stack)
 		closesFence := cst.fence.ch != 0 && st.fence.ch == 0
@@ -156,8 +164,8 @@ func (sp *splitter) absorb(end, body int, cst state, fixed int) (int, state) {
 		if closesFence && end < len(s) {
 			// take the fence line's line break too
 			st2 := cst
-			end2, _ := sp.next(end, &st2)
-			if tok := s[end:end2]; (tok == "\n" || tok == "\r\n") && fixed+body+sp.cost(tok) <= sp.opt.Limit {
+			end2, rank2 := sp.next(end, &st2)
+			if tok := s[end:end2]; (tok == "\n" || tok == "\r\n") && rank2 != noBreak && fixed+body+sp.cost(tok) <= sp.opt.Limit {
 				end, body, cst = end2, body+sp.cost(tok), st2
 			}
 		}
@@ -206,16 +214,32 @@ func (sp *splitter) hardCut(p0 int, st0 state, open string, fixed int) (Chunk, i
 	s := sp.s
 	tmp := st0
 	end, _ := sp.next(p0, &tmp)
+	// Cut at grapheme boundaries inside the token (an atom such as a long
+	// tag holds several); split a cluster into code points only when the
+	// first one alone does not fit.
 	used := fixed
 	cut := p0
 	for cut < end {
-		_, size := utf8.DecodeRuneInString(s[cut:end])
-		w := sp.cost(s[cut : cut+size])
-		if used+w+sp.closeCost(&st0, cut+size) > sp.opt.Limit && cut > p0 {
+		g, _ := graphemeEnd(s[:end], cut)
+		w := sp.cost(s[cut:g])
+		if used+w+sp.closeCost(&st0, g) > sp.opt.Limit {
 			break
 		}
 		used += w
-		cut += size
+		cut = g
+	}
+	if cut == p0 {
+		// not even one cluster fits: fill with code points, at least one so
+		// the split always progresses
+		for cut < end {
+			_, size := utf8.DecodeRuneInString(s[cut:end])
+			w := sp.cost(s[cut : cut+size])
+			if used+w+sp.closeCost(&st0, cut+size) > sp.opt.Limit && cut > p0 {
+				break
+			}
+			used += w
+			cut += size
+		}
 	}
 	nst := st0
 	nst.lineStart, nst.blankLine = false, false
@@ -328,8 +352,15 @@ func (sp *splitter) next(p int, st *state) (int, int) {
 	case c == '[' && syn == Markdown && st.fence.ch == 0 && p >= st.spanEnd:
 		sp.link(p, st)
 	}
+	glued := false
 	if end < 0 {
-		end = graphemeEnd(s, p)
+		end, glued = graphemeEnd(s, p)
+	} else if end < len(s) && s[end] >= utf8.RuneSelf {
+		// an atom followed by a combining mark, ZWJ…: the mark belongs to
+		// the atom's last character, so no cut between them
+		_, size := utf8.DecodeLastRuneInString(s[:end])
+		cl, _, _, _ := uniseg.FirstGraphemeClusterInString(s[end-size:], -1)
+		glued = len(cl) > size
 	}
 	rank := rankGrapheme
 	switch tok := s[p:end]; tok {
@@ -348,19 +379,32 @@ func (sp *splitter) next(p int, st *state) (int, int) {
 	if rank != rankGrapheme && (end < st.spanEnd || (st.stack != nil && st.stack.inline)) {
 		rank -= rankWord - rankInnerWord
 	}
+	if glued {
+		rank = noBreak
+	}
 	return end, rank
 }
 
 // graphemeEnd returns the end of the grapheme cluster at p. ASCII followed by
 // ASCII (other than CR LF) is always a cluster of its own, which keeps plain
-// text fast; everything else asks uniseg.
-func graphemeEnd(s string, p int) int {
+// text fast; everything else asks uniseg. A cluster that swallows an ASCII
+// byte after its start (a Prepend mark such as U+0600 before "<") is ended
+// before that byte, so markup is still seen; glued reports that the position
+// returned is inside a cluster and must not be cut.
+func graphemeEnd(s string, p int) (end int, glued bool) {
 	c := s[p]
 	if c < utf8.RuneSelf && (p+1 == len(s) || (s[p+1] < utf8.RuneSelf && !(c == '\r' && s[p+1] == '\n'))) {
-		return p + 1
+		return p + 1, false
 	}
 	cl, _, _, _ := uniseg.FirstGraphemeClusterInString(s[p:], -1)
-	return p + len(cl)
+	if c != '\r' {
+		for i := 1; i < len(cl); i++ {
+			if cl[i] < utf8.RuneSelf {
+				return p + i, true
+			}
+		}
+	}
+	return p + len(cl), false
 }
 
 // fenceLine recognizes a fence line (up to three spaces, then three or more
