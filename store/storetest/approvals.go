@@ -185,6 +185,39 @@ func testDecideFiftyConcurrent(t *testing.T, s core.Store) {
 	mustEqual(t, "VerifyChain", approvals.VerifyChain("", audit), int64(0))
 }
 
+func testDecideConcurrentQuorum(t *testing.T, s core.Store) {
+	const n = 10
+	var eligible []string
+	for i := range n {
+		eligible = append(eligible, fmt.Sprintf("console:q%d", i))
+	}
+	a := suspended(t, s, thread("quorum-concurrent"), eligible, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = decideAs(t, s, a.ID, approve(eligible[i]))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("%s: %v", eligible[i], err)
+		}
+	}
+	got, err := s.ApprovalGet(ctx(t), a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != approvals.StatusApproved || got.CountedApprovals() != n {
+		t.Errorf("after %d concurrent approvals: status %s with %d counted, want approved with %d (a vote was lost)",
+			n, got.Status, got.CountedApprovals(), n)
+	}
+	mustEqual(t, "run status", getRun(t, s, a.RunID).Status, core.RunQueued)
+}
+
 func testDecideDedupsEvent(t *testing.T, s core.Store) {
 	a := suspended(t, s, thread("dedup-decision"), []string{"console:bob", "console:carol"}, 2)
 	var calls atomic.Int32

@@ -20,10 +20,16 @@ func verifier(t *testing.T, s core.Store) AuditVerifier {
 }
 
 func testAuditConcurrent(t *testing.T, s core.Store) {
-	id := queueRun(t, s, thread("audit"))
+	// Each writer checkpoints its own run, so nothing but the audit
+	// append itself serializes them.
 	const writers, each = 20, 5
+	var ids []string
+	for w := range writers {
+		ids = append(ids, queueRun(t, s, thread(fmt.Sprintf("audit-%d", w))))
+	}
 	var wg sync.WaitGroup
 	for w := range writers {
+		id := ids[w]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Open) {
 		{"DecideDedupsEvent", testDecideDedupsEvent},
 		{"DecideRefusalIsAuditedOnly", testDecideRefusal},
 		{"DecideQuorumTwo", testDecideQuorum},
+		{"DecideConcurrentVotesAllCount", testDecideConcurrentQuorum},
 		{"DecideSessionGrant", testDecideGrant},
 		{"DecideCompareAndSetOnPending", testDecideCAS},
 		{"ApprovalExpiry", testApprovalExpiry},
