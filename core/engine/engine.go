@@ -139,7 +139,15 @@ type Engine struct {
 	// and to wait for them on shutdown.
 	mu      sync.Mutex
 	running int
-	wg      sync.WaitGroup
+	// active holds the ids of runs executing here. A run whose lease
+	// lapsed (a slow store, a paused process) can be claimed again by this
+	// same owner; the owner guard cannot tell the two executions apart,
+	// so the second is never started.
+	active map[string]bool
+	// reclaimed marks active runs claimed again meanwhile: when their
+	// execution ends, the run is re-checked so a claim is never dropped.
+	reclaimed map[string]bool
+	wg        sync.WaitGroup
 }
 
 type compiledFlow struct {
@@ -183,12 +191,14 @@ func New(o Options) (*Engine, error) {
 		o.Owner = defaultOwner()
 	}
 	e := &Engine{
-		store:  o.Store,
-		opts:   o,
-		flows:  map[string]*compiledFlow{},
-		tools:  map[string]*Tool{},
-		policy: o.Policy,
-		log:    o.Logger.With("component", "engine", "owner", o.Owner),
+		store:     o.Store,
+		opts:      o,
+		flows:     map[string]*compiledFlow{},
+		tools:     map[string]*Tool{},
+		policy:    o.Policy,
+		log:       o.Logger.With("component", "engine", "owner", o.Owner),
+		active:    map[string]bool{},
+		reclaimed: map[string]bool{},
 	}
 	if e.policy == nil {
 		e.policy = &approvals.Policy{}

@@ -117,3 +117,34 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 // fakeStore satisfies core.Store for constructor tests that never touch it.
 type fakeStore struct{ core.Store }
+
+// TestLapsedLeaseNeverRunsTwice lets the lease of a run lapse while its tool
+// is still running here: the replica claims the run again, and must not
+// start a second execution that dispatches the tool a second time.
+func TestLapsedLeaseNeverRunsTwice(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		gate := make(chan struct{})
+		h.fx.status.mu.Lock()
+		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
+		h.fx.status.mu.Unlock()
+		rc := h.send("console:req", "console:t1", "status api")
+		<-h.fx.status.started
+		for range 5 {
+			// Expire every lease this owner holds, as a stalled heartbeat would.
+			if err := h.store.RunHeartbeat(context.Background(), h.eng.Owner(), h.clk.Now().Add(-time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(60 * time.Millisecond)
+		}
+		close(gate)
+		run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed, core.RunInterrupted)
+		if run.Status != core.RunSucceeded {
+			t.Fatalf("run %s", run.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := len(h.fx.status.callsFor(rc.RunID)); n != 1 {
+			t.Fatalf("dispatched %d times", n)
+		}
+	})
+}

@@ -93,6 +93,13 @@ func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
 	}
 	for _, r := range runs {
 		e.mu.Lock()
+		if e.active[r.ID] {
+			e.reclaimed[r.ID] = true
+			e.mu.Unlock()
+			e.log.Warn("lease lapsed on a run still executing here; it stays with this execution", "run", r.ID)
+			continue
+		}
+		e.active[r.ID] = true
 		e.running++
 		e.mu.Unlock()
 		e.wg.Add(1)
@@ -107,7 +114,9 @@ func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
 				default:
 				}
 			}()
-			e.execute(execCtx, r)
+			for run := r; run != nil; run = e.nextExecution(execCtx, r.ID) {
+				e.execute(execCtx, run)
+			}
 		}()
 	}
 	// A full batch may mean more work is waiting: come back at once.
@@ -115,6 +124,42 @@ func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
 		select {
 		case finished <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// nextExecution ends an execution of id: if the run was claimed again
+// meanwhile and is still held by this replica, it returns the run to
+// execute once more from its checkpoint; otherwise it drops id from the
+// active set (atomically with the check, so no claim slips through).
+func (e *Engine) nextExecution(ctx context.Context, id string) *core.Run {
+	for {
+		e.mu.Lock()
+		if !e.reclaimed[id] {
+			delete(e.active, id)
+			e.mu.Unlock()
+			return nil
+		}
+		delete(e.reclaimed, id)
+		e.mu.Unlock()
+		run, err := e.store.RunGet(ctx, id)
+		if err != nil {
+			e.log.Error("re-check reclaimed run", "run", id, "err", err)
+			select {
+			case <-ctx.Done():
+				e.mu.Lock()
+				delete(e.active, id)
+				e.mu.Unlock()
+				return nil
+			case <-time.After(e.opts.PollInterval):
+			}
+			e.mu.Lock()
+			e.reclaimed[id] = true
+			e.mu.Unlock()
+			continue
+		}
+		if run.Status == core.RunRunning && run.Owner == e.opts.Owner {
+			return run
 		}
 	}
 }
