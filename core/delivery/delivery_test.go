@@ -1,0 +1,217 @@
+package delivery_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/pace"
+)
+
+// longText is n numbered lines in short paragraphs.
+func longText(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "line %04d: the quick brown fox jumps over the lazy dog\n", i)
+		if i%5 == 0 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// checkLines reports whether texts, concatenated, hold lines 1..n once each
+// and in order.
+func checkLines(t *testing.T, texts []string, n int) {
+	t.Helper()
+	want := 1
+	for _, s := range texts {
+		for _, f := range strings.Fields(s) {
+			if !strings.HasSuffix(f, ":") || len(f) != 5 {
+				continue
+			}
+			var got int
+			if _, err := fmt.Sscanf(f, "%04d:", &got); err != nil {
+				continue
+			}
+			if got != want {
+				t.Fatalf("line %d where %d was due", got, want)
+			}
+			want++
+		}
+	}
+	if want != n+1 {
+		t.Fatalf("got %d of %d lines", want-1, n)
+	}
+}
+
+// A 12 KB reply reaches a 500-byte platform as ordered chunks, each within
+// the limit with its (i/n) marker, recorded one ref per chunk.
+func TestLongReplyChunkedInOrder(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{}, 500)
+	text := longText(220)
+	queue(t, s, reply("c1", text))
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
+	waitFor(t, "the reply to be sent", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 1 })
+	got := f.received()
+	d := deliveries(t, s, core.DeliverySent)[0]
+	if len(got) < 20 || len(got) != d.ChunksSent || len(d.Refs) != len(got) {
+		t.Fatalf("received %d, chunks %d, refs %d", len(got), d.ChunksSent, len(d.Refs))
+	}
+	var texts []string
+	for i, r := range got {
+		if len(r.Text) > 500 {
+			t.Errorf("chunk %d is %d bytes", i+1, len(r.Text))
+		}
+		if r.Part != i+1 || r.Parts != len(got) || !strings.HasSuffix(r.Text, fmt.Sprintf("(%d/%d)", i+1, len(got))) {
+			t.Errorf("chunk %d: part %d/%d, tail %q", i+1, r.Part, r.Parts, r.Text[max(0, len(r.Text)-10):])
+		}
+		if r.Key != fmt.Sprintf("%s/%d", d.ID, i) {
+			t.Errorf("chunk %d key %q", i+1, r.Key)
+		}
+		if d.Refs[i].ID != r.ID {
+			t.Errorf("chunk %d ref %q, fake id %q", i+1, d.Refs[i].ID, r.ID)
+		}
+		texts = append(texts, r.Text)
+	}
+	checkLines(t, texts, 220)
+}
+
+// Cancel the worker right after chunk k of a reply; a new worker (another
+// owner) resumes at chunk k+1: nothing lost, nothing sent twice.
+func TestResumeAfterKillMidReply(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{}, 400)
+	text := longText(100)
+	queue(t, s, reply("c1", text), reply("c1", "after the long one"))
+	const k = 4
+	var killed atomic.Bool
+	var w1 *worker
+	p.afterSend = func(m core.Outbound) {
+		if m.Part == k && !killed.Swap(true) {
+			go w1.stop() // the worker dies right after chunk k left
+		}
+	}
+	w1 = startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
+	waitFor(t, "the kill", 10*time.Second, killed.Load)
+	w1.stop()
+	if n := len(f.received()); n != k {
+		t.Fatalf("%d chunks left before the kill, want %d", n, k)
+	}
+	if got := countStatus(t, s, core.DeliveryPending); got != 2 {
+		t.Fatalf("%d pending after the kill, want 2", got)
+	}
+	p.afterSend = nil
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w2", Subscribe: s.Subscribe})
+	waitFor(t, "both replies to be sent", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 2 })
+	got := f.received()
+	var texts []string
+	seen := map[string]bool{}
+	for i, r := range got[:len(got)-1] {
+		if seen[r.Key] {
+			t.Errorf("chunk %s sent twice", r.Key)
+		}
+		seen[r.Key] = true
+		if r.Part != i+1 {
+			t.Errorf("message %d is part %d", i+1, r.Part)
+		}
+		texts = append(texts, r.Text)
+	}
+	checkLines(t, texts, 100)
+	if last := got[len(got)-1]; last.Text != "after the long one" {
+		t.Errorf("last message %q, want the second reply after every chunk of the first", last.Text)
+	}
+}
+
+// 5xx answers are retried with backoff until MaxAttempts, then the message
+// is dead; requeued by an admin, it is delivered. The thread's next message
+// waits while the first retries, then goes once it is dead.
+func TestDeadLetterThenRequeue(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{}, 1000)
+	f.fail5xx.Store(3)
+	queue(t, s, reply("c1", "first"), reply("c1", "second"))
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe,
+		MaxAttempts: 3, Backoff: pace.BackoffPolicy{Base: 5 * time.Millisecond, Cap: 20 * time.Millisecond}})
+	waitFor(t, "a dead letter and the second sent", 10*time.Second, func() bool {
+		return countStatus(t, s, core.DeliveryDead) == 1 && countStatus(t, s, core.DeliverySent) == 1
+	})
+	dead := deliveries(t, s, core.DeliveryDead)[0]
+	if dead.Text != "first" || dead.Attempts != 3 || !strings.Contains(dead.LastError, "503") {
+		t.Fatalf("dead = %+v", dead)
+	}
+	if got := f.received(); len(got) != 1 || got[0].Text != "second" {
+		t.Fatalf("received %+v, want only the second", got)
+	}
+	if err := s.OutboxRequeue(t.Context(), dead.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the requeued message to be sent", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 2 })
+	if got := f.received(); len(got) != 2 || got[1].Text != "first" {
+		t.Fatalf("received %+v", got)
+	}
+}
+
+// A permanent error dead-letters at once, without retries.
+func TestPermanentErrorDeadAtOnce(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{}, 1000)
+	queue(t, s, core.OutboxMessage{Thread: core.Thread{Channel: "fake", Key: "c1"}, Kind: core.KindCard, ApprovalID: "nope"})
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
+	waitFor(t, "the dead letter", 10*time.Second, func() bool { return countStatus(t, s, core.DeliveryDead) == 1 })
+	if d := deliveries(t, s, core.DeliveryDead)[0]; d.Attempts != 1 || !strings.Contains(d.LastError, "not found") {
+		t.Fatalf("dead = %+v", d)
+	}
+}
+
+// A card is rendered at send time; its update edits the sent message in
+// place, or — when the platform cannot edit — arrives as a new message.
+func TestCardThenUpdate(t *testing.T) {
+	t.Parallel()
+	for _, noEdit := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noEdit=%v", noEdit), func(t *testing.T) {
+			t.Parallel()
+			s := openStore(t)
+			f := newFakeServer(t, limit{}, limit{})
+			f.noEdit = noEdit
+			p := newFakePlatform(f, delivery.Pacing{}, 1000)
+			cs := &cards{}
+			cs.set(core.Card{ApprovalID: "a1", Tool: "deploy", Status: "pending", Approvers: []string{"console:admin"}})
+			th := core.Thread{Channel: "fake", Key: "c1"}
+			queue(t, s, core.OutboxMessage{Thread: th, Kind: core.KindCard, ApprovalID: "a1"})
+			startWorker(t, delivery.Options{Store: s, Cards: cs, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
+			waitFor(t, "the card", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 1 })
+			cs.set(core.Card{ApprovalID: "a1", Tool: "deploy", Status: "approved",
+				Outcome: &core.CardOutcome{Status: "approved", By: []string{"console:admin"}, At: time.Now()}})
+			queue(t, s, core.OutboxMessage{Thread: th, Kind: core.KindCardUpdate, ApprovalID: "a1"})
+			waitFor(t, "the update", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 2 })
+			got := f.received()
+			if len(got) != 2 || got[0].Kind != core.KindCard || !strings.Contains(got[0].Text, "Approval needed") {
+				t.Fatalf("received %+v", got)
+			}
+			upd := got[1]
+			if upd.Kind != core.KindCardUpdate || !strings.Contains(upd.Text, "Approved by console:admin") {
+				t.Fatalf("update = %+v", upd)
+			}
+			if noEdit && (upd.Edit != "" || upd.ID == got[0].ID) {
+				t.Errorf("without edits the update must be a new message; got %+v", upd)
+			}
+			if !noEdit && (upd.Edit != got[0].ID || upd.ID != got[0].ID) {
+				t.Errorf("the update must edit %s in place; got %+v", got[0].ID, upd)
+			}
+		})
+	}
+}

@@ -1,0 +1,376 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
+	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/store/sqlite"
+)
+
+// limit is one bucket the fake platform enforces: at most Burst requests
+// at once, refilled one per Every (GCRA), with Slack for network jitter
+// between the sender's clock and ours.
+type limit struct {
+	Every time.Duration
+	Burst int
+}
+
+// gcra is the fake's bookkeeping of one bucket: the theoretical arrival time.
+type gcra struct{ tat time.Time }
+
+// allow reports whether a request at now conforms to l (with slack), and
+// takes it if so.
+func (g *gcra) allow(now time.Time, l limit, slack time.Duration) bool {
+	tat := g.tat
+	if tat.Before(now) {
+		tat = now
+	}
+	tolerance := time.Duration(l.Burst-1)*l.Every + slack
+	if tat.Sub(now) > tolerance {
+		return false
+	}
+	g.tat = tat.Add(l.Every)
+	return true
+}
+
+// received is one request the fake accepted.
+type received struct {
+	Conv, Key, Text, Edit, ID string
+	Kind                      core.MessageKind
+	Part, Parts               int
+	At                        time.Time
+}
+
+// fakeServer is a chat platform on 127.0.0.1 that enforces a
+// per-conversation and a global limit, answers a request over either with
+// 429 and a retry_after (and counts it as a violation), and can be told to
+// answer 429 or 5xx on purpose. It records what it accepted in order.
+type fakeServer struct {
+	srv          *httptest.Server
+	conv, global limit
+	slack        time.Duration
+	retryAfter   time.Duration
+
+	mu         sync.Mutex
+	convB      map[string]*gcra
+	globalB    gcra
+	pausedTill map[string]time.Time // conv → no request before (after a 429)
+	got        []received
+	byConv     map[string][]received
+	violations int // requests over a limit
+	early      int // requests before a Retry-After had passed
+	limited    int // 429s answered
+	// every429 makes every n-th request a 429 (0: never).
+	every429 int
+	requests int
+	// fail5xx answers 503 to this many requests first.
+	fail5xx atomic.Int64
+	// noEdit answers 501 to edits.
+	noEdit bool
+	// onAccept, if set, runs after a request was recorded.
+	onAccept func(r received)
+}
+
+func newFakeServer(t testing.TB, conv, global limit) *fakeServer {
+	f := &fakeServer{
+		conv: conv, global: global, slack: 3 * time.Millisecond, retryAfter: 50 * time.Millisecond,
+		convB: map[string]*gcra{}, pausedTill: map[string]time.Time{}, byConv: map[string][]received{},
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.handle))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
+	var req received
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if f.fail5xx.Add(-1) >= 0 {
+		http.Error(w, "try later", http.StatusServiceUnavailable)
+		return
+	}
+	f.mu.Lock()
+	now := time.Now()
+	f.requests++
+	if till, ok := f.pausedTill[req.Conv]; ok && now.Before(till) {
+		f.early++
+	}
+	b := f.convB[req.Conv]
+	if b == nil {
+		b = &gcra{}
+		f.convB[req.Conv] = b
+	}
+	over := f.conv.Every > 0 && !b.allow(now, f.conv, f.slack)
+	if !over && f.global.Every > 0 && !f.globalB.allow(now, f.global, f.slack) {
+		over = true
+	}
+	if over {
+		f.violations++
+	}
+	if over || (f.every429 > 0 && f.requests%f.every429 == 0) {
+		f.limited++
+		f.pausedTill[req.Conv] = now.Add(f.retryAfter)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		json.NewEncoder(w).Encode(map[string]float64{"retry_after": f.retryAfter.Seconds()})
+		return
+	}
+	if req.Edit != "" && f.noEdit {
+		f.mu.Unlock()
+		http.Error(w, "no edits", http.StatusNotImplemented)
+		return
+	}
+	req.At = now
+	req.ID = req.Edit
+	if req.ID == "" {
+		req.ID = "m" + strconv.Itoa(len(f.got)+1)
+	}
+	f.got = append(f.got, req)
+	f.byConv[req.Conv] = append(f.byConv[req.Conv], req)
+	hook := f.onAccept
+	f.mu.Unlock()
+	if hook != nil {
+		hook(req)
+	}
+	json.NewEncoder(w).Encode(map[string]string{"id": req.ID})
+}
+
+func (f *fakeServer) received() []received {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]received(nil), f.got...)
+}
+
+func (f *fakeServer) stats() (violations, early, limited int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.violations, f.early, f.limited
+}
+
+// fakePlatform is the adapter side: it POSTs each Outbound to the fake and
+// maps its answers onto the pipeline's error types.
+type fakePlatform struct {
+	url    string
+	format delivery.Format
+	pacing delivery.Pacing
+	client *http.Client
+	// afterSend, if set, runs after each successful Send (tests use it to
+	// kill the worker right after chunk k).
+	afterSend func(m core.Outbound)
+}
+
+func newFakePlatform(f *fakeServer, pacing delivery.Pacing, limitBytes int) *fakePlatform {
+	return &fakePlatform{
+		url:    f.srv.URL,
+		format: delivery.Format{Limit: limitBytes, Unit: chunk.Bytes, Syntax: chunk.Markdown, Markers: true, Render: func(s string) string { return s }},
+		pacing: pacing,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+	}
+}
+
+func (p *fakePlatform) Channel() string                       { return "fake" }
+func (p *fakePlatform) Format() delivery.Format               { return p.format }
+func (p *fakePlatform) Pacing() delivery.Pacing               { return p.pacing }
+func (p *fakePlatform) Buckets(t core.Thread) delivery.Buckets { return delivery.Buckets{Conversation: t.Key} }
+
+func (p *fakePlatform) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
+	body := received{Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts}
+	if m.Edit != nil {
+		body.Edit = m.Edit.ID
+	}
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url+"/send", bytes.NewReader(b))
+	if err != nil {
+		return core.MessageRef{}, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return core.MessageRef{}, fmt.Errorf("fake: send: %w", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		var ra struct {
+			RetryAfter float64 `json:"retry_after"`
+		}
+		json.Unmarshal(data, &ra)
+		return core.MessageRef{}, &core.RateLimitError{RetryAfter: time.Duration(ra.RetryAfter * float64(time.Second)), Err: errors.New("fake: 429")}
+	case resp.StatusCode == http.StatusNotImplemented:
+		return core.MessageRef{}, core.ErrNotSupported
+	case resp.StatusCode >= 500:
+		return core.MessageRef{}, fmt.Errorf("fake: send: %s", resp.Status)
+	case resp.StatusCode >= 400:
+		return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("fake: send: %s: %s", resp.Status, data)}
+	}
+	var out struct{ ID string }
+	if err := json.Unmarshal(data, &out); err != nil {
+		return core.MessageRef{}, fmt.Errorf("fake: decode: %w", err)
+	}
+	if p.afterSend != nil {
+		p.afterSend(m)
+	}
+	return core.MessageRef{Channel: "fake", ID: out.ID}, nil
+}
+
+// cards is a CardSource over a map, so card tests need no engine.
+type cards struct {
+	mu sync.Mutex
+	m  map[string]core.Card
+}
+
+func (c *cards) CardByApproval(ctx context.Context, id string) (core.Card, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	card, ok := c.m[id]
+	if !ok {
+		return core.Card{}, core.ErrNotFound
+	}
+	return card, nil
+}
+
+func (c *cards) set(card core.Card) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]core.Card{}
+	}
+	c.m[card.ApprovalID] = card
+}
+
+// openStore opens a fresh migrated SQLite store. Durability is relaxed
+// (synchronous OFF): these tests are about the pipeline, not fsync.
+func openStore(t testing.TB) core.Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "d.db")+"?_pragma=synchronous(OFF)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+var queueSeq atomic.Int64
+
+// queue records replies in one transaction (as one inbound event).
+func queue(t testing.TB, s core.Store, msgs ...core.OutboxMessage) {
+	t.Helper()
+	if len(msgs) == 0 {
+		return
+	}
+	th := msgs[0].Thread
+	_, err := s.InboxRecord(context.Background(), core.InboxRecordParams{
+		Event: core.ChannelEvent{Channel: th.Channel, EventID: fmt.Sprintf("q-%d", queueSeq.Add(1)),
+			Actor: core.Actor{ID: "fake:tester"}, Thread: th, ReceivedAt: time.Now()},
+		Replies: msgs,
+	})
+	if err != nil {
+		t.Fatalf("queue: %v", err)
+	}
+}
+
+func reply(conv, text string) core.OutboxMessage {
+	return core.OutboxMessage{Thread: core.Thread{Channel: "fake", Key: conv}, Kind: core.KindReply, Text: text}
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("DELIVERY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// worker is one running Worker; stop cancels it and waits for Run.
+type worker struct {
+	w    *delivery.Worker
+	stop func()
+}
+
+func startWorker(t testing.TB, o delivery.Options) *worker {
+	t.Helper()
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = 600 * time.Millisecond
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 20 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = testLogger(t)
+	}
+	w, err := delivery.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return &worker{w: w, stop: stop}
+}
+
+// waitFor polls cond (bounded) until true.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deliveries lists the whole outbox.
+func deliveries(t testing.TB, s core.OutboxStore, status core.DeliveryStatus) []*core.Delivery {
+	t.Helper()
+	var out []*core.Delivery
+	cursor := ""
+	for {
+		items, next, err := s.OutboxList(context.Background(), core.OutboxListParams{Status: status, Limit: 1000, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, items...)
+		if next == "" || len(items) == 0 {
+			return out
+		}
+		cursor = next
+	}
+}
+
+func countStatus(t testing.TB, s core.OutboxStore, status core.DeliveryStatus) int {
+	return len(deliveries(t, s, status))
+}
