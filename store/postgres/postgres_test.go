@@ -158,3 +158,53 @@ func BenchmarkInboxRecord(b *testing.B) {
 		})
 	}
 }
+
+// TestListenerReconnects: when the notification connection is killed, the
+// store reconnects and wake-ups flow again.
+func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	s := open(t, dsn)
+	ctx := context.Background()
+	ch, cancel := s.Subscribe(core.TopicOutbox)
+	defer cancel()
+	listenerPID := func() int {
+		var pid int
+		err := s.DB().QueryRowContext(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`).Scan(&pid)
+		if err != nil {
+			return 0
+		}
+		return pid
+	}
+	old := listenerPID()
+	if old == 0 {
+		t.Fatal("no LISTEN session found")
+	}
+	if _, err := s.DB().ExecContext(ctx, `SELECT pg_terminate_backend($1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for pid := listenerPID(); pid == 0 || pid == old; pid = listenerPID() {
+		if time.Now().After(deadline) {
+			t.Fatal("listener did not reconnect")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for len(ch) > 0 { // the reconnect wakes everyone once; start clean
+		<-ch
+	}
+	th := core.Thread{Channel: "console", Key: "reconnect"}
+	if _, err := s.InboxRecord(ctx, core.InboxRecordParams{
+		Event:   core.ChannelEvent{Channel: "console", EventID: "ev-reconnect", Thread: th, ReceivedAt: time.Now()},
+		Replies: []core.OutboxMessage{{ID: "msg-reconnect", Thread: th, Kind: core.KindReply, Text: "x"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Error("no wake-up after the listener reconnected")
+	}
+}
