@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"flag"
 	"io"
 	"os"
@@ -127,5 +130,31 @@ func TestGeneratedAdminTokenIsPrivate(t *testing.T) {
 	}
 	if _, err := readAdminToken(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "--token") {
 		t.Errorf("missing token file: %v", err)
+	}
+}
+
+type fakePinger struct{ err error }
+
+func (f fakePinger) Ping(ctx context.Context) error {
+	if f.err == errHang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return f.err
+}
+
+var errHang = errors.New("hang")
+
+func TestReadyz(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		err  error
+		want int
+	}{{nil, 200}, {errors.New("connection refused"), 503}, {errHang, 503}} {
+		rec := httptest.NewRecorder()
+		readyz(fakePinger{c.err}, log).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		if rec.Code != c.want {
+			t.Errorf("ping error %v: status %d, want %d", c.err, rec.Code, c.want)
+		}
 	}
 }

@@ -144,18 +144,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		pctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := st.Ping(pctx); err != nil {
-			log.Warn("readyz: store unreachable", "err", err)
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, "store unreachable\n")
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
+	mux.Handle("GET /readyz", readyz(st, log))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	// Request contexts derive from baseCtx, cancelled only if requests
@@ -212,6 +201,29 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	channels.Wait()
 	log.Info("opsgate stopped")
 	return runErr
+}
+
+// pinger is the part of the store /readyz needs.
+type pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// readyz answers 200 while the store answers a ping within readyzTimeout,
+// 503 otherwise, so a load balancer stops sending work to a replica that
+// cannot commit it.
+func readyz(st pinger, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyzTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := st.Ping(ctx); err != nil {
+			log.Warn("readyz: store unreachable", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "store unreachable\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
 }
 
 // generateAdminToken makes a random token and writes it, mode 0600, to

@@ -3,6 +3,8 @@ package main
 import (
 	"database/sql"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -366,4 +368,79 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestGracefulShutdownLetsTheStepFinish: SIGTERM while a tool runs lets it
+// finish and record its result (the engine drains) before the process
+// exits 0; nothing is left for crash recovery.
+func TestGracefulShutdownLetsTheStepFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := filepath.Join(e.dir, "started")
+	tool := e.script("slow.sh", fmt.Sprintf(`
+echo "$OPSGATE_IDEMPOTENCY_KEY" >> %q
+touch %q
+sleep 1
+echo "slow finished"
+`, e.keyLog, started))
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+engine: {poll_interval: 100ms, lease: 10s}
+tools:
+  - {name: slow, risk: read, exec: {command: [%q], timeout: 1m}}
+flows:
+  - {name: slow, command: "slow", steps: [{tool: slow}]}
+`, tool))
+	e.start()
+	run := e.message("t-slow", "slow")
+	e.waitFile(started)
+	e.stop() // SIGTERM; fails the test unless the exit code is 0
+
+	e.start()
+	r := e.run(run.ID)
+	if r.Status != "succeeded" || !strings.Contains(r.Steps[0].Output, "slow finished") {
+		t.Errorf("after a graceful restart run is %s (output %q), want succeeded", r.Status, r.Steps[0].Output)
+	}
+	if got := e.keys(); len(got) != 1 {
+		t.Errorf("dispatches = %v, want one", got)
+	}
+	e.stop()
+}
+
+// TestOperationalEndpoints: health, readiness and metrics answer without a
+// token; a second server on the same port fails at once with a clear error.
+func TestOperationalEndpoints(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	deployConfig(e, "")
+	e.start()
+	for path, want := range map[string]string{
+		"/healthz": "ok",
+		"/readyz":  "ready",
+		"/metrics": "process_resident_memory_bytes",
+	} {
+		resp, err := http.Get(e.baseURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s: %d, body lacks %q", path, resp.StatusCode, want)
+		}
+		if path == "/metrics" {
+			for _, m := range []string{"go_goroutines", "opsgate_"} {
+				if !strings.Contains(string(body), m) {
+					t.Errorf("/metrics lacks %s", m)
+				}
+			}
+		}
+	}
+	if code := e.api("GET", "/api/v1/runs", nil, nil); code != 200 {
+		t.Errorf("API with the generated token: %d", code)
+	}
+	_, errOut, code := runOpsgate(t, e.dir, []string{"serve", "--config", e.cfgPath})
+	if code != 1 || !strings.Contains(errOut, "listen") || !strings.Contains(errOut, strconv.Itoa(e.port)) {
+		t.Errorf("second server on a busy port: exit %d, stderr %q", code, errOut)
+	}
+	e.stop()
 }
