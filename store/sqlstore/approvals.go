@@ -300,14 +300,18 @@ func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (bool, error
 // and queues the card update, all in the deciding transaction.
 func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) error {
 	at := orNow(derefTime(a.DecidedAt))
-	r, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = NULL, lease_until = NULL, updated_at = ?
-		WHERE id = ? AND status = ?`, string(core.RunQueued), micros(at), a.RunID, string(core.RunWaitingApproval))
-	if err != nil {
-		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
+	// Lock the run row whatever its status: every append to a run's event
+	// stream happens under it, so a run's events commit in seq order and an
+	// SSE reader resuming after seq N never misses one.
+	var status string
+	if err := t.queryRow(ctx, `SELECT status FROM runs WHERE id = ?`+t.d.ForUpdate, a.RunID).Scan(&status); err != nil {
+		return mapErr(err, "approval decide: lock run", "run "+a.RunID)
 	}
-	if n, err := r.RowsAffected(); err != nil {
-		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
-	} else if n > 0 {
+	if status == string(core.RunWaitingApproval) {
+		if _, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`,
+			string(core.RunQueued), micros(at), a.RunID); err != nil {
+			return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
+		}
 		t.notify(core.TopicRuns)
 	}
 	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})

@@ -401,7 +401,10 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 	return items, next, nil
 }
 
-// RunEventList implements core.RunStore.
+// RunEventList implements core.RunStore. Every append to a run's stream
+// holds that run's row lock (InboxRecord creates the row, RunCheckpoint and
+// ApprovalDecide lock it), so within one run events commit in seq order and
+// resuming after a seq never skips an event committed later.
 func (s *Store) RunEventList(ctx context.Context, runID string, after int64, limit int) ([]core.RunEvent, error) {
 	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT seq, run_id, type, data, at FROM run_events
 		WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`), runID, after, pageLimit(limit))
