@@ -41,14 +41,14 @@ type interaction struct {
 		ThreadTS string `json:"thread_ts"`
 	} `json:"message"`
 	Actions []blockAction `json:"actions"`
-	View struct {
+	View    struct {
 		ID              string `json:"id"`
 		CallbackID      string `json:"callback_id"`
 		PrivateMetadata string `json:"private_metadata"`
 		Hash            string `json:"hash"`
 		State           struct {
 			Values map[string]map[string]struct {
-				Type  string `json:"type"`
+				Type  string  `json:"type"`
 				Value *string `json:"value"`
 			} `json:"values"`
 		} `json:"state"`

@@ -33,6 +33,9 @@ func (a *Adapter) Buckets(thread core.Thread) delivery.Buckets {
 // returns the message's reference (channel id and ts) so a card can be
 // updated in place later.
 func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
+	if m.Thread.Channel != channelName {
+		return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: thread %s is not a Slack thread", m.Thread)}
+	}
 	k, err := parseThreadKey(m.Thread.Key)
 	if err != nil {
 		return core.MessageRef{}, &core.PermanentError{Err: err}
