@@ -54,6 +54,7 @@ const usageText = `opsgate: a chat-ops bot that asks a human before every risky 
 
 Usage:
   opsgate serve   [--config FILE] [--log-format text|json] [--log-level LEVEL]
+                  [--debug-listen 127.0.0.1:PORT]   (Go profiler, loopback only)
   opsgate migrate [--config FILE]
   opsgate config check [--config FILE]
   opsgate approvals list [--status S] [--limit N] [--json]

@@ -38,6 +38,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"config"},
 		{"audit"},
 		{"serve", "--log-format", "xml"},
+		{"serve", "--debug-listen", "0.0.0.0:6060"},
 		{"approvals", "list", "--server", "not a url", "--token", "x"},
 	} {
 		_, errOut, code := runInProcess(t, args...)

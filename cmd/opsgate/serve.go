@@ -38,10 +38,11 @@ const (
 func adminTokenPath(dataDir string) string { return filepath.Join(dataDir, adminTokenFile) }
 
 func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error]", stderr)
+	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error] [--debug-listen 127.0.0.1:PORT]", stderr)
 	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	debugListen := fs.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port; off when empty")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -59,6 +60,11 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("configuration loaded", "config", describeSource(path), "store", cfg.Store.Driver,
 		"tools", len(cfg.Tools), "flows", len(cfg.Flows))
+	if *debugListen != "" {
+		if err := startDebug(ctx, *debugListen, log); err != nil {
+			return err
+		}
+	}
 	return serve(ctx, cfg, log)
 }
 
