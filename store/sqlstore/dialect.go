@@ -24,9 +24,10 @@ type Dialect struct {
 	// concurrent appends form one chain (Postgres: a transaction-scoped
 	// advisory lock). SQLite needs none: writers are serialized.
 	AuditLock string
-	// NotifySQL, when set, is executed inside a committing transaction with
-	// the channel name as its one argument, so other processes wake
-	// (Postgres: SELECT pg_notify(?, '')). The backend must then feed what
+	// NotifySQL, when set, is an expression taking a channel name as its one
+	// argument; a committing transaction SELECTs it once per touched topic
+	// (in one statement), so other processes wake (Postgres:
+	// pg_notify(?, '')). The backend must then feed what
 	// it hears back to the Hub, its own commits included; without NotifySQL
 	// the Hub is woken directly after commit.
 	NotifySQL string
@@ -55,7 +56,7 @@ func PostgresDialect() Dialect {
 		SkipLocked:    " FOR UPDATE SKIP LOCKED",
 		ForUpdate:     " FOR UPDATE",
 		AuditLock:     "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
-		NotifySQL:     "SELECT pg_notify(?, '')",
+		NotifySQL:     "pg_notify(?, '')",
 		ChannelPrefix: ChannelPrefixDefault,
 	}
 }

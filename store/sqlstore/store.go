@@ -150,12 +150,16 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 		_ = sqlTx.Rollback()
 		return err
 	}
-	if s.dialect.NotifySQL != "" {
-		for _, topic := range t.topics {
-			if _, err := t.exec(ctx, s.dialect.NotifySQL, s.dialect.Channel(topic)); err != nil {
-				_ = sqlTx.Rollback()
-				return fmt.Errorf("store: %s: notify %s: %w", op, topic, err)
-			}
+	if s.dialect.NotifySQL != "" && len(t.topics) > 0 {
+		// One statement for every topic: a round trip per topic would cost
+		// more than the notifications themselves.
+		exprs, args := make([]string, len(t.topics)), make([]any, len(t.topics))
+		for i, topic := range t.topics {
+			exprs[i], args[i] = s.dialect.NotifySQL, s.dialect.Channel(topic)
+		}
+		if _, err := t.exec(ctx, "SELECT "+strings.Join(exprs, ", "), args...); err != nil {
+			_ = sqlTx.Rollback()
+			return fmt.Errorf("store: %s: notify %v: %w", op, t.topics, err)
 		}
 	}
 	if err := sqlTx.Commit(); err != nil {
