@@ -64,7 +64,8 @@ if [ -n "${OPSGATE_TEST_POSTGRES_DSN:-}" ]; then
 	# A fresh database per bench, so earlier runs do not skew the figures.
 	pg_db="opsgate_bench_$$"
 	psql "$OPSGATE_TEST_POSTGRES_DSN" -qc "CREATE DATABASE $pg_db" >/dev/null
-	pg_dsn=$(python3 -c 'import sys,urllib.parse as u; p=u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/"+sys.argv[2])))' "$OPSGATE_TEST_POSTGRES_DSN" "$pg_db")
+	# Same server and credentials, the fresh database (URL-form DSNs only).
+	pg_dsn=$(printf '%s\n' "$OPSGATE_TEST_POSTGRES_DSN" | sed -E "s#^(postgres(ql)?://[^/?]*)(/[^?]*)?#\\1/$pg_db#")
 	bench_on postgres "$pg_dsn" "$@"
 else
 	echo "== postgres: skipped (set OPSGATE_TEST_POSTGRES_DSN to an admin DSN to bench Postgres too)"

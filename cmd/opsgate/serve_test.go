@@ -135,6 +135,26 @@ func TestDeployApproveViaCLI(t *testing.T) {
 			t.Errorf("dispatches = %v, want %v", got, want)
 		}
 
+		// The console's card and result reply were delivered (recorded)
+		// through the outbox, and none is left pending.
+		deadline := time.Now().Add(waitBound)
+		for {
+			var pending, sent struct {
+				Items []struct {
+					Kind string `json:"kind"`
+				} `json:"items"`
+			}
+			e.api("GET", "/api/v1/deliveries?status=pending", nil, &pending)
+			e.api("GET", "/api/v1/deliveries?status=sent", nil, &sent)
+			if len(pending.Items) == 0 && len(sent.Items) >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("console deliveries: %d pending, %d sent after %s", len(pending.Items), len(sent.Items), waitBound)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
 		// A second decision loses, and the CLI says to whom, with exit 1.
 		_, errOut, code := e.cli("approvals", "reject", id)
 		if code != 1 || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "console:admin") {
