@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -63,7 +64,7 @@ func setup(t *testing.T, opts ...setupOpt) *env {
 		o(&cfg, &ho)
 	}
 	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
-		a, err := New(cfg, Deps{Sink: h.Engine, Cards: h.Engine})
+		a, err := New(cfg, Deps{Sink: h.Engine, Cards: h.Engine, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
@@ -193,7 +194,9 @@ func buttonValueOf(t *testing.T, m fakeslack.Message, action string) string {
 	return ""
 }
 
-func hasButtons(m fakeslack.Message) bool { return bytes.Contains(m.Blocks, []byte(`"opsgate:approve"`)) }
+func hasButtons(m fakeslack.Message) bool {
+	return bytes.Contains(m.Blocks, []byte(`"opsgate:approve"`))
+}
 
 // rootOf returns the root message the slash command posted (the first
 // message in C1 without a thread_ts after the n-th).

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // Call is one Web API request as the fake received it.
