@@ -81,6 +81,12 @@ Exit status: 0 success, 1 failure, 2 bad usage.
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal starts a graceful shutdown, restore the
+		// default handling: a second Ctrl-C ends a drain that takes too long.
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
