@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,40 @@ func TestLapsedLeaseNeverRunsTwice(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		if n := len(h.fx.status.callsFor(rc.RunID)); n != 1 {
 			t.Fatalf("dispatched %d times", n)
+		}
+	})
+}
+
+func TestInvalidArgsFailRunBeforePolicy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		rc := h.send("console:req", "console:t1", "deploy API_Bad 1")
+		run := h.waitRun(rc.RunID, core.RunFailed, core.RunWaitingApproval, core.RunSucceeded)
+		if run.Status != core.RunFailed || run.ErrorCode != "invalid_args" || run.Steps[0].Status != core.StepFailed {
+			t.Fatalf("run: %+v", run)
+		}
+		if texts := h.outboxTexts(run.ID); len(texts) != 1 || !strings.Contains(texts[0], "service") {
+			t.Fatalf("reply: %q", texts)
+		}
+		if h.fx.deploy.total() != 0 || h.fx.deploy.previews != 0 {
+			t.Fatal("invalid arguments reached the tool")
+		}
+	})
+}
+
+func TestPreviewFailureShownOnCard(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		h.fx.deploy.mu.Lock()
+		h.fx.deploy.previewErr = errors.New("dry-run script missing")
+		h.fx.deploy.mu.Unlock()
+		rc := h.send("console:req", "console:t1", "deploy api 1")
+		a := h.waitApproval(rc.RunID)
+		if a.Preview != "dry run failed: dry-run script missing" {
+			t.Fatalf("preview %q", a.Preview)
+		}
+		if !strings.Contains(h.eng.Card(a).PlainText(), "dry run failed") {
+			t.Fatal("card hides the failed dry run")
 		}
 	})
 }

@@ -27,14 +27,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // backend opens stores of one kind; newDSN makes a fresh empty database.
 type backend struct {
 	name   string
-	newDSN func(t *testing.T) string
+	newDSN func(t testing.TB) string
 	open   func(ctx context.Context, dsn string) (core.Store, error)
 }
 
 var backends = []backend{
 	{
 		name:   "sqlite",
-		newDSN: func(t *testing.T) string { return filepath.Join(t.TempDir(), "opsgate.db") },
+		newDSN: func(t testing.TB) string { return filepath.Join(t.TempDir(), "opsgate.db") },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
 			s, err := sqlite.Open(ctx, dsn)
 			if err != nil {
@@ -49,7 +49,7 @@ var backends = []backend{
 	},
 	{
 		name:   "postgres",
-		newDSN: func(t *testing.T) string { return pgtest.DSN(t) },
+		newDSN: func(t testing.TB) string { return pgtest.DSN(t) },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
 			s, err := postgres.Open(ctx, dsn)
 			if err != nil {
@@ -93,6 +93,8 @@ type recorder struct {
 	peak     int
 	// fail makes Run return an error with this output.
 	fail string
+	// previewErr makes Preview fail.
+	previewErr error
 	// gate, when set, holds every Run until it is closed (or ctx ends).
 	gate chan struct{}
 	// started receives the run id of each call as it begins, if set.
@@ -130,7 +132,11 @@ func (r *recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) 
 func (r *recorder) Preview(ctx context.Context, c tools.Call) (string, error) {
 	r.mu.Lock()
 	r.previews++
+	perr := r.previewErr
 	r.mu.Unlock()
+	if perr != nil {
+		return "", perr
+	}
 	return "would " + r.name + " " + fmt.Sprint(core.ArgsFromMap(c.Args)), nil
 }
 
@@ -167,7 +173,7 @@ func newFixture() *fixture {
 
 var sre = []string{"console:alice", "console:bob", "console:carol", "console:req"}
 
-func (f *fixture) options(t *testing.T, store core.Store, clk *clock) Options {
+func (f *fixture) options(t testing.TB, store core.Store, clk *clock) Options {
 	t.Helper()
 	schema, err := approvals.CompileSchema("deploy", map[string]any{
 		"type":     "object",
@@ -229,7 +235,7 @@ func (f *fixture) options(t *testing.T, store core.Store, clk *clock) Options {
 
 // harness is one engine running on a fresh store.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	b     backend
 	dsn   string
 	clk   *clock
@@ -241,7 +247,7 @@ type harness struct {
 	tweak func(*Options)
 }
 
-func setup(t *testing.T, b backend, tweak ...func(*Options)) *harness {
+func setup(t testing.TB, b backend, tweak ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, b: b, dsn: b.newDSN(t), clk: &clock{}, fx: newFixture()}
 	if len(tweak) > 0 {
@@ -330,7 +336,7 @@ func (h *harness) event(actor, thread, text string) core.ChannelEvent {
 }
 
 // waitFor polls cond until it holds or 15 seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for !cond() {
