@@ -14,8 +14,8 @@ import (
 // Concurrency (woken by store notifications, or every PollInterval),
 // renews the leases of the runs it holds every Lease/3 and expires overdue
 // approvals. When ctx ends it stops claiming and waits for the steps in
-// flight, at most Lease (after which other replicas may take the runs
-// over anyway); a tool still running then is cancelled and its step left
+// flight, at most Lease capped at 30s (after which other replicas may take
+// the runs over anyway); a tool still running then is cancelled and its step left
 // dispatching for crash recovery.
 func (e *Engine) Run(ctx context.Context) error {
 	wake, unsubscribe := e.store.Subscribe(core.TopicRuns)
