@@ -179,7 +179,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	eo := engine.Options{
 		Store: store, Flows: o.Flows, Tools: o.Tools, Policy: o.Policy, Groups: o.Groups,
 		ApprovalTTL: o.ApprovalTTL, AllowSelfApproval: o.AllowSelfApproval,
-		Concurrency: 8, Lease: 2 * time.Second, PollInterval: 20 * time.Millisecond,
+		Concurrency: 8, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
 		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger,
 	}
 	if eo.Flows == nil {
@@ -224,7 +224,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	h.Platform = o.Platform(h)
 	wo := delivery.Options{
 		Store: store, Cards: h.Engine, Platform: h.Platform, Owner: "adaptertest-delivery",
-		LeaseTTL: 900 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: logger,
+		LeaseTTL: 3 * time.Second, PollInterval: 100 * time.Millisecond, Logger: logger,
 		Subscribe: store.Subscribe,
 	}
 	if o.Worker != nil {

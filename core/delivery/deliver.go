@@ -124,7 +124,10 @@ func (w *Worker) send(ctx context.Context, keys pace.Keys, out core.Outbound) (r
 		if err := w.lim.Wait(ctx, keys); err != nil {
 			return core.MessageRef{}, 0, err
 		}
-		ref, err = w.o.Platform.Send(ctx, out)
+		if err := ctx.Err(); err != nil { // Wait grants at once when nothing limits
+			return core.MessageRef{}, 0, err
+		}
+		ref, err = w.sendOnce(ctx, out)
 		if err == nil {
 			return ref, 0, nil
 		}
@@ -143,6 +146,18 @@ func (w *Worker) send(ctx context.Context, keys pace.Keys, out core.Outbound) (r
 			return core.MessageRef{}, d, err
 		}
 	}
+}
+
+// sendOnce calls Platform.Send. Once a send has started it is not cut off
+// when ctx ends (shutdown, lease lost): a request the platform processed
+// but whose answer we dropped would be sent again by the next owner. It is
+// bounded by SendTimeout instead. (A send whose answer is lost all the same
+// — a timeout, a crash — is retried: delivery is at least once, with
+// Outbound.Key for platforms that deduplicate.)
+func (w *Worker) sendOnce(ctx context.Context, out core.Outbound) (core.MessageRef, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.o.SendTimeout)
+	defer cancel()
+	return w.o.Platform.Send(sctx, out)
 }
 
 // scopeOf maps a RateLimitError's Scope to the limiter bucket to pause.

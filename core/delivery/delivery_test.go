@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -95,13 +96,13 @@ func TestResumeAfterKillMidReply(t *testing.T) {
 	queue(t, s, reply("c1", text), reply("c1", "after the long one"))
 	const k = 4
 	var killed atomic.Bool
-	var w1 *worker
+	ctx, kill := context.WithCancel(context.Background())
 	p.afterSend = func(m core.Outbound) {
 		if m.Part == k && !killed.Swap(true) {
-			go w1.stop() // the worker dies right after chunk k left
+			kill() // the worker dies right after chunk k left
 		}
 	}
-	w1 = startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
+	w1 := startWorkerCtx(t, ctx, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe})
 	waitFor(t, "the kill", 10*time.Second, killed.Load)
 	w1.stop()
 	if n := len(f.received()); n != k {
@@ -122,9 +123,14 @@ func TestResumeAfterKillMidReply(t *testing.T) {
 		}
 		seen[r.Key] = true
 		if r.Part != i+1 {
-			t.Errorf("message %d is part %d", i+1, r.Part)
+			t.Errorf("message %d is part %d (%s %q)", i+1, r.Part, r.Key, r.Text[:min(20, len(r.Text))])
 		}
 		texts = append(texts, r.Text)
+	}
+	if t.Failed() {
+		for _, r := range got {
+			t.Logf("%s part %d/%d %s at %s", r.Key, r.Part, r.Parts, r.ID, r.At.Format("05.000000"))
+		}
 	}
 	checkLines(t, texts, 100)
 	if last := got[len(got)-1]; last.Text != "after the long one" {

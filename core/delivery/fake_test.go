@@ -188,10 +188,12 @@ func newFakePlatform(f *fakeServer, pacing delivery.Pacing, limitBytes int) *fak
 	}
 }
 
-func (p *fakePlatform) Channel() string                       { return "fake" }
-func (p *fakePlatform) Format() delivery.Format               { return p.format }
-func (p *fakePlatform) Pacing() delivery.Pacing               { return p.pacing }
-func (p *fakePlatform) Buckets(t core.Thread) delivery.Buckets { return delivery.Buckets{Conversation: t.Key} }
+func (p *fakePlatform) Channel() string         { return "fake" }
+func (p *fakePlatform) Format() delivery.Format { return p.format }
+func (p *fakePlatform) Pacing() delivery.Pacing { return p.pacing }
+func (p *fakePlatform) Buckets(t core.Thread) delivery.Buckets {
+	return delivery.Buckets{Conversation: t.Key}
+}
 
 func (p *fakePlatform) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
 	body := received{Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts}
@@ -312,8 +314,14 @@ type worker struct {
 
 func startWorker(t testing.TB, o delivery.Options) *worker {
 	t.Helper()
+	return startWorkerCtx(t, context.Background(), o)
+}
+
+// startWorkerCtx runs the worker until parent ends or stop is called.
+func startWorkerCtx(t testing.TB, parent context.Context, o delivery.Options) *worker {
+	t.Helper()
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = 600 * time.Millisecond
+		o.LeaseTTL = 1500 * time.Millisecond
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = 20 * time.Millisecond
@@ -325,7 +333,7 @@ func startWorker(t testing.TB, o delivery.Options) *worker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once

@@ -33,6 +33,8 @@ const (
 	// failed), but a platform that answers 429 forever must not pin a
 	// sender forever either: past the cap the 429 counts as a failure.
 	DefaultMaxRateLimited = 50
+	// DefaultSendTimeout bounds one platform call.
+	DefaultSendTimeout = 10 * time.Second
 )
 
 // Options configures a Worker. Store, Platform and Cards are required.
@@ -51,6 +53,8 @@ type Options struct {
 	LeaseTTL       time.Duration
 	Concurrency    int
 	PollInterval   time.Duration
+	// SendTimeout bounds one Platform.Send (default 10 s).
+	SendTimeout time.Duration
 	// Backoff spaces retries of failed sends; the zero value is pace's
 	// default (500 ms doubling to 1 min, full jitter).
 	Backoff pace.BackoffPolicy
@@ -111,6 +115,9 @@ func New(o Options) (*Worker, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = DefaultPollInterval
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
 	}
 	if o.Now == nil {
 		o.Now = time.Now
