@@ -26,6 +26,7 @@ type DecisionCode string
 const (
 	DecisionNotFound       DecisionCode = "not_found"        // 404
 	DecisionAlreadyDecided DecisionCode = "already_decided"  // 409
+	DecisionAlreadyVoted   DecisionCode = "already_approved" // 409: your approval counts; quorum not reached yet
 	DecisionNotApprover    DecisionCode = "not_approver"     // 403
 	DecisionSelfApproval   DecisionCode = "self_approval"    // 403
 	DecisionExpired        DecisionCode = "expired"          // 410

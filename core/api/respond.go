@@ -101,6 +101,7 @@ func (s *server) classify(err error) *httpError {
 var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionNotFound:       http.StatusNotFound,
 	core.DecisionAlreadyDecided: http.StatusConflict,
+	core.DecisionAlreadyVoted:   http.StatusConflict,
 	core.DecisionNotApprover:    http.StatusForbidden,
 	core.DecisionSelfApproval:   http.StatusForbidden,
 	core.DecisionExpired:        http.StatusGone,
@@ -135,8 +136,10 @@ func refusedError(re *approvals.RefusedError) *httpError {
 	switch {
 	case errors.Is(re, approvals.ErrNotFound):
 		code = core.DecisionNotFound
-	case errors.Is(re, approvals.ErrAlreadyDecided), errors.Is(re, approvals.ErrDuplicateApproval):
+	case errors.Is(re, approvals.ErrAlreadyDecided):
 		code = core.DecisionAlreadyDecided
+	case errors.Is(re, approvals.ErrDuplicateApproval):
+		code = core.DecisionAlreadyVoted
 	case errors.Is(re, approvals.ErrExpired):
 		code = core.DecisionExpired
 	case errors.Is(re, approvals.ErrNotApprover):

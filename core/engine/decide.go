@@ -107,7 +107,7 @@ func decisionError(id, actor string, err error) error {
 	case errors.Is(re, approvals.ErrDuplicateApproval):
 		// Same 409 family: this approver's answer is already counted, and
 		// the call still waits for others.
-		out.Code, out.By = core.DecisionAlreadyDecided, actor
+		out.Code, out.By = core.DecisionAlreadyVoted, actor
 		out.Message = "you already approved this call; it still waits for more approvers (" + re.Detail + ")"
 	case errors.Is(re, approvals.ErrExpired):
 		out.Code, out.At = core.DecisionExpired, re.At

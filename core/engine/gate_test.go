@@ -386,7 +386,7 @@ func TestQuorumTwoDistinctApprovers(t *testing.T) {
 			t.Fatalf("card after one approval: %+v", c)
 		}
 		_, err = h.decide("console:alice", a.ID, "approve")
-		if de := decisionCode(t, err); de.Code != core.DecisionAlreadyDecided || !strings.Contains(de.Message, "already approved") {
+		if de := decisionCode(t, err); de.Code != core.DecisionAlreadyVoted || !strings.Contains(de.Message, "already approved") {
 			t.Fatalf("same approver twice: %+v", de)
 		}
 		if run, _ := h.store.RunGet(context.Background(), rc.RunID); run.Status != core.RunWaitingApproval {
