@@ -42,7 +42,7 @@ func TestDuplicateEventsWithRetryHeadersStartOneRun(t *testing.T) {
 	status(t, e.event(body, nil), http.StatusOK)
 	for i := 1; i <= 3; i++ {
 		// Each retry is a new request with its own timestamp and signature.
-		ts := time.Now().Unix() - int64(i)
+		ts := time.Now().Unix() - 10 - int64(i)
 		res := e.signedAt("/slack/events", "application/json", body, ts, testSecret, map[string]string{
 			"X-Slack-Retry-Num": strconv.Itoa(i), "X-Slack-Retry-Reason": "http_timeout",
 		})
