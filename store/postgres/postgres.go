@@ -52,7 +52,9 @@ type Store struct {
 
 // Open connects to dsn (a postgres:// URL or key=value string, as pgx
 // accepts), checks the server answers and starts listening for wake-ups.
-// It does not migrate; call Migrate.
+// It does not migrate; call Migrate. The pool takes pgxpool's settings from
+// the DSN (pool_max_conns defaults to max(4, CPUs); raise it for many
+// concurrent runs and SSE readers). One more connection is held for LISTEN.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
