@@ -71,6 +71,11 @@ func (v *verifier) readVerified(r *http.Request, limit int64) (body []byte, rele
 
 // check verifies one signature over body at timestamp ts.
 func (v *verifier) check(ts, sig string, body []byte) error {
+	if len(v.secret) == 0 {
+		// No signing secret (Socket Mode): nothing sent over HTTP can be
+		// trusted, and an empty HMAC key would be forgeable by anyone.
+		return fmt.Errorf("%w: no signing secret configured", ErrBadSignature)
+	}
 	if ts == "" || sig == "" {
 		return fmt.Errorf("%w: missing X-Slack-Signature or X-Slack-Request-Timestamp", ErrBadSignature)
 	}
