@@ -50,15 +50,25 @@ type Store struct {
 	once sync.Once
 }
 
+// defaultMaxConns is the pool size when the DSN does not set one: enough
+// for Postgres's group commit to batch concurrent transactions, well under
+// its default max_connections of 100 for a few replicas.
+const defaultMaxConns = 24
+
 // Open connects to dsn (a postgres:// URL or key=value string, as pgx
 // accepts), checks the server answers and starts listening for wake-ups.
 // It does not migrate; call Migrate. The pool takes pgxpool's settings from
-// the DSN (pool_max_conns defaults to max(4, CPUs); raise it for many
-// concurrent runs and SSE readers). One more connection is held for LISTEN.
+// the DSN; without pool_max_conns it holds up to defaultMaxConns, because
+// every concurrent run, decision and ingest needs its own connection for
+// its commit and pgxpool's own default (max(4, CPUs)) serialises them on a
+// small machine. One more connection is held for LISTEN.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
