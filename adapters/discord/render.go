@@ -114,7 +114,7 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 		})
 	}
 	field("Tool", inlineCode(c.Tool), true)
-	field("Risk", plain(c.Risk), true)
+	field("Risk", inlineCode(c.Risk), true)
 	// Arguments each get a field, leaving room for the fixed ones.
 	args := c.Args
 	const fixed = 7
