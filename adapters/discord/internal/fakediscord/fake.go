@@ -230,7 +230,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/ws" {
+	if r.URL.Path == "/ws" || r.URL.Path == "/ws/" {
 		s.serveGateway(w, r)
 		return
 	}
