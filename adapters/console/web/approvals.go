@@ -1,0 +1,242 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+const approvalsPerPage = 50
+
+// cards renders approvals as cards, reading each run once for the executed
+// arguments.
+func (s *server) cards(ctx context.Context, as []*approvals.Approval) ([]*cardView, error) {
+	runs := map[string]*core.Run{}
+	out := make([]*cardView, 0, len(as))
+	for _, a := range as {
+		run, ok := runs[a.RunID]
+		if !ok && a.RunID != "" && (a.Status == approvals.StatusApproved || a.Status == approvals.StatusEdited) {
+			var err error
+			run, err = s.o.Store.RunGet(ctx, a.RunID)
+			if err != nil && !errors.Is(err, core.ErrNotFound) {
+				return nil, fmt.Errorf("web: run %s: %w", a.RunID, err)
+			}
+			runs[a.RunID] = run
+		}
+		out = append(out, newCardView(a, run))
+	}
+	return out, nil
+}
+
+// approvalsPage shows the pending queue, or decided approvals with
+// ?status=decided (or one final status).
+func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	status := r.URL.Query().Get("status")
+	var as []*approvals.Approval
+	switch status {
+	case "", "pending":
+		status = "pending"
+		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: approvalsPerPage})
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
+			return
+		}
+		as = list
+	case "decided":
+		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Limit: approvalsPerPage * 2})
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
+			return
+		}
+		for _, a := range list {
+			if a.Status.Final() {
+				as = append(as, a)
+			}
+		}
+	case "approved", "rejected", "edited", "expired":
+		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.Status(status), Limit: approvalsPerPage})
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
+			return
+		}
+		as = list
+	default:
+		s.plainError(w, http.StatusBadRequest, "Unknown approval status.")
+		return
+	}
+	cards, err := s.cards(ctx, as)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Approvals", "Status": status, "Cards": cards})
+}
+
+// approvalPage is where card links in chat messages and emails land. It
+// shows the card and its buttons; nothing is decided until the person
+// clicks one (a GET never changes state).
+func (s *server) approvalPage(w http.ResponseWriter, r *http.Request) {
+	a, err := s.o.Store.ApprovalGet(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cards, err := s.cards(r.Context(), []*approvals.Approval{a})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.renderApproval(w, r, http.StatusOK, cards[0], r.URL.Query().Get("done"))
+}
+
+func (s *server) renderApproval(w http.ResponseWriter, r *http.Request, status int, c *cardView, done string) {
+	s.render(w, r, status, "approval", map[string]any{"Title": "Approval " + c.Tool, "Card": c, "Done": done,
+		"Here": "/approvals/" + url.PathEscape(c.ID)})
+}
+
+// decisionStatus maps the core's refusal codes to HTTP statuses, as the API
+// does.
+var decisionStatus = map[core.DecisionCode]int{
+	core.DecisionNotFound:       http.StatusNotFound,
+	core.DecisionAlreadyDecided: http.StatusConflict,
+	core.DecisionAlreadyVoted:   http.StatusConflict,
+	core.DecisionNotApprover:    http.StatusForbidden,
+	core.DecisionSelfApproval:   http.StatusForbidden,
+	core.DecisionExpired:        http.StatusGone,
+	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
+	core.DecisionDenied:         http.StatusForbidden,
+	core.DecisionBadRequest:     http.StatusBadRequest,
+}
+
+// decide applies Approve, Reject (with feedback) or Edit through the
+// engine. A refusal re-renders the card with the engine's message, next to
+// the offending argument when the validator named one.
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	info := infoFrom(ctx)
+	id := r.PathValue("id")
+	back := localPath(r.PostFormValue("return"), "/approvals/"+url.PathEscape(id))
+	action := r.PostFormValue("action")
+	d := core.Decision{ApprovalID: id, Action: action, Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: r.PostFormValue("scope")}
+	var formErr *core.DecisionError
+	switch approvals.Action(action) {
+	case approvals.ActionApprove, approvals.ActionReject:
+	case approvals.ActionEdit:
+		args, err := parseEditArgs(r.PostForm)
+		if err != nil {
+			formErr = err
+		}
+		d.Args = args
+	default:
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
+	}
+	if d.Scope != "" && d.Scope != string(approvals.ScopeCall) && d.Scope != string(approvals.ScopeSession) {
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call or session"}
+	}
+	var err error
+	if formErr == nil {
+		_, err = s.o.Engine.Decide(ctx, info.actor, Channel, d)
+	} else {
+		err = formErr
+	}
+	if err == nil {
+		s.log.InfoContext(ctx, "web: decision", "approval", id, "action", action, "actor", info.actor.ID)
+		sep := "?"
+		if strings.Contains(back, "?") {
+			sep = "&"
+		}
+		http.Redirect(w, r, back+sep+"done="+url.QueryEscape(action), http.StatusSeeOther)
+		return
+	}
+	var de *core.DecisionError
+	if !errors.As(err, &de) {
+		s.fail(w, r, fmt.Errorf("web: decide %s: %w", id, err))
+		return
+	}
+	a, gerr := s.o.Store.ApprovalGet(ctx, id)
+	if gerr != nil {
+		s.fail(w, r, gerr)
+		return
+	}
+	cards, cerr := s.cards(ctx, []*approvals.Approval{a})
+	if cerr != nil {
+		s.fail(w, r, cerr)
+		return
+	}
+	c := cards[0]
+	c.Error, c.Action, c.FormReason = de.Message, action, d.Reason
+	if c.Error == "" {
+		c.Error = strings.ReplaceAll(string(de.Code), "_", " ")
+	}
+	if action == string(approvals.ActionEdit) {
+		// Show what the person typed, with the message next to its field.
+		c.EditOpen = true
+		c.Proposed = editedFields(r.PostForm, c.Proposed)
+		for i := range c.Proposed {
+			if de.Field != "" && (c.Proposed[i].Key == de.Field || strings.HasPrefix(de.Field, c.Proposed[i].Key+".")) {
+				c.Proposed[i].Error = de.Message
+			}
+		}
+	}
+	status, ok := decisionStatus[de.Code]
+	if !ok {
+		status = http.StatusBadRequest
+	}
+	s.renderApproval(w, r, status, c, "")
+}
+
+// parseEditArgs reads the args editor: one "arg:<key>" field per argument,
+// JSON-typed when "argjson:<key>" is set (numbers, booleans, objects), plus
+// an optional new argument ("newkey", "newvalue"). A malformed JSON value
+// is reported against its field, like a schema error.
+func parseEditArgs(form url.Values) (map[string]any, *core.DecisionError) {
+	args := map[string]any{}
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		name, ok := strings.CutPrefix(k, "arg:")
+		if !ok || name == "" {
+			continue
+		}
+		v := form.Get(k)
+		if form.Get("argjson:"+name) == "" {
+			args[name] = v
+			continue
+		}
+		var x any
+		if err := json.Unmarshal([]byte(v), &x); err != nil {
+			return nil, &core.DecisionError{Code: core.DecisionInvalidArgs, Field: name,
+				Message: fmt.Sprintf("invalid arguments: %s: not valid JSON: %v", name, err)}
+		}
+		args[name] = x
+	}
+	if nk := strings.TrimSpace(form.Get("newkey")); nk != "" {
+		args[nk] = form.Get("newvalue")
+	}
+	return args, nil
+}
+
+// editedFields returns the editor's fields with the submitted values, so a
+// refused edit keeps what the person typed.
+func editedFields(form url.Values, fields []argField) []argField {
+	out := make([]argField, len(fields))
+	copy(out, fields)
+	for i := range out {
+		if v, ok := form["arg:"+out[i].Key]; ok && len(v) > 0 {
+			out[i].Value = v[0]
+		}
+	}
+	return out
+}

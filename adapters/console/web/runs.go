@@ -1,0 +1,224 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput,
+	core.RunSucceeded, core.RunFailed, core.RunRejected, core.RunCancelled, core.RunInterrupted}
+
+type runRow struct {
+	ID, Flow, Thread, Requester, Status, Reason, CreatedAt, UpdatedAt string
+}
+
+// runsPage lists runs newest first, filtered by status and thread (in the
+// store) and by flow or requester (on this page of results).
+func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := core.RunListParams{Limit: 50, Cursor: q.Get("cursor")}
+	if st := q.Get("status"); st != "" {
+		ok := false
+		for _, k := range runStatuses {
+			ok = ok || string(k) == st
+		}
+		if !ok {
+			s.plainError(w, http.StatusBadRequest, "Unknown run status.")
+			return
+		}
+		p.Status = core.RunStatus(st)
+	}
+	if t := strings.TrimSpace(q.Get("thread")); t != "" {
+		th, err := core.ParseThread(t)
+		if err != nil {
+			s.plainError(w, http.StatusBadRequest, "A thread is written <channel>:<key>, e.g. console:ops.")
+			return
+		}
+		p.Thread = th.String()
+	}
+	runs, next, err := s.o.Store.RunList(r.Context(), p)
+	if err != nil {
+		if p.Cursor != "" {
+			s.plainError(w, http.StatusBadRequest, "That page link is no longer valid; start from the first page.")
+			return
+		}
+		s.fail(w, r, fmt.Errorf("web: list runs: %w", err))
+		return
+	}
+	flow, who := strings.TrimSpace(q.Get("flow")), strings.TrimSpace(q.Get("requester"))
+	var rows []runRow
+	for _, run := range runs {
+		if (flow != "" && run.Flow != flow) || (who != "" && run.Requester != who) {
+			continue
+		}
+		rows = append(rows, runRow{ID: run.ID, Flow: run.Flow, Thread: run.Thread.String(), Requester: run.Requester,
+			Status: string(run.Status), Reason: run.Reason, CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt)})
+	}
+	nextURL := ""
+	if next != "" {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Set("cursor", next)
+		nextURL = "/runs?" + v.Encode()
+	}
+	s.render(w, r, http.StatusOK, "runs", map[string]any{"Title": "Runs", "Runs": rows, "Statuses": runStatuses,
+		"Status": q.Get("status"), "Thread": q.Get("thread"), "Flow": flow, "Requester": who, "Next": nextURL})
+}
+
+// runPage is one run's timeline: its steps with folded output, the
+// approval of each guarded step (proposed, approved and executed
+// arguments, who decided), every run event, and the final status.
+func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	run, err := s.o.Store.RunGet(ctx, r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var evs []core.RunEvent
+	after := int64(0)
+	for range 20 { // at most 2000 events on one page
+		page, err := s.o.Store.RunEventList(ctx, run.ID, after, 100)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("web: events of run %s: %w", run.ID, err))
+			return
+		}
+		evs = append(evs, page...)
+		if len(page) < 100 {
+			break
+		}
+		after = page[len(page)-1].Seq
+	}
+	as, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: run.ID, Limit: 200})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("web: approvals of run %s: %w", run.ID, err))
+		return
+	}
+	cards := map[string]*cardView{}
+	for _, a := range as {
+		cards[a.ID] = newCardView(a, run)
+	}
+	v := newRunView(run, evs, cards)
+	s.render(w, r, http.StatusOK, "run", map[string]any{"Title": "Run " + run.Flow, "Run": v, "Done": r.URL.Query().Get("done")})
+}
+
+func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := s.o.Engine.Cancel(r.Context(), id, infoFrom(r.Context()).actor)
+	switch {
+	case errors.Is(err, core.ErrConflict):
+		s.plainError(w, http.StatusConflict, "That run has already ended.")
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("web: cancel run %s: %w", id, err))
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"?done=cancelled", http.StatusSeeOther)
+}
+
+// auditPage lists the decision log, filtered by actor, tool and run, with
+// the chain's verification state.
+func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := approvals.AuditListParams{Limit: 100, Actor: strings.TrimSpace(q.Get("actor")), Tool: strings.TrimSpace(q.Get("tool")),
+		RunID: strings.TrimSpace(q.Get("run"))}
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseInt(a, 10, 64)
+		if err != nil || n < 0 {
+			s.plainError(w, http.StatusBadRequest, "after must be an audit sequence number.")
+			return
+		}
+		p.After = n
+	}
+	entries, err := s.o.Store.AuditList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("web: list audit: %w", err))
+		return
+	}
+	bad, verr := s.o.Store.AuditVerify(r.Context())
+	verify := "intact"
+	switch {
+	case verr != nil:
+		s.log.ErrorContext(r.Context(), "web: audit verify", "err", verr)
+		verify = "unknown"
+	case bad != 0:
+		verify = "broken"
+	}
+	type row struct {
+		Seq                                      int64
+		At, Kind, Actor, RunID, ApprovalID, Tool string
+		Detail, Hash                             string
+	}
+	rows := make([]row, 0, len(entries))
+	for _, e := range entries {
+		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: e.Kind, Actor: e.Actor, RunID: e.RunID,
+			ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: string(e.Detail), Hash: e.Hash})
+	}
+	nextURL := ""
+	if len(entries) == p.Limit {
+		v := url.Values{"actor": {p.Actor}, "tool": {p.Tool}, "run": {p.RunID}, "after": {strconv.FormatInt(entries[len(entries)-1].Seq, 10)}}
+		nextURL = "/audit?" + v.Encode()
+	}
+	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
+		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Next": nextURL})
+}
+
+// deliveriesPage lists dead-lettered messages (or another status) with a
+// re-queue button on each dead one.
+func (s *server) deliveriesPage(w http.ResponseWriter, r *http.Request) {
+	st := core.DeliveryStatus(r.URL.Query().Get("status"))
+	switch st {
+	case "":
+		st = core.DeliveryDead
+	case core.DeliveryDead, core.DeliveryPending, core.DeliverySent:
+	default:
+		s.plainError(w, http.StatusBadRequest, "Unknown delivery status.")
+		return
+	}
+	ds, next, err := s.o.Store.OutboxList(r.Context(), core.OutboxListParams{Status: st, Limit: 100, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("web: list deliveries: %w", err))
+		return
+	}
+	type row struct {
+		ID, Thread, Kind, Text, ApprovalID, RunID, Status, LastError, CreatedAt string
+		Attempts                                                                int
+		Dead                                                                    bool
+	}
+	rows := make([]row, 0, len(ds))
+	for _, d := range ds {
+		rows = append(rows, row{ID: d.ID, Thread: d.Thread.String(), Kind: string(d.Kind), Text: d.Text, ApprovalID: d.ApprovalID,
+			RunID: d.RunID, Status: string(d.Status), LastError: d.LastError, CreatedAt: ts(d.CreatedAt), Attempts: d.Attempts,
+			Dead: d.Status == core.DeliveryDead})
+	}
+	nextURL := ""
+	if next != "" {
+		nextURL = "/deliveries?" + url.Values{"status": {string(st)}, "cursor": {next}}.Encode()
+	}
+	s.render(w, r, http.StatusOK, "deliveries", map[string]any{"Title": "Deliveries", "Rows": rows, "Status": string(st),
+		"Next": nextURL, "Done": r.URL.Query().Get("done")})
+}
+
+func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.o.Store.OutboxRequeue(r.Context(), id, s.o.Now().UTC())
+	switch {
+	case errors.Is(err, core.ErrConflict):
+		s.plainError(w, http.StatusConflict, "That delivery is not dead; only dead deliveries can be re-queued.")
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("web: requeue %s: %w", id, err))
+		return
+	}
+	s.log.InfoContext(r.Context(), "web: delivery requeued", "id", id, "actor", infoFrom(r.Context()).actor.ID)
+	http.Redirect(w, r, "/deliveries?done="+url.QueryEscape(id), http.StatusSeeOther)
+}

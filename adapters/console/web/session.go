@@ -1,0 +1,247 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+// Cookie names. The session cookie is HttpOnly and SameSite=Strict; the
+// sign-in cookie carries the double-submit nonce of the sign-in form, the
+// only form shown before a session exists.
+const (
+	sessionCookie = "opsgate_session"
+	signinCookie  = "opsgate_signin"
+	csrfField     = "_csrf"
+	maxCookieLen  = 1024
+)
+
+// session is what a signed cookie holds. The token is named by its tag, not
+// stored, and the actor is looked up again on every request, so removing a
+// token from the config ends its sessions.
+type session struct {
+	ID  string `json:"sid"`
+	Tag string `json:"tok"`
+	Exp int64  `json:"exp"`
+}
+
+// ErrBadSession is any session cookie that does not verify: forged,
+// truncated, expired, signed out, or for a token no longer configured.
+var ErrBadSession = errors.New("web: invalid session")
+
+// tag is a keyed digest of v in a domain, so tags for different purposes
+// never collide.
+func (s *server) tag(domain, v string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(domain))
+	m.Write([]byte{0})
+	m.Write([]byte(v))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (s *server) encodeSession(ss session) string {
+	b, _ := json.Marshal(ss) // only strings and ints
+	p := base64.RawURLEncoding.EncodeToString(b)
+	return p + "." + s.tag("session", p)
+}
+
+// decodeSession verifies a cookie value: signature, expiry, revocation,
+// and that its token is still configured.
+func (s *server) decodeSession(v string, now time.Time) (session, core.Actor, error) {
+	if len(v) > maxCookieLen {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	p, sig, ok := strings.Cut(v, ".")
+	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(s.tag("session", p))) != 1 {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	b, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	var ss session
+	if err := json.Unmarshal(b, &ss); err != nil || ss.ID == "" || now.Unix() >= ss.Exp || s.revoked.has(ss.ID, now) {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(t.tag), []byte(ss.Tag)) == 1 {
+			return ss, t.actor, nil
+		}
+	}
+	return session{}, core.Actor{}, ErrBadSession
+}
+
+// csrfToken is the per-session token every form carries: it is derived
+// from the session id, so it needs no storage and dies with the session.
+func (s *server) csrfToken(ss session) string { return s.tag("csrf", ss.ID) }
+
+type ctxKey struct{}
+
+type reqInfo struct {
+	sess  session
+	actor core.Actor
+	csrf  string
+}
+
+func infoFrom(ctx context.Context) reqInfo {
+	i, _ := ctx.Value(ctxKey{}).(reqInfo)
+	return i
+}
+
+// authed requires a valid session: without one, a page request is
+// redirected to sign-in (and back afterwards), the event stream gets 401.
+// Every non-GET request must also carry the session's CSRF token, on top
+// of the Origin / Sec-Fetch-Site check ServeHTTP applies to all requests.
+func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		now := s.o.Now()
+		c, err := r.Cookie(sessionCookie)
+		var ss session
+		var actor core.Actor
+		if err == nil {
+			ss, actor, err = s.decodeSession(c.Value, now)
+		}
+		if err != nil {
+			if c != nil {
+				s.clearCookie(w, r, sessionCookie)
+			}
+			if r.URL.Path == "/events" {
+				s.plainError(w, http.StatusUnauthorized, "Sign in first.")
+				return
+			}
+			next := r.URL.RequestURI()
+			if r.Method != http.MethodGet {
+				next = ""
+			}
+			http.Redirect(w, r, "/signin?next="+url.QueryEscape(localPath(next, "/chat")), http.StatusSeeOther)
+			return
+		}
+		info := reqInfo{sess: ss, actor: actor, csrf: s.csrfToken(ss)}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
+			got := r.PostFormValue(csrfField)
+			if got == "" {
+				got = r.Header.Get("X-CSRF-Token")
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(info.csrf)) != 1 {
+				s.log.WarnContext(r.Context(), "web: CSRF token missing or wrong", "method", r.Method, "path", r.URL.Path, "actor", actor.ID)
+				s.plainError(w, http.StatusForbidden, "Forbidden: the form's security token is missing or stale. Reload the page and try again.")
+				return
+			}
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+	}
+}
+
+func (s *server) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge time.Duration) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: int(maxAge.Seconds()),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure || r.TLS != nil,
+	})
+}
+
+func (s *server) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure || r.TLS != nil})
+}
+
+func randomID() string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (s *server) signinPage(w http.ResponseWriter, r *http.Request) {
+	s.renderSignin(w, r, http.StatusOK, "")
+}
+
+func (s *server) renderSignin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	nonce := randomID()
+	s.setCookie(w, r, signinCookie, nonce, 30*time.Minute)
+	s.render(w, r, status, "signin", map[string]any{
+		"Title": "Sign in", "Nonce": nonce, "Next": localPath(r.FormValue("next"), "/chat"), "Error": msg,
+	})
+}
+
+// signin exchanges an API token for a session cookie. The form carries a
+// nonce that must equal the sign-in cookie (double submit), so another
+// site cannot sign a browser in under the attacker's token.
+func (s *server) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		s.renderSignin(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	c, err := r.Cookie(signinCookie)
+	if err != nil || c.Value == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue("nonce"))) != 1 {
+		s.renderSignin(w, r, http.StatusForbidden, "The sign-in form expired; please try again.")
+		return
+	}
+	tok := strings.TrimSpace(r.PostFormValue("token"))
+	tag := s.tag("token", tok)
+	var actor *core.Actor
+	for i := range s.tokens {
+		// Compare against every token so timing does not reveal which matched.
+		if subtle.ConstantTimeCompare([]byte(s.tokens[i].tag), []byte(tag)) == 1 && tok != "" {
+			actor = &s.tokens[i].actor
+		}
+	}
+	if actor == nil {
+		s.log.WarnContext(r.Context(), "web: sign-in refused", "remote", r.RemoteAddr)
+		s.renderSignin(w, r, http.StatusUnauthorized, "That token is not valid.")
+		return
+	}
+	ss := session{ID: randomID(), Tag: tag, Exp: s.o.Now().Add(s.o.SessionTTL).Unix()}
+	s.clearCookie(w, r, signinCookie)
+	s.setCookie(w, r, sessionCookie, s.encodeSession(ss), s.o.SessionTTL)
+	s.log.InfoContext(r.Context(), "web: signed in", "actor", actor.ID)
+	http.Redirect(w, r, localPath(r.PostFormValue("next"), "/chat"), http.StatusSeeOther)
+}
+
+// signout forgets the session in this process and in the browser. Another
+// replica still accepts a copied cookie until it expires; rotating the
+// token ends it everywhere (docs/console.md).
+func (s *server) signout(w http.ResponseWriter, r *http.Request) {
+	info := infoFrom(r.Context())
+	s.revoked.add(info.sess.ID, time.Unix(info.sess.Exp, 0), s.o.Now())
+	s.clearCookie(w, r, sessionCookie)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// revocations remembers signed-out sessions until they would have expired.
+type revocations struct {
+	mu  sync.Mutex
+	ids map[string]time.Time
+}
+
+func newRevocations() *revocations { return &revocations{ids: map[string]time.Time{}} }
+
+func (rv *revocations) add(id string, exp, now time.Time) {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	for k, e := range rv.ids {
+		if !now.Before(e) {
+			delete(rv.ids, k)
+		}
+	}
+	rv.ids[id] = exp
+}
+
+func (rv *revocations) has(id string, now time.Time) bool {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	e, ok := rv.ids[id]
+	return ok && now.Before(e)
+}

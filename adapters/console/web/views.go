@@ -1,0 +1,279 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// The view models the templates render. Everything is plain strings (or
+// lists of them) so the templates never call into the core and html/template
+// escapes every value the same way.
+
+// argField is one argument in a card or in the edit form. JSON marks a
+// value that is not a string: it is shown and edited as JSON.
+type argField struct {
+	Key, Value string
+	JSON       bool
+	Error      string
+}
+
+type decisionRow struct {
+	Actor, Channel, Action, Reason, Scope, At, Args string
+	Superseded                                      bool
+}
+
+// cardView is an approval card: everything needed to decide, and, once
+// decided, who decided what, when and where.
+type cardView struct {
+	ID, RunID, Thread, Requester, Tool, Risk, Reason, Preview, Status string
+	Destructive, Pending                                              bool
+	Approvers, Eligible                                               []string
+	Quorum, Counted                                                   int
+	Proposed                                                          []argField
+	ApprovedJSON, ExecutedJSON, ProposedJSON                          string
+	Decisions                                                         []decisionRow
+	CreatedAt, ExpiresAt, DecidedAt                                   string
+	// Version changes whenever the card would render differently, so the
+	// live updater swaps only the cards that changed.
+	Version string
+	// Form state after a refused decision.
+	Error, Action, FormReason string
+	EditOpen                  bool
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func tsPtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ts(*t)
+}
+
+// prettyJSON renders args for display; nil stays empty (not yet known).
+func prettyJSON(v map[string]any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// argFields lists args sorted by key; strings as they are, anything else
+// as JSON, so the editor round-trips numbers, booleans and objects.
+func argFields(args map[string]any) []argField {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]argField, 0, len(keys))
+	for _, k := range keys {
+		f := argField{Key: k}
+		if s, ok := args[k].(string); ok {
+			f.Value = s
+		} else {
+			b, _ := json.Marshal(args[k])
+			f.Value, f.JSON = string(b), true
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func newCardView(a *approvals.Approval, run *core.Run) *cardView {
+	v := &cardView{
+		ID: a.ID, RunID: a.RunID, Thread: a.Thread, Requester: a.Requester, Tool: a.Tool, Risk: string(a.Risk),
+		Reason: a.Reason, Preview: a.Preview, Status: string(a.Status), Destructive: a.Destructive,
+		Pending: a.Status == approvals.StatusPending, Approvers: a.Approvers, Eligible: a.Eligible,
+		Quorum: max(a.Quorum, 1), Counted: a.CountedApprovals(), Proposed: argFields(a.ProposedArgs),
+		ProposedJSON: prettyJSON(emptyIfNil(a.ProposedArgs)), ApprovedJSON: prettyJSON(a.ApprovedArgs),
+		CreatedAt: ts(a.CreatedAt), ExpiresAt: ts(a.ExpiresAt), DecidedAt: tsPtr(a.DecidedAt),
+	}
+	executed := a.ExecutedArgs
+	if executed == nil {
+		executed = executedArgs(run, a.ID)
+	}
+	v.ExecutedJSON = prettyJSON(executed)
+	for _, d := range a.Decisions {
+		v.Decisions = append(v.Decisions, decisionRow{Actor: d.Actor, Channel: d.Channel, Action: string(d.Action),
+			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), Superseded: d.Superseded})
+	}
+	v.Version = fmt.Sprintf("%s/%d/%t", v.Status, len(v.Decisions), executed != nil)
+	return v
+}
+
+func emptyIfNil(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// executedArgs finds the step that carries approvalID and returns its args
+// once the call was dispatched: what actually ran, not what was approved.
+func executedArgs(run *core.Run, approvalID string) map[string]any {
+	if run == nil {
+		return nil
+	}
+	for _, st := range run.Steps {
+		if st.ApprovalID != approvalID {
+			continue
+		}
+		switch st.Status {
+		case core.StepDispatching, core.StepSucceeded, core.StepFailed, core.StepInterrupted:
+			return emptyIfNil(st.Args)
+		}
+	}
+	return nil
+}
+
+// foldLimit is where tool output is folded behind a <details> summary.
+const (
+	foldBytes = 1500
+	foldLines = 20
+)
+
+type stepView struct {
+	Index                                 int
+	Tool, Status, ArgsJSON, Output, Error string
+	Head                                  string
+	Folded                                bool
+	Attempts                              int
+	StartedAt, FinishedAt                 string
+	Card                                  *cardView
+}
+
+type eventRow struct {
+	Seq               int64
+	Type, At, Summary string
+}
+
+type runView struct {
+	ID, Flow, Thread, Requester, Status, Reason, ErrorCode, ErrorMessage string
+	ArgsJSON, CreatedAt, UpdatedAt                                       string
+	Final                                                                bool
+	Steps                                                                []stepView
+	Events                                                               []eventRow
+	Version                                                              string
+}
+
+// fold splits long output into a head shown at once and the rest behind a
+// click, so a timeline with a 64 KiB log stays readable.
+func fold(out string) (head string, folded bool) {
+	if len(out) <= foldBytes && strings.Count(out, "\n") < foldLines {
+		return out, false
+	}
+	head = out
+	if i := nthIndex(head, '\n', 10); i >= 0 {
+		head = head[:i]
+	}
+	if len(head) > 600 {
+		head = strings.ToValidUTF8(head[:600], "")
+	}
+	return head, true
+}
+
+func nthIndex(s string, c byte, n int) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			n--
+			if n == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *runView {
+	v := &runView{
+		ID: r.ID, Flow: r.Flow, Thread: r.Thread.String(), Requester: r.Requester, Status: string(r.Status),
+		Reason: r.Reason, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, ArgsJSON: prettyJSON(emptyIfNil(r.Args)),
+		CreatedAt: ts(r.CreatedAt), UpdatedAt: ts(r.UpdatedAt), Final: r.Status.Final(),
+	}
+	for _, st := range r.Steps {
+		sv := stepView{Index: st.Index, Tool: st.Tool, Status: string(st.Status), ArgsJSON: prettyJSON(emptyIfNil(st.Args)),
+			Output: st.Output, Error: st.Error, Attempts: st.Attempts, StartedAt: tsPtr(st.StartedAt), FinishedAt: tsPtr(st.FinishedAt)}
+		sv.Head, sv.Folded = fold(st.Output)
+		if st.ApprovalID != "" {
+			sv.Card = cards[st.ApprovalID]
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	for _, ev := range evs {
+		v.Events = append(v.Events, eventRow{Seq: ev.Seq, Type: ev.Type, At: ts(ev.At), Summary: eventSummary(ev)})
+	}
+	last := int64(0)
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	v.Version = fmt.Sprintf("%s/%d/%d", r.Status, len(r.Steps), last)
+	return v
+}
+
+// eventSummary is one readable line per run event for the timeline.
+func eventSummary(ev core.RunEvent) string {
+	var d map[string]any
+	_ = json.Unmarshal(ev.Data, &d)
+	str := func(k string) string {
+		if v, ok := d[k]; ok && v != nil {
+			if s, ok := v.(string); ok {
+				return s
+			}
+			b, _ := json.Marshal(v)
+			return string(b)
+		}
+		return ""
+	}
+	switch ev.Type {
+	case core.EventRunQueued:
+		return "queued flow " + str("flow") + " with " + str("args")
+	case core.EventTurnStarted:
+		return "step " + str("step_index") + " started"
+	case core.EventPermissionRequested:
+		return "approval " + str("approval_id") + " requested for " + str("tool") + " " + str("args")
+	case core.EventPermissionDecided:
+		s := "approval decided"
+		for _, k := range []string{"status", "actor", "channel", "action"} {
+			if x := str(k); x != "" {
+				s += " · " + k + ": " + x
+			}
+		}
+		return s
+	case core.EventToolStarted:
+		return str("tool") + " dispatched with " + str("args") + " (attempt " + str("attempt") + ")"
+	case core.EventToolFinished:
+		s := str("tool") + " finished"
+		if e := str("error"); e != "" {
+			s += ": " + e
+		}
+		return s + " in " + str("duration_ms") + " ms"
+	case core.EventMessageCommitted:
+		return "reply: " + firstLine(str("text"))
+	case core.EventTurnFinished:
+		return "run " + str("status")
+	}
+	return string(ev.Data)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}

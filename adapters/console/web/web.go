@@ -1,0 +1,285 @@
+// Package web serves opsgate's web console at "/": sign-in with an API
+// token, the chat view of console threads, the approvals queue, run
+// timelines, the audit log and dead-lettered deliveries.
+//
+// Pages are rendered on the server with html/template (so every value from
+// outside is escaped once, in one place) and work without JavaScript; a
+// small embedded script adds live updates over Server-Sent Events and the
+// expiry countdowns. Assets are embedded in the binary: no Node.js at run
+// time, no CDN, so the console works offline. docs/console.md explains the
+// choice and the security rules.
+//
+// The console drives the core the way the API does, through two small
+// interfaces declared here (Engine and Store); store/sqlite, store/postgres
+// and core/engine satisfy them.
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+)
+
+// Engine is the part of the core engine the console drives: the same three
+// calls as the API, so a console message or decision is handled exactly
+// like one made through the API or a chat platform.
+type Engine interface {
+	// HandleEvent records an inbound console message and starts its run.
+	HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error)
+	// Decide applies an approver's decision; refusals are *core.DecisionError.
+	Decide(ctx context.Context, actor core.Actor, channel string, d core.Decision) (*approvals.Approval, error)
+	// Cancel stops a run that is not final.
+	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
+}
+
+// Store is the read side the console renders from, the requeue of dead
+// deliveries, and the wake-ups that drive live updates. It is the API's
+// Store, method for method, so anything that serves the API serves the
+// console.
+type Store interface {
+	RunGet(ctx context.Context, id string) (*core.Run, error)
+	RunList(ctx context.Context, p core.RunListParams) ([]*core.Run, string, error)
+	RunEventList(ctx context.Context, runID string, after int64, limit int) ([]core.RunEvent, error)
+	ApprovalGet(ctx context.Context, id string) (*approvals.Approval, error)
+	ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error)
+	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
+	AuditVerify(ctx context.Context) (badSeq int64, err error)
+	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
+	OutboxRequeue(ctx context.Context, id string, now time.Time) error
+	Subscribe(topic string) (ch <-chan struct{}, cancel func())
+}
+
+// Token is one configured API credential (CONTRACT.md api.tokens). Signing
+// in with it makes the browser act as Actor, so the console's decisions
+// and messages name a person, exactly as the same token would on the API.
+type Token struct {
+	Name  string
+	Token string
+	Actor string
+}
+
+// Options configures New. Engine, Store and Tokens are required.
+type Options struct {
+	Engine Engine
+	Store  Store
+	Tokens []Token
+	// PublicURL is the console's external address (server.public_url). An
+	// https URL marks cookies Secure, and its origin is trusted for
+	// state-changing requests arriving through a proxy.
+	PublicURL string
+	// Logger receives request errors; default discards.
+	Logger *slog.Logger
+	// Now is the clock (tests pin it); default time.Now.
+	Now func() time.Time
+	// SessionKey signs session cookies. Empty derives it from the tokens,
+	// so every replica (and a restart) accepts the same sessions, and
+	// rotating the tokens ends every session.
+	SessionKey []byte
+	// SessionTTL is how long a sign-in lasts; default 12 h.
+	SessionTTL time.Duration
+	// StreamTick is how often the live stream tells an idle page to
+	// re-check (a wake-up missed across replicas must not stall a page);
+	// default 5 s.
+	StreamTick time.Duration
+}
+
+// Channel is the channel of console messages and decisions: the console and
+// the API are the same channel, so a decision made in either shows as
+// "console".
+const Channel = "console"
+
+// maxMessageText matches the API's cap on a console message.
+const maxMessageText = 16 << 10
+
+type server struct {
+	o       Options
+	log     *slog.Logger
+	key     []byte
+	tokens  []tokenEntry
+	mux     *http.ServeMux
+	tmpl    map[string]*template.Template
+	cop     *http.CrossOriginProtection
+	secure  bool
+	revoked *revocations
+}
+
+type tokenEntry struct {
+	tag   string // hmac(key, token): names the token inside a session
+	actor core.Actor
+}
+
+// New validates o and returns the console handler, to be mounted at "/"
+// (it serves absolute paths).
+func New(o Options) (http.Handler, error) {
+	if o.Engine == nil {
+		return nil, errors.New("web: Options.Engine is required")
+	}
+	if o.Store == nil {
+		return nil, errors.New("web: Options.Store is required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.StreamTick <= 0 {
+		o.StreamTick = 5 * time.Second
+	}
+	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), revoked: newRevocations()}
+	for i, t := range o.Tokens {
+		if t.Token == "" {
+			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
+		}
+		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
+			return nil, fmt.Errorf("web: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
+		}
+	}
+	s.key = o.SessionKey
+	if len(s.key) == 0 {
+		s.key = deriveKey(o.Tokens)
+	}
+	for _, t := range o.Tokens {
+		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+	}
+	if len(s.tokens) == 0 {
+		s.log.Warn("web: no API tokens configured; nobody can sign in to the console")
+	}
+	if o.PublicURL != "" {
+		u, err := url.Parse(o.PublicURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("web: public URL %q: want scheme://host", o.PublicURL)
+		}
+		s.secure = u.Scheme == "https"
+		if err := s.cop.AddTrustedOrigin(u.Scheme + "://" + u.Host); err != nil {
+			return nil, fmt.Errorf("web: public URL %q: %w", o.PublicURL, err)
+		}
+	}
+	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.log.WarnContext(r.Context(), "web: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
+			"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+		s.plainError(w, http.StatusForbidden, "Forbidden: cross-site request refused.")
+	}))
+	tm, err := parseTemplates()
+	if err != nil {
+		return nil, err
+	}
+	s.tmpl = tm
+	s.routes()
+	return s, nil
+}
+
+// deriveKey makes the session key from every configured token: all
+// replicas with the same config agree on it, and nobody without all the
+// tokens can forge a session.
+func deriveKey(tokens []Token) []byte {
+	vals := make([]string, 0, len(tokens))
+	for _, t := range tokens {
+		vals = append(vals, t.Token)
+	}
+	sort.Strings(vals)
+	m := hmac.New(sha256.New, []byte("opsgate console session key v1"))
+	for _, v := range vals {
+		m.Write([]byte(v))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+func (s *server) routes() {
+	m := s.mux
+	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	m.HandleFunc("GET /signin", s.signinPage)
+	m.HandleFunc("POST /signin", s.signin)
+	m.HandleFunc("POST /signout", s.authed(s.signout))
+	m.HandleFunc("GET /{$}", s.authed(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/chat", http.StatusSeeOther)
+	}))
+	m.HandleFunc("GET /chat", s.authed(s.chatPage))
+	m.HandleFunc("POST /chat", s.authed(s.chatSend))
+	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
+	m.HandleFunc("GET /approvals/{id}", s.authed(s.approvalPage))
+	m.HandleFunc("POST /approvals/{id}/decision", s.authed(s.decide))
+	m.HandleFunc("GET /runs", s.authed(s.runsPage))
+	m.HandleFunc("GET /runs/{id}", s.authed(s.runPage))
+	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.cancelRun))
+	m.HandleFunc("GET /audit", s.authed(s.auditPage))
+	m.HandleFunc("GET /deliveries", s.authed(s.deliveriesPage))
+	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.requeue))
+	m.HandleFunc("GET /events", s.authed(s.events))
+	m.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
+		s.plainError(w, http.StatusNotFound, "Not found.")
+	}))
+}
+
+// ServeHTTP sets the security headers every response carries, refuses
+// cross-origin state changes before anything else runs, then routes.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// No inline script or style is allowed, so even markup that slipped
+	// through escaping could not run; images only from here.
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.ErrorContext(r.Context(), "web: panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			s.plainError(w, http.StatusInternalServerError, "Internal error.")
+		}
+	}()
+	s.cop.Handler(s.mux).ServeHTTP(w, r)
+}
+
+// fail logs an unexpected error and shows a generic page; details stay in
+// the log.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound) {
+		s.plainError(w, http.StatusNotFound, "Not found.")
+		return
+	}
+	if r.Context().Err() == nil {
+		s.log.ErrorContext(r.Context(), "web: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	s.plainError(w, http.StatusInternalServerError, "Internal error; see the server log.")
+}
+
+func (s *server) plainError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = s.tmpl["error"].ExecuteTemplate(w, "error", map[string]any{"Status": status, "Message": msg})
+}
+
+// localPath accepts only a same-site path for redirects after sign-in or a
+// decision, so a crafted link cannot bounce the user to another site.
+func localPath(p, def string) string {
+	if p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") ||
+		strings.ContainsAny(p, "\r\n\t") {
+		return def
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" {
+		return def
+	}
+	return p
+}
