@@ -131,7 +131,10 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 		return s
 	})
 	text = strings.Join(strings.Fields(text), " ")
-	return text, mentioned && text != ""
+	if !mentioned || text == "" {
+		return "", false
+	}
+	return text, true
 }
 
 // handleMessage turns a Gateway message that addresses the bot into a run
