@@ -41,6 +41,7 @@ type Adapter struct {
 
 	botMu     sync.Mutex
 	botUserID string
+	botTried  time.Time // last auth.test attempt, to not retry on every event
 }
 
 var _ delivery.Platform = (*Adapter)(nil)
@@ -120,7 +121,12 @@ func (a *Adapter) botUser(ctx context.Context, env *eventEnvelope) string {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	now := a.now()
+	if now.Sub(a.botTried) < time.Minute {
+		return ""
+	}
+	a.botTried = now
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	res, err := a.api.AuthTestContext(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -117,7 +118,7 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 			} else {
 				cur += line
 			}
-			if used+sumLen(secs)+len(cur)+200 > blocksBudget*3/4 || len(blocks)+len(secs)+len(tail)+3 > maxBlocks {
+			if used+sumLen(secs)+jsonLen(cur)+200 > blocksBudget*3/4 || len(blocks)+len(secs)+len(tail)+3 > maxBlocks {
 				break
 			}
 			shown++
@@ -160,6 +161,18 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 		}
 	}
 	blocks = append(blocks, tail...)
+	// The estimates above are conservative; this guard makes the budget a
+	// guarantee: drop the middle (preview, then arguments) before the
+	// decision area ever goes.
+	for len(blocks) > len(head)+len(tail) && blocksSize(blocks) > blocksBudget {
+		i := len(blocks) - len(tail) - 1
+		blocks = slices.Delete(blocks, i, i+1)
+		// Say so, if the note itself fits.
+		blocks = slices.Insert(blocks, i, slackapi.Block(slackapi.NewContextBlock("", mk("_Some details did not fit; see the console._"))))
+		if blocksSize(blocks) > blocksBudget {
+			blocks = slices.Delete(blocks, i, i+1)
+		}
+	}
 	return blocks, clip(c.Headline(), 3000)
 }
 
@@ -271,10 +284,11 @@ func blocksSize(bs []slackapi.Block) int {
 	return n
 }
 
+// sumLen estimates the JSON size of sections holding ss.
 func sumLen(ss []string) int {
 	n := 0
 	for _, s := range ss {
-		n += len(s) + 60
+		n += jsonLen(s) + 60
 	}
 	return n
 }
