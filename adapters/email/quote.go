@@ -15,7 +15,8 @@ var (
 	// Apple Mail, Thunderbird) and its translations; Gmail wraps long
 	// attributions, so the marker may end up to two lines later.
 	attribStart = regexp.MustCompile(`(?i)^\s*(on|am|le|el|il|op|em|den|på)\s.+`)
-	attribEnd   = regexp.MustCompile(`(?i)(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu|skrev)\s*:\s*$`)
+	attribEnd   = regexp.MustCompile(`(?i)\b(wrote|schrieb|a écrit|escribió|ha scritto|schreef|escreveu|skrev)\b.*:\s*$`)
+	digit       = regexp.MustCompile(`[0-9]`)
 	// Outlook: "-----Original Message-----", a line of underscores, or a
 	// "From:" header block followed by Sent:/Date:/To:/Subject: lines.
 	originalMessage = regexp.MustCompile(`(?i)^\s*-{2,}\s*(original message|ursprüngliche nachricht|message d'origine|mensaje original|forwarded message)\s*-{2,}\s*$`)
@@ -69,7 +70,9 @@ func attribution(ls []string) bool {
 			return false
 		}
 		joined += " " + strings.TrimSpace(l)
-		if attribEnd.MatchString(joined) {
+		// A real attribution carries a date or time; "On Monday I wrote
+		// the plan:" does not.
+		if attribEnd.MatchString(joined) && digit.MatchString(joined) {
 			return true
 		}
 	}

@@ -199,7 +199,13 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 	switch {
 	case errors.As(err, &de):
 		log.Info("email: decision refused", "code", de.Code)
-		a.answer(ctx, in, apID, decisionRefusalText(de))
+		// Only a refusal the sender can fix by replying again keeps the
+		// approval's reply address.
+		retry := ""
+		if de.Code == core.DecisionInvalidArgs || de.Code == core.DecisionDenied || de.Code == core.DecisionBadRequest {
+			retry = apID
+		}
+		a.answer(ctx, in, retry, decisionRefusalText(de))
 	case err != nil:
 		return fmt.Errorf("email: record decision %s: %w", in.MessageID, err)
 	case rc.Duplicate:

@@ -99,19 +99,23 @@ func parseArgs(body string) (map[string]any, error) {
 		if err := dec.Decode(&args); err != nil {
 			return nil, fmt.Errorf("%w: edit arguments are not a JSON object: %v", ErrUnreadableReply, err)
 		}
-		if dec.More() {
-			return nil, fmt.Errorf("%w: text after the JSON object of edit", ErrUnreadableReply)
-		}
 		if args == nil {
 			return nil, fmt.Errorf("%w: edit arguments are null", ErrUnreadableReply)
+		}
+		// Text after the object counts only if it follows a blank line (a
+		// signature); anything else is a typo the approver should see.
+		if rest := body[dec.InputOffset():]; strings.TrimSpace(rest) != "" && !blankLineFirst(rest) {
+			return nil, fmt.Errorf("%w: text after the JSON object of edit", ErrUnreadableReply)
 		}
 		return args, nil
 	}
 	args := map[string]any{}
+	// The arguments are the first block of lines; a blank line ends it,
+	// so a signature below is not read as arguments.
 	for _, l := range strings.Split(body, "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" {
-			continue
+			break
 		}
 		m := argLineRE.FindStringSubmatch(l)
 		if m == nil {
@@ -138,6 +142,17 @@ func argValue(v string) any {
 		}
 	}
 	return v
+}
+
+// blankLineFirst reports whether s reaches a blank line before any other
+// text.
+func blankLineFirst(s string) bool {
+	line, rest, ok := strings.Cut(s, "\n")
+	if strings.TrimSpace(line) != "" || !ok {
+		return false
+	}
+	next, _, _ := strings.Cut(rest, "\n")
+	return strings.TrimSpace(next) == ""
 }
 
 func clip(s string, n int) string {
