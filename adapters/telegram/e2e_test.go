@@ -153,8 +153,8 @@ func TestForgedAndUnauthorizedButtonsAreRefused(t *testing.T) {
 	before := e.h.Counts()
 
 	forged := []string{
-		"a" + bs["Approve"][1:len(bs["Approve"])-2] + "AA",           // tag altered
-		"a" + bs["Reject"][1:],                                       // action altered
+		"a" + bs["Approve"][1:len(bs["Approve"])-2] + "AA",            // tag altered
+		"a" + bs["Reject"][1:],                                        // action altered
 		strings.Replace(bs["Approve"], bs["Approve"][2:6], "AAAA", 1), // approval altered
 		"totally-not-ours",
 	}

@@ -25,6 +25,7 @@ import (
 type Call struct {
 	Method string
 	Params map[string]string
+	At     time.Time
 }
 
 // Message is a message the bot sent, as it now stands (edits applied).
@@ -230,7 +231,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	method := m[2]
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Method: method, Params: p})
+	s.calls = append(s.calls, Call{Method: method, Params: p, At: time.Now()})
 	if fs := s.fail[method]; len(fs) > 0 {
 		s.fail[method] = fs[1:]
 		s.mu.Unlock()
