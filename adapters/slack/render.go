@@ -142,7 +142,11 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 		if room > 100 {
 			// Trim the raw text, then escape: a cut never splits an entity.
 			// JSON escaping can grow text, so measure what is sent.
-			shown, trimmed := escapeMrkdwn(raw), false
+			trimmed := total > room
+			if trimmed { // every rune is at least one JSON character
+				raw = clipRunes(raw, room)
+			}
+			shown := escapeMrkdwn(raw)
 			for n := total; jsonLen(shown) > room && n > 0; {
 				n = n * room / jsonLen(shown) * 9 / 10
 				raw = clipRunes(raw, n)
