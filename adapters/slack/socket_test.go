@@ -82,6 +82,17 @@ func TestSocketModeEventProcessedOnceAndAcked(t *testing.T) {
 		t.Fatalf("runs = %d, want 2", n)
 	}
 
+	// A card button arrives as an interactive envelope: decided, acked.
+	root := e.roots()[0]
+	card := e.waitCard(root.TS)
+	click := fill(t, "block_actions.json", map[string]string{
+		"CARD_TS": card.TS, "ROOT_TS": root.TS, "TRIGGER": "sock.click.1", "ACTION": actionApprove,
+		"VALUE": buttonValueOf(t, card, actionApprove),
+	})
+	e.fake.SendEnvelope("click-1", "interactive", click, 0)
+	e.h.Eventually("click envelope acked", func() bool { _, ok := ackOf(e, "click-1"); return ok })
+	e.h.WaitRun(e.runOf(root.TS).ID, "succeeded")
+
 	cancel()
 	select {
 	case err := <-runDone:
