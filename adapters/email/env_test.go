@@ -25,6 +25,8 @@ const (
 	tokenKey = "test-token-key-0123456789"
 )
 
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
 // env is one test's world: the real engine and delivery pipeline on a
 // fresh SQLite store, an in-process IMAP server holding the bot's mailbox,
 // a capturing SMTP server, and the adapter between them.
@@ -86,7 +88,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 func (e *env) newAdapter(h *adaptertest.Harness) *Adapter {
 	e.t.Helper()
-	a, err := New(e.cfg, Deps{Sink: h.Engine, Cards: h.Engine, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	a, err := New(e.cfg, Deps{Sink: h.Engine, Cards: h.Engine, Logger: quiet})
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}

@@ -2,13 +2,13 @@ package email
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +34,33 @@ type imapFake struct {
 
 	mu    sync.Mutex
 	conns []net.Conn
+	// idles counts IDLE commands the server received.
+	idles atomic.Int64
+	// noIdle hides IDLE from the capabilities: imapserver always
+	// advertises it for IMAP4rev1, so the fake strips it from the wire.
+	noIdle bool
+}
+
+// noIdleConn removes IDLE from CAPABILITY lines the server writes.
+type noIdleConn struct{ net.Conn }
+
+func (c noIdleConn) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("CAPABILITY")) {
+		q := bytes.ReplaceAll(p, []byte(" IDLE"), nil)
+		if _, err := c.Conn.Write(q); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// idleCounter counts IDLE commands in the server's debug stream.
+type idleCounter struct{ f *imapFake }
+
+func (w idleCounter) Write(p []byte) (int, error) {
+	w.f.idles.Add(int64(bytes.Count(bytes.ToUpper(p), []byte(" IDLE\r\n"))))
+	return len(p), nil
 }
 
 const imapUser, imapPass = "bot", "imap-secret"
@@ -47,15 +74,12 @@ func newIMAPFake(t *testing.T, idle bool) *imapFake {
 	}
 	mem.AddUser(user)
 	caps := imap.CapSet{imap.CapIMAP4rev1: {}}
-	if idle {
-		caps[imap.CapIdle] = struct{}{}
-	}
-	f := &imapFake{user: user}
+	f := &imapFake{user: user, noIdle: !idle}
 	f.srv = imapserver.New(&imapserver.Options{
 		NewSession: func(*imapserver.Conn) (imapserver.Session, *imapserver.GreetingData, error) {
 			return mem.NewSession(), nil, nil
 		},
-		Caps: caps, InsecureAuth: true, Logger: log.New(io.Discard, "", 0),
+		Caps: caps, InsecureAuth: true, Logger: log.New(io.Discard, "", 0), DebugWriter: idleCounter{f},
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,6 +102,9 @@ func (l trackListener) Accept() (net.Conn, error) {
 		l.f.mu.Lock()
 		l.f.conns = append(l.f.conns, c)
 		l.f.mu.Unlock()
+		if l.f.noIdle {
+			c = noIdleConn{c}
+		}
 	}
 	return c, err
 }
@@ -168,7 +195,8 @@ func (s *smtpSession) AuthMechanisms() []string { return []string{sasl.Plain} }
 func (s *smtpSession) Auth(mech string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, user, pass string) error {
 		if user != s.c.user || pass != s.c.pass {
-			return errors.New("bad credentials")
+			// What Gmail, Microsoft 365 and Postfix answer.
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "bad credentials"}
 		}
 		s.authed = true
 		return nil

@@ -52,8 +52,8 @@ func TestAuthenticatedUsesTopmostFromOurServer(t *testing.T) {
 	a := &Adapter{cfg: Config{AuthservID: "mx.example.com"}}
 	in := &inbound{From: "bob@example.com", AuthResults: []string{
 		"spamfilter.example.com; dkim=pass header.d=example.com", // not ours: ignored
-		"mx.example.com; dkim=fail; dmarc=fail",                   // ours, topmost: decides
-		"mx.example.com; dmarc=pass header.from=example.com",      // forged by the sender below ours
+		"mx.example.com; dkim=fail; dmarc=fail",                  // ours, topmost: decides
+		"mx.example.com; dmarc=pass header.from=example.com",     // forged by the sender below ours
 	}}
 	if a.authenticated(in) {
 		t.Error("a forged pass below our server's fail was believed")
