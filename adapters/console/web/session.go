@@ -168,7 +168,12 @@ func (s *server) signinPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) renderSignin(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	// Reuse a nonce the browser already holds, so two sign-in pages open at
+	// once (or a stray background request) do not invalidate each other.
 	nonce := randomID()
+	if c, err := r.Cookie(signinCookie); err == nil && len(c.Value) >= 20 && len(c.Value) <= 64 {
+		nonce = c.Value
+	}
 	s.setCookie(w, r, signinCookie, nonce, 30*time.Minute)
 	s.render(w, r, status, "signin", map[string]any{
 		"Title": "Sign in", "Nonce": nonce, "Next": localPath(r.FormValue("next"), "/chat"), "Error": msg,

@@ -244,7 +244,7 @@ func eventSummary(ev core.RunEvent) string {
 	case core.EventRunQueued:
 		return "queued flow " + str("flow") + " with " + str("args")
 	case core.EventTurnStarted:
-		return "step " + str("step_index") + " started"
+		return "turn started at step index " + str("step_index")
 	case core.EventPermissionRequested:
 		return "approval " + str("approval_id") + " requested for " + str("tool") + " " + str("args")
 	case core.EventPermissionDecided:

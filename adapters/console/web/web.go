@@ -204,6 +204,12 @@ func deriveKey(tokens []Token) []byte {
 func (s *server) routes() {
 	m := s.mux
 	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		// Browsers ask for it on every page; answer without a redirect to
+		// sign-in (which would load the sign-in page in the background).
+		w.Header().Set("Cache-Control", "max-age=86400")
+		w.WriteHeader(http.StatusNoContent)
+	})
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
