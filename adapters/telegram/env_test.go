@@ -73,6 +73,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 				t.Fatalf("New: %v", err)
 			}
 			e.ad = ad
+			adapters.Store(h, ad)
 			if o.pace {
 				return ad
 			}
@@ -89,6 +90,10 @@ func newEnv(t *testing.T, o envOpts) *env {
 	})
 	return e
 }
+
+// adapters maps each harness to its adapter, for suites that hand tests
+// only the harness.
+var adapters sync.Map
 
 // run starts Run in the background, stopped at cleanup (or by the returned
 // cancel).

@@ -473,6 +473,15 @@ func checkText(p map[string]string) (Failure, bool) {
 	return Failure{}, true
 }
 
+// CheckHTML reports whether Telegram would accept text with
+// parse_mode=HTML, and why not.
+func CheckHTML(text string) error {
+	if f, ok := checkText(map[string]string{"text": text, "parse_mode": "HTML"}); !ok {
+		return fmt.Errorf("%d %s", f.Code, f.Description)
+	}
+	return nil
+}
+
 func checkMarkup(s string) (Failure, bool) {
 	if s == "" {
 		return Failure{}, true
