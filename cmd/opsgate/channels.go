@@ -2,28 +2,73 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
-	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/adapters/console"
+	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/engine"
 )
 
-// ==== Channel adapters and their delivery workers start here. ====
-//
-// startChannels is the one place that builds the platform adapters from
-// configuration and starts an outbox delivery worker per channel. Platform
-// adapters (adapters/slack, adapters/telegram, ...) and the delivery
-// pipeline (core/delivery) plug in here as they land: build the adapter
-// from cfg.Channels.<name>, mount its inbound handlers on mux, and start a
-// delivery worker draining that channel's outbox.
-//
-// Until core/delivery has a worker, only the console is wired, with the
-// minimal recorder below.
+// channel is one enabled platform as the composition root sees it: the
+// Platform its delivery worker sends through, the inbound handlers to mount
+// on the one listener, and an optional long-lived receiver (Socket Mode,
+// polling, Gateway, IMAP).
+type channel struct {
+	platform delivery.Platform
+	delivery config.Delivery
+	handlers map[string]http.Handler
+	receive  func(ctx context.Context) error
+}
 
-// channelSet is what startChannels started; Wait blocks until every worker
-// stopped after the context ends.
+// buildChannels builds every enabled channel from the configuration. This
+// is the only place that knows concrete adapters; the core sees them only
+// as a Sink caller and a delivery.Platform.
+func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
+	// The console is always there: /api/v1 is its back end, and API
+	// messages are console messages whether or not the web UI is enabled.
+	chans := []channel{{platform: console.New(), delivery: cfg.Channels.Console.Delivery}}
+
+	if c := cfg.Channels.Slack; c.Enabled {
+		a, err := slack.New(slack.Config{
+			BotToken: c.BotToken, SigningSecret: c.SigningSecret, Mode: c.Mode, AppToken: c.AppToken, APIURL: c.APIURL,
+		}, slack.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "slack")})
+		if err != nil {
+			return nil, fmt.Errorf("channels.slack: %w", err)
+		}
+		chans = append(chans, channel{platform: a, delivery: c.Delivery, handlers: a.Handlers(), receive: a.Run})
+	}
+	for name, enabled := range map[string]bool{
+		"telegram": cfg.Channels.Telegram.Enabled,
+		"discord":  cfg.Channels.Discord.Enabled,
+		"email":    cfg.Channels.Email.Enabled,
+	} {
+		if enabled {
+			return nil, fmt.Errorf("channels.%s: this build has no %s adapter", name, name)
+		}
+	}
+	return chans, nil
+}
+
+// mountChannels registers every channel's inbound handlers on mux.
+func mountChannels(mux *http.ServeMux, chans []channel) {
+	for _, ch := range chans {
+		for pattern, h := range ch.handlers {
+			mux.Handle(pattern, h)
+		}
+	}
+}
+
+// channelSet is what startChannels started; Wait blocks until every
+// receiver and delivery worker stopped after the context ends.
 type channelSet struct {
 	wg sync.WaitGroup
 }
@@ -31,91 +76,55 @@ type channelSet struct {
 // Wait waits for every worker to stop.
 func (c *channelSet) Wait() { c.wg.Wait() }
 
-// startChannels starts the delivery side of every enabled channel. Workers
-// run until ctx ends.
-func startChannels(ctx context.Context, cfg *config.Config, st core.Store, owner string, log *slog.Logger) *channelSet {
+// startChannels starts, per channel, its receiver (if any) and the delivery
+// worker that drains its outbox, with the operator's rate_limits applied
+// over the platform's defaults. Everything runs until ctx ends.
+func startChannels(ctx context.Context, chans []channel, st core.Store, cards core.CardSource, owner string, reg prometheus.Registerer, log *slog.Logger) (*channelSet, error) {
 	cs := &channelSet{}
-	for name, enabled := range map[string]bool{
-		"slack":    cfg.Channels.Slack.Enabled,
-		"telegram": cfg.Channels.Telegram.Enabled,
-		"discord":  cfg.Channels.Discord.Enabled,
-		"email":    cfg.Channels.Email.Enabled,
-	} {
-		if enabled {
-			log.Warn("channel enabled in the config but this build has no adapter for it yet; its messages stay queued in the outbox",
-				"channel", name)
+	for _, ch := range chans {
+		name := ch.platform.Channel()
+		plat := delivery.WithPacing(ch.platform, overridePacing(ch.platform.Pacing(), ch.delivery.RateLimits))
+		w, err := delivery.New(delivery.Options{
+			Store: st, Cards: cards, Platform: plat, Owner: owner + "/" + name,
+			MaxAttempts: ch.delivery.MaxAttempts, Subscribe: st.Subscribe, Registerer: reg,
+			Logger: log.With("component", "delivery", "channel", name),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("delivery for %s: %w", name, err)
 		}
-	}
-	// The console is always served: /api/v1 is its back end, and API
-	// messages are console messages whether or not the web UI is enabled.
-	rec := &consoleRecorder{store: st, owner: owner + "/console", poll: cfg.Engine.PollInterval.D(), log: log.With("component", "delivery", "channel", "console")}
-	cs.wg.Add(1)
-	go func() {
-		defer cs.wg.Done()
-		rec.run(ctx)
-	}()
-	return cs
-}
-
-// consoleRecorder is the console's delivery worker. The console has no
-// platform to send to: its replies and cards are read from the store by the
-// API and the web console, so "sending" a console message is recording that
-// it was delivered. Claiming through the outbox (rather than skipping it)
-// keeps the console on the same path as every other channel.
-type consoleRecorder struct {
-	store core.Store
-	owner string
-	poll  time.Duration
-	log   *slog.Logger
-}
-
-const (
-	consoleBatch = 100
-	consoleLease = 30 * time.Second
-)
-
-func (r *consoleRecorder) run(ctx context.Context) {
-	wake, cancel := r.store.Subscribe(core.TopicOutbox)
-	defer cancel()
-	poll := r.poll
-	if poll <= 0 {
-		poll = time.Second
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		for r.drain(ctx) {
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-t.C:
-		}
-	}
-}
-
-// drain records one batch and reports whether there may be more.
-func (r *consoleRecorder) drain(ctx context.Context) bool {
-	now := time.Now().UTC()
-	batch, err := r.store.OutboxClaim(ctx, core.OutboxClaimParams{
-		Channel: "console", Owner: r.owner, Limit: consoleBatch, Now: now, LeaseUntil: now.Add(consoleLease),
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			r.log.Error("claim console outbox", "err", err)
-		}
-		return false
-	}
-	for _, d := range batch {
-		if err := r.store.OutboxDone(ctx, d.ID, r.owner, time.Now().UTC()); err != nil {
-			if ctx.Err() == nil {
-				r.log.Error("record console message delivered", "id", d.ID, "err", err)
+		cs.wg.Add(1)
+		go func() {
+			defer cs.wg.Done()
+			if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("delivery worker stopped", "channel", name, "err", err)
 			}
-			return false
+		}()
+		if ch.receive != nil {
+			cs.wg.Add(1)
+			go func() {
+				defer cs.wg.Done()
+				if err := ch.receive(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					log.Error("receiver stopped", "channel", name, "err", err)
+				}
+			}()
 		}
 	}
-	// A claim hands out only the oldest message of each thread, so a
-	// thread's next message is claimable only now: go round again.
-	return len(batch) > 0
+	return cs, nil
+}
+
+// overridePacing applies a channel's configured rate_limits over the
+// platform's published defaults; unset scopes keep the default. Global is
+// the account bucket in delivery's terms (everything one bot sends).
+func overridePacing(p delivery.Pacing, rl config.RateLimits) delivery.Pacing {
+	rate := func(l config.RateLimit) *delivery.Rate {
+		if l.IsZero() {
+			return nil
+		}
+		return &delivery.Rate{Every: l.Rate.Interval(), Burst: l.EffectiveBurst()}
+	}
+	account := rate(rl.Account)
+	if account == nil {
+		account = rate(rl.Global)
+	}
+	return delivery.OverridePacing(p, rate(rl.Conversation), rate(rl.Group), account)
 }

@@ -144,8 +144,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("build API: %w", err)
 	}
 
+	chans, err := buildChannels(cfg, eng, log)
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", apiHandler)
+	mountChannels(mux, chans)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
@@ -172,7 +177,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
-	channels := startChannels(chCtx, cfg, st, eng.Owner(), log)
+	channels, err := startChannels(chCtx, chans, st, eng, eng.Owner(), reg, log)
+	if err != nil {
+		return err
+	}
 
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()

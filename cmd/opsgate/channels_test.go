@@ -1,0 +1,98 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core/delivery"
+)
+
+func TestOverridePacing(t *testing.T) {
+	t.Parallel()
+	def := delivery.Pacing{
+		Conversation: delivery.Rate{Every: time.Second, Burst: 3},
+		Group:        delivery.Rate{Every: 3 * time.Second, Burst: 1},
+		Account:      delivery.Rate{Every: time.Second / 30, Burst: 30},
+	}
+	t.Run("UnsetKeepsDefaults", func(t *testing.T) {
+		if got := overridePacing(def, config.RateLimits{}); got != def {
+			t.Fatalf("got %+v, want the defaults %+v", got, def)
+		}
+	})
+	t.Run("ConfiguredScopesReplaceDefaults", func(t *testing.T) {
+		got := overridePacing(def, config.RateLimits{
+			Conversation: config.RateLimit{Rate: config.Rate{Events: 2, Per: time.Second}, Burst: 5},
+			Global:       config.RateLimit{Rate: config.Rate{Events: 10, Per: time.Second}, Burst: 10},
+		})
+		if got.Conversation != (delivery.Rate{Every: 500 * time.Millisecond, Burst: 5}) {
+			t.Errorf("conversation = %+v", got.Conversation)
+		}
+		if got.Group != def.Group {
+			t.Errorf("group changed: %+v", got.Group)
+		}
+		if got.Account != (delivery.Rate{Every: 100 * time.Millisecond, Burst: 10}) {
+			t.Errorf("global must map onto the account bucket: %+v", got.Account)
+		}
+	})
+	t.Run("AccountWinsOverGlobal", func(t *testing.T) {
+		got := overridePacing(def, config.RateLimits{
+			Account: config.RateLimit{Rate: config.Rate{Events: 1, Per: time.Second}, Burst: 1},
+			Global:  config.RateLimit{Rate: config.Rate{Events: 10, Per: time.Second}, Burst: 10},
+		})
+		if got.Account != (delivery.Rate{Every: time.Second, Burst: 1}) {
+			t.Errorf("account = %+v", got.Account)
+		}
+	})
+}
+
+// TestSlackIsMountedOnTheListener checks the composition root: an enabled
+// Slack channel's CONTRACT.md paths answer on the one mux, and a forged
+// request is refused there.
+func TestSlackIsMountedOnTheListener(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store.DSN = filepath.Join(t.TempDir(), "opsgate.db")
+	cfg.Channels.Slack = config.Slack{Enabled: true, BotToken: "xoxb-test", SigningSecret: "s3cret", APIURL: "http://127.0.0.1:1/api/"}
+	st, err := openStore(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := buildEngine(cfg, st, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	chans, err := buildChannels(cfg, eng, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chans) != 2 || chans[1].platform.Channel() != "slack" {
+		t.Fatalf("channels = %d, want console and slack", len(chans))
+	}
+	mux := http.NewServeMux()
+	mountChannels(mux, chans)
+	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"type":"url_verification","challenge":"x"}`))
+		req.Header.Set("X-Slack-Request-Timestamp", "1")
+		req.Header.Set("X-Slack-Signature", "v0=00")
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("POST %s with a forged signature: %d, want 401", path, rec.Code)
+		}
+	}
+}
