@@ -244,3 +244,33 @@ func TestRepliesStayInThread(t *testing.T) {
 		t.Errorf("run args %v", run.Args)
 	}
 }
+
+// With a quorum of two, the first approval is counted and answered; the
+// second ends the approval.
+func TestQuorumByReply(t *testing.T) {
+	t.Parallel()
+	dave := "dave@example.com"
+	e := newEnv(t, envOptions{Policy: &approvals.Policy{Rules: []approvals.Rule{
+		{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{Actor(bob), Actor(dave)}, Quorum: 2},
+	}}})
+	e.Request("deploy api 1.2.3")
+	card, _ := e.Card()
+	if !slices.Contains(card.Rcpt, dave) || !slices.Contains(card.Rcpt, bob) {
+		t.Errorf("card recipients %v, want both approvers", card.Rcpt)
+	}
+	e.ReplyTo(card, "gmail_reply.eml", bob, "", "approve")
+	counted := e.WaitMail("the counted answer", func(m sent) bool { return strings.Contains(m.Text, "counted") })
+	if !strings.Contains(counted.Header.Get("To"), bob) {
+		t.Errorf("counted answer to %q", counted.Header.Get("To"))
+	}
+	e.ReplyTo(card, "apple_mail_reply.eml", bob, "", "approve") // twice is still one
+	e.WaitMail("the duplicate refusal", func(m sent) bool { return strings.Contains(m.Text, "already approved") })
+	if len(e.h.Dispatches()) != 0 {
+		t.Fatal("dispatched before the quorum")
+	}
+	e.ReplyTo(card, "outlook_reply.eml", dave, "", "approve")
+	e.h.WaitRun(e.OnlyRun().ID, core.RunSucceeded)
+	if n := len(e.h.Dispatches()); n != 1 {
+		t.Errorf("%d dispatches", n)
+	}
+}

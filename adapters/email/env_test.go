@@ -47,6 +47,8 @@ type envOptions struct {
 	SMTPAuth     bool
 	// NoRun leaves the IMAP watcher stopped (Start starts it).
 	NoRun bool
+	// Policy replaces the harness's "ask Approvers for deploy".
+	Policy *approvals.Policy
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -74,7 +76,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		approvers = []string{Actor(bob), "console:admin"}
 	}
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: approvers,
+		Approvers: approvers, Policy: o.Policy,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.a = e.newAdapter(h)
 			return e.a
