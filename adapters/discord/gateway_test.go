@@ -68,9 +68,24 @@ func TestGatewayMentionStartsRunInThread(t *testing.T) {
 		"id": e.id(), "channel_id": dm, "content": "deploy web 2", "author": map[string]any{"id": requester},
 	})
 	e.waitCard(dm)
+	// A mention inside an existing thread runs in that thread, without
+	// trying (and failing) to start a thread in a thread.
+	thread := e.id()
+	e.fake.AddChannel(fakediscord.Channel{ID: thread, Type: 11, ParentID: channelID, GuildID: guildID})
+	inThread := e.id()
+	e.fake.Dispatch("MESSAGE_CREATE", map[string]any{
+		"id": inThread, "channel_id": thread, "guild_id": guildID, "content": "<@" + fakediscord.BotID + "> deploy db 3",
+		"author": map[string]any{"id": requester}, "mentions": []map[string]any{{"id": fakediscord.BotID}},
+	})
+	e.waitCard(thread)
 	e.h.WaitIdle()
-	if c := e.h.Counts(); c.Runs != 2 {
-		t.Errorf("runs = %d, want 2 (the mention once, the DM)", c.Runs)
+	if c := e.h.Counts(); c.Runs != 3 {
+		t.Errorf("runs = %d, want 3 (the mention once, the DM, the thread)", c.Runs)
+	}
+	for _, r := range e.fake.Requests() {
+		if r.Status >= 400 {
+			t.Errorf("the adapter made a failing request: %+v", r)
+		}
 	}
 }
 

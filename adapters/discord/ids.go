@@ -53,7 +53,8 @@ type payload struct {
 	ApprovalID string
 }
 
-var b64 = base64.RawURLEncoding
+// b64 is strict, so every payload has exactly one spelling.
+var b64 = base64.RawURLEncoding.Strict()
 
 // encodePayload packs (action, approval id) into a custom_id of at most
 // MaxCustomID characters: prefix, action byte, the approval reference (a
