@@ -52,11 +52,11 @@ func (e *env) badInput(t *testing.T) {
 	}
 	for _, b := range [][]byte{
 		[]byte(`{`), []byte(`[]`), []byte(`null`), []byte(`{"type":2}`),
-		[]byte(`{"id":"1","type":2,"token":"t","channel_id":"2"}`),                                                  // no data, no user
-		[]byte(`{"id":"1","type":2,"token":"t","channel_id":"2","data":{"name":"ops"}}`),                            // no user
-		[]byte(`{"id":"x","type":1}`),                                                                                // bad id
+		[]byte(`{"id":"1","type":2,"token":"t","channel_id":"2"}`),                                                      // no data, no user
+		[]byte(`{"id":"1","type":2,"token":"t","channel_id":"2","data":{"name":"ops"}}`),                                // no user
+		[]byte(`{"id":"x","type":1}`),                                                                                   // bad id
 		[]byte(`{"id":"1","type":3,"token":"","channel_id":"2","member":{"user":{"id":"3"}},"data":{"custom_id":"a"}}`), // no token
-		[]byte(`{"id":"1","type":99,"token":"t","channel_id":"2","member":{"user":{"id":"3"}}}`),                     // unknown type
+		[]byte(`{"id":"1","type":99,"token":"t","channel_id":"2","member":{"user":{"id":"3"}}}`),                        // unknown type
 	} {
 		s, t := signed(b)
 		cases = append(cases, struct {
