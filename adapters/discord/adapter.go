@@ -55,6 +55,9 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		log = slog.Default()
 	}
 	log = log.With("channel", ChannelName)
+	for _, why := range cfg.skipped {
+		log.Warn("flow not registered as a slash command; it still runs through /"+cfg.Command, "flow", why)
+	}
 	now := deps.Now
 	if now == nil {
 		now = time.Now

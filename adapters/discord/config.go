@@ -68,6 +68,8 @@ type Config struct {
 	// acknowledged (root message and thread), inside Discord's 3 seconds
 	// (default 2s).
 	RootTimeout time.Duration
+
+	skipped []string // flows not offered as commands, and why
 }
 
 // FlowCommand is one flow offered as a top-level slash command. cmd maps
@@ -146,27 +148,35 @@ func (c Config) withDefaults() (Config, ed25519.PublicKey, error) {
 	if !commandNameRE.MatchString(c.Command) {
 		probs = append(probs, fmt.Sprintf("command: %q is not a valid Discord command name (lowercase, 1-32 of letters, digits, - _)", c.Command))
 	}
+	// A flow Discord cannot take as a command is left out (and logged by
+	// New), not fatal: the flow still runs through /ops and other channels.
 	seen := map[string]bool{c.Command: true}
+	var flows []FlowCommand
 	for i, f := range c.Flows {
-		if !commandNameRE.MatchString(f.Name) {
-			probs = append(probs, fmt.Sprintf("flows[%d].name: %q is not a valid Discord command name", i, f.Name))
+		reason := ""
+		switch {
+		case !commandNameRE.MatchString(f.Name):
+			reason = "not a valid Discord command name (lowercase, 1-32 of letters, digits, - _)"
+		case seen[f.Name]:
+			reason = "name already registered"
+		case len(f.Options) > 25:
+			reason = "more than Discord's 25 options"
+		case len(flows) >= 99:
+			reason = "Discord allows 100 commands including the catch-all"
 		}
-		if seen[f.Name] {
-			probs = append(probs, fmt.Sprintf("flows[%d].name: %q is registered twice", i, f.Name))
-		}
-		seen[f.Name] = true
-		if len(f.Options) > 25 {
-			probs = append(probs, fmt.Sprintf("flows[%d]: %d placeholders, Discord allows 25 options", i, len(f.Options)))
-		}
-		for j, o := range f.Options {
-			if !commandNameRE.MatchString(o.Name) {
-				probs = append(probs, fmt.Sprintf("flows[%d].options[%d]: %q is not a valid Discord option name", i, j, o.Name))
+		for _, o := range f.Options {
+			if reason == "" && !commandNameRE.MatchString(o.Name) {
+				reason = fmt.Sprintf("placeholder %q is not a valid Discord option name", o.Name)
 			}
 		}
+		if reason != "" {
+			c.skipped = append(c.skipped, fmt.Sprintf("flows[%d] %q: %s", i, f.Name, reason))
+			continue
+		}
+		seen[f.Name] = true
+		flows = append(flows, f)
 	}
-	if len(c.Flows) > 99 {
-		probs = append(probs, "flows: Discord allows 100 commands including the catch-all")
-	}
+	c.Flows = flows
 	if c.MaxSkew <= 0 {
 		c.MaxSkew = 5 * time.Minute
 	}

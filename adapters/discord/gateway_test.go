@@ -190,14 +190,22 @@ func TestConfigValidation(t *testing.T) {
 		"short key":     func(c *Config) { c.PublicKey = "abcd" },
 		"bad api url":   func(c *Config) { c.APIURL = "discord.com" },
 		"bad command":   func(c *Config) { c.Command = "Ops Command" },
-		"bad flow name": func(c *Config) { c.Flows = []FlowCommand{{Name: "Deploy!"}} },
-		"dup flow":      func(c *Config) { c.Flows = []FlowCommand{{Name: "ops"}} },
 	} {
 		c := good
 		mut(&c)
 		if _, err := New(c, Deps{Sink: nopSink{}, Cards: nopSink{}}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// Flows Discord cannot take are left out, not fatal.
+	c := good
+	c.Flows = []FlowCommand{{Name: "Deploy!"}, {Name: "ops"}, {Name: "ok", Options: []FlowOption{{Name: "Bad Name"}}}, {Name: "deploy"}, {Name: "deploy"}}
+	a, err := New(c, Deps{Sink: nopSink{}, Cards: nopSink{}})
+	if err != nil {
+		t.Fatalf("config with unusable flows: %v", err)
+	}
+	if len(a.cfg.Flows) != 1 || a.cfg.Flows[0].Name != "deploy" || len(a.cfg.skipped) != 4 {
+		t.Errorf("flows kept %v, skipped %v; want only deploy kept", a.cfg.Flows, a.cfg.skipped)
 	}
 	if _, err := New(good, Deps{}); err == nil {
 		t.Error("missing deps accepted")
