@@ -185,11 +185,11 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatalf("good config: %v", err)
 	}
 	for name, mut := range map[string]func(*Config){
-		"no token":      func(c *Config) { c.BotToken = "" },
-		"bad app id":    func(c *Config) { c.ApplicationID = "app" },
-		"short key":     func(c *Config) { c.PublicKey = "abcd" },
-		"bad api url":   func(c *Config) { c.APIURL = "discord.com" },
-		"bad command":   func(c *Config) { c.Command = "Ops Command" },
+		"no token":    func(c *Config) { c.BotToken = "" },
+		"bad app id":  func(c *Config) { c.ApplicationID = "app" },
+		"short key":   func(c *Config) { c.PublicKey = "abcd" },
+		"bad api url": func(c *Config) { c.APIURL = "discord.com" },
+		"bad command": func(c *Config) { c.Command = "Ops Command" },
 	} {
 		c := good
 		mut(&c)
