@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/console"
 	"github.com/opsgate/opsgate/adapters/slack"
+	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
@@ -46,10 +47,23 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 		}
 		chans = append(chans, channel{platform: a, delivery: c.Delivery, handlers: a.Handlers(), receive: a.Run})
 	}
+	if c := cfg.Channels.Telegram; c.Enabled {
+		a, err := telegram.New(telegram.Config{
+			BotToken: c.BotToken, Mode: c.Mode, WebhookSecret: c.WebhookSecret, PublicURL: cfg.Server.PublicURL,
+			BotUsername: c.BotUsername, APIURL: c.APIURL,
+		}, telegram.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "telegram")})
+		if err != nil {
+			return nil, fmt.Errorf("channels.telegram: %w", err)
+		}
+		ch := channel{platform: a, delivery: c.Delivery, receive: a.Run}
+		if c.Mode != telegram.ModePolling {
+			ch.handlers = map[string]http.Handler{"POST " + telegram.WebhookPath: a.WebhookHandler()}
+		}
+		chans = append(chans, ch)
+	}
 	for name, enabled := range map[string]bool{
-		"telegram": cfg.Channels.Telegram.Enabled,
-		"discord":  cfg.Channels.Discord.Enabled,
-		"email":    cfg.Channels.Email.Enabled,
+		"discord": cfg.Channels.Discord.Enabled,
+		"email":   cfg.Channels.Email.Enabled,
 	} {
 		if enabled {
 			return nil, fmt.Errorf("channels.%s: this build has no %s adapter", name, name)

@@ -53,17 +53,19 @@ func TestOverridePacing(t *testing.T) {
 	})
 }
 
-// TestSlackIsMountedOnTheListener checks the composition root: an enabled
-// Slack channel's CONTRACT.md paths answer on the one mux, and a forged
+// TestChannelsAreMountedOnTheListener checks the composition root: each
+// enabled channel's CONTRACT.md paths answer on the one mux, and a forged
 // request is refused there.
-func TestSlackIsMountedOnTheListener(t *testing.T) {
+func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	t.Parallel()
 	cfg, err := config.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.Store.DSN = filepath.Join(t.TempDir(), "opsgate.db")
+	cfg.Server.PublicURL = "https://ops.example.com"
 	cfg.Channels.Slack = config.Slack{Enabled: true, BotToken: "xoxb-test", SigningSecret: "s3cret", APIURL: "http://127.0.0.1:1/api/"}
+	cfg.Channels.Telegram = config.Telegram{Enabled: true, BotToken: "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11", WebhookSecret: "hook-secret", APIURL: "http://127.0.0.1:1"}
 	st, err := openStore(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -80,16 +82,21 @@ func TestSlackIsMountedOnTheListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(chans) != 2 || chans[1].platform.Channel() != "slack" {
-		t.Fatalf("channels = %d, want console and slack", len(chans))
+	var names []string
+	for _, ch := range chans {
+		names = append(names, ch.platform.Channel())
+	}
+	if strings.Join(names, ",") != "console,slack,telegram" {
+		t.Fatalf("channels = %v, want console, slack, telegram", names)
 	}
 	mux := http.NewServeMux()
 	mountChannels(mux, chans)
-	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity"} {
+	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"type":"url_verification","challenge":"x"}`))
 		req.Header.Set("X-Slack-Request-Timestamp", "1")
 		req.Header.Set("X-Slack-Signature", "v0=00")
+		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "wrong")
 		mux.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {
 			t.Errorf("POST %s with a forged signature: %d, want 401", path, rec.Code)
