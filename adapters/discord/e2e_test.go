@@ -301,3 +301,54 @@ func TestPingPong(t *testing.T) {
 	}
 	e.h.StoreEmpty(t)
 }
+
+func TestSlashCommandInDMAndThreadRunsInPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	dm := e.id()
+	in := e.slash(requester, "ops", map[string]string{"command": "deploy api 1.2.3"})
+	delete(in, "guild_id")
+	delete(in, "member")
+	in["user"] = map[string]any{"id": requester, "username": "req"}
+	in["channel_id"] = dm
+	in["channel"] = map[string]any{"id": dm, "type": 1}
+	if r := e.post(in); r.Type != 5 {
+		t.Fatalf("DM command answered type %d", r.Type)
+	}
+	e.waitCard(dm)
+
+	thread := e.id()
+	in = e.slash(requester, "ops", map[string]string{"command": "deploy web 2"})
+	in["channel_id"] = thread
+	in["channel"] = map[string]any{"id": thread, "type": 11, "parent_id": channelID}
+	if r := e.post(in); r.Type != 5 {
+		t.Fatalf("thread command answered type %d", r.Type)
+	}
+	e.waitCard(thread)
+	for _, ev := range e.fake.Log() {
+		if ev.ChannelID == channelID {
+			t.Errorf("a root message was posted for a command in a DM or thread: %+v", ev.Message)
+		}
+	}
+	for _, r := range e.fake.Requests() {
+		if strings.HasSuffix(r.Path, "/threads") {
+			t.Errorf("a thread was started inside a DM or thread: %+v", r)
+		}
+	}
+}
+
+func TestSlashCommandWhereBotCannotPost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOpts{})
+	in := e.slash(requester, "ops", map[string]string{"command": "deploy api 1.2.3"})
+	e.fake.Fail429(1, 2, false)
+	r := e.post(in)
+	if r.Type != 4 || r.Data.Flags&64 == 0 || !strings.Contains(r.Data.Content, "nothing was started") {
+		t.Errorf("answered %+v, want an ephemeral explanation", r)
+	}
+	e.h.StoreEmpty(t)
+	// The same interaction can be tried again once Discord lets it.
+	if r := e.post(in); r.Type != 5 {
+		t.Errorf("retry answered %+v, want the deferred response", r)
+	}
+}

@@ -29,8 +29,7 @@ type Message struct {
 	Content       string
 	Embeds        []map[string]any
 	Components    []map[string]any
-	// Edits counts PATCHes; EditOf is set on the entries of Log that were
-	// edits.
+	// Edits counts PATCHes (Log marks them with Event.Edit).
 	Edits   int
 	Deleted bool
 }
