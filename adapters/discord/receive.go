@@ -326,7 +326,9 @@ func (a *Adapter) handleCommand(ctx context.Context, raw []byte, in *interaction
 		_, err := a.api.InteractionResponseEdit(in.Interaction, &discordapi.WebhookEdit{Content: &note, AllowedMentions: noMentions},
 			discordapi.WithContext(fctx))
 		if err != nil {
-			a.log.Warn("interaction follow-up", "interaction", in.ID, "err", err)
+			// A rate-limit error names the URL, which holds the token.
+			msg := strings.ReplaceAll(err.Error(), in.Token, "[token]")
+			a.log.Warn("interaction follow-up", "interaction", in.ID, "err", msg)
 		}
 	}
 	return &discordapi.InteractionResponse{
