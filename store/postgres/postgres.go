@@ -188,6 +188,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := sqlstore.Migrate(ctx, conn, s.dialect, ms); err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
+	// Seal audit entries a replica that died left pending.
+	s.KickSealer()
 	return nil
 }
 

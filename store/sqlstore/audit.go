@@ -1,21 +1,48 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 )
 
-// appendAudit seals entries onto the end of the chain inside t. It takes
-// the dialect's audit lock first, so two transactions never read the same
-// tail; on SQLite the write transaction itself is that lock. The caller's
-// entries are not modified.
+// appendAudit adds entries to the chain inside t; the caller's entries are
+// not modified.
+//
+// Inline (SQLite): it seals them onto the tail at once; the write
+// transaction itself serializes appends.
+//
+// Deferred (Postgres, Dialect.DeferAuditSeal): it inserts them, unsealed,
+// into audit_pending, and the sealer chains them after commit. Sealing
+// inline would need a cluster-wide lock on the tail held through the
+// commit's WAL flush, so every transaction that audits — every decision —
+// would commit one at a time; 100 concurrent decisions then queue for
+// hundreds of milliseconds. The entries are still written atomically with
+// what they record; only their place in the chain is assigned a few
+// milliseconds later, and every reader of the log (AuditList, AuditVerify)
+// seals what is pending first, so no reader ever sees an unsealed entry.
 func appendAudit(ctx context.Context, t *tx, entries []approvals.AuditEntry) error {
 	if len(entries) == 0 {
+		return nil
+	}
+	if t.d.DeferAuditSeal {
+		args := make([]any, 0, len(entries)*7)
+		for _, e := range entries {
+			args = append(args, micros(orNow(e.At)), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail))
+		}
+		if _, err := t.exec(ctx, `INSERT INTO audit_pending (at, kind, actor, run_id, approval_id, tool, detail)
+			VALUES `+valueRows(len(entries), 7), args...); err != nil {
+			return fmt.Errorf("store: audit append: %w", err)
+		}
+		t.audited = true
 		return nil
 	}
 	if t.d.AuditLock != "" {
@@ -23,32 +50,157 @@ func appendAudit(ctx context.Context, t *tx, entries []approvals.AuditEntry) err
 			return fmt.Errorf("store: audit append: lock: %w", err)
 		}
 	}
+	return sealOnto(ctx, t, entries)
+}
+
+// sealOnto reads the chain's tail and appends entries sealed after it, in
+// one statement. The caller holds whatever serializes appends.
+func sealOnto(ctx context.Context, t *tx, entries []approvals.AuditEntry) error {
 	var seq int64
 	var hash string
 	err := t.queryRow(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: audit append: read tail: %w", err)
 	}
+	args := make([]any, 0, len(entries)*10)
 	for _, e := range entries {
 		e.At = orNow(e.At)
 		e.Seal(seq+1, hash)
-		var detail any
-		if len(e.Detail) > 0 {
-			detail = string(e.Detail)
-		}
-		if _, err := t.exec(ctx, `INSERT INTO audit (seq, at, kind, actor, run_id, approval_id, tool, detail, prev_hash, hash)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			e.Seq, micros(e.At), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, detail, e.PrevHash, e.Hash); err != nil {
-			return fmt.Errorf("store: audit append %s: %w", e.Kind, err)
-		}
+		args = append(args, e.Seq, micros(e.At), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail), e.PrevHash, e.Hash)
 		seq, hash = e.Seq, e.Hash
+	}
+	if _, err := t.exec(ctx, `INSERT INTO audit (seq, at, kind, actor, run_id, approval_id, tool, detail, prev_hash, hash)
+		VALUES `+valueRows(len(entries), 10), args...); err != nil {
+		return fmt.Errorf("store: audit append: %w", err)
 	}
 	return nil
 }
 
+func auditDetail(d json.RawMessage) any {
+	if len(d) == 0 {
+		return nil
+	}
+	return string(d)
+}
+
+// sealBatch bounds one sealing transaction.
+const sealBatch = 500
+
+// SealAudit chains every pending audit entry (Dialect.DeferAuditSeal), in
+// the order they were inserted, under the audit lock so replicas sealing
+// at once form one chain. It is a no-op on a store that seals inline.
+// The store's sealer calls it after every commit that audits; readers of
+// the log call it first.
+func (s *Store) SealAudit(ctx context.Context) error {
+	if !s.dialect.DeferAuditSeal {
+		return nil
+	}
+	for {
+		n := 0
+		err := s.inTx(ctx, "audit seal", func(t *tx) error {
+			if _, err := t.exec(ctx, t.d.AuditLock); err != nil {
+				return fmt.Errorf("store: audit seal: lock: %w", err)
+			}
+			rows, err := t.query(ctx, `DELETE FROM audit_pending WHERE id IN
+				(SELECT id FROM audit_pending ORDER BY id LIMIT ?) RETURNING id, at, kind, actor, run_id, approval_id, tool, detail`, sealBatch)
+			if err != nil {
+				return fmt.Errorf("store: audit seal: take pending: %w", err)
+			}
+			type pending struct {
+				id int64
+				e  approvals.AuditEntry
+			}
+			var ps []pending
+			for rows.Next() {
+				var p pending
+				var at int64
+				var detail sql.NullString
+				if err := rows.Scan(&p.id, &at, &p.e.Kind, &p.e.Actor, &p.e.RunID, &p.e.ApprovalID, &p.e.Tool, &detail); err != nil {
+					rows.Close()
+					return fmt.Errorf("store: audit seal: %w", err)
+				}
+				p.e.At = fromMicros(at)
+				if detail.Valid {
+					p.e.Detail = json.RawMessage(detail.String)
+				}
+				ps = append(ps, p)
+			}
+			if err := closeRows(rows); err != nil {
+				return fmt.Errorf("store: audit seal: %w", err)
+			}
+			if len(ps) == 0 {
+				return nil
+			}
+			slices.SortFunc(ps, func(a, b pending) int { return cmp.Compare(a.id, b.id) })
+			entries := make([]approvals.AuditEntry, len(ps))
+			for i, p := range ps {
+				entries[i] = p.e
+			}
+			n = len(entries)
+			return sealOnto(ctx, t, entries)
+		})
+		if err != nil {
+			return err
+		}
+		if n < sealBatch {
+			return nil
+		}
+	}
+}
+
+// sealer runs SealAudit when kicked — after every commit that audited, and
+// by the backend once migrated — and, from the first kick on, every
+// sealerInterval, which picks up entries a crashed replica committed but
+// never sealed. (Before the first kick the schema may not exist yet.)
+func (s *Store) sealer(ctx context.Context, kick <-chan struct{}) {
+	log := slog.Default().With("component", "store/"+s.dialect.Name)
+	t := time.NewTicker(sealerInterval)
+	defer t.Stop()
+	var tick <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+			tick = t.C
+		case <-tick:
+		}
+		sctx, cancel := context.WithTimeout(ctx, sealerTimeout)
+		if err := s.SealAudit(sctx); err != nil && ctx.Err() == nil {
+			log.Error("seal audit entries; will retry", "err", err)
+		}
+		cancel()
+	}
+}
+
+// KickSealer asks the audit sealer to run now (a no-op on a store that
+// seals inline). Backends call it once migrated, so entries left pending
+// by a replica that died are sealed at start.
+func (s *Store) KickSealer() {
+	select {
+	case s.sealKick <- struct{}{}:
+	default:
+	}
+}
+
+// Sealer timing: the interval only matters for entries nobody kicked (a
+// replica died between commit and seal).
+const (
+	sealerInterval = 5 * time.Second
+	sealerTimeout  = 30 * time.Second
+)
+
 // AuditList implements approvals.Store. Filters are exact matches; a page
 // holds at most 1000 entries.
 func (s *Store) AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error) {
+	if err := s.SealAudit(ctx); err != nil {
+		return nil, err
+	}
+	return s.auditList(ctx, p)
+}
+
+// auditList reads sealed entries only; AuditList seals first.
+func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error) {
 	where, args := "seq > ?", []any{p.After}
 	for _, f := range []struct{ col, v string }{
 		{"actor", p.Actor}, {"tool", p.Tool}, {"run_id", p.RunID}, {"approval_id", p.ApprovalID},
@@ -90,10 +242,13 @@ func (s *Store) AuditList(ctx context.Context, p approvals.AuditListParams) ([]a
 // predecessor was removed, or 0 when the chain is intact. It backs
 // `opsgate audit verify`.
 func (s *Store) AuditVerify(ctx context.Context) (badSeq int64, err error) {
+	if err := s.SealAudit(ctx); err != nil {
+		return 0, fmt.Errorf("store: audit verify: %w", err)
+	}
 	var after int64
 	prev := ""
 	for {
-		page, err := s.AuditList(ctx, approvals.AuditListParams{After: after, Limit: maxPage})
+		page, err := s.auditList(ctx, approvals.AuditListParams{After: after, Limit: maxPage})
 		if err != nil {
 			return 0, fmt.Errorf("store: audit verify: %w", err)
 		}

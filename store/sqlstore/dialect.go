@@ -24,6 +24,12 @@ type Dialect struct {
 	// concurrent appends form one chain (Postgres: a transaction-scoped
 	// advisory lock). SQLite needs none: writers are serialized.
 	AuditLock string
+	// DeferAuditSeal makes transactions queue audit entries in
+	// audit_pending and a sealer chain them after commit, under AuditLock
+	// (which must be set), instead of holding AuditLock through every
+	// auditing commit; see appendAudit. Postgres only: SQLite serializes
+	// writers anyway, so sealing inline costs it nothing.
+	DeferAuditSeal bool
 	// NotifySQL, when set, is an expression taking a channel name as its one
 	// argument; a committing transaction SELECTs it once per touched topic
 	// (in one statement), so other processes wake (Postgres:
@@ -51,13 +57,14 @@ func SQLiteDialect() Dialect {
 // PostgresDialect is the dialect of store/postgres.
 func PostgresDialect() Dialect {
 	return Dialect{
-		Name:          "postgres",
-		Numbered:      true,
-		SkipLocked:    " FOR UPDATE SKIP LOCKED",
-		ForUpdate:     " FOR UPDATE",
-		AuditLock:     "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
-		NotifySQL:     "pg_notify(?, '')",
-		ChannelPrefix: ChannelPrefixDefault,
+		Name:           "postgres",
+		Numbered:       true,
+		SkipLocked:     " FOR UPDATE SKIP LOCKED",
+		ForUpdate:      " FOR UPDATE",
+		AuditLock:      "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
+		DeferAuditSeal: true,
+		NotifySQL:      "pg_notify(?, '')",
+		ChannelPrefix:  ChannelPrefixDefault,
 	}
 }
 

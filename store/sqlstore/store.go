@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -45,6 +46,13 @@ type Store struct {
 	read    *sql.DB
 	dialect Dialect
 	hub     *Hub
+
+	// The audit sealer (Dialect.DeferAuditSeal only): sealKick wakes it
+	// after a commit that audited; Close stops it and seals what is left.
+	sealKick   chan struct{}
+	stopSealer context.CancelFunc
+	sealerDone chan struct{}
+	closeOnce  sync.Once
 }
 
 // New builds a Store over already-open handles. It does not own them:
@@ -54,7 +62,16 @@ func New(cfg Config) *Store {
 	if read == nil {
 		read = cfg.DB
 	}
-	return &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub()}
+	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1)}
+	if s.dialect.DeferAuditSeal {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopSealer, s.sealerDone = cancel, make(chan struct{})
+		go func() {
+			defer close(s.sealerDone)
+			s.sealer(ctx, s.sealKick)
+		}()
+	}
+	return s
 }
 
 // Hub returns the store's in-process subscriber registry, so a backend can
@@ -76,10 +93,22 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close releases subscribers. The backend closes the database handles.
+// Close stops the audit sealer, sealing what is pending (bounded; what is
+// left is sealed by the next reader or replica), and releases subscribers.
+// The backend closes the database handles afterwards.
 func (s *Store) Close() error {
-	s.hub.Close()
-	return nil
+	var err error
+	s.closeOnce.Do(func() {
+		if s.stopSealer != nil {
+			s.stopSealer()
+			<-s.sealerDone
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = s.SealAudit(ctx)
+			cancel()
+		}
+		s.hub.Close()
+	})
+	return err
 }
 
 // notFoundError is the one error every store lookup returns for a missing
@@ -111,6 +140,9 @@ type tx struct {
 	tx     *sql.Tx
 	d      Dialect
 	topics []string
+	// audited is set when the transaction queued audit entries for the
+	// sealer (Dialect.DeferAuditSeal).
+	audited bool
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -168,6 +200,12 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if s.dialect.NotifySQL == "" {
 		for _, topic := range t.topics {
 			s.hub.Broadcast(topic)
+		}
+	}
+	if t.audited {
+		select {
+		case s.sealKick <- struct{}{}:
+		default:
 		}
 	}
 	return nil
@@ -229,6 +267,13 @@ func parseThread(s string) (core.Thread, error) {
 		return core.Thread{}, nil
 	}
 	return core.ParseThread(s)
+}
+
+// valueRows returns "(?, ?), (?, ?)" for rows rows of cols values each, for
+// multi-row inserts: one statement (one round trip) however many rows.
+func valueRows(rows, cols int) string {
+	row := "(" + placeholders(cols) + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", rows), ", ")
 }
 
 // placeholders returns "?, ?, ?" for n values.
