@@ -1,12 +1,14 @@
 package slack
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/opsgate/opsgate/adapters/slack/internal/fakeslack"
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -177,6 +179,21 @@ func TestUnauthorizedClick(t *testing.T) {
 	e.h.WaitIdle()
 	if m, _ := e.fake.Message("C1", card.TS); !hasButtons(m) || len(e.fake.Calls("chat.update")) != 0 {
 		t.Errorf("card changed after an unauthorized click")
+	}
+	// Both refused attempts — the Approve and the Reject that would have
+	// opened a modal — are in the audit log.
+	refused := 0
+	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: "slack:UOTHER", Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, en := range entries {
+		if en.Kind == "approval.refused" {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("audited refusals for slack:UOTHER = %d, want 2 (%+v)", refused, entries)
 	}
 }
 

@@ -171,6 +171,31 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 			a.log.ErrorContext(ctx, "slack: load card for modal", "approval_id", id, "err", err)
 			return answer{status: http.StatusInternalServerError}
 		}
+		if card.Pending() && !mayDecideCard(card, actor.ID) {
+			// Record the attempt through the engine, so the refusal is
+			// audited like any other, and never open the form.
+			action := "reject"
+			if act.ActionID == actionEdit {
+				action = "edit"
+			}
+			ev := core.ChannelEvent{
+				Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
+				Decision: &core.Decision{ApprovalID: id, Action: action},
+				Raw:      raw, ReceivedAt: a.now(),
+			}
+			_, err := a.sink.HandleEvent(ctx, ev)
+			var de *core.DecisionError
+			switch {
+			case errors.As(err, &de):
+				a.tellEphemeral(ctx, tk, in.User.ID, refusalText(de))
+			case err != nil:
+				a.log.ErrorContext(ctx, "slack: record refused click", "approval_id", id, "err", err)
+				return answer{status: http.StatusInternalServerError}
+			default:
+				a.tellEphemeral(ctx, tk, in.User.ID, mayDecide(card, actor.ID))
+			}
+			return answerOK
+		}
 		if why := mayDecide(card, actor.ID); why != "" {
 			a.tellEphemeral(ctx, tk, in.User.ID, why)
 			return answerOK
@@ -194,6 +219,12 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 	return answerOK
 }
 
+// mayDecideCard reports whether actor is among the card's eligible
+// approvers (an empty list leaves the judgement to the engine).
+func mayDecideCard(card core.Card, actor string) bool {
+	return len(card.Eligible) == 0 || slices.Contains(card.Eligible, actor)
+}
+
 // mayDecide returns why actor may not decide card now, or "".
 func mayDecide(card core.Card, actor string) string {
 	if !card.Pending() {
@@ -202,7 +233,7 @@ func mayDecide(card core.Card, actor string) string {
 		}
 		return "This approval is closed (" + card.Status + ")."
 	}
-	if len(card.Eligible) > 0 && !slices.Contains(card.Eligible, actor) {
+	if !mayDecideCard(card, actor) {
 		return "You may not decide this approval: it needs one of " + strings.Join(card.Approvers, ", ") + ". Nothing was changed."
 	}
 	return ""

@@ -2,11 +2,14 @@ package telegram
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -187,6 +190,22 @@ func TestForgedAndUnauthorizedButtonsAreRefused(t *testing.T) {
 	a := e.h.WaitApprovalPending(e.runID())
 	if len(a.Decisions) != 0 {
 		t.Errorf("decisions = %+v, want none", a.Decisions)
+	}
+	// Both refused presses are audited, the Reject included.
+	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: ChannelName + ":" + strconv.FormatInt(outsider, 10), Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]bool{}
+	for _, en := range entries {
+		if en.Kind == "approval.refused" {
+			var d struct{ Action string }
+			_ = json.Unmarshal(en.Detail, &d)
+			actions[d.Action] = true
+		}
+	}
+	if !actions["approve"] || !actions["reject"] {
+		t.Errorf("audited refusals = %v, want approve and reject (%+v)", actions, entries)
 	}
 }
 

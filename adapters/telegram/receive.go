@@ -195,7 +195,19 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 			answer("ℹ️ "+line+".", true)
 			return nil
 		case len(c.Eligible) > 0 && !contains(c.Eligible, ChannelName+":"+strconv.FormatInt(q.From.ID, 10)):
-			answer(refusalText(&core.DecisionError{Code: core.DecisionNotApprover}), true)
+			// Record the attempt through the engine, so the refusal is
+			// audited like any other, and never send the prompt.
+			ev := a.event(raw, u, q.From, k)
+			ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: map[bool]string{true: "reject", false: "edit"}[p.Action == actReject]}
+			_, err := a.sink.HandleEvent(ctx, ev)
+			var de *core.DecisionError
+			if err != nil && !errors.As(err, &de) {
+				return fmt.Errorf("telegram: record refused press %s: %w", ev.EventID, err)
+			}
+			if de == nil {
+				de = &core.DecisionError{Code: core.DecisionNotApprover}
+			}
+			answer(refusalText(de), true)
 			return nil
 		}
 		if err := a.sendPrompt(ctx, k, q.From, c, p, ""); err != nil {
