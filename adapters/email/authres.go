@@ -43,6 +43,9 @@ func ParseAuthResults(v string) (AuthResults, error) {
 		return AuthResults{}, fmt.Errorf("%w: no authserv-id", ErrAuthResults)
 	}
 	ar := AuthResults{AuthservID: strings.ToLower(unquote(head[0]))}
+	if ar.AuthservID == "" {
+		return AuthResults{}, fmt.Errorf("%w: empty authserv-id", ErrAuthResults)
+	}
 	for _, seg := range segs[1:] {
 		toks := fieldsOutsideQuotes(seg)
 		if len(toks) == 0 || strings.EqualFold(toks[0], "none") {

@@ -274,3 +274,14 @@ func TestQuorumByReply(t *testing.T) {
 		t.Errorf("%d dispatches", n)
 	}
 }
+
+// The same walk with IMAP over implicit TLS and SMTP with STARTTLS and
+// AUTH, certificates verified.
+func TestOverTLS(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{TLS: true})
+	e.Request("deploy api 1.2.3")
+	card, _ := e.Card()
+	e.ReplyTo(card, "gmail_reply.eml", bob, "", "approve")
+	e.h.WaitRun(e.OnlyRun().ID, core.RunSucceeded)
+}

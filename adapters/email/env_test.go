@@ -2,6 +2,7 @@ package email
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,7 @@ type env struct {
 	imap *imapFake
 	smtp *smtpCapture
 	seq  atomic.Int64
+	deps Deps
 }
 
 type envOptions struct {
@@ -47,16 +49,27 @@ type envOptions struct {
 	SMTPAuth     bool
 	// NoRun leaves the IMAP watcher stopped (Start starts it).
 	NoRun bool
+	// TLS serves IMAP over implicit TLS and SMTP with STARTTLS (and AUTH),
+	// with a certificate the adapter is told to trust.
+	TLS bool
 	// Policy replaces the harness's "ask Approvers for deploy".
 	Policy *approvals.Policy
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
-	e := &env{t: t, imap: newIMAPFake(t, !o.NoIdle)}
-	if o.SMTPAuth {
+	e := &env{t: t, deps: Deps{Logger: quiet}}
+	switch {
+	case o.TLS:
+		cert, pool := testCert(t)
+		e.imap = newIMAPFake(t, !o.NoIdle, cert)
+		e.smtp = smtpServer(t, cert, true, false)
+		e.deps.TLSConfig = &tls.Config{RootCAs: pool}
+	case o.SMTPAuth:
+		e.imap = newIMAPFake(t, !o.NoIdle)
 		e.smtp = newSMTPCapture(t, "ops-smtp", "smtp-secret")
-	} else {
+	default:
+		e.imap = newIMAPFake(t, !o.NoIdle)
 		e.smtp = newSMTPCapture(t, "", "")
 	}
 	e.cfg = Config{
@@ -68,8 +81,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, SendInterval: time.Millisecond,
 		RequireDMARC: o.RequireDMARC, AuthservID: "mx.example.com",
 	}
-	if o.SMTPAuth {
+	if o.SMTPAuth || o.TLS {
 		e.cfg.SMTP.Username, e.cfg.SMTP.Password = "ops-smtp", "smtp-secret"
+	}
+	if o.TLS {
+		e.cfg.IMAP.TLS, e.cfg.SMTP.StartTLS = true, true
 	}
 	approvers := o.Approvers
 	if approvers == nil {
@@ -90,7 +106,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 
 func (e *env) newAdapter(h *adaptertest.Harness) *Adapter {
 	e.t.Helper()
-	a, err := New(e.cfg, Deps{Sink: h.Engine, Cards: h.Engine, Logger: quiet})
+	d := e.deps
+	d.Sink, d.Cards = h.Engine, h.Engine
+	a, err := New(e.cfg, d)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)
 	}

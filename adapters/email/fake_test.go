@@ -2,6 +2,7 @@ package email
 
 import (
 	"bytes"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -65,7 +66,7 @@ func (w idleCounter) Write(p []byte) (int, error) {
 
 const imapUser, imapPass = "bot", "imap-secret"
 
-func newIMAPFake(t *testing.T, idle bool) *imapFake {
+func newIMAPFake(t *testing.T, idle bool, cert ...tls.Certificate) *imapFake {
 	t.Helper()
 	mem := imapmemserver.New()
 	user := imapmemserver.NewUser(imapUser, imapPass)
@@ -86,6 +87,9 @@ func newIMAPFake(t *testing.T, idle bool) *imapFake {
 		t.Fatal(err)
 	}
 	f.Addr = ln.Addr().String()
+	if len(cert) > 0 {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: cert})
+	}
 	go f.srv.Serve(trackListener{Listener: ln, f: f})
 	t.Cleanup(func() { f.srv.Close() })
 	return f

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/opsgate/opsgate/core"
 )
@@ -239,4 +240,21 @@ func TestHTMLToText(t *testing.T) {
 	if s := StripQuotes(htmlToText(gmail)); !strings.HasPrefix(s, "approve") || strings.Contains(s, "reject") || strings.Contains(s, "p{}") {
 		t.Errorf("blockquote history survived: %q", s)
 	}
+}
+
+// FuzzHTMLToText: HTML-only mail from anyone converts without panicking,
+// keeps valid UTF-8 valid, and drops script contents.
+func FuzzHTMLToText(f *testing.F) {
+	f.Add(`<div dir="ltr">approve</div><blockquote>quoted<br>more</blockquote>`)
+	f.Add(`<ol start="3"><li>a</li></ol><a href='x'>t</a><pre>  x</pre><!-- c -->`)
+	f.Add(`<script>secret()</script>visible`)
+	f.Fuzz(func(t *testing.T, s string) {
+		out := htmlToText(s)
+		if utf8.ValidString(s) && !utf8.ValidString(out) {
+			t.Fatalf("invalid UTF-8 out of valid input %q", s)
+		}
+		if strings.Contains(s, "<script>PWN</script>") && strings.Contains(out, "PWN") && !strings.Contains(strings.Replace(s, "<script>PWN</script>", "", 1), "PWN") {
+			t.Fatalf("script contents leaked: %q", out)
+		}
+	})
 }
