@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -229,6 +231,23 @@ func TestUnauthorizedClickRefusedEphemerally(t *testing.T) {
 	m, _ := e.fake.Message(card.ID)
 	if len(m.Components) == 0 {
 		t.Error("unauthorized clicks removed the card's buttons")
+	}
+	// Every refused attempt — the ones that would have opened a modal
+	// included — is in the audit log.
+	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: "discord:" + outsider, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]bool{}
+	for _, en := range entries {
+		if en.Kind == "approval.refused" {
+			var d struct{ Action string }
+			_ = json.Unmarshal(en.Detail, &d)
+			actions[d.Action] = true
+		}
+	}
+	if !actions["approve"] || !actions["reject"] || !actions["edit"] {
+		t.Errorf("audited refusals = %v, want approve, reject and edit", actions)
 	}
 }
 

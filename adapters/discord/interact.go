@@ -20,7 +20,8 @@ func decisionThread(in *interaction) threadKey { return in.here() }
 // handleComponent answers a button click. Approve is recorded at once and
 // answered ephemerally; Reject and Edit open a modal, after checking that
 // the approval is still pending and the clicker may decide (otherwise an
-// ephemeral refusal, and nothing recorded). A forged or stale custom_id is
+// ephemeral refusal; a clicker who may not decide is refused by the engine,
+// so the attempt is audited). A forged or stale custom_id is
 // refused. The card itself is updated by the outbox after any decision.
 func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interaction) (*discordapi.InteractionResponse, error) {
 	data := in.MessageComponentData()
@@ -48,8 +49,25 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		return ephemeral("✅ Approved."), nil
 	}
 	c, refusal, err := a.decidableCard(ctx, in, p.ApprovalID)
-	if err != nil || refusal != nil {
-		return refusal, err
+	if err != nil {
+		return nil, err
+	}
+	if refusal != nil {
+		if c.Pending() {
+			// Refused for who clicked: record the attempt through the
+			// engine so it is audited like any other refusal.
+			ev := a.event(raw, in, decisionThread(in))
+			ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: map[bool]string{true: "reject", false: "edit"}[p.Action == actReject]}
+			_, err := a.sink.HandleEvent(ctx, ev)
+			var de *core.DecisionError
+			switch {
+			case errors.As(err, &de):
+				return ephemeral(refusalText(de)), nil
+			case err != nil:
+				return nil, fmt.Errorf("discord: record refused click %s: %w", ev.EventID, err)
+			}
+		}
+		return refusal, nil
 	}
 	if p.Action == actReject {
 		return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: rejectModal(data.CustomID, c)}, nil
