@@ -357,7 +357,7 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

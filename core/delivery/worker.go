@@ -68,6 +68,10 @@ type Options struct {
 	Subscribe func(topic string) (<-chan struct{}, func())
 }
 
+// claimBatchDelay is the longest a free slot waits for others before the
+// next claim while most slots are busy.
+const claimBatchDelay = 10 * time.Millisecond
+
 // Worker drains the outbox of one channel (one platform account). Several
 // replicas may run a Worker for the same channel: only the holder of the
 // lease "delivery:<channel>" sends, so the token buckets it keeps in memory
@@ -276,16 +280,39 @@ func (w *Worker) renew(ctx context.Context, stop func(), lease *leaseState) {
 func (w *Worker) dispatch(ctx context.Context, lease *leaseState, wake <-chan struct{}) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	inflight := map[string]bool{} // message ids being sent
-	var imu sync.Mutex
-	count := func() int {
-		imu.Lock()
-		defer imu.Unlock()
-		return len(inflight)
-	}
+	var (
+		imu      sync.Mutex
+		inflight = map[string]bool{} // message ids being sent
+		// finished maps a message this worker finished (sent, retried,
+		// dead) to the moment it did, counted by seq: a claim that began
+		// before that moment may return the message as it was (pending,
+		// owned by us) and must not send it again.
+		finished = map[string]int64{}
+		seq      int64
+	)
+	var lastClaim time.Time
 	for ctx.Err() == nil {
-		n := count()
-		if free := w.o.Concurrency - n; free > 0 {
+		imu.Lock()
+		n, claimSeq := len(inflight), seq
+		imu.Unlock()
+		free := w.o.Concurrency - n
+		// A claim costs a write transaction that scans the due messages:
+		// under load, gather a few finished sends (up to half the slots,
+		// at most claimBatchDelay) instead of claiming after each one.
+		if free > 0 && free*2 < w.o.Concurrency {
+			if d := time.Until(lastClaim.Add(claimBatchDelay)); d > 0 {
+				timer := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+				case <-w.kick:
+				case <-timer.C:
+				}
+				timer.Stop()
+				continue
+			}
+		}
+		if free > 0 {
+			lastClaim = time.Now()
 			now := w.o.Now()
 			// Our own in-flight messages are claimable by us again (same
 			// owner), so ask for enough to see `free` new ones; re-claiming
@@ -296,25 +323,29 @@ func (w *Worker) dispatch(ctx context.Context, lease *leaseState, wake <-chan st
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("delivery: claim", "err", err)
 			}
-			started := 0
+			var start []*core.Delivery
+			imu.Lock()
 			for _, d := range ds {
-				imu.Lock()
-				busy := inflight[d.ID]
-				if !busy && len(inflight) < w.o.Concurrency {
-					inflight[d.ID] = true
-				} else {
-					busy = true
-				}
-				imu.Unlock()
-				if busy {
+				if inflight[d.ID] || finished[d.ID] > claimSeq || len(inflight) >= w.o.Concurrency {
 					continue
 				}
-				started++
+				inflight[d.ID] = true
+				start = append(start, d)
+			}
+			for id, at := range finished {
+				if at <= claimSeq { // every later claim sees that finish
+					delete(finished, id)
+				}
+			}
+			imu.Unlock()
+			for _, d := range start {
 				wg.Add(1)
 				go func(d *core.Delivery) {
 					defer wg.Done()
 					w.deliver(ctx, d)
 					imu.Lock()
+					seq++
+					finished[d.ID] = seq
 					delete(inflight, d.ID)
 					imu.Unlock()
 					select {
@@ -323,7 +354,7 @@ func (w *Worker) dispatch(ctx context.Context, lease *leaseState, wake <-chan st
 					}
 				}(d)
 			}
-			if started > 0 {
+			if len(start) > 0 {
 				continue // there may be more due right now
 			}
 		}
