@@ -11,12 +11,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsgate/opsgate/adapters/console"
+	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/router"
 )
 
 // channel is one enabled platform as the composition root sees it: the
@@ -61,15 +63,43 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 		}
 		chans = append(chans, ch)
 	}
-	for name, enabled := range map[string]bool{
-		"discord": cfg.Channels.Discord.Enabled,
-		"email":   cfg.Channels.Email.Enabled,
-	} {
-		if enabled {
-			return nil, fmt.Errorf("channels.%s: this build has no %s adapter", name, name)
+	if c := cfg.Channels.Discord; c.Enabled {
+		flows, err := discordFlows(cfg.Flows)
+		if err != nil {
+			return nil, err
 		}
+		a, err := discord.New(discord.Config{
+			BotToken: c.BotToken, ApplicationID: c.ApplicationID, PublicKey: c.PublicKey, APIURL: c.APIURL,
+			GuildID: c.GuildID, Gateway: c.Gateway, MessageContent: c.MessageContent, Flows: flows,
+		}, discord.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "discord")})
+		if err != nil {
+			return nil, fmt.Errorf("channels.discord: %w", err)
+		}
+		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run,
+			handlers: map[string]http.Handler{"POST " + discord.InteractionsPath: a.InteractionsHandler()}})
+	}
+	if cfg.Channels.Email.Enabled {
+		return nil, errors.New("channels.email: this build has no email adapter")
 	}
 	return chans, nil
+}
+
+// discordFlows offers every flow as a top-level Discord command with one
+// option per placeholder of its command pattern (`/deploy service:api`).
+func discordFlows(flows []config.Flow) ([]discord.FlowCommand, error) {
+	out := make([]discord.FlowCommand, 0, len(flows))
+	for _, f := range flows {
+		p, err := router.ParsePattern(f.Command)
+		if err != nil {
+			return nil, fmt.Errorf("flows[%s].command: %w", f.Name, err)
+		}
+		fc := discord.FlowCommand{Name: f.Name, Description: f.Description, Literals: p.Literals()}
+		for _, ph := range p.Placeholders() {
+			fc.Options = append(fc.Options, discord.FlowOption{Name: ph.Name, Default: ph.Default, Optional: ph.Optional})
+		}
+		out = append(out, fc)
+	}
+	return out, nil
 }
 
 // mountChannels registers every channel's inbound handlers on mux.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,8 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	cfg.Server.PublicURL = "https://ops.example.com"
 	cfg.Channels.Slack = config.Slack{Enabled: true, BotToken: "xoxb-test", SigningSecret: "s3cret", APIURL: "http://127.0.0.1:1/api/"}
 	cfg.Channels.Telegram = config.Telegram{Enabled: true, BotToken: "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11", WebhookSecret: "hook-secret", APIURL: "http://127.0.0.1:1"}
+	cfg.Channels.Discord = config.Discord{Enabled: true, BotToken: "bot", ApplicationID: "1234567890",
+		PublicKey: strings.Repeat("ab", 32), APIURL: "http://127.0.0.1:1/api/v10"}
 	st, err := openStore(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -86,17 +89,19 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	for _, ch := range chans {
 		names = append(names, ch.platform.Channel())
 	}
-	if strings.Join(names, ",") != "console,slack,telegram" {
-		t.Fatalf("channels = %v, want console, slack, telegram", names)
+	if strings.Join(names, ",") != "console,slack,telegram,discord" {
+		t.Fatalf("channels = %v, want console, slack, telegram, discord", names)
 	}
 	mux := http.NewServeMux()
 	mountChannels(mux, chans)
-	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook"} {
+	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook", "/discord/interactions"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"type":"url_verification","challenge":"x"}`))
 		req.Header.Set("X-Slack-Request-Timestamp", "1")
 		req.Header.Set("X-Slack-Signature", "v0=00")
 		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "wrong")
+		req.Header.Set("X-Signature-Ed25519", strings.Repeat("00", 64))
+		req.Header.Set("X-Signature-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
 		mux.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {
 			t.Errorf("POST %s with a forged signature: %d, want 401", path, rec.Code)
