@@ -78,7 +78,8 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Approvals", "Status": status, "Cards": cards})
+	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Approvals", "Status": status, "Cards": cards,
+		"Done": r.URL.Query().Get("done")})
 }
 
 // approvalPage is where card links in chat messages and emails land. It

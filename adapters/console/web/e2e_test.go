@@ -97,7 +97,7 @@ func poll(js string) chromedp.Action[chromedp.Void] {
 		deadline := time.Now().Add(12 * time.Second)
 		var last error
 		for time.Now().Before(deadline) {
-			ok, err := chromedp.Evaluate[bool]("!!(" + js + ")")(ctx, tg)
+			ok, err := chromedp.Evaluate[bool]("!!("+js+")")(ctx, tg)
 			if err == nil && ok {
 				return nil
 			}
@@ -185,7 +185,9 @@ func TestBrowserEndToEnd(t *testing.T) {
 		poll(`document.documentElement.scrollWidth <= 392`), chromedp.EmulateViewport(1280, 1000))
 
 	// An invalid edit shows the validator's message next to the field.
-	sel := func(s string) string { return js(`document.getElementById(%s).querySelector(%s)`, q("card-"+a.ID), q(s)) }
+	sel := func(s string) string {
+		return js(`document.getElementById(%s).querySelector(%s)`, q("card-"+a.ID), q(s))
+	}
 	step(t, ctx, "invalid edit",
 		chromedp.Evaluate[chromedp.Void](sel("details.edit")+`.open = true`),
 		chromedp.Evaluate[chromedp.Void](sel(`input[data-arg="service"]`)+`.value = "Bad Name!"`),

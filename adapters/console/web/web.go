@@ -91,7 +91,7 @@ type Options struct {
 	SessionTTL time.Duration
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
-	// default 5 s.
+	// default 15 s.
 	StreamTick time.Duration
 }
 
@@ -139,7 +139,7 @@ func New(o Options) (http.Handler, error) {
 		o.SessionTTL = 12 * time.Hour
 	}
 	if o.StreamTick <= 0 {
-		o.StreamTick = 5 * time.Second
+		o.StreamTick = 15 * time.Second
 	}
 	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), revoked: newRevocations()}
 	for i, t := range o.Tokens {

@@ -319,3 +319,35 @@ func TestParseEditArgs(t *testing.T) {
 		t.Fatalf("bad JSON: %v", err)
 	}
 }
+
+func TestChatShowsMessagesRepliesAndHelp(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	c := newClient(t, b.url)
+	csrf := c.signIn(adminToken)
+	for _, text := range []string{"hello <b>bot</b>", "xss"} {
+		r := c.do("POST", "/chat", url.Values{csrfField: {csrf}, "thread": {"console:talk"}, "text": {text}}, nil)
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("send %q: %d %s", text, r.status, r.body)
+		}
+	}
+	runs, _, err := b.store.RunList(context.Background(), core.RunListParams{Thread: "console:talk"})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs %v %v", runs, err)
+	}
+	b.waitRun(t, runs[0].ID, core.RunSucceeded)
+	r := c.do("GET", "/chat?thread=talk", nil, nil)
+	if r.status != 200 {
+		t.Fatalf("chat: %d", r.status)
+	}
+	// The unknown command got the flow help as a reply; the run's request
+	// and its result are in the conversation; the thread is listed.
+	for _, want := range []string{"unknown command &#34;hello&#34;", `<div class="body text">xss</div>`, "succeeded", `href="/chat?thread=talk"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("chat lacks %q:\n%s", want, r.body)
+		}
+	}
+	if strings.Contains(r.body, "<b>bot</b>") {
+		t.Errorf("message text rendered as HTML")
+	}
+}
