@@ -32,9 +32,10 @@ func TestSameMessageTwiceOneRun(t *testing.T) {
 	idles := e.imap.idles.Load()
 	e.imap.Drop()
 	e.h.Eventually("a new IDLE after the reconnect", func() bool { return e.imap.idles.Load() > idles })
-	if _, err := os.Stat(e.a.cursorPath()); err != nil {
-		t.Errorf("cursor not rewritten after the re-read: %v", err)
-	}
+	e.h.Eventually("the cursor rewritten by the re-read", func() bool {
+		_, err := os.Stat(e.a.cursorPath())
+		return err == nil
+	})
 	e.Deliver(testMail{From: alice, Subject: "deploy web 2"})
 	e.WaitCursor(e.a, 3)
 	e.h.Eventually("the second request's run", func() bool { return len(e.Runs()) == 2 })
