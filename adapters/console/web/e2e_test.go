@@ -182,7 +182,9 @@ func TestBrowserEndToEnd(t *testing.T) {
 
 	// Phone-sized screen: nothing overflows sideways.
 	step(t, ctx, "phone viewport", chromedp.EmulateViewport(390, 844),
-		poll(`document.documentElement.scrollWidth <= 392`), chromedp.EmulateViewport(1280, 1000))
+		poll(`document.documentElement.scrollWidth <= 392`))
+	screenshot(t, ctx, "approvals-phone.png")
+	step(t, ctx, "desktop viewport", chromedp.EmulateViewport(1280, 1000))
 
 	// An invalid edit shows the validator's message next to the field.
 	sel := func(s string) string {
