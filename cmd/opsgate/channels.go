@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsgate/opsgate/adapters/console"
+	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/router"
@@ -100,6 +103,21 @@ func discordFlows(flows []config.Flow) ([]discord.FlowCommand, error) {
 		out = append(out, fc)
 	}
 	return out, nil
+}
+
+// buildConsole builds the web console, served at the site root: it signs
+// people in with the same API tokens and acts through the same engine.
+func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
+	webTokens := make([]web.Token, 0, len(tokens))
+	for _, t := range tokens {
+		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+	}
+	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens,
+		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})
+	if err != nil {
+		return nil, fmt.Errorf("build console: %w", err)
+	}
+	return h, nil
 }
 
 // mountChannels registers every channel's inbound handlers on mux.

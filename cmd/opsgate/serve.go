@@ -151,6 +151,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", apiHandler)
 	mountChannels(mux, chans)
+	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/", consoleUI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
