@@ -19,6 +19,7 @@ var (
 	ErrSelfApproval      = errors.New("requesters may not approve their own high-impact call")
 	ErrDeniedByPolicy    = errors.New("edited arguments are denied by policy")
 	ErrInvalidDecision   = errors.New("invalid decision")
+	ErrUnverified        = errors.New("the decider could not be verified")
 )
 
 // RefusedError carries a refusal sentinel with the details a surface shows:
@@ -50,6 +51,9 @@ type Request struct {
 	Reason  string
 	Scope   Scope
 	At      time.Time
+	// Unverified is the surface's reason for not trusting who decided; a
+	// request carrying one is refused (and audited) before anything else.
+	Unverified string
 }
 
 // Env is what deciding needs beyond the approval itself.
@@ -103,6 +107,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		return Outcome{Audit: []AuditEntry{ae}, Err: e}
 	}
 
+	if r.Unverified != "" {
+		return refuse(ErrUnverified, r.Unverified, nil)
+	}
 	switch r.Action {
 	case ActionApprove, ActionReject, ActionEdit:
 	default:

@@ -89,6 +89,7 @@ func TestDecideRefusals(t *testing.T) {
 		{"SelfApprovalHighImpact", pending(1), req("console:req", ActionApprove), ErrSelfApproval},
 		{"AlreadyDecided", decided, req("slack:U1", ActionApprove), ErrAlreadyDecided},
 		{"UnknownAction", pending(1), req("slack:U1", "launch"), ErrInvalidDecision},
+		{"Unverified", pending(1), Request{Actor: "email:u1@example.com", Action: ActionApprove, Unverified: "no reply token", At: t0}, ErrUnverified},
 		{"EditInvalidArgs", pending(1), Request{Actor: "slack:U1", Action: ActionEdit, Args: map[string]any{"service": "API!"}, At: t0}, nil},
 		{"EditIntoDeny", pending(1), Request{Actor: "slack:U1", Action: ActionEdit, Args: map[string]any{"service": "billing", "version": "2"}, At: t0}, ErrDeniedByPolicy},
 	}

@@ -33,6 +33,7 @@ const (
 	DecisionInvalidArgs    DecisionCode = "invalid_args"     // 422
 	DecisionDenied         DecisionCode = "denied_by_policy" // 403
 	DecisionBadRequest     DecisionCode = "bad_request"      // 400
+	DecisionUnverified     DecisionCode = "unverified"       // 403: the surface could not authenticate the decider
 )
 
 // DecisionError is a decision the core refused. Nothing changed except the

@@ -95,6 +95,11 @@ type Decision struct {
 	Args       map[string]any `json:"args,omitempty"`
 	Reason     string         `json:"reason,omitempty"`
 	Scope      string         `json:"scope,omitempty"` // call (default) | session
+	// Unverified, when set, says why the surface could not authenticate
+	// the decider (an email reply without its token, a failed DMARC
+	// check). The core then refuses the decision without judging it and
+	// audits the attempt with this reason.
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // Sink is where adapters hand what they received. HandleEvent returns only

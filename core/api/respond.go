@@ -108,6 +108,7 @@ var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
 	core.DecisionDenied:         http.StatusForbidden,
 	core.DecisionBadRequest:     http.StatusBadRequest,
+	core.DecisionUnverified:     http.StatusForbidden,
 }
 
 func decisionError(de *core.DecisionError) *httpError {

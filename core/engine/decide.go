@@ -30,7 +30,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: approvals.Action(d.Action), Args: d.Args,
-		Reason: d.Reason, Scope: approvals.Scope(d.Scope), At: e.now(),
+		Reason: d.Reason, Scope: approvals.Scope(d.Scope), At: e.now(), Unverified: d.Unverified,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -124,6 +124,8 @@ func decisionError(id, actor string, err error) error {
 	case errors.As(re, &ve):
 		out.Code, out.Field = core.DecisionInvalidArgs, ve.Field
 		out.Message = ve.Error()
+	case errors.Is(re, approvals.ErrUnverified):
+		out.Code = core.DecisionUnverified
 	case errors.Is(re, approvals.ErrInvalidDecision):
 		out.Code = core.DecisionBadRequest
 	default:
