@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"time"
 
 	"github.com/opsgate/opsgate/core/router"
 )
@@ -156,6 +157,19 @@ func (c *checker) channels() {
 		c.require("channels.email.address", e.Address, "email is enabled")
 		c.require("channels.email.imap.addr", e.IMAP.Addr, "email is enabled")
 		c.require("channels.email.smtp.addr", e.SMTP.Addr, "email is enabled")
+		c.require("channels.email.token_key", e.TokenKey, "email is enabled")
+		if e.TokenKey != "" && len(e.TokenKey) < 16 {
+			c.problem("channels.email.token_key", "must be at least 16 characters of a random secret")
+		}
+		if e.IMAP.TLS && e.IMAP.StartTLS {
+			c.problem("channels.email.imap.starttls", "choose tls (implicit, port 993) or starttls (port 143), not both")
+		}
+		if e.SMTP.TLS && e.SMTP.StartTLS {
+			c.problem("channels.email.smtp.tls", "choose tls (implicit, port 465) or starttls (port 587), not both")
+		}
+		if d := e.IdleRestart.D(); d >= 29*time.Minute {
+			c.problem("channels.email.idle_restart", "must be under 29m (servers drop IDLE after 30 minutes)")
+		}
 	}
 	if e := ch.Email; e.Address != "" && !strings.Contains(e.Address, "@") {
 		c.problem("channels.email.address", "must be an email address, not %q", e.Address)

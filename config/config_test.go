@@ -383,3 +383,30 @@ policy:
 		t.Errorf("a known group must be accepted")
 	}
 }
+
+func TestEmailIdentitiesAreLowercased(t *testing.T) {
+	t.Parallel()
+	src := `
+approvers:
+  groups:
+    sre: ["email:Alice@Example.COM", "slack:U0ABC"]
+api:
+  tokens:
+    - {name: bob, token: "t0k3n-long-enough", actor: "email:Bob@Example.com"}
+policy:
+  default_approvers: ["email:Carol@EXAMPLE.com"]
+`
+	cfg, err := Parse("ids.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Approvers.Groups["sre"]; got[0] != "email:alice@example.com" || got[1] != "slack:U0ABC" {
+		t.Errorf("group = %v: email identities lowercased, others untouched", got)
+	}
+	if got := cfg.API.Tokens[0].Actor; got != "email:bob@example.com" {
+		t.Errorf("token actor = %q", got)
+	}
+	if got := cfg.Policy.DefaultApprovers[0]; got != "email:carol@example.com" {
+		t.Errorf("default approver = %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 			t.Actor = "api:" + t.Name
 		}
 	}
+	normalizeIdentities(c)
 	setString(&c.Channels.Slack.Mode, "http")
 	setString(&c.Channels.Telegram.Mode, "webhook")
 	setString(&c.Channels.Email.IMAP.Mailbox, "INBOX")
@@ -78,5 +80,31 @@ func setString(p *string, def string) {
 func setDuration(p *Duration, def time.Duration, given bool) {
 	if *p == 0 && !given {
 		*p = Duration(def)
+	}
+}
+
+// normalizeIdentities lowercases email identities wherever approvers and
+// actors are named: mail addresses are case-insensitive in practice and the
+// email channel reports senders lowercased, so "email:Bob@Example.com" in a
+// group must match a reply from bob@example.com.
+func normalizeIdentities(c *Config) {
+	lower := func(ids []string) {
+		for i, id := range ids {
+			if rest, ok := strings.CutPrefix(id, "email:"); ok {
+				ids[i] = "email:" + strings.ToLower(rest)
+			}
+		}
+	}
+	for _, members := range c.Approvers.Groups {
+		lower(members)
+	}
+	for i := range c.Policy.Rules {
+		lower(c.Policy.Rules[i].Approvers)
+	}
+	lower(c.Policy.DefaultApprovers)
+	for i := range c.API.Tokens {
+		if rest, ok := strings.CutPrefix(c.API.Tokens[i].Actor, "email:"); ok {
+			c.API.Tokens[i].Actor = "email:" + strings.ToLower(rest)
+		}
 	}
 }

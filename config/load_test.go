@@ -76,6 +76,7 @@ var productionEnv = map[string]string{
 	"DISCORD_PUBLIC_KEY":      strings.Repeat("0f", 32),
 	"IMAP_PASSWORD":           "imap",
 	"SMTP_PASSWORD":           "smtp",
+	"EMAIL_TOKEN_KEY":         "0123456789abcdef-token-key",
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",

@@ -180,13 +180,28 @@ type Email struct {
 	// AuthservID is the authserv-id of the receiving MTA whose
 	// Authentication-Results header is trusted; required with require_dmarc.
 	AuthservID string `yaml:"authserv_id"`
-	Delivery   `yaml:",inline"`
+	// TokenKey keys the single-use reply tokens of approval mails (HMAC);
+	// at least 16 characters of a long random secret. Changing it voids the
+	// tokens of cards already sent.
+	TokenKey string `yaml:"token_key"`
+	// Name is the display name in From; default "opsgate".
+	Name string `yaml:"name"`
+	// StateDir holds the IMAP cursor; default <server.data_dir>/email.
+	StateDir string `yaml:"state_dir"`
+	// Backfill is how far back a start without a cursor reads; default 24h.
+	Backfill Duration `yaml:"backfill"`
+	// IdleRestart re-issues IMAP IDLE this often; default 25m (under 29m).
+	IdleRestart Duration `yaml:"idle_restart"`
+	// PollInterval checks the mailbox when the server lacks IDLE; default 1m.
+	PollInterval Duration `yaml:"poll_interval"`
+	Delivery     `yaml:",inline"`
 }
 
 // IMAP is where inbound mail is read.
 type IMAP struct {
-	Addr     string `yaml:"addr"` // host:port
-	TLS      bool   `yaml:"tls"`  // implicit TLS (port 993)
+	Addr     string `yaml:"addr"`     // host:port
+	TLS      bool   `yaml:"tls"`      // implicit TLS (port 993)
+	StartTLS bool   `yaml:"starttls"` // upgrade a plain connection (port 143)
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
 	// Mailbox is the folder to read; default INBOX.
@@ -195,8 +210,9 @@ type IMAP struct {
 
 // SMTP is where outbound mail is submitted.
 type SMTP struct {
-	Addr     string `yaml:"addr"` // host:port
-	StartTLS bool   `yaml:"starttls"`
+	Addr     string `yaml:"addr"`     // host:port
+	StartTLS bool   `yaml:"starttls"` // upgrade (port 587)
+	TLS      bool   `yaml:"tls"`      // implicit TLS (port 465)
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
 }
