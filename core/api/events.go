@@ -47,7 +47,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	// Subscribe before the first read so no wake-up between the read and
 	// the wait is lost.
-	wake, cancel := s.o.Store.Subscribe(core.TopicEvents)
+	wake, cancel := s.subscribeRun(id)
 	defer cancel()
 	run, err := s.o.Store.RunGet(ctx, id)
 	if err != nil {
@@ -113,6 +113,24 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// RunEventSubscriber is the optional capability of a Store that can wake
+// the streams of one run only (store/sqlite and store/postgres have it).
+// Without it every stream wakes on every events commit and re-reads the
+// store; with 100 streams open that is 100 reads per commit, competing
+// with the commits themselves.
+type RunEventSubscriber interface {
+	SubscribeRunEvents(runID string) (ch <-chan struct{}, cancel func())
+}
+
+// subscribeRun subscribes to runID's event stream, narrowly when the store
+// can.
+func (s *server) subscribeRun(runID string) (<-chan struct{}, func()) {
+	if rs, ok := s.o.Store.(RunEventSubscriber); ok {
+		return rs.SubscribeRunEvents(runID)
+	}
+	return s.o.Store.Subscribe(core.TopicEvents)
 }
 
 // sendEvents writes every stored event after *after, page by page, and

@@ -102,3 +102,41 @@ func TestAuditPendingSealedOnRead(t *testing.T) {
 		t.Fatalf("AuditVerify = %d, %v", bad, err)
 	}
 }
+
+// TestRunEventsWakeAcrossInstances: the run id travels as the NOTIFY
+// payload, so another replica wakes that run's streams only.
+func TestRunEventsWakeAcrossInstances(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	a, b := open(t, dsn), open(t, dsn)
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"wa", "wb"} {
+		th := core.Thread{Channel: "console", Key: id}
+		if _, err := a.InboxRecord(ctx, core.InboxRecordParams{
+			Event: core.ChannelEvent{Channel: "console", EventID: id, Thread: th, ReceivedAt: now},
+			Run:   &core.Run{ID: id, Flow: "f", Thread: th, Requester: "console:a", CreatedAt: now},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let the inbox notifications pass
+	wa, cancelA := b.SubscribeRunEvents("wa")
+	defer cancelA()
+	wb, cancelB := b.SubscribeRunEvents("wb")
+	defer cancelB()
+	if err := a.RunCheckpoint(ctx, core.Checkpoint{RunID: "wa", Now: now,
+		Events: []core.RunEvent{{Type: core.EventTurnStarted, At: now}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wa:
+	case <-time.After(10 * time.Second):
+		t.Fatal("run wa's subscriber on the other instance not woken")
+	}
+	select {
+	case <-wb:
+		t.Error("run wb's subscriber woken by a commit to wa")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -131,6 +131,9 @@ func (s *Store) listenLoop(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Co
 			backoff = 100 * time.Millisecond
 			if topic, ok := strings.CutPrefix(n.Channel, s.dialect.ChannelPrefix); ok {
 				s.Hub().Broadcast(topic)
+				if topic == core.TopicEvents && n.Payload != "" {
+					s.Hub().Broadcast(sqlstore.RunEventsTopic(n.Payload))
+				}
 			}
 		}
 		select {
@@ -147,9 +150,7 @@ func (s *Store) listenLoop(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Co
 			backoff = min(backoff*2, 5*time.Second)
 			continue
 		}
-		for _, topic := range topics {
-			s.Hub().Broadcast(topic)
-		}
+		s.Hub().BroadcastAll()
 	}
 }
 

@@ -30,10 +30,11 @@ type Dialect struct {
 	// auditing commit; see appendAudit. Postgres only: SQLite serializes
 	// writers anyway, so sealing inline costs it nothing.
 	DeferAuditSeal bool
-	// NotifySQL, when set, is an expression taking a channel name as its one
-	// argument; a committing transaction SELECTs it once per touched topic
+	// NotifySQL, when set, is an expression taking a channel name and a
+	// payload; a committing transaction SELECTs it once per touched topic
 	// (in one statement), so other processes wake (Postgres:
-	// pg_notify(?, '')). The backend must then feed what
+	// pg_notify(?, ?)). The events topic is notified once per run touched,
+	// with the run id as payload; other topics with an empty payload. The backend must then feed what
 	// it hears back to the Hub, its own commits included; without NotifySQL
 	// the Hub is woken directly after commit.
 	NotifySQL string
@@ -63,7 +64,7 @@ func PostgresDialect() Dialect {
 		ForUpdate:      " FOR UPDATE",
 		AuditLock:      "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
 		DeferAuditSeal: true,
-		NotifySQL:      "pg_notify(?, '')",
+		NotifySQL:      "pg_notify(?, ?)",
 		ChannelPrefix:  ChannelPrefixDefault,
 	}
 }

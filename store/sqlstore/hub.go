@@ -34,6 +34,10 @@ func (h *Hub) Subscribe(topic string) (<-chan struct{}, func()) {
 		once.Do(func() {
 			h.mu.Lock()
 			delete(h.subs[topic], s)
+			if len(h.subs[topic]) == 0 {
+				// Per-run topics come and go with their streams.
+				delete(h.subs, topic)
+			}
 			h.mu.Unlock()
 		})
 	}
@@ -58,4 +62,19 @@ func (h *Hub) Close() {
 	h.subs = map[string]map[*subscription]struct{}{}
 	h.closed = true
 	h.mu.Unlock()
+}
+
+// BroadcastAll wakes every subscriber of every topic, for when wake-ups may
+// have been lost (a dropped notification connection).
+func (h *Hub) BroadcastAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.subs {
+		for s := range subs {
+			select {
+			case s.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
 }

@@ -113,7 +113,7 @@ func appendEvents(ctx context.Context, t *tx, events []core.RunEvent, runID stri
 			e.RunID, e.Type, data, micros(e.At)); err != nil {
 			return fmt.Errorf("store: append run event %s: %w", e.Type, err)
 		}
-		t.notify(core.TopicEvents)
+		t.notifyRun(e.RunID)
 	}
 	return nil
 }

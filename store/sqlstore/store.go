@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +86,19 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Subscribe implements core.Store. Wake-ups are delivered after commit.
 func (s *Store) Subscribe(topic string) (<-chan struct{}, func()) { return s.hub.Subscribe(topic) }
 
+// SubscribeRunEvents is Subscribe narrowed to one run: the channel is woken
+// only after a commit that appended to runID's event stream. An event
+// stream (SSE) subscribes here, so a commit wakes the streams of its own
+// runs rather than every open stream re-reading the store.
+func (s *Store) SubscribeRunEvents(runID string) (<-chan struct{}, func()) {
+	return s.hub.Subscribe(RunEventsTopic(runID))
+}
+
+// RunEventsTopic is the hub topic of one run's event stream. A backend with
+// cross-process notification broadcasts it for the run id carried as the
+// payload of an events notification.
+func RunEventsTopic(runID string) string { return core.TopicEvents + "/" + runID }
+
 // Ping implements core.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
@@ -143,6 +157,9 @@ type tx struct {
 	// audited is set when the transaction queued audit entries for the
 	// sealer (Dialect.DeferAuditSeal).
 	audited bool
+	// eventRuns are the runs whose event streams this transaction appended
+	// to, announced on their own topics (RunEventsTopic).
+	eventRuns []string
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -155,6 +172,15 @@ func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	return t.tx.QueryRowContext(ctx, t.d.Rebind(q), args...)
+}
+
+// notifyRun marks runID's event stream (and the events topic) to be
+// announced after commit.
+func (t *tx) notifyRun(runID string) {
+	t.notify(core.TopicEvents)
+	if !slices.Contains(t.eventRuns, runID) {
+		t.eventRuns = append(t.eventRuns, runID)
+	}
 }
 
 // notify marks topic to be announced after commit.
@@ -184,10 +210,19 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	}
 	if s.dialect.NotifySQL != "" && len(t.topics) > 0 {
 		// One statement for every topic: a round trip per topic would cost
-		// more than the notifications themselves.
-		exprs, args := make([]string, len(t.topics)), make([]any, len(t.topics))
-		for i, topic := range t.topics {
-			exprs[i], args[i] = s.dialect.NotifySQL, s.dialect.Channel(topic)
+		// more than the notifications themselves. The events topic carries
+		// the run id as payload, once per run, so a listener can wake only
+		// that run's streams; the other topics have an empty payload.
+		var exprs []string
+		var args []any
+		for _, topic := range t.topics {
+			if topic == core.TopicEvents && len(t.eventRuns) > 0 {
+				for _, id := range t.eventRuns {
+					exprs, args = append(exprs, s.dialect.NotifySQL), append(args, s.dialect.Channel(topic), id)
+				}
+				continue
+			}
+			exprs, args = append(exprs, s.dialect.NotifySQL), append(args, s.dialect.Channel(topic), "")
 		}
 		if _, err := t.exec(ctx, "SELECT "+strings.Join(exprs, ", "), args...); err != nil {
 			_ = sqlTx.Rollback()
@@ -200,6 +235,9 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if s.dialect.NotifySQL == "" {
 		for _, topic := range t.topics {
 			s.hub.Broadcast(topic)
+		}
+		for _, id := range t.eventRuns {
+			s.hub.Broadcast(RunEventsTopic(id))
 		}
 	}
 	if t.audited {
