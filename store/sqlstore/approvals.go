@@ -216,12 +216,12 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			}
 		}
 		out := p.Decide(a)
+		var written *approvals.Approval
 		if out.Approval != nil {
-			ok, err := casApproval(ctx, t, out.Approval)
-			if err != nil {
+			if written, err = casApproval(ctx, t, out.Approval); err != nil {
 				return err
 			}
-			if !ok {
+			if written == nil {
 				cur, err := loadApproval(ctx, t, p.ID, false)
 				if err != nil {
 					return err
@@ -247,10 +247,8 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 		if err := appendAudit(ctx, t, out.Audit); err != nil {
 			return err
 		}
-		if out.Approval != nil {
-			if stored, err = loadApproval(ctx, t, p.ID, false); err != nil {
-				return err
-			}
+		if written != nil {
+			stored = written
 		}
 		result = out.Err
 		return nil
@@ -276,44 +274,53 @@ func recordDecisionEvent(ctx context.Context, t *tx, e *approvals.EventKey, runI
 	return n == 1, nil
 }
 
-// casApproval writes a decided approval only if it is still pending.
-func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (bool, error) {
+// casApproval writes a decided approval only if it is still pending, and
+// returns it as stored (nil when it was not pending), in one statement.
+func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (*approvals.Approval, error) {
 	j, err := approvalJSON(a)
 	if err != nil {
-		return false, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+		return nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 	}
-	r, err := t.exec(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
-		approvers = ?, eligible = ?, decisions = ?, decided_at = ? WHERE id = ? AND status = ?`,
+	stored, _, err := scanApproval(t.queryRow(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
+		approvers = ?, eligible = ?, decisions = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING `+approvalColumns,
 		string(a.Status), j.approved, j.executed, a.Quorum, j.approvers, j.eligible, j.decisions,
-		nullMicros(a.DecidedAt), a.ID, string(approvals.StatusPending))
-	if err != nil {
-		return false, fmt.Errorf("store: approval decide %s: update: %w", a.ID, err)
+		nullMicros(a.DecidedAt), a.ID, string(approvals.StatusPending)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	n, err := r.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("store: approval decide %s: update: %w", a.ID, err)
+		return nil, fmt.Errorf("store: approval decide %s: update: %w", a.ID, err)
 	}
-	return n == 1, nil
+	return stored, nil
 }
 
 // resumeAfterDecision requeues the waiting run, records permission.decided
 // and queues the card update, all in the deciding transaction.
 func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) error {
 	at := orNow(derefTime(a.DecidedAt))
-	// Lock the run row whatever its status: every append to a run's event
+	// Lock the run row whatever its status (every append to a run's event
 	// stream happens under it, so a run's events commit in seq order and an
-	// SSE reader resuming after seq N never misses one.
-	var status string
-	if err := t.queryRow(ctx, `SELECT status FROM runs WHERE id = ?`+t.d.ForUpdate, a.RunID).Scan(&status); err != nil {
-		return mapErr(err, "approval decide: lock run", "run "+a.RunID)
+	// SSE reader resuming after seq N never misses one), and requeue it if
+	// it waits for this approval: one statement for both.
+	r, err := t.exec(ctx, `UPDATE runs SET
+			owner = CASE WHEN status = ? THEN NULL ELSE owner END,
+			lease_until = CASE WHEN status = ? THEN NULL ELSE lease_until END,
+			updated_at = CASE WHEN status = ? THEN ? ELSE updated_at END,
+			status = CASE WHEN status = ? THEN ? ELSE status END
+		WHERE id = ?`,
+		string(core.RunWaitingApproval), string(core.RunWaitingApproval), string(core.RunWaitingApproval), micros(at),
+		string(core.RunWaitingApproval), string(core.RunQueued), a.RunID)
+	if err != nil {
+		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
 	}
-	if status == string(core.RunWaitingApproval) {
-		if _, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`,
-			string(core.RunQueued), micros(at), a.RunID); err != nil {
-			return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
-		}
-		t.notify(core.TopicRuns)
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("store: approval decide %s: requeue run: %w", a.ID, err)
+	} else if n == 0 {
+		return mapErr(sql.ErrNoRows, "approval decide: lock run", "run "+a.RunID)
 	}
+	// Announced whether or not the run was waiting: a spurious wake-up
+	// costs a claimer one empty query.
+	t.notify(core.TopicRuns)
 	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
 	if err != nil {
 		return fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
@@ -330,8 +337,8 @@ func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) erro
 	if err != nil {
 		return fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
 	}
-	return insertOutbox(ctx, t, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate,
-		ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at}, at)
+	return insertOutbox(ctx, t, at, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate,
+		ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at})
 }
 
 func derefTime(t *time.Time) time.Time {

@@ -1,11 +1,13 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -14,28 +16,34 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// insertOutbox queues m (due at once) and marks the outbox topic. An empty
-// ID gets a UUIDv7; a zero CreatedAt becomes now.
-func insertOutbox(ctx context.Context, t *tx, m core.OutboxMessage, now time.Time) error {
-	if m.ID == "" {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return fmt.Errorf("store: queue outbox message: id: %w", err)
+// insertOutbox queues ms (due at once) in one statement and marks the
+// outbox topic. An empty ID gets a UUIDv7; a zero CreatedAt becomes now.
+func insertOutbox(ctx context.Context, t *tx, now time.Time, ms ...core.OutboxMessage) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(ms)*10)
+	for _, m := range ms {
+		if m.ID == "" {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return fmt.Errorf("store: queue outbox message: id: %w", err)
+			}
+			m.ID = id.String()
 		}
-		m.ID = id.String()
+		if m.Thread.Channel == "" {
+			return fmt.Errorf("store: queue outbox message %s: thread has no channel", m.ID)
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		args = append(args, m.ID, m.Thread.Channel, threadString(m.Thread), string(m.Kind), m.Text, m.ApprovalID, m.RunID,
+			string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt))
 	}
-	if m.Thread.Channel == "" {
-		return fmt.Errorf("store: queue outbox message %s: thread has no channel", m.ID)
-	}
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = now
-	}
-	_, err := t.exec(ctx, `INSERT INTO outbox (id, channel, thread, kind, text, approval_id, run_id, status,
-		next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.ID, m.Thread.Channel, threadString(m.Thread), string(m.Kind), m.Text, m.ApprovalID, m.RunID,
-		string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt))
-	if err != nil {
-		return fmt.Errorf("store: queue outbox message %s: %w", m.ID, err)
+	// Rows get their seq in VALUES order, so a thread's messages keep theirs.
+	if _, err := t.exec(ctx, `INSERT INTO outbox (id, channel, thread, kind, text, approval_id, run_id, status,
+		next_attempt_at, created_at) VALUES `+valueRows(len(ms), 10), args...); err != nil {
+		return fmt.Errorf("store: queue %d outbox messages (%s…): %w", len(ms), ms[0].ID, err)
 	}
 	t.notify(core.TopicOutbox)
 	return nil
@@ -89,37 +97,23 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	var out []*core.Delivery
 	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
 		now := micros(p.Now)
-		rows, err := t.query(ctx, `SELECT m.id FROM outbox m
-			WHERE m.channel = ? AND m.status = ? AND m.next_attempt_at <= ?
-			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = ? AND o.seq < m.seq)
-			ORDER BY m.seq LIMIT ?`+t.d.SkipLocked,
+		// Select and lease in one statement, as RunClaim does.
+		rows, err := t.query(ctx, `UPDATE outbox SET owner = ?, lease_until = ?
+			WHERE id IN (SELECT m.id FROM outbox m
+				WHERE m.channel = ? AND m.status = ? AND m.next_attempt_at <= ?
+				  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
+				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = ? AND o.seq < m.seq)
+				ORDER BY m.seq LIMIT ?`+t.d.SkipLocked+`)
+			RETURNING `+deliveryColumns,
+			p.Owner, micros(p.LeaseUntil),
 			p.Channel, string(core.DeliveryPending), now, p.Owner, now, string(core.DeliveryPending), p.Limit)
-		if err != nil {
-			return fmt.Errorf("store: outbox claim: select: %w", err)
-		}
-		ids, err := scanStrings(rows)
 		if err != nil {
 			return fmt.Errorf("store: outbox claim: %w", err)
 		}
-		if len(ids) == 0 {
-			return nil
-		}
-		args := []any{p.Owner, micros(p.LeaseUntil)}
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		in := placeholders(len(ids))
-		if _, err := t.exec(ctx, `UPDATE outbox SET owner = ?, lease_until = ? WHERE id IN (`+in+`)`, args...); err != nil {
-			return fmt.Errorf("store: outbox claim: update: %w", err)
-		}
-		rows, err = t.query(ctx, `SELECT `+deliveryColumns+` FROM outbox WHERE id IN (`+in+`) ORDER BY seq`, args[2:]...)
-		if err != nil {
-			return fmt.Errorf("store: outbox claim: load: %w", err)
-		}
 		if out, err = scanDeliveries(rows); err != nil {
-			return fmt.Errorf("store: outbox claim: load: %w", err)
+			return fmt.Errorf("store: outbox claim: %w", err)
 		}
+		slices.SortFunc(out, func(a, b *core.Delivery) int { return cmp.Compare(a.Seq, b.Seq) })
 		return nil
 	})
 	return out, err
@@ -173,12 +167,21 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 // claimable, so the outbox topic is announced.
 func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time) error {
 	return s.inTx(ctx, "outbox done", func(t *tx) error {
-		if _, _, err := lockOutbox(ctx, t, "outbox done", id, owner); err != nil {
-			return err
-		}
-		if _, err := t.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL WHERE id = ?`,
-			string(core.DeliverySent), micros(now), id); err != nil {
+		// The owner guard is part of the update: one round trip when the
+		// caller holds the message, the usual case.
+		r, err := t.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?`,
+			string(core.DeliverySent), micros(now), id, owner)
+		if err != nil {
 			return fmt.Errorf("store: outbox done %s: %w", id, err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("store: outbox done %s: %w", id, err)
+		} else if n == 0 {
+			_, _, err := lockOutbox(ctx, t, "outbox done", id, owner)
+			if err == nil {
+				err = fmt.Errorf("store: outbox done %s: not updated: %w", id, core.ErrConflict)
+			}
+			return err
 		}
 		t.notify(core.TopicOutbox)
 		return nil

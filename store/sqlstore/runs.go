@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -70,10 +71,8 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 			}
 			t.notify(core.TopicRuns)
 		}
-		for _, m := range p.Replies {
-			if err := insertOutbox(ctx, t, m, now); err != nil {
-				return err
-			}
+		if err := insertOutbox(ctx, t, now, p.Replies...); err != nil {
+			return err
 		}
 		return appendEvents(ctx, t, events, runID, now)
 	})
@@ -95,9 +94,13 @@ func insertRun(ctx context.Context, t *tx, r *core.Run) error {
 	return nil
 }
 
-// appendEvents inserts run events (defaulting RunID and At) and marks the
-// events topic.
+// appendEvents inserts run events (defaulting RunID and At) in one
+// statement and marks each run's stream to be announced.
 func appendEvents(ctx context.Context, t *tx, events []core.RunEvent, runID string, now time.Time) error {
+	if len(events) == 0 {
+		return nil
+	}
+	args := make([]any, 0, len(events)*4)
 	for _, e := range events {
 		if e.RunID == "" {
 			e.RunID = runID
@@ -109,11 +112,12 @@ func appendEvents(ctx context.Context, t *tx, events []core.RunEvent, runID stri
 		if len(e.Data) > 0 {
 			data = string(e.Data)
 		}
-		if _, err := t.exec(ctx, `INSERT INTO run_events (run_id, type, data, at) VALUES (?, ?, ?, ?)`,
-			e.RunID, e.Type, data, micros(e.At)); err != nil {
-			return fmt.Errorf("store: append run event %s: %w", e.Type, err)
-		}
+		args = append(args, e.RunID, e.Type, data, micros(e.At))
 		t.notifyRun(e.RunID)
+	}
+	// Rows get their seq in VALUES order, so a stream keeps its order.
+	if _, err := t.exec(ctx, `INSERT INTO run_events (run_id, type, data, at) VALUES `+valueRows(len(events), 4), args...); err != nil {
+		return fmt.Errorf("store: append %d run events (%s…): %w", len(events), events[0].Type, err)
 	}
 	return nil
 }
@@ -127,34 +131,40 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	}
 	var runs []*core.Run
 	err := s.inTx(ctx, "run claim", func(t *tx) error {
-		rows, err := t.query(ctx, `SELECT r.id FROM runs r
-			WHERE (r.status = ? AND NOT EXISTS (
-					SELECT 1 FROM runs o WHERE o.thread = r.thread
-					AND (o.status IN (?, ?, ?) OR (o.status = ? AND o.seq < r.seq))))
-			   OR (r.status = ? AND r.lease_until < ?)
-			ORDER BY r.seq LIMIT ?`+t.d.SkipLocked,
+		// Select and take in one statement; the subquery's row locks (SKIP
+		// LOCKED on Postgres) keep concurrent claimers off the same rows.
+		rows, err := t.query(ctx, `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
+			WHERE id IN (SELECT r.id FROM runs r
+				WHERE (r.status = ? AND NOT EXISTS (
+						SELECT 1 FROM runs o WHERE o.thread = r.thread
+						AND (o.status IN (?, ?, ?) OR (o.status = ? AND o.seq < r.seq))))
+				   OR (r.status = ? AND r.lease_until < ?)
+				ORDER BY r.seq LIMIT ?`+t.d.SkipLocked+`)
+			RETURNING `+runColumns,
+			string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now),
 			string(core.RunQueued), activeStatuses[0], activeStatuses[1], activeStatuses[2], string(core.RunQueued),
 			string(core.RunRunning), micros(p.Now), p.Limit)
 		if err != nil {
-			return fmt.Errorf("store: run claim: select: %w", err)
-		}
-		ids, err := scanStrings(rows)
-		if err != nil {
 			return fmt.Errorf("store: run claim: %w", err)
 		}
-		if len(ids) == 0 {
+		seqs := map[*core.Run]int64{}
+		for rows.Next() {
+			r, seq, err := scanRun(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("store: run claim: %w", err)
+			}
+			runs = append(runs, r)
+			seqs[r] = seq
+		}
+		if err := closeRows(rows); err != nil {
+			return fmt.Errorf("store: run claim: %w", err)
+		}
+		if len(runs) == 0 {
 			return nil
 		}
-		args := []any{string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now)}
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		if _, err := t.exec(ctx, `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
-			WHERE id IN (`+placeholders(len(ids))+`)`, args...); err != nil {
-			return fmt.Errorf("store: run claim: update: %w", err)
-		}
-		runs, err = loadRuns(ctx, t, ids)
-		return err
+		slices.SortFunc(runs, func(a, b *core.Run) int { return cmp.Compare(seqs[a], seqs[b]) })
+		return loadSteps(ctx, t, runs)
 	})
 	if err != nil {
 		return nil, err
@@ -179,28 +189,10 @@ func (s *Store) RunHeartbeat(ctx context.Context, owner string, leaseUntil time.
 func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 	now := orNow(c.Now)
 	return s.inTx(ctx, "run checkpoint", func(t *tx) error {
-		var status string
-		var owner sql.NullString
-		if err := t.queryRow(ctx, `SELECT status, owner FROM runs WHERE id = ?`+t.d.ForUpdate, c.RunID).
-			Scan(&status, &owner); err != nil {
-			return mapErr(err, "run checkpoint: read run", "run "+c.RunID)
-		}
-		if c.Owner != "" && owner.String != c.Owner {
-			return fmt.Errorf("store: run checkpoint %s: held by %q, not %q: %w", c.RunID, owner.String, c.Owner, core.ErrConflict)
-		}
-		if len(c.ExpectStatus) > 0 && !slices.Contains(c.ExpectStatus, core.RunStatus(status)) {
-			return fmt.Errorf("store: run checkpoint %s: status %s, want one of %v: %w", c.RunID, status, c.ExpectStatus, core.ErrConflict)
-		}
-		if c.Step != nil {
-			if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
-				return err
-			}
-		}
-		if c.Approval != nil {
-			if err := insertApproval(ctx, t, c.Approval); err != nil {
-				return err
-			}
-		}
+		// The guarded update comes first: it is the check and it takes the
+		// run's row lock (every append to the run's events happens under
+		// it), in one round trip instead of a SELECT … FOR UPDATE and an
+		// UPDATE.
 		set, args := "updated_at = ?", []any{micros(now)}
 		if c.Status != "" {
 			set += ", status = ?"
@@ -220,22 +212,65 @@ func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 			set += ", error_code = ?, error_message = ?"
 			args = append(args, c.ErrorCode, c.ErrorMessage)
 		}
-		if _, err := t.exec(ctx, `UPDATE runs SET `+set+` WHERE id = ?`, append(args, c.RunID)...); err != nil {
+		where := "id = ?"
+		args = append(args, c.RunID)
+		if c.Owner != "" {
+			where += " AND owner = ?"
+			args = append(args, c.Owner)
+		}
+		if len(c.ExpectStatus) > 0 {
+			where += " AND status IN (" + placeholders(len(c.ExpectStatus)) + ")"
+			for _, st := range c.ExpectStatus {
+				args = append(args, string(st))
+			}
+		}
+		r, err := t.exec(ctx, `UPDATE runs SET `+set+` WHERE `+where, args...)
+		if err != nil {
 			return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
 		}
-		for _, m := range c.Outbox {
-			if m.RunID == "" {
-				m.RunID = c.RunID
-			}
-			if err := insertOutbox(ctx, t, m, now); err != nil {
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
+		} else if n == 0 {
+			return checkpointRefused(ctx, t, c)
+		}
+		if c.Step != nil {
+			if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
 				return err
 			}
+		}
+		if c.Approval != nil {
+			if err := insertApproval(ctx, t, c.Approval); err != nil {
+				return err
+			}
+		}
+		for i := range c.Outbox {
+			if c.Outbox[i].RunID == "" {
+				c.Outbox[i].RunID = c.RunID
+			}
+		}
+		if err := insertOutbox(ctx, t, now, c.Outbox...); err != nil {
+			return err
 		}
 		if err := appendEvents(ctx, t, c.Events, c.RunID, now); err != nil {
 			return err
 		}
 		return appendAudit(ctx, t, c.Audit)
 	})
+}
+
+// checkpointRefused explains why a checkpoint's guarded update matched no
+// row: the run does not exist, or its owner or status is not the expected
+// one (core.ErrConflict).
+func checkpointRefused(ctx context.Context, t *tx, c core.Checkpoint) error {
+	var status string
+	var owner sql.NullString
+	if err := t.queryRow(ctx, `SELECT status, owner FROM runs WHERE id = ?`, c.RunID).Scan(&status, &owner); err != nil {
+		return mapErr(err, "run checkpoint: read run", "run "+c.RunID)
+	}
+	if c.Owner != "" && owner.String != c.Owner {
+		return fmt.Errorf("store: run checkpoint %s: held by %q, not %q: %w", c.RunID, owner.String, c.Owner, core.ErrConflict)
+	}
+	return fmt.Errorf("store: run checkpoint %s: status %s, want one of %v: %w", c.RunID, status, c.ExpectStatus, core.ErrConflict)
 }
 
 func upsertStep(ctx context.Context, t *tx, runID string, st *core.Step) error {
@@ -316,7 +351,6 @@ func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
 		return nil, fmt.Errorf("store: load runs: %w", err)
 	}
 	var runs []*core.Run
-	byID := map[string]*core.Run{}
 	for rows.Next() {
 		r, _, err := scanRun(rows)
 		if err != nil {
@@ -324,15 +358,30 @@ func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
 			return nil, fmt.Errorf("store: load runs: %w", err)
 		}
 		runs = append(runs, r)
-		byID[r.ID] = r
 	}
 	if err := closeRows(rows); err != nil {
 		return nil, fmt.Errorf("store: load runs: %w", err)
 	}
-	rows, err = t.query(ctx, `SELECT run_id, idx, tool, status, args, output, error, approval_id, idempotency_key,
-		attempts, started_at, finished_at FROM steps WHERE run_id IN (`+in+`) ORDER BY run_id, idx`, args...)
+	if len(runs) == 0 {
+		return runs, nil
+	}
+	if err := loadSteps(ctx, t, runs); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// loadSteps reads the steps of runs, in index order, into each run.
+func loadSteps(ctx context.Context, t *tx, runs []*core.Run) error {
+	args := make([]any, len(runs))
+	byID := make(map[string]*core.Run, len(runs))
+	for i, r := range runs {
+		args[i], byID[r.ID] = r.ID, r
+	}
+	rows, err := t.query(ctx, `SELECT run_id, idx, tool, status, args, output, error, approval_id, idempotency_key,
+		attempts, started_at, finished_at FROM steps WHERE run_id IN (`+placeholders(len(runs))+`) ORDER BY run_id, idx`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: load steps: %w", err)
+		return fmt.Errorf("store: load steps: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -341,10 +390,10 @@ func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
 		var started, finished sql.NullInt64
 		if err := rows.Scan(&runID, &st.Index, &st.Tool, &status, &stepArgs, &st.Output, &st.Error, &st.ApprovalID,
 			&st.IdempotencyKey, &st.Attempts, &started, &finished); err != nil {
-			return nil, fmt.Errorf("store: load steps: %w", err)
+			return fmt.Errorf("store: load steps: %w", err)
 		}
 		if err := json.Unmarshal([]byte(stepArgs), &st.Args); err != nil {
-			return nil, fmt.Errorf("store: load steps: run %s step %d args: %w", runID, st.Index, err)
+			return fmt.Errorf("store: load steps: run %s step %d args: %w", runID, st.Index, err)
 		}
 		st.Status, st.StartedAt, st.FinishedAt = core.StepStatus(status), optMicros(started), optMicros(finished)
 		if r := byID[runID]; r != nil {
@@ -352,9 +401,9 @@ func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: load steps: %w", err)
+		return fmt.Errorf("store: load steps: %w", err)
 	}
-	return runs, nil
+	return nil
 }
 
 // RunList implements core.RunStore: newest first; the cursor is the last
