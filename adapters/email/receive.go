@@ -10,13 +10,6 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// unverifiedAction is the Decision.Action of a reply that names an
-// approval but failed the token or authentication checks. The core knows
-// no such action, so it refuses it (bad_request) and audits the attempt
-// with this action text, actor and channel — the only way an adapter can
-// put a refused attempt in the audit log before it knows the decision.
-const unverifiedAction = "email_unverified:"
-
 // handle reads one raw mail and hands it to the sink. It returns an error
 // only when the mail must be read again later (the sink failed); a mail
 // that is unreadable, automatic, or refused is handled (and the cursor may
@@ -179,7 +172,13 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 		Thread: threadKeyOf(a, in).thread(), Raw: rawOf(in), ReceivedAt: a.now(),
 	}
 	if refusal != "" {
-		ev.Decision = &core.Decision{ApprovalID: apID, Action: unverifiedAction + refusal}
+		// The core refuses an unverified decision before judging it and
+		// audits the attempt with the reason, whatever it asked for.
+		action := "unknown"
+		if ans, err := ParseAnswer(StripQuotes(in.Text)); err == nil {
+			action = ans.Action
+		}
+		ev.Decision = &core.Decision{ApprovalID: apID, Action: action, Unverified: "email: " + refusal}
 		if _, err := a.sink.HandleEvent(ctx, ev); err != nil && !isDecisionError(err) {
 			return fmt.Errorf("email: audit refused reply %s: %w", in.MessageID, err)
 		}
