@@ -158,6 +158,7 @@ func (c *checker) channels() {
 		c.require("channels.email.imap.addr", e.IMAP.Addr, "email is enabled")
 		c.require("channels.email.smtp.addr", e.SMTP.Addr, "email is enabled")
 		c.require("channels.email.token_key", e.TokenKey, "email is enabled")
+		c.require("channels.email.imap.username", e.IMAP.Username, "email is enabled")
 		if e.TokenKey != "" && len(e.TokenKey) < 16 {
 			c.problem("channels.email.token_key", "must be at least 16 characters of a random secret")
 		}

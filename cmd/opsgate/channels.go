@@ -14,6 +14,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/console"
 	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/adapters/discord"
+	"github.com/opsgate/opsgate/adapters/email"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/config"
@@ -81,8 +82,21 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run,
 			handlers: map[string]http.Handler{"POST " + discord.InteractionsPath: a.InteractionsHandler()}})
 	}
-	if cfg.Channels.Email.Enabled {
-		return nil, errors.New("channels.email: this build has no email adapter")
+	if c := cfg.Channels.Email; c.Enabled {
+		a, err := email.New(email.Config{
+			Address: c.Address, Name: c.Name, TokenKey: c.TokenKey,
+			IMAP: email.IMAPConfig{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, StartTLS: c.IMAP.StartTLS,
+				Username: c.IMAP.Username, Password: c.IMAP.Password, Mailbox: c.IMAP.Mailbox},
+			SMTP: email.SMTPConfig{Addr: c.SMTP.Addr, TLS: c.SMTP.TLS, StartTLS: c.SMTP.StartTLS,
+				Username: c.SMTP.Username, Password: c.SMTP.Password},
+			RequireDMARC: c.RequireDMARC, AuthservID: c.AuthservID,
+			StateDir: c.StateDir, DataDir: cfg.Server.DataDir,
+			Backfill: c.Backfill.D(), IdleRestart: c.IdleRestart.D(), PollInterval: c.PollInterval.D(),
+		}, email.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "email")})
+		if err != nil {
+			return nil, fmt.Errorf("channels.email: %w", err)
+		}
+		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run})
 	}
 	return chans, nil
 }

@@ -69,6 +69,8 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	cfg.Channels.Telegram = config.Telegram{Enabled: true, BotToken: "123456:ABC-DEF1234ghIkl-zyx57W2v1u123ew11", WebhookSecret: "hook-secret", APIURL: "http://127.0.0.1:1"}
 	cfg.Channels.Discord = config.Discord{Enabled: true, BotToken: "bot", ApplicationID: "1234567890",
 		PublicKey: strings.Repeat("ab", 32), APIURL: "http://127.0.0.1:1/api/v10"}
+	cfg.Channels.Email = config.Email{Enabled: true, Address: "ops@example.com", TokenKey: "0123456789abcdef0123",
+		IMAP: config.IMAP{Addr: "127.0.0.1:1", Username: "ops", Password: "pw", Mailbox: "INBOX"}, SMTP: config.SMTP{Addr: "127.0.0.1:1"}}
 	st, err := openStore(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +91,8 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	for _, ch := range chans {
 		names = append(names, ch.platform.Channel())
 	}
-	if strings.Join(names, ",") != "console,slack,telegram,discord" {
-		t.Fatalf("channels = %v, want console, slack, telegram, discord", names)
+	if strings.Join(names, ",") != "console,slack,telegram,discord,email" {
+		t.Fatalf("channels = %v, want console, slack, telegram, discord, email", names)
 	}
 	mux := http.NewServeMux()
 	mountChannels(mux, chans)
