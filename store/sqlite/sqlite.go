@@ -80,7 +80,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		read.SetMaxIdleConns(maxReaders)
 	}
 	s := &Store{write: write, read: read}
-	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect()})
+	// Group commit: concurrent writers share one transaction and one fsync
+	// (synchronous=FULL stays the default), instead of queueing for the one
+	// connection and paying an fsync each.
+	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect(), GroupCommit: true})
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

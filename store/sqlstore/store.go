@@ -38,6 +38,12 @@ type Config struct {
 	// WAL mode lets readers run beside the single writer). Defaults to DB.
 	ReadDB  *sql.DB
 	Dialect Dialect
+	// GroupCommit runs concurrent write transactions together, each in a
+	// savepoint of one shared transaction with one commit (one fsync); see
+	// groupWriter. For a backend with a single writer connection (SQLite),
+	// where transactions would otherwise queue for the connection and pay
+	// one fsync each.
+	GroupCommit bool
 }
 
 // Store is the shared implementation of core.Store (and approvals.Store).
@@ -54,6 +60,9 @@ type Store struct {
 	stopSealer context.CancelFunc
 	sealerDone chan struct{}
 	closeOnce  sync.Once
+
+	// writer, when set (Config.GroupCommit), runs every write transaction.
+	writer *groupWriter
 }
 
 // New builds a Store over already-open handles. It does not own them:
@@ -64,6 +73,9 @@ func New(cfg Config) *Store {
 		read = cfg.DB
 	}
 	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1)}
+	if cfg.GroupCommit {
+		s.writer = newGroupWriter(s)
+	}
 	if s.dialect.DeferAuditSeal {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopSealer, s.sealerDone = cancel, make(chan struct{})
@@ -120,6 +132,9 @@ func (s *Store) Close() error {
 			err = s.SealAudit(ctx)
 			cancel()
 		}
+		if s.writer != nil {
+			s.writer.close()
+		}
 		s.hub.Close()
 	})
 	return err
@@ -160,18 +175,31 @@ type tx struct {
 	// eventRuns are the runs whose event streams this transaction appended
 	// to, announced on their own topics (RunEventsTopic).
 	eventRuns []string
+	// shared is set for a unit of work inside a group commit (groupWriter).
+	shared bool
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.d.Rebind(q), args...)
+	return t.tx.ExecContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.d.Rebind(q), args...)
+	return t.tx.QueryContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.d.Rebind(q), args...)
+	return t.tx.QueryRowContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
+}
+
+// stmtCtx is the context a statement runs under: the caller's, except in a
+// group commit, where one caller giving up must not interrupt a statement
+// (SQLite rolls the whole transaction back on interrupt, and with it the
+// work of every other caller in the batch).
+func (t *tx) stmtCtx(ctx context.Context) context.Context {
+	if t.shared {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 // notifyRun marks runID's event stream (and the events topic) to be
@@ -199,6 +227,9 @@ func (t *tx) notify(topic string) {
 // subscribers too, once per notification. Without cross-process
 // notification (SQLite), local subscribers are woken right after commit.
 func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
+	if s.writer != nil {
+		return s.writer.do(ctx, op, fn)
+	}
 	sqlTx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", op, err)
@@ -232,6 +263,13 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", op, err)
 	}
+	s.afterCommit(t)
+	return nil
+}
+
+// afterCommit wakes local subscribers (without cross-process notification;
+// with it, the backend's listener does) and the audit sealer.
+func (s *Store) afterCommit(t *tx) {
 	if s.dialect.NotifySQL == "" {
 		for _, topic := range t.topics {
 			s.hub.Broadcast(topic)
@@ -246,7 +284,6 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 		default:
 		}
 	}
-	return nil
 }
 
 // inReadTx runs fn in a read-only transaction on the read handle, so a read
