@@ -19,6 +19,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/store/pgtest"
 )
 
 // chatFake is a minimal chat platform on 127.0.0.1: POST /send takes
@@ -213,5 +214,28 @@ func TestCheckLines(t *testing.T) {
 		if err := adaptertest.CheckLines(bad, n); err == nil {
 			t.Errorf("%s text passed CheckLines", name)
 		}
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The harness runs the same deploy round trip on Postgres.
+func TestHarnessOnPostgres(t *testing.T) {
+	t.Parallel()
+	fake := newChatFake(t)
+	h := adaptertest.NewHarness(t, adaptertest.HarnessOptions{
+		Postgres: true, Approvers: []string{"chat:boss"},
+		Platform: func(h *adaptertest.Harness) delivery.Platform { return &chat{url: fake.srv.URL, sink: h.Engine} },
+	})
+	th := core.Thread{Channel: "chat", Key: "room-pg"}
+	rc := h.Send("chat:dev", th, "deploy api 2.0.0 prod")
+	ap := h.WaitApprovalPending(rc.RunID)
+	if _, err := h.Decide("chat:boss", ap.ID, "approve", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitRun(rc.RunID, core.RunSucceeded)
+	h.WaitIdle()
+	if calls := h.Dispatches(); len(calls) != 1 || calls[0].Args["env"] != "prod" {
+		t.Fatalf("dispatches %+v", calls)
 	}
 }

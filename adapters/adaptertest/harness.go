@@ -27,6 +27,8 @@ import (
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/store/pgtest"
+	"github.com/opsgate/opsgate/store/postgres"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
 
@@ -55,6 +57,9 @@ type HarnessOptions struct {
 	// `func TestMain(m *testing.M) { pgtest.Main(m) }`). It must return a
 	// migrated, empty store; the harness closes it at cleanup.
 	OpenStore func(ctx context.Context, t *testing.T) (core.Store, error)
+	// Postgres runs on a fresh Postgres database from pgtest.DSN (the
+	// test package needs `func TestMain(m *testing.M) { pgtest.Main(m) }`).
+	Postgres bool
 	// ApprovalTTL defaults to an hour.
 	ApprovalTTL time.Duration
 	// PublicURL prefixes console links on cards (default https://ops.example.test).
@@ -159,9 +164,12 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	h := &Harness{T: t, Deploy: &Recorder{Name: "deploy"}}
 	var store core.Store
 	var err error
-	if o.OpenStore != nil {
+	switch {
+	case o.OpenStore != nil:
 		store, err = o.OpenStore(ctx, t)
-	} else {
+	case o.Postgres:
+		store, err = openPostgres(ctx, pgtest.DSN(t))
+	default:
 		store, err = openSQLite(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
 	}
 	if err != nil {
@@ -242,6 +250,18 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 		}
 	}()
 	return h
+}
+
+func openPostgres(ctx context.Context, dsn string) (core.Store, error) {
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 func openSQLite(ctx context.Context, path string) (core.Store, error) {

@@ -15,15 +15,15 @@ import (
 // use it because SQLite under -race is too slow for 10,000 messages; the
 // real stores pass store/storetest and the other tests here.
 type memStore struct {
-	mu     sync.Mutex
-	seq    int64
-	msgs   map[string]*memMsg
-	order  []*memMsg // by seq
+	mu    sync.Mutex
+	seq   int64
+	msgs  map[string]*memMsg
+	order []*memMsg // by seq
 	// pending is order without the messages no longer pending, pruned
 	// lazily by claims, so a claim does not rescan everything sent.
 	pending []*memMsg
-	leases map[string]memLease
-	subs   []chan struct{}
+	leases  map[string]memLease
+	subs    []chan struct{}
 }
 
 type memMsg struct {

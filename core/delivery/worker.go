@@ -80,8 +80,10 @@ type Worker struct {
 	o       Options
 	channel string
 	lim     *pace.Limiter
-	m       *metrics
-	log     *slog.Logger
+	// refill is how long the fullest bucket takes to fill from empty.
+	refill time.Duration
+	m      *metrics
+	log    *slog.Logger
 
 	// kick wakes the dispatcher when a send finishes (a slot is free, the
 	// thread's next message may be due).
@@ -129,7 +131,8 @@ func New(o Options) (*Worker, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	lim, err := pace.New(specOf(o.Platform.Pacing()))
+	pc := o.Platform.Pacing()
+	lim, err := pace.New(specOf(pc))
 	if err != nil {
 		return nil, fmt.Errorf("delivery: new worker for %s: %w", ch, err)
 	}
@@ -137,8 +140,12 @@ func New(o Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delivery: new worker for %s: %w", ch, err)
 	}
+	var refill time.Duration
+	for _, r := range []Rate{pc.Conversation, pc.Group, pc.Account} {
+		refill = max(refill, r.Every*time.Duration(max(r.Burst, 1)))
+	}
 	return &Worker{
-		o: o, channel: ch, lim: lim, m: m,
+		o: o, channel: ch, lim: lim, m: m, refill: refill,
 		log:  o.Logger.With("channel", ch, "owner", o.Owner),
 		kick: make(chan struct{}, 1),
 	}, nil
@@ -213,7 +220,16 @@ func (w *Worker) lead(ctx context.Context, until time.Time, wake <-chan struct{}
 		defer close(renewDone)
 		w.renew(lctx, cancel, lease)
 	}()
-	w.dispatch(lctx, lease, wake)
+	// The previous owner may have just emptied the buckets, and ours start
+	// full: wait until they could have refilled, so the platform never
+	// sees the two owners' bursts back to back.
+	select {
+	case <-lctx.Done():
+	case <-time.After(w.refill):
+	}
+	if lctx.Err() == nil {
+		w.dispatch(lctx, lease, wake)
+	}
 	cancel()
 	<-renewDone
 }
