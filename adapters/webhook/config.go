@@ -28,7 +28,7 @@ const (
 	MaxText = 16 << 10
 	// MaxThread caps the rendered thread part of a thread key.
 	MaxThread = 200
-	// MaxDeliveryID caps the X-Opsgate-Delivery header.
+	// MaxDeliveryID caps a body's "event_id".
 	MaxDeliveryID = 200
 )
 

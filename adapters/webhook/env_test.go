@@ -92,8 +92,12 @@ type result struct {
 	resp   response
 }
 
+// ignoredDeliveryHeader is a header senders of other systems use for their
+// delivery ids; opsgate must ignore it (it is outside the signature).
+const ignoredDeliveryHeader = "X-Opsgate-Delivery"
+
 // post sends body to /hooks/name with the given signature header (none
-// when sig is "") and delivery id (none when "").
+// when sig is "") and an unsigned delivery-id header (none when "").
 func (e *env) post(t *testing.T, name string, body []byte, sig, deliveryID string) result {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/hooks/"+name, bytes.NewReader(body))
@@ -105,7 +109,7 @@ func (e *env) post(t *testing.T, name string, body []byte, sig, deliveryID strin
 		req.Header.Set(SignatureHeader, sig)
 	}
 	if deliveryID != "" {
-		req.Header.Set(DeliveryHeader, deliveryID)
+		req.Header.Set(ignoredDeliveryHeader, deliveryID)
 	}
 	res, err := e.srv.Client().Do(req)
 	if err != nil {

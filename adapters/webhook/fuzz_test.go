@@ -140,7 +140,7 @@ func FuzzHandler(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "/hooks/"+name, bytes.NewReader(body))
 		req.Header.Set(SignatureHeader, sig)
 		if deliveryID != "" && !strings.ContainsAny(deliveryID, "\r\n\x00") {
-			req.Header.Set(DeliveryHeader, deliveryID)
+			req.Header.Set(ignoredDeliveryHeader, deliveryID)
 		}
 		before := len(sink.events())
 		rw := httptest.NewRecorder()

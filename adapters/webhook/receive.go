@@ -22,14 +22,11 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// The request headers of CONTRACT.md's POST /hooks/{name}.
-const (
-	// SignatureHeader carries "sha256=<hex HMAC-SHA256(secret, raw body)>".
-	SignatureHeader = "X-Opsgate-Signature"
-	// DeliveryHeader optionally carries the sender's own delivery id, used
-	// as the dedup key instead of the body's hash.
-	DeliveryHeader = "X-Opsgate-Delivery"
-)
+// SignatureHeader is the request header of CONTRACT.md's POST
+// /hooks/{name}: "sha256=<hex HMAC-SHA256(secret, raw body)>". Nothing
+// outside the signed body changes what a request does, so a captured
+// request replayed with other headers is still the same event.
+const SignatureHeader = "X-Opsgate-Signature"
 
 // handleTimeout bounds recording one request. It is detached from the
 // request, so a sender hanging up cannot cut a commit in half.
@@ -135,7 +132,7 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "unknown hook or bad signature")
 		return
 	}
-	ev, err := a.normalize(h, body, r.Header.Get(DeliveryHeader))
+	ev, err := a.normalize(h, body)
 	if err != nil {
 		var re *requestError
 		if errors.As(err, &re) {
@@ -196,7 +193,7 @@ func invalid(format string, args ...any) error {
 }
 
 // normalize turns a verified body into the event the engine records.
-func (a *Adapter) normalize(h *hook, body []byte, delivery string) (core.ChannelEvent, error) {
+func (a *Adapter) normalize(h *hook, body []byte) (core.ChannelEvent, error) {
 	doc, err := decodeObject(body)
 	if err != nil {
 		return core.ChannelEvent{}, err
@@ -215,7 +212,7 @@ func (a *Adapter) normalize(h *hook, body []byte, delivery string) (core.Channel
 			return core.ChannelEvent{}, err
 		}
 	}
-	id, err := eventID(body, delivery)
+	id, err := eventID(body, doc)
 	if err != nil {
 		return core.ChannelEvent{}, err
 	}
@@ -302,14 +299,18 @@ func checkThread(s string) error {
 	return nil
 }
 
-// eventID is the dedup key: the sender's delivery id when it sent one,
-// else the body's SHA-256, so the same signed body replayed is a duplicate.
-func eventID(body []byte, delivery string) (string, error) {
-	if delivery = strings.TrimSpace(delivery); delivery != "" {
-		if len(delivery) > MaxDeliveryID || !utf8.ValidString(delivery) || strings.ContainsFunc(delivery, unicode.IsControl) {
-			return "", badRequest("%s must be at most %d printable bytes", DeliveryHeader, MaxDeliveryID)
+// eventID is the dedup key: the body's own "event_id" when it has one
+// (inside the signature, so a sender can send the same command twice on
+// purpose), else the body's SHA-256, so a signed body replayed is a
+// duplicate and starts nothing.
+func eventID(body []byte, doc map[string]any) (string, error) {
+	if v, ok := doc["event_id"]; ok {
+		id, isString := v.(string)
+		id = strings.TrimSpace(id)
+		if !isString || id == "" || len(id) > MaxDeliveryID || !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl) {
+			return "", invalid("event_id must be a string of 1 to %d printable bytes", MaxDeliveryID)
 		}
-		return delivery, nil
+		return id, nil
 	}
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:]), nil

@@ -81,23 +81,38 @@ func TestReplayedBodyIsDuplicate(t *testing.T) {
 	}
 }
 
-func TestDeliveryHeaderIsTheDedupKey(t *testing.T) {
+func TestEventIDFieldIsTheDedupKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{Hooks: defaultHooks()})
-	a := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3"}`, "build-77")
-	// A retry of delivery build-77 with a re-serialized body is still the
-	// same delivery.
-	b := e.signed(t, "ci", ciSecret, `{ "text": "deploy api 1.2.3" }`, "build-77")
-	// The same body as a new delivery is new work.
-	c := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3"}`, "build-78")
+	a := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3","event_id":"build-77"}`, "")
+	// A retry of event build-77 with a re-serialized body is still the
+	// same event.
+	b := e.signed(t, "ci", ciSecret, `{ "event_id": "build-77", "text": "deploy api 1.2.3" }`, "")
+	// The same command as a new event is new work.
+	c := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3","event_id":"build-78"}`, "")
 	if a.resp.EventID != "ci/build-77" || !b.resp.Duplicate || b.resp.RunID != a.resp.RunID {
-		t.Errorf("a=%+v b=%+v; want b a duplicate of delivery build-77", a.resp, b.resp)
+		t.Errorf("a=%+v b=%+v; want b a duplicate of event build-77", a.resp, b.resp)
 	}
 	if c.resp.Duplicate || c.resp.RunID == "" || c.resp.RunID == a.resp.RunID {
 		t.Errorf("c=%+v; want a second run", c.resp)
 	}
-	if got := e.signed(t, "ci", ciSecret, `{"text":"x"}`, strings.Repeat("d", MaxDeliveryID+1)); got.status != http.StatusBadRequest {
-		t.Errorf("overlong delivery id: %d, want 400", got.status)
+	for _, bad := range []string{`{"text":"x","event_id":""}`, `{"text":"x","event_id":7}`,
+		`{"text":"x","event_id":"` + strings.Repeat("d", MaxDeliveryID+1) + `"}`} {
+		if got := e.signed(t, "ci", ciSecret, bad, ""); got.status != http.StatusUnprocessableEntity {
+			t.Errorf("%s: %d, want 422", bad, got.status)
+		}
+	}
+}
+
+// A captured request replayed with a different unsigned delivery header is
+// still the same event: nothing outside the signed body counts.
+func TestReplayWithNewHeaderIsADuplicate(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{Hooks: defaultHooks()})
+	first := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3"}`, "delivery-1")
+	replay := e.signed(t, "ci", ciSecret, `{"text":"deploy api 1.2.3"}`, "delivery-2")
+	if first.resp.RunID == "" || !replay.resp.Duplicate || replay.resp.RunID != first.resp.RunID {
+		t.Fatalf("first=%+v replay=%+v; want the replay a duplicate of the first run", first.resp, replay.resp)
 	}
 }
 
