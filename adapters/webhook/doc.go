@@ -6,8 +6,8 @@
 // A request is trusted only with X-Opsgate-Signature: sha256=<hex> equal to
 // HMAC-SHA256(secret, raw body). The command line is the body's "text"
 // field or a per-hook text/template over the body. The dedup key is the
-// X-Opsgate-Delivery header when sent, else the body's SHA-256, so a
-// replayed body starts nothing.
+// body's "event_id" field when present, else the body's SHA-256: only the
+// signed body counts, so a replayed request starts nothing.
 //
 // There is no platform to answer: the adapter's Platform records replies
 // and cards in the outbox (like the console), where the API and console
