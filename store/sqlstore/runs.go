@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
@@ -293,82 +294,105 @@ func upsertStep(ctx context.Context, t *tx, runID string, st *core.Step) error {
 }
 
 // RunGet implements core.RunStore.
+//
+// One statement (the run LEFT JOIN its steps), not a read transaction of
+// two: RunGet serves every API read of a run and every wake-up of its event
+// stream, and a transaction would cost four round trips instead of one.
 func (s *Store) RunGet(ctx context.Context, id string) (*core.Run, error) {
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+qualifiedRunColumns+`,
+		st.idx, st.tool, st.status, st.args, st.output, st.error, st.approval_id, st.idempotency_key,
+		st.attempts, st.started_at, st.finished_at
+		FROM runs r LEFT JOIN steps st ON st.run_id = r.id WHERE r.id = ? ORDER BY st.idx`), id)
+	if err != nil {
+		return nil, fmt.Errorf("store: run get: %w", err)
+	}
+	defer rows.Close()
 	var run *core.Run
-	err := s.inReadTx(ctx, "run get", func(t *tx) error {
-		runs, err := loadRuns(ctx, t, []string{id})
-		if err != nil {
-			return err
+	for rows.Next() {
+		var r core.Run
+		var rc runCols
+		var idx, attempts, started, finished sql.NullInt64
+		var tool, status, args, output, serr, approvalID, key sql.NullString
+		if err := rows.Scan(append(rc.dest(&r), &idx, &tool, &status, &args, &output, &serr, &approvalID, &key,
+			&attempts, &started, &finished)...); err != nil {
+			return nil, fmt.Errorf("store: run get: %w", err)
 		}
-		if len(runs) == 0 {
-			return mapErr(sql.ErrNoRows, "run get", "run "+id)
+		if run == nil {
+			if err := rc.finish(&r); err != nil {
+				return nil, fmt.Errorf("store: run get: %w", err)
+			}
+			run = &r
 		}
-		run = runs[0]
-		return nil
-	})
-	return run, err
+		if !idx.Valid {
+			continue // a run without steps: the one row has NULL step columns
+		}
+		st := core.Step{Index: int(idx.Int64), Tool: tool.String, Status: core.StepStatus(status.String), Output: output.String,
+			Error: serr.String, ApprovalID: approvalID.String, IdempotencyKey: key.String, Attempts: int(attempts.Int64),
+			StartedAt: optMicros(started), FinishedAt: optMicros(finished)}
+		if err := json.Unmarshal([]byte(args.String), &st.Args); err != nil {
+			return nil, fmt.Errorf("store: run get: run %s step %d args: %w", id, st.Index, err)
+		}
+		run.Steps = append(run.Steps, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: run get: %w", err)
+	}
+	if run == nil {
+		return nil, mapErr(sql.ErrNoRows, "run get", "run "+id)
+	}
+	return run, nil
 }
 
 const runColumns = `id, flow, thread, requester, status, args, reason, step_index, error_code, error_message,
 	event_channel, event_id, owner, lease_until, created_at, updated_at, seq`
 
+// qualifiedRunColumns is runColumns for a query that joins runs as r.
+var qualifiedRunColumns = "r." + strings.Join(strings.Split(strings.Join(strings.Fields(runColumns), " "), ", "), ", r.")
+
+// runCols holds the raw values of runColumns while a row is scanned.
+type runCols struct {
+	thread, status, args string
+	owner                sql.NullString
+	lease                sql.NullInt64
+	created, updated     int64
+	seq                  int64
+}
+
+// dest returns the scan destinations of runColumns, in order, into r and c.
+func (c *runCols) dest(r *core.Run) []any {
+	return []any{&r.ID, &r.Flow, &c.thread, &r.Requester, &c.status, &c.args, &r.Reason, &r.StepIndex,
+		&r.ErrorCode, &r.ErrorMessage, &r.EventChannel, &r.EventID, &c.owner, &c.lease, &c.created, &c.updated, &c.seq}
+}
+
+// finish decodes the raw values into r.
+func (c *runCols) finish(r *core.Run) error {
+	th, err := parseThread(c.thread)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(c.args), &r.Args); err != nil {
+		return fmt.Errorf("run %s: args: %w", r.ID, err)
+	}
+	r.Thread, r.Status, r.Owner = th, core.RunStatus(c.status), c.owner.String
+	if c.lease.Valid {
+		r.LeaseUntil = fromMicros(c.lease.Int64)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMicros(c.created), fromMicros(c.updated)
+	r.Steps = []core.Step{}
+	return nil
+}
+
 // scanRun reads one row of runColumns.
 func scanRun(rows *sql.Rows) (*core.Run, int64, error) {
 	var r core.Run
-	var thread, status, args string
-	var owner sql.NullString
-	var lease sql.NullInt64
-	var created, updated, seq int64
-	if err := rows.Scan(&r.ID, &r.Flow, &thread, &r.Requester, &status, &args, &r.Reason, &r.StepIndex,
-		&r.ErrorCode, &r.ErrorMessage, &r.EventChannel, &r.EventID, &owner, &lease, &created, &updated, &seq); err != nil {
+	var c runCols
+	if err := rows.Scan(c.dest(&r)...); err != nil {
 		return nil, 0, err
 	}
-	th, err := parseThread(thread)
-	if err != nil {
-		return nil, 0, fmt.Errorf("run %s: %w", r.ID, err)
+	if err := c.finish(&r); err != nil {
+		return nil, 0, err
 	}
-	if err := json.Unmarshal([]byte(args), &r.Args); err != nil {
-		return nil, 0, fmt.Errorf("run %s: args: %w", r.ID, err)
-	}
-	r.Thread, r.Status, r.Owner = th, core.RunStatus(status), owner.String
-	if lease.Valid {
-		r.LeaseUntil = fromMicros(lease.Int64)
-	}
-	r.CreatedAt, r.UpdatedAt = fromMicros(created), fromMicros(updated)
-	r.Steps = []core.Step{}
-	return &r, seq, nil
-}
-
-// loadRuns reads runs by id, in seq order, each with its steps.
-func loadRuns(ctx context.Context, t *tx, ids []string) ([]*core.Run, error) {
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
-	in := placeholders(len(ids))
-	rows, err := t.query(ctx, `SELECT `+runColumns+` FROM runs WHERE id IN (`+in+`) ORDER BY seq`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: load runs: %w", err)
-	}
-	var runs []*core.Run
-	for rows.Next() {
-		r, _, err := scanRun(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("store: load runs: %w", err)
-		}
-		runs = append(runs, r)
-	}
-	if err := closeRows(rows); err != nil {
-		return nil, fmt.Errorf("store: load runs: %w", err)
-	}
-	if len(runs) == 0 {
-		return runs, nil
-	}
-	if err := loadSteps(ctx, t, runs); err != nil {
-		return nil, err
-	}
-	return runs, nil
+	return &r, c.seq, nil
 }
 
 // loadSteps reads the steps of runs, in index order, into each run.

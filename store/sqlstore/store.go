@@ -286,17 +286,6 @@ func (s *Store) afterCommit(t *tx) {
 	}
 }
 
-// inReadTx runs fn in a read-only transaction on the read handle, so a read
-// made of several queries sees one snapshot.
-func (s *Store) inReadTx(ctx context.Context, op string, fn func(*tx) error) error {
-	sqlTx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("store: %s: begin: %w", op, err)
-	}
-	defer func() { _ = sqlTx.Rollback() }()
-	return fn(&tx{tx: sqlTx, d: s.dialect})
-}
-
 // micros is the stored form of a time: unix microseconds, UTC.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
