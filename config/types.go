@@ -222,6 +222,13 @@ type SMTP struct {
 type Webhook struct {
 	Name   string `yaml:"name" cfg:"required"`
 	Secret string `yaml:"secret" cfg:"required"`
+	// Text, when set, is a Go template over the decoded JSON body that
+	// renders the command (Alertmanager: `restart {{(index .alerts 0).labels.service}}`);
+	// default: the body's "text" field.
+	Text string `yaml:"text"`
+	// Thread, when set, is a Go template over the body naming the thread
+	// (so related alerts share one); default: the hook's name.
+	Thread string `yaml:"thread"`
 }
 
 // Approvers names groups of identities ("slack:U1", "email:a@b.c") that

@@ -17,11 +17,13 @@ import (
 	"github.com/opsgate/opsgate/adapters/email"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
+	"github.com/opsgate/opsgate/adapters/webhook"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/mcp"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -98,7 +100,37 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 		}
 		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run})
 	}
+	if len(cfg.Channels.Webhooks) > 0 {
+		hooks := make([]webhook.Hook, 0, len(cfg.Channels.Webhooks))
+		for _, h := range cfg.Channels.Webhooks {
+			hooks = append(hooks, webhook.Hook{Name: h.Name, Secret: h.Secret, Text: h.Text, Thread: h.Thread})
+		}
+		a, err := webhook.New(webhook.Config{Hooks: hooks}, webhook.Deps{Sink: eng, Logger: log.With("channel", "webhook")})
+		if err != nil {
+			return nil, fmt.Errorf("channels.webhooks: %w", err)
+		}
+		chans = append(chans, channel{platform: a, handlers: map[string]http.Handler{webhook.PathPrefix: a.Handler()}})
+	}
 	return chans, nil
+}
+
+// buildMCP builds the MCP server for /mcp: the same tokens, engine and
+// flows as the API, over the Streamable HTTP transport.
+func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
+	mt := make([]mcp.Token, 0, len(tokens))
+	for _, t := range tokens {
+		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+	}
+	flows := make([]mcp.Flow, 0, len(cfg.Flows))
+	for _, f := range cfg.Flows {
+		flows = append(flows, mcp.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
+	}
+	h, err := mcp.New(mcp.Options{Engine: eng, Store: st, Tokens: mt, Flows: flows, Version: version,
+		Logger: log.With("component", "mcp")})
+	if err != nil {
+		return nil, fmt.Errorf("build MCP server: %w", err)
+	}
+	return h, nil
 }
 
 // discordFlows offers every flow as a top-level Discord command with one

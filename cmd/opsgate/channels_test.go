@@ -71,6 +71,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 		PublicKey: strings.Repeat("ab", 32), APIURL: "http://127.0.0.1:1/api/v10"}
 	cfg.Channels.Email = config.Email{Enabled: true, Address: "ops@example.com", TokenKey: "0123456789abcdef0123",
 		IMAP: config.IMAP{Addr: "127.0.0.1:1", Username: "ops", Password: "pw", Mailbox: "INBOX"}, SMTP: config.SMTP{Addr: "127.0.0.1:1"}}
+	cfg.Channels.Webhooks = []config.Webhook{{Name: "ci", Secret: "webhook-secret"}}
 	st, err := openStore(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -91,18 +92,19 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	for _, ch := range chans {
 		names = append(names, ch.platform.Channel())
 	}
-	if strings.Join(names, ",") != "console,slack,telegram,discord,email" {
-		t.Fatalf("channels = %v, want console, slack, telegram, discord, email", names)
+	if strings.Join(names, ",") != "console,slack,telegram,discord,email,webhook" {
+		t.Fatalf("channels = %v, want console, slack, telegram, discord, email, webhook", names)
 	}
 	mux := http.NewServeMux()
 	mountChannels(mux, chans)
-	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook", "/discord/interactions"} {
+	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook", "/discord/interactions", "/hooks/ci"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"type":"url_verification","challenge":"x"}`))
 		req.Header.Set("X-Slack-Request-Timestamp", "1")
 		req.Header.Set("X-Slack-Signature", "v0=00")
 		req.Header.Set("X-Telegram-Bot-Api-Secret-Token", "wrong")
 		req.Header.Set("X-Signature-Ed25519", strings.Repeat("00", 64))
+		req.Header.Set("X-Opsgate-Signature", "sha256="+strings.Repeat("00", 32))
 		req.Header.Set("X-Signature-Timestamp", strconv.FormatInt(time.Now().Unix(), 10))
 		mux.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {

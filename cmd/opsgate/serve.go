@@ -156,6 +156,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	mux.Handle("/", consoleUI)
+	mcpHandler, err := buildMCP(cfg, eng, st, tokens, log)
+	if err != nil {
+		return err
+	}
+	mux.Handle("/mcp", mcpHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
