@@ -1,6 +1,8 @@
 package web
 
 import (
+	"github.com/opsgate/opsgate/core/markdown"
+
 	"bytes"
 	"embed"
 	"fmt"
@@ -24,6 +26,13 @@ var pages = []string{"signin", "chat", "approvals", "approval", "runs", "run", "
 
 var funcs = template.FuncMap{
 	"join": strings.Join,
+	// markdown renders opsgate's own replies (authored in its Markdown
+	// subset) as HTML. The renderer escapes every character of text and
+	// allows only http, https and mailto links, so tool output quoted in a
+	// reply stays inert; people's messages are never passed through it.
+	"markdown": func(s string) template.HTML {
+		return template.HTML(markdown.Convert(s, markdown.HTML)) //nolint:gosec // escaped by the renderer (core/markdown tests hostile input)
+	},
 	// human renders an RFC 3339 time for people; the machine form stays in
 	// the <time datetime> attribute.
 	"human": func(s string) string {

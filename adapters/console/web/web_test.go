@@ -220,6 +220,11 @@ func TestOutsideTextIsEscaped(t *testing.T) {
 		if p != "/audit" && !strings.Contains(r.body, "&lt;script&gt;window.__xss=1&lt;/script&gt;&lt;img src=x onerror=") {
 			t.Errorf("%s does not show the tool output as text", p)
 		}
+		// opsgate's own replies are Markdown: the fenced tool output is a
+		// code block, still escaped inside.
+		if strings.HasPrefix(p, "/chat") && !strings.Contains(r.body, "<pre><code>") {
+			t.Errorf("%s does not render the reply's code fence as a code block", p)
+		}
 	}
 	if csp := c.do("GET", "/runs/"+runID, nil, nil).header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
 		t.Errorf("CSP %q", csp)
