@@ -78,7 +78,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		// that led to it commit together, so once a final status has been
 		// seen, the event read that follows it holds the last event.
 		final := run.Status.Final()
-		sent, err := s.sendEvents(ctx, w, flusher, id, &after)
+		sent, finished, err := s.sendEvents(ctx, w, flusher, id, &after)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "api: run events", "run", id, "err", err)
@@ -94,17 +94,24 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 			flusher.Flush()
 			return
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-wake:
-		case <-poll.C:
-		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+		// The status is re-read only when it may have become final: after
+		// a turn.finished (which commits with the final status) or on the
+		// polling fallback (for anything else). A wake-up then costs one
+		// query, not two.
+		if !finished {
+			select {
+			case <-ctx.Done():
 				return
+			case <-wake:
+				continue
+			case <-poll.C:
+			case <-ping.C:
+				if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+					return
+				}
+				flusher.Flush()
+				continue
 			}
-			flusher.Flush()
-			continue
 		}
 		if run, err = s.o.Store.RunGet(ctx, id); err != nil {
 			if ctx.Err() == nil {
@@ -134,27 +141,30 @@ func (s *server) subscribeRun(runID string) (<-chan struct{}, func()) {
 }
 
 // sendEvents writes every stored event after *after, page by page, and
-// advances *after past each one sent.
-func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.Flusher, runID string, after *int64) (int, error) {
-	sent := 0
+// advances *after past each one sent. finished reports a turn.finished
+// among them.
+func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.Flusher, runID string, after *int64) (sent int, finished bool, err error) {
 	for {
 		evs, err := s.o.Store.RunEventList(ctx, runID, *after, eventPage)
 		if err != nil {
-			return sent, fmt.Errorf("list events after %d: %w", *after, err)
+			return sent, finished, fmt.Errorf("list events after %d: %w", *after, err)
 		}
 		for _, ev := range evs {
 			if ev.Seq <= *after {
 				continue // a store must not, but a replayed duplicate would confuse clients
 			}
 			if err := writeEvent(w, ev); err != nil {
-				return sent, err
+				return sent, finished, err
 			}
-			f.Flush()
 			*after = ev.Seq
 			sent++
+			finished = finished || ev.Type == core.EventTurnFinished
+		}
+		if len(evs) > 0 {
+			f.Flush() // once per page: a flush is a write system call
 		}
 		if len(evs) < eventPage {
-			return sent, nil
+			return sent, finished, nil
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,4 +224,68 @@ func TestRunEvents(t *testing.T) {
 			t.Fatal("a refused stream leaked its subscription")
 		}
 	})
+}
+
+// runSubStore is a memStore with the per-run wake-up capability: it
+// records which runs were subscribed to and wakes them when asked.
+type runSubStore struct {
+	*memStore
+	mu   sync.Mutex
+	runs map[string]chan struct{}
+}
+
+func (r *runSubStore) SubscribeRunEvents(runID string) (<-chan struct{}, func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := make(chan struct{}, 1)
+	r.runs[runID] = c
+	return c, func() {}
+}
+
+func (r *runSubStore) wake(runID string) {
+	r.mu.Lock()
+	c := r.runs[runID]
+	r.mu.Unlock()
+	if c != nil {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func TestRunEventsNarrowWakeups(t *testing.T) {
+	t.Parallel()
+	var rs *runSubStore
+	// No polling: only the per-run wake-up (and the turn.finished rule)
+	// can move the stream.
+	b := setup(t, func(o *Options) {
+		rs = &runSubStore{memStore: o.Store.(*memStore), runs: map[string]chan struct{}{}}
+		o.Store = rs
+		o.PollInterval = time.Hour
+	})
+	b.st.addRun(&core.Run{ID: "r1", Thread: core.Thread{Channel: "console", Key: "x"}, Status: core.RunRunning})
+	b.st.appendEvent("r1", core.EventRunQueued)
+	s := openSSE(t, b, "/api/v1/runs/r1/events", nil)
+	if f := s.nextEvent(t); f.event != "run.queued" {
+		t.Fatalf("replay %+v", f)
+	}
+	rs.mu.Lock()
+	_, subscribed := rs.runs["r1"]
+	rs.mu.Unlock()
+	if !subscribed {
+		t.Fatal("stream did not subscribe to its run's wake-ups")
+	}
+	// The run ends: the final status commits with turn.finished; a wake of
+	// this run alone must deliver the event and then end the stream
+	// without waiting for a poll.
+	b.st.setRun("r1", func(r *core.Run) { r.Status = core.RunSucceeded })
+	b.st.appendEvent("r1", core.EventTurnFinished)
+	rs.wake("r1")
+	if f := s.nextEvent(t); f.event != "turn.finished" {
+		t.Fatalf("want turn.finished, got %+v", f)
+	}
+	if f := s.nextEvent(t); f.event != "end" || !strings.Contains(f.data, `"status":"succeeded"`) {
+		t.Fatalf("end frame %+v", f)
+	}
 }
