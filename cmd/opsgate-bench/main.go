@@ -57,6 +57,7 @@ type options struct {
 	messages    int
 	concurrency int
 	runs        int
+	decideEvery time.Duration
 	e2eRuns     int
 	askFlow     string
 	pingFlow    string
@@ -73,6 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.messages, "messages", 5000, "messages to ingest, each to its own thread")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent clients for ingestion and end-to-end runs")
 	fs.IntVar(&o.runs, "runs", 100, "runs waiting for approval at once in the decision → dispatch phase")
+	fs.DurationVar(&o.decideEvery, "decide-every", 0, "send the decisions one every this long instead of all at once "+
+		"(e.g. 10ms: all --runs still wait at once, but each decision is timed without queueing behind the others)")
 	fs.IntVar(&o.e2eRuns, "e2e-runs", 200, "runs of --ping-flow timed end to end")
 	fs.StringVar(&o.askFlow, "ask-flow", "bench", "flow whose single tool asks for approval; its command is its name")
 	fs.StringVar(&o.pingFlow, "ping-flow", "ping", "flow whose single tool is allowed; its command is its name (also the ingested message)")
@@ -94,8 +97,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.token == "" {
 		return o, errors.New("no token: pass --token or set $OPSGATE_TOKEN")
 	}
-	if o.messages < 0 || o.runs < 0 || o.e2eRuns < 0 || o.concurrency < 1 {
-		return o, errors.New("--messages, --runs and --e2e-runs must be ≥ 0 and --concurrency ≥ 1")
+	if o.messages < 0 || o.runs < 0 || o.e2eRuns < 0 || o.concurrency < 1 || o.decideEvery < 0 {
+		return o, errors.New("--messages, --runs, --e2e-runs and --decide-every must be ≥ 0 and --concurrency ≥ 1")
+	}
+	if time.Duration(o.runs)*o.decideEvery > o.timeout/2 {
+		return o, errors.New("--runs × --decide-every must fit in half of --timeout")
 	}
 	const maxLoad = 1_000_000
 	if o.messages > maxLoad || o.runs > 10_000 || o.e2eRuns > maxLoad || o.concurrency > 1024 {
@@ -144,9 +150,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("decision → dispatch: %w", err)
 		}
-		fmt.Fprintf(stdout, "decision:  %d runs pending at once, decided concurrently: decision → tool.started p50 %s p99 %s (SSE); "+
+		how := "decided concurrently"
+		if o.decideEvery > 0 {
+			how = fmt.Sprintf("decided one every %s", o.decideEvery)
+		}
+		fmt.Fprintf(stdout, "decision:  %d runs pending at once, %s: decision → tool.started p50 %s p99 %s (SSE); "+
 			"decision sent → step started_at p50 %s p99 %s; decision POST p50 %s p99 %s\n",
-			o.runs, ms(pct(res.sse, 50)), ms(pct(res.sse, 99)), ms(pct(res.started, 50)), ms(pct(res.started, 99)),
+			o.runs, how, ms(pct(res.sse, 50)), ms(pct(res.sse, 99)), ms(pct(res.started, 50)), ms(pct(res.started, 99)),
 			ms(pct(res.post, 50)), ms(pct(res.post, 99)))
 	}
 	if o.e2eRuns > 0 {

@@ -48,6 +48,15 @@ func TestParseFlagsBoundsLoad(t *testing.T) {
 	if _, err := parseFlags([]string{"--token", "x", "--messages", "2000000"}, discard{}); err == nil {
 		t.Error("unbounded message count accepted")
 	}
+	if _, err := parseFlags([]string{"--token", "x", "--decide-every", "-1ms"}, discard{}); err == nil {
+		t.Error("negative --decide-every accepted")
+	}
+	if _, err := parseFlags([]string{"--token", "x", "--runs", "100", "--decide-every", "10s"}, discard{}); err == nil {
+		t.Error("paced decisions longer than the timeout accepted")
+	}
+	if o, err := parseFlags([]string{"--token", "x", "--decide-every", "10ms"}, discard{}); err != nil || o.decideEvery != 10*time.Millisecond {
+		t.Errorf("--decide-every 10ms = %v, %v", o.decideEvery, err)
+	}
 	o, err := parseFlags([]string{"--token", "x"}, discard{})
 	if err != nil || o.messages != 5000 || o.concurrency != 32 || o.runs != 100 {
 		t.Errorf("defaults = %+v, %v", o, err)

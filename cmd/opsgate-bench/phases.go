@@ -97,8 +97,8 @@ type decisionResult struct {
 }
 
 // decideDispatch starts o.runs runs of the ask flow, waits until every one is
-// waiting for approval, then approves all of them at once and times each
-// decision to its tool.started event.
+// waiting for approval, then approves all of them — at once, or one every
+// o.decideEvery — and times each decision to its tool.started event.
 func decideDispatch(ctx context.Context, c *client, o options, nonce string) (decisionResult, error) {
 	n := o.runs
 	runs := make([]*apiRun, n)
@@ -148,6 +148,7 @@ func decideDispatch(ctx context.Context, c *client, o options, nonce string) (de
 	res := decisionResult{sse: make([]time.Duration, n), started: make([]time.Duration, n), post: make([]time.Duration, n)}
 	sent := make([]time.Time, n)
 	gate := make(chan struct{})
+	var start time.Time
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -155,6 +156,16 @@ func decideDispatch(ctx context.Context, c *client, o options, nonce string) (de
 		go func() {
 			defer wg.Done()
 			<-gate
+			// Paced: decision i leaves at start + i*every, so each is
+			// timed on its own rather than behind the whole burst.
+			if wait := time.Until(start.Add(time.Duration(i) * o.decideEvery)); wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-sctx.Done():
+					errs <- sctx.Err()
+					return
+				}
+			}
 			sent[i] = time.Now()
 			body := map[string]any{"action": "approve", "reason": "opsgate-bench"}
 			if err := c.do(sctx, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(approvalIDs[i])+"/decision", body, nil); err != nil {
@@ -171,6 +182,7 @@ func decideDispatch(ctx context.Context, c *client, o options, nonce string) (de
 			errs <- fmt.Errorf("run %s: event stream ended without tool.started", runs[i].ID)
 		}()
 	}
+	start = time.Now()
 	close(gate)
 	wg.Wait()
 	close(errs)
