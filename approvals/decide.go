@@ -118,6 +118,14 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
+	if a.Status == StatusExpired {
+		// Expired is not "decided by someone": surfaces answer 410.
+		at := a.ExpiresAt
+		if a.DecidedAt != nil {
+			at = *a.DecidedAt
+		}
+		return refuse(ErrExpired, "expired at "+at.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = at })
+	}
 	if a.Status.Final() {
 		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
 			e.By = a.Winners()

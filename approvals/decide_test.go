@@ -224,6 +224,18 @@ func TestDecideSessionGrant(t *testing.T) {
 	}
 }
 
+func TestDecideAfterExpiryIsExpiredNotDecided(t *testing.T) {
+	t.Parallel()
+	expired := Expire(pending(1), t0.Add(2*time.Hour)).Approval
+	out := Decide(expired, req("slack:U1", ActionApprove), testEnv(t))
+	if !errors.Is(out.Err, ErrExpired) || errors.Is(out.Err, ErrAlreadyDecided) {
+		t.Fatalf("err = %v, want ErrExpired (410), not already decided", out.Err)
+	}
+	if out.Approval != nil || len(out.Audit) != 1 || out.Audit[0].Kind != "approval.refused" {
+		t.Fatalf("a late decision changes nothing but the audit: %+v", out)
+	}
+}
+
 func TestDecideExpired(t *testing.T) {
 	t.Parallel()
 	r := req("slack:U1", ActionApprove)

@@ -463,11 +463,19 @@ func TestExpiry(t *testing.T) {
 			t.Fatalf("reply: %q", texts)
 		}
 		_, err := h.decide("console:alice", a.ID, "approve")
-		if de := decisionCode(t, err); de.Code != core.DecisionAlreadyDecided {
-			t.Fatalf("late approval: %+v", de)
+		if de := decisionCode(t, err); de.Code != core.DecisionExpired {
+			t.Fatalf("late approval: %+v, want expired (410)", de)
 		}
 		if c := h.eng.Card(cur); !strings.HasPrefix(c.OutcomeLine(), "Expired") {
 			t.Fatalf("card outcome: %q", c.OutcomeLine())
+		}
+		// The expiry and the late attempt are both in the audit log.
+		kinds := map[string]bool{}
+		for _, e := range h.auditKinds(approvals.AuditListParams{ApprovalID: a.ID}) {
+			kinds[e.Kind] = true
+		}
+		if !kinds["approval.expired"] || !kinds["approval.refused"] {
+			t.Fatalf("audit kinds for an expired approval: %v", kinds)
 		}
 	})
 }
@@ -522,8 +530,8 @@ func TestCancel(t *testing.T) {
 		if cur, _ := h.store.ApprovalGet(context.Background(), a.ID); cur.Status != approvals.StatusExpired {
 			t.Fatalf("approval of a cancelled run: %s", cur.Status)
 		}
-		if _, err := h.decide("console:alice", a.ID, "approve"); decisionCode(t, err).Code != core.DecisionAlreadyDecided {
-			t.Fatalf("approve after cancel: %v", err)
+		if _, err := h.decide("console:alice", a.ID, "approve"); decisionCode(t, err).Code != core.DecisionExpired {
+			t.Fatalf("approve after cancel: %v, want expired", err)
 		}
 		if _, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:admin"}); !errors.Is(err, core.ErrConflict) {
 			t.Fatalf("second cancel: %v", err)
