@@ -137,6 +137,11 @@ func (c *checker) channels() {
 		c.require("channels.telegram.bot_token", t.BotToken, "telegram is enabled")
 		if t.Mode == "webhook" {
 			c.require("channels.telegram.webhook_secret", t.WebhookSecret, "telegram mode is webhook")
+			// Telegram is told to call <public_url>/telegram/webhook, over https.
+			c.require("server.public_url", c.cfg.Server.PublicURL, "telegram mode is webhook")
+			if u := c.cfg.Server.PublicURL; u != "" && !strings.HasPrefix(u, "https://") {
+				c.problem("server.public_url", "telegram webhooks need an https URL, not %q", u)
+			}
 		}
 	}
 	c.optionalURL("channels.telegram.api_url", ch.Telegram.APIURL)

@@ -410,3 +410,30 @@ policy:
 		t.Errorf("default approver = %q", got)
 	}
 }
+
+func TestTelegramWebhookNeedsHTTPSPublicURL(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ publicURL, want string }{
+		"Missing":  {"", "missing required value"},
+		"NotHTTPS": {"http://ops.example.com", "https"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := "server: {public_url: \"" + tc.publicURL + "\"}\n" +
+				"channels:\n  telegram: {enabled: true, bot_token: \"1:x\", webhook_secret: s3cret}\n"
+			_, err := Parse("tg.yaml", []byte(src))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("want *Error, got %v", err)
+			}
+			found := false
+			for _, p := range cerr.Problems {
+				if p.Path == "server.public_url" && strings.Contains(p.Message, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no server.public_url problem mentioning %q in %v", tc.want, cerr.Problems)
+			}
+		})
+	}
+}
