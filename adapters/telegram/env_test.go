@@ -49,6 +49,7 @@ type envOpts struct {
 	mode string
 	sink func(core.Sink) core.Sink // wraps the engine as the adapter's sink
 	pace bool                      // keep Telegram's real pacing (slow)
+	ttl  time.Duration             // approvals' time to live (harness default if 0)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -59,7 +60,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 		o.mode = ModeWebhook
 	}
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: []string{"telegram:42", "console:admin"},
+		Approvers:   []string{"telegram:42", "console:admin"},
+		ApprovalTTL: o.ttl,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {

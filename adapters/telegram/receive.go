@@ -176,10 +176,6 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 		}
 		return nil
 	default: // reject or edit: ask for the text first
-		if q.Message == nil {
-			answer("This card cannot take a reply here; decide in the console.", true)
-			return nil
-		}
 		c, err := a.cards.CardByApproval(ctx, p.ApprovalID)
 		switch {
 		case errors.Is(err, core.ErrNotFound):
@@ -188,26 +184,20 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 		case err != nil:
 			return fmt.Errorf("telegram: card %s: %w", p.ApprovalID, err)
 		case !c.Pending():
+			// Closed (decided or expired): the engine refuses the attempt
+			// and audits it, like a late Approve press.
 			line := c.OutcomeLine()
 			if line == "" {
 				line = "This approval is " + c.Status
 			}
-			answer("ℹ️ "+line+".", true)
-			return nil
+			return a.refusePress(ctx, raw, u, q.From, k, p, "ℹ️ "+line+".", answer)
 		case len(c.Eligible) > 0 && !contains(c.Eligible, ChannelName+":"+strconv.FormatInt(q.From.ID, 10)):
 			// Record the attempt through the engine, so the refusal is
 			// audited like any other, and never send the prompt.
-			ev := a.event(raw, u, q.From, k)
-			ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: map[bool]string{true: "reject", false: "edit"}[p.Action == actReject]}
-			_, err := a.sink.HandleEvent(ctx, ev)
-			var de *core.DecisionError
-			if err != nil && !errors.As(err, &de) {
-				return fmt.Errorf("telegram: record refused press %s: %w", ev.EventID, err)
-			}
-			if de == nil {
-				de = &core.DecisionError{Code: core.DecisionNotApprover}
-			}
-			answer(refusalText(de), true)
+			return a.refusePress(ctx, raw, u, q.From, k, p,
+				refusalText(&core.DecisionError{Code: core.DecisionNotApprover}), answer)
+		case q.Message == nil:
+			answer("This card cannot take a reply here; decide in the console.", true)
 			return nil
 		}
 		if err := a.sendPrompt(ctx, k, q.From, c, p, ""); err != nil {
@@ -227,6 +217,37 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 		}
 		return nil
 	}
+}
+
+// refusePress records a Reject or Edit press the card already shows will
+// be refused (approval closed, or clicker not eligible) as a decision
+// attempt, so the engine refuses it and audits the refusal exactly as it
+// does a refused Approve press, then answers the press with the refusal.
+// The attempt carries no reason or arguments: the prompt is never sent.
+// When the engine gives no refusal (a redelivered update it already
+// recorded), the press is answered with fallback.
+func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from tgUser, k threadKey, p payload, fallback string, answer func(string, bool)) error {
+	ev := a.event(raw, u, from, k)
+	ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: pressAction(p.Action)}
+	_, err := a.sink.HandleEvent(ctx, ev)
+	var de *core.DecisionError
+	switch {
+	case errors.As(err, &de):
+		answer(refusalText(de), true)
+	case err != nil:
+		return fmt.Errorf("telegram: record refused press %s: %w", ev.EventID, err)
+	default:
+		answer(fallback, true)
+	}
+	return nil
+}
+
+// pressAction names a Reject or Edit button's decision action.
+func pressAction(act byte) string {
+	if act == actReject {
+		return "reject"
+	}
+	return "edit"
 }
 
 // sendPrompt posts a force_reply prompt in the card's chat and topic,
