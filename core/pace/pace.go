@@ -12,11 +12,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // ErrWouldExceedDeadline is returned by Wait when the earliest grant lies
@@ -110,8 +107,7 @@ type bucketKey struct {
 
 // bucket is one token bucket plus what the platform told us about it.
 type bucket struct {
-	lim         *rate.Limiter // nil for pause-only and route buckets
-	burst       int
+	lim         *gcra // nil for pause-only and route buckets
 	pausedUntil time.Time
 	// route buckets: remaining requests until resetAt, as last observed
 	remaining int
@@ -153,17 +149,33 @@ func New(spec Spec, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
+// maxLateCredit bounds how far before its return Wait may date a grant
+// after sleeping for it; see Wait.
+const maxLateCredit = 2 * time.Millisecond
+
 // Wait blocks until every bucket that applies to k grants a token at the same
-// moment, then takes one from each. Tokens are taken only when all grant at
-// once — reserving on one bucket while waiting for another would let the
-// first bucket's rate be exceeded or leak its token — so a Wait that fails
-// takes nothing. It returns ErrWouldExceedDeadline (wrapped) without waiting
-// when the grant would come after ctx's deadline, or ctx's error if ctx ends.
+// moment, then takes one from each. Nothing is held while it sleeps — a
+// token taken from one bucket while waiting for another would let the first
+// bucket's rate be exceeded or leak its token — so a Wait that fails takes
+// nothing. It returns ErrWouldExceedDeadline (wrapped) without waiting when
+// the grant would come after ctx's deadline, or ctx's error if ctx ends.
+//
+// Buckets keep their theoretical arrival time, so the moment a bucket can
+// grant is exact. A timer fires late, though (typically 0.5–2 ms), and a
+// burst-1 bucket that dated each grant at the late wake-up would lose that
+// time on every send for good: about 6% of a 30/s limit. So a grant after
+// a sleep is dated at the moment it was due, but never more than the
+// lateness credit — min(2 ms, 1/8 of the fastest bucket's interval) —
+// before Wait returns. The buckets' accounting is exact; actual returns
+// from Wait can lie up to that credit closer together than the interval. A
+// grant that needed no sleep is dated at once: a caller that comes back
+// late (its send took long) has no claim to the time it spent.
 func (l *Limiter) Wait(ctx context.Context, k Keys) error {
+	slept := false
 	for {
 		l.mu.Lock()
 		now := l.clock.Now()
-		at := l.tryTake(now, k)
+		at := l.tryTake(now, k, slept)
 		l.mu.Unlock()
 		if at.IsZero() {
 			return nil
@@ -177,13 +189,15 @@ func (l *Limiter) Wait(ctx context.Context, k Keys) error {
 			return fmt.Errorf("pace: wait for %+v: %w", k, ctx.Err())
 		case <-l.clock.After(d):
 		}
+		slept = true
 	}
 }
 
 // tryTake takes a token from every applicable bucket if all can grant at now
 // and returns the zero time; otherwise it takes nothing and returns the
-// earliest time worth retrying. l.mu is held.
-func (l *Limiter) tryTake(now time.Time, k Keys) time.Time {
+// earliest time all of them can grant. slept says the caller slept for this
+// grant, so it may be dated back by the lateness credit. l.mu is held.
+func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 	l.sweep(now)
 	var bs [5]*bucket
 	n := 0
@@ -207,58 +221,80 @@ func (l *Limiter) tryTake(now time.Time, k Keys) time.Time {
 		add(Route, k.Route, nil)
 	}
 
-	var at time.Time
+	// due: the earliest moment every bucket grants.
+	var due time.Time
 	later := func(t time.Time) {
-		if t.After(at) {
-			at = t
+		if t.After(due) {
+			due = t
 		}
 	}
+	credit := maxLateCredit
 	for _, b := range bs[:n] {
 		b.lastUsed = now
-		if now.Before(b.pausedUntil) {
-			later(b.pausedUntil)
-		}
-		if b.remaining <= 0 && now.Before(b.resetAt) {
+		later(b.pausedUntil)
+		if b.remaining <= 0 {
 			later(b.resetAt)
 		}
 		if b.lim != nil {
-			if tok := b.lim.TokensAt(now); tok < 1 {
-				need := time.Duration(math.Ceil((1 - tok) / float64(b.lim.Limit()) * float64(time.Second)))
-				later(now.Add(max(need, time.Nanosecond)))
-			}
+			later(b.lim.conformsFrom())
+			credit = min(credit, b.lim.every/8)
 		}
 	}
-	if !at.IsZero() {
-		return at
+	if due.After(now) {
+		return due
 	}
-	var taken [5]*rate.Reservation
-	for i, b := range bs[:n] {
-		if b.lim == nil {
-			continue
-		}
-		// All buckets hold a token now, so these reservations are immediate;
-		// should float rounding make one wait, put every token back (nothing
-		// else reserved in between: l.mu is held) and retry shortly.
-		r := b.lim.ReserveN(now, 1)
-		taken[i] = r
-		if !r.OK() || r.DelayFrom(now) > 0 {
-			for _, t := range taken[:i+1] {
-				if t != nil {
-					t.CancelAt(now)
-				}
-			}
-			return now.Add(time.Millisecond)
+	at := now
+	if slept {
+		at = now.Add(-credit)
+		if due.After(at) {
+			at = due
 		}
 	}
 	for _, b := range bs[:n] {
+		if b.lim != nil {
+			b.lim.take(at)
+		}
 		if now.Before(b.resetAt) {
 			b.remaining--
 		}
 	}
 	if l.onGrant != nil {
-		l.onGrant(now, k)
+		l.onGrant(at, k)
 	}
 	return time.Time{}
+}
+
+// gcra is one token bucket kept as a theoretical arrival time (the generic
+// cell rate algorithm): the bucket is full from tat on, and grants at t when
+// t >= tat - (burst-1)·every. It is exact in integer time — no float tokens
+// to round — so a grant due every 33⅓ ms comes every 33⅓ ms, and dating a
+// grant back (see Limiter.Wait) needs no more than moving tat.
+type gcra struct {
+	every time.Duration
+	burst int
+	tat   time.Time
+}
+
+// conformsFrom is the earliest time the bucket holds a whole token.
+func (g *gcra) conformsFrom() time.Time {
+	return g.tat.Add(-time.Duration(g.burst-1) * g.every)
+}
+
+// take spends one token at t, which must not be before conformsFrom.
+func (g *gcra) take(t time.Time) {
+	if t.After(g.tat) {
+		g.tat = t
+	}
+	g.tat = g.tat.Add(g.every)
+}
+
+// TokensAt reports how many tokens the bucket holds at t (up to burst).
+func (g *gcra) TokensAt(t time.Time) float64 {
+	if !t.Before(g.tat) {
+		return float64(g.burst)
+	}
+	empty := g.tat.Add(-time.Duration(g.burst) * g.every)
+	return float64(t.Sub(empty)) / float64(g.every)
 }
 
 // bucket returns the bucket for (scope, key), creating it when the spec has
@@ -271,7 +307,7 @@ func (l *Limiter) bucket(scope Scope, key string, r *Rate, now time.Time) *bucke
 	if r == nil {
 		return nil
 	}
-	b := &bucket{lim: rate.NewLimiter(rate.Every(r.Every), r.Burst), burst: r.Burst, lastUsed: now}
+	b := &bucket{lim: &gcra{every: r.Every, burst: r.Burst}, lastUsed: now}
 	l.buckets[bk] = b
 	return b
 }
@@ -340,7 +376,7 @@ func (l *Limiter) sweep(now time.Time) {
 		if now.Sub(b.lastUsed) < l.spec.IdleTTL || now.Before(b.pausedUntil) || now.Before(b.resetAt) {
 			continue
 		}
-		if b.lim != nil && b.lim.TokensAt(now) < float64(b.burst) {
+		if b.lim != nil && now.Before(b.lim.tat) {
 			continue
 		}
 		delete(l.buckets, k)
