@@ -142,8 +142,14 @@ func rawOf(in *inbound) json.RawMessage {
 	return b
 }
 
-// handleAnswer judges a reply to an approval mail and hands the decision
-// to the core; every refusal is answered by mail in the same thread.
+// handleAnswer judges a reply to an approval mail and hands it to the core
+// as a decision attempt — also when the adapter already knows it will be
+// refused (no token, unreadable, approval closed), so that the core records
+// its Message-ID and audits it. Every refusal is answered by mail in the
+// same thread, but only on the first sighting of the Message-ID: a mail
+// read again (lost cursor, new UIDVALIDITY, a second replica) comes back as
+// a duplicate receipt and is answered no more, since answers are mailed
+// directly rather than through the outbox.
 func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, tagged bool, authFail string) error {
 	log := a.log.With("message_id", in.MessageID, "from", in.From, "approval", apID)
 	card, err := a.cards.CardByApproval(ctx, apID)
@@ -154,10 +160,7 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 	if err != nil {
 		return fmt.Errorf("email: card %s: %w", apID, err)
 	}
-	if tagged && !card.Pending() {
-		a.answer(ctx, in, "", "This approval is already closed: "+card.OutcomeLine()+".\n")
-		return nil
-	}
+	closed := tagged && !card.Pending()
 	refusal := ""
 	switch {
 	case !tagged:
@@ -167,36 +170,48 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 	case authFail != "":
 		refusal = "sender_not_authenticated"
 	}
-	ev := core.ChannelEvent{
-		Channel: ChannelName, EventID: in.MessageID, Actor: core.Actor{ID: Actor(in.From)},
-		Thread: threadKeyOf(a, in).thread(), Raw: rawOf(in), ReceivedAt: a.now(),
-	}
-	if refusal != "" {
+	ans, parseErr := ParseAnswer(StripQuotes(in.Text))
+	d := core.Decision{ApprovalID: apID}
+	switch {
+	case refusal != "":
 		// The core refuses an unverified decision before judging it and
 		// audits the attempt with the reason, whatever it asked for.
-		action := "unknown"
-		if ans, err := ParseAnswer(StripQuotes(in.Text)); err == nil {
-			action = ans.Action
+		d.Action, d.Unverified = "unknown", "email: "+refusal
+		if parseErr == nil {
+			d.Action = ans.Action
 		}
-		ev.Decision = &core.Decision{ApprovalID: apID, Action: action, Unverified: "email: " + refusal}
-		if _, err := a.sink.HandleEvent(ctx, ev); err != nil && !isDecisionError(err) {
-			return fmt.Errorf("email: audit refused reply %s: %w", in.MessageID, err)
-		}
-		log.Warn("email: refused approval reply", "reason", refusal)
-		a.answer(ctx, in, "", refusalText(refusal, authFail))
-		return nil
+	case parseErr != nil:
+		// Nothing to decide, but the attempt is recorded and audited all
+		// the same, so that a second reading of this mail is recognised.
+		d.Action, d.Unverified = "unknown", "email: "+parseErr.Error()
+	default:
+		d.Action, d.Args, d.Reason = ans.Action, ans.Args, ans.Reason
 	}
-	ans, err := ParseAnswer(StripQuotes(in.Text))
-	if err != nil {
-		a.answer(ctx, in, apID, "Your reply was not understood: "+strings.TrimPrefix(err.Error(), ErrUnreadableReply.Error()+": ")+
-			".\n\n"+answerHelp)
-		return nil
+	ev := core.ChannelEvent{
+		Channel: ChannelName, EventID: in.MessageID, Actor: core.Actor{ID: Actor(in.From)},
+		Thread: threadKeyOf(a, in).thread(), Raw: rawOf(in), ReceivedAt: a.now(), Decision: &d,
 	}
-	ev.Decision = &core.Decision{ApprovalID: apID, Action: ans.Action, Args: ans.Args, Reason: ans.Reason}
 	rc, err := a.sink.HandleEvent(ctx, ev)
 	var de *core.DecisionError
+	if err != nil && !errors.As(err, &de) {
+		return fmt.Errorf("email: record reply %s: %w", in.MessageID, err)
+	}
+	if rc.Duplicate {
+		log.Debug("email: reply seen before; it was answered then")
+		return nil
+	}
 	switch {
-	case errors.As(err, &de):
+	case closed && de != nil:
+		log.Info("email: reply to a closed approval", "code", de.Code)
+		a.answer(ctx, in, "", "This approval is already closed: "+card.OutcomeLine()+".\n")
+	case refusal != "":
+		log.Warn("email: refused approval reply", "reason", refusal)
+		a.answer(ctx, in, "", refusalText(refusal, authFail))
+	case parseErr != nil:
+		log.Info("email: unreadable approval reply", "err", parseErr)
+		a.answer(ctx, in, apID, "Your reply was not understood: "+strings.TrimPrefix(parseErr.Error(), ErrUnreadableReply.Error()+": ")+
+			".\n\n"+answerHelp)
+	case de != nil:
 		log.Info("email: decision refused", "code", de.Code)
 		// Only a refusal the sender can fix by replying again keeps the
 		// approval's reply address.
@@ -205,10 +220,6 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 			retry = apID
 		}
 		a.answer(ctx, in, retry, decisionRefusalText(de))
-	case err != nil:
-		return fmt.Errorf("email: record decision %s: %w", in.MessageID, err)
-	case rc.Duplicate:
-		log.Debug("email: decision seen before")
 	case rc.ApprovalStatus == "pending":
 		a.answer(ctx, in, apID, "Your approval is counted; the call still waits for more approvers.\n")
 	default:
@@ -220,11 +231,6 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 func threadKeyOf(a *Adapter, in *inbound) threadKey {
 	k, _ := a.threadOf(in)
 	return k
-}
-
-func isDecisionError(err error) bool {
-	var de *core.DecisionError
-	return errors.As(err, &de)
 }
 
 // hasReplyToken reports whether the mail was sent to the approval's
