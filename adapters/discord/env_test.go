@@ -53,6 +53,7 @@ type envOpts struct {
 	sink    func(core.Sink) core.Sink
 	pace    bool // keep Discord's real pacing (slow)
 	cfg     func(*Config)
+	ttl     time.Duration // approvals' time to live (harness default if 0)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -65,7 +66,8 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.next.Store(700000000000000000)
 	t.Cleanup(e.fake.Close)
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: []string{"discord:" + approverID, "console:admin"},
+		Approvers:   []string{"discord:" + approverID, "console:admin"},
+		ApprovalTTL: o.ttl,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {

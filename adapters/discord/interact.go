@@ -19,10 +19,12 @@ func decisionThread(in *interaction) threadKey { return in.here() }
 
 // handleComponent answers a button click. Approve is recorded at once and
 // answered ephemerally; Reject and Edit open a modal, after checking that
-// the approval is still pending and the clicker may decide (otherwise an
-// ephemeral refusal; a clicker who may not decide is refused by the engine,
-// so the attempt is audited). A forged or stale custom_id is
-// refused. The card itself is updated by the outbox after any decision.
+// the approval is still pending and the clicker may decide. Otherwise the
+// click goes to the engine as a decision attempt, so the refusal (already
+// decided, expired, not an approver) is the engine's and is audited, like
+// a refused Approve click. A forged or stale custom_id carries no
+// trustworthy approval id: it is refused here, logged, and not audited.
+// The card itself is updated by the outbox after any decision.
 func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interaction) (*discordapi.InteractionResponse, error) {
 	data := in.MessageComponentData()
 	p, err := decodePayload(a.key, data.CustomID)
@@ -53,21 +55,23 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		return nil, err
 	}
 	if refusal != nil {
-		if c.Pending() {
-			// Refused for who clicked: record the attempt through the
-			// engine so it is audited like any other refusal.
-			ev := a.event(raw, in, decisionThread(in))
-			ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: map[bool]string{true: "reject", false: "edit"}[p.Action == actReject]}
-			_, err := a.sink.HandleEvent(ctx, ev)
-			var de *core.DecisionError
-			switch {
-			case errors.As(err, &de):
-				return ephemeral(refusalText(de)), nil
-			case err != nil:
-				return nil, fmt.Errorf("discord: record refused click %s: %w", ev.EventID, err)
-			}
+		if !refusal.record {
+			return refusal.resp, nil
 		}
-		return refusal, nil
+		// Closed, or refused for who clicked: record the attempt through
+		// the engine, which refuses it and audits it like a refused
+		// Approve click. No modal opens, so it carries no text.
+		ev := a.event(raw, in, decisionThread(in))
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: clickAction(p.Action)}
+		_, err := a.sink.HandleEvent(ctx, ev)
+		var de *core.DecisionError
+		switch {
+		case errors.As(err, &de):
+			return ephemeral(refusalText(de)), nil
+		case err != nil:
+			return nil, fmt.Errorf("discord: record refused click %s: %w", ev.EventID, err)
+		}
+		return refusal.resp, nil // a redelivered interaction already recorded
 	}
 	if p.Action == actReject {
 		return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: rejectModal(data.CustomID, c)}, nil
@@ -75,13 +79,23 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 	return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: editModal(data.CustomID, c)}, nil
 }
 
+// cardRefusal is why a Reject or Edit click cannot open its modal: resp
+// is the local answer; record says the approval exists, so the attempt is
+// a decision the engine must refuse and audit (closed approval, clicker
+// not eligible) rather than a click on nothing.
+type cardRefusal struct {
+	resp   *discordapi.InteractionResponse
+	record bool
+}
+
 // decidableCard fetches the card and refuses, before a modal opens, a click
-// on a decided or expired approval or by someone who may not decide.
-func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string) (core.Card, *discordapi.InteractionResponse, error) {
+// on an unknown, decided or expired approval or by someone who may not
+// decide.
+func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string) (core.Card, *cardRefusal, error) {
 	c, err := a.cards.CardByApproval(ctx, id)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
-		return c, ephemeral("❓ Unknown approval."), nil
+		return c, &cardRefusal{resp: ephemeral("❓ Unknown approval.")}, nil
 	case err != nil:
 		return c, nil, fmt.Errorf("discord: card %s: %w", id, err)
 	case !c.Pending():
@@ -89,11 +103,19 @@ func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string)
 		if line == "" {
 			line = "This approval is " + c.Status
 		}
-		return c, ephemeral("ℹ️ " + plain(line) + "."), nil
+		return c, &cardRefusal{resp: ephemeral("ℹ️ " + plain(line) + "."), record: true}, nil
 	case len(c.Eligible) > 0 && !slices.Contains(c.Eligible, in.actor().ID):
-		return c, ephemeral(refusalText(&core.DecisionError{Code: core.DecisionNotApprover})), nil
+		return c, &cardRefusal{resp: ephemeral(refusalText(&core.DecisionError{Code: core.DecisionNotApprover})), record: true}, nil
 	}
 	return c, nil, nil
+}
+
+// clickAction names a Reject or Edit button's decision action.
+func clickAction(act byte) string {
+	if act == actReject {
+		return "reject"
+	}
+	return "edit"
 }
 
 // modalValues collects a modal's text inputs by custom_id.
@@ -203,11 +225,19 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 		}
 	} else {
 		c, refusal, err := a.decidableCard(ctx, in, p.ApprovalID)
-		if err != nil || refusal != nil {
-			return refusal, err
+		if err != nil {
+			return nil, err
 		}
+		if refusal != nil && !refusal.record {
+			return refusal.resp, nil
+		}
+		// A closed approval or an ineligible submitter goes on to the
+		// engine with the submitted arguments: refused and audited there.
 		args, err := modalArgs(vals, c)
 		if err != nil {
+			if refusal != nil {
+				return refusal.resp, nil
+			}
 			return ephemeral("⚠️ Arguments not accepted: " + plain(err.Error()) + ". Press Edit to try again."), nil
 		}
 		d.Action, d.Args = "edit", args
