@@ -57,7 +57,7 @@ func TestAnswersOnlyOnFirstSighting(t *testing.T) {
 
 	// Refused by the adapter: no reply token.
 	twice(testMail{From: bob, To: botAddr, MessageID: "no-token@mail.example.com", Body: "approve"})
-	check("no token", func(m sent) bool { return strings.Contains(m.Text, "one-time reply address") }, "missing_reply_token")
+	check("no token", func(m sent) bool { return strings.Contains(m.Text, "approval's own reply address") }, "missing_reply_token")
 
 	// Unreadable: the token is right, the answer is not a decision.
 	twice(testMail{From: bob, To: token, MessageID: "unreadable@mail.example.com", Body: "maybe tomorrow"})

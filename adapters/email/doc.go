@@ -17,7 +17,15 @@
 // Message-ID as EventID, and the (mailbox, UIDVALIDITY, last UID) cursor is
 // advanced in a small file under Config.StateDir only after HandleEvent
 // returned. A lost or stale cursor therefore only causes re-reads, which the
-// store's (channel, event id) dedup absorbs.
+// store's (channel, event id) dedup absorbs. Replies to approvals are handed
+// over as decision attempts even when they are refused before judgement (no
+// token, unreadable, approval closed), and the answers this package mails
+// directly (outside the outbox) go out only when the receipt is not a
+// duplicate, so a re-read mail is answered once.
+//
+// The reply token is per approval (an HMAC of its id), not a one-time nonce:
+// it stops working when the approval is decided, expired or cancelled, since
+// the core then refuses every decision for it.
 //
 // Loops. Mail marked Auto-Submitted (other than "no"), Precedence
 // bulk/list/junk, List-Id, or with an empty or MAILER-DAEMON return path is

@@ -131,7 +131,7 @@ func TestRefusedReplies(t *testing.T) {
 	sentBefore := len(e.smtp.Sent())
 
 	e.ReplyTo(card, "gmail_reply.eml", bob, botAddr, "approve") // no token
-	e.WaitMail("the no-token refusal", func(m sent) bool { return strings.Contains(m.Text, "one-time reply address") })
+	e.WaitMail("the no-token refusal", func(m sent) bool { return strings.Contains(m.Text, "approval's own reply address") })
 
 	// A forger who saw the card's Message-ID (say, in a forwarded
 	// thread) but not its Reply-To, posing as the approver.

@@ -249,7 +249,7 @@ const answerHelp = "Reply to the approval mail with one of:\n\n  approve\n  reje
 func refusalText(code, authFail string) string {
 	switch code {
 	case "missing_reply_token":
-		return "Your reply was not counted: it was not sent to the approval's one-time reply address. " +
+		return "Your reply was not counted: it was not sent to the approval's own reply address. " +
 			"Use \"Reply\" on the approval mail itself, so that it goes to the address the mail asks replies to go to.\n"
 	case "sender_not_authenticated":
 		return "Your reply was not counted: its sender could not be authenticated (" + authFail + ").\n"

@@ -51,8 +51,8 @@ func cardText(c core.Card) string {
 		b.WriteString("\n" + c.OutcomeLine() + "\n")
 		return b.String()
 	}
-	b.WriteString("\nHOW TO ANSWER: reply to this mail (keep the address it replies to; it carries a\n")
-	b.WriteString("one-time token). The first line of your reply decides; quoted text is ignored.\n\n")
+	b.WriteString("\nHOW TO ANSWER: reply to this mail (keep the address it replies to; it carries\n")
+	b.WriteString("this approval's token). The first line of your reply decides; quoted text is ignored.\n\n")
 	b.WriteString("  approve\n\n")
 	b.WriteString("  reject: <reason>\n\n")
 	b.WriteString("  edit\n")
@@ -101,7 +101,7 @@ func cardHTML(c core.Card) string {
 		fmt.Fprintf(&b, "<p><b>%s</b></p></div>\n", e(c.OutcomeLine()))
 		return b.String()
 	}
-	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries a one-time token). ")
+	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries this approval's token). ")
 	b.WriteString("The first line of your reply decides; quoted text is ignored.</p>\n<ul>\n")
 	b.WriteString("<li><code>approve</code></li>\n<li><code>reject: &lt;reason&gt;</code></li>\n")
 	b.WriteString("<li><code>edit</code> followed by every argument as <code>key: value</code> lines or one JSON object, e.g.<pre>edit\n")
