@@ -88,7 +88,7 @@ type Attachment struct {
 
 // Decision is an approver's answer as an adapter parsed it. Which approval it
 // answers comes from a verified reference (button payload with an HMAC tag,
-// single-use email token), never from trusted client state.
+// per-approval email reply token), never from trusted client state.
 type Decision struct {
 	ApprovalID string         `json:"approval_id"`
 	Action     string         `json:"action"` // approve | reject | edit
