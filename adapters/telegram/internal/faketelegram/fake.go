@@ -25,7 +25,8 @@ import (
 type Call struct {
 	Method string
 	Params map[string]string
-	At     time.Time
+	At     time.Time // when it arrived
+	Failed int       // the injected failure's code it was answered with, 0 if none
 }
 
 // Message is a message the bot sent, as it now stands (edits applied).
@@ -64,6 +65,7 @@ type Server struct {
 	msgs     map[string]*Message
 	nextID   map[int64]int64
 	fail     map[string][]Failure
+	skip     map[string]int // calls of a method to let through before its failures
 	updates  []json.RawMessage // unconfirmed, in id order
 	ids      []int64
 	nextUpd  int64
@@ -81,7 +83,7 @@ func New(token, username string) *Server {
 		token: token,
 		bot: map[string]any{"id": bid, "is_bot": true, "first_name": "Ops", "username": username,
 			"can_join_groups": true, "can_read_all_group_messages": false},
-		msgs: map[string]*Message{}, nextID: map[int64]int64{}, fail: map[string][]Failure{},
+		msgs: map[string]*Message{}, nextID: map[int64]int64{}, fail: map[string][]Failure{}, skip: map[string]int{},
 		answered: map[string]string{}, nextUpd: 100000, wake: make(chan struct{}),
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -99,6 +101,16 @@ func (s *Server) FailNext(method string, f Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail[method] = append(s.fail[method], f)
+}
+
+// FailAfter lets the next ok calls of method through, then fails the
+// following ones with fs, one each, in order: a storm of 429s in the
+// middle of a stream of messages.
+func (s *Server) FailAfter(method string, ok int, fs ...Failure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.skip[method] = ok
+	s.fail[method] = append(s.fail[method], fs...)
 }
 
 // Calls returns the calls of method so far ("" for all).
@@ -232,8 +244,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	method := m[2]
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: method, Params: p, At: time.Now()})
-	if fs := s.fail[method]; len(fs) > 0 {
+	if n := s.skip[method]; n > 0 {
+		s.skip[method] = n - 1
+	} else if fs := s.fail[method]; len(fs) > 0 {
 		s.fail[method] = fs[1:]
+		s.calls[len(s.calls)-1].Failed = fs[0].Code
 		s.mu.Unlock()
 		writeErr(w, fs[0])
 		return
