@@ -65,7 +65,7 @@ type Server struct {
 	msgs     map[string]*Message
 	nextID   map[int64]int64
 	fail     map[string][]Failure
-	skip     map[string]int // calls of a method to let through before its failures
+	skip     map[string]int    // calls of a method to let through before its failures
 	updates  []json.RawMessage // unconfirmed, in id order
 	ids      []int64
 	nextUpd  int64
