@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -45,6 +46,7 @@ type Request struct {
 	Method, Path string
 	Status       int
 	Body         string
+	At           time.Time // when it arrived
 }
 
 // Channel is a channel the fake knows: threads started from messages.
@@ -68,8 +70,10 @@ type Server struct {
 	channels  map[string]Channel
 	commands  map[string][]map[string]any // scope ("" or guild) → commands
 	puts      int
-	// fail429 answers the next n message POSTs with 429.
+	// fail429 answers the next n message POSTs with 429, once pass429
+	// more have gone through.
 	fail429     int
+	pass429     int
 	retryAfter  float64
 	global      bool
 	bucketLimit int // X-RateLimit-Remaining counts down from this per window
@@ -134,6 +138,15 @@ func (s *Server) Fail429(n int, retryAfter float64, global bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail429, s.retryAfter, s.global = n, retryAfter, global
+}
+
+// Fail429After lets the next ok message POSTs through, then answers the n
+// after them with 429 and retry_after seconds: a storm in the middle of a
+// stream of messages.
+func (s *Server) Fail429After(ok, n int, retryAfter float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pass429, s.fail429, s.retryAfter, s.global = ok, n, retryAfter, false
 }
 
 // SetBucket makes message POSTs carry X-RateLimit-* headers of a bucket
@@ -243,11 +256,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			json.Unmarshal(raw, &body)
 		}
 	}
+	at := time.Now()
 	path := apiPrefix.ReplaceAllString(r.URL.Path, "")
 	rec := &statusRecorder{ResponseWriter: w, status: 200}
 	s.route(rec, r, path, body, rawBody)
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Request{Method: r.Method, Path: path, Status: rec.status, Body: string(rawBody)})
+	s.reqs = append(s.reqs, Request{Method: r.Method, Path: path, Status: rec.status, Body: string(rawBody), At: at})
 	s.mu.Unlock()
 }
 
@@ -267,7 +281,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, path string, body
 	defer s.mu.Unlock()
 	switch m := reMessages.FindStringSubmatch(path); {
 	case m != nil && r.Method == http.MethodPost:
-		if s.fail429 > 0 {
+		if s.pass429 > 0 {
+			s.pass429--
+		} else if s.fail429 > 0 {
 			s.fail429--
 			w.Header().Set("Retry-After", strconv.Itoa(int(s.retryAfter+0.999)))
 			if s.global {
