@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,7 +57,16 @@ type received struct {
 	Conv, Key, Text, Edit, ID string
 	Kind                      core.MessageKind
 	Part, Parts               int
-	At                        time.Time
+	// Sent is when the client's Send began (the moment the pacer let the
+	// request go), stamped by fakePlatform; At is when the fake got it.
+	Sent, At time.Time
+}
+
+// arrival is one request that reached the fake's limit check (accepted
+// or answered 429), for the after-the-fact conformance analysis.
+type arrival struct {
+	Conv     string
+	Sent, At time.Time
 }
 
 // fakeServer is a chat platform on 127.0.0.1 that enforces a
@@ -74,6 +85,7 @@ type fakeServer struct {
 	pausedTill map[string]time.Time // conv → no request before (after a 429)
 	got        []received
 	byConv     map[string][]received
+	arrivals   []arrival
 	violations int // requests over a limit
 	early      int // requests before a Retry-After had passed
 	limited    int // 429s answered
@@ -111,9 +123,14 @@ func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	now := time.Now()
 	f.requests++
-	if till, ok := f.pausedTill[req.Conv]; ok && now.Before(till) {
+	// Early: the client let the request go before the Retry-After the
+	// fake gave had passed. The client's own stamp is the tighter test (a
+	// retry sent early may still arrive after the pause); a correct client
+	// received the 429 after pausedTill was set, so it can only be later.
+	if till, ok := f.pausedTill[req.Conv]; ok && (now.Before(till) || req.Sent.Before(till)) {
 		f.early++
 	}
+	f.arrivals = append(f.arrivals, arrival{Conv: req.Conv, Sent: req.Sent, At: now})
 	b := f.convB[req.Conv]
 	if b == nil {
 		b = &gcra{}
@@ -161,6 +178,93 @@ func (f *fakeServer) received() []received {
 	return append([]received(nil), f.got...)
 }
 
+// conformance is how the traffic the fake saw fits its limits, measured
+// after the fact on two clocks: the fake's arrival clock (which adds
+// loopback and scheduling jitter) and the clients' Sent stamps (what the
+// pacer decided, plus only the delay between the pacer's grant and the
+// stamp). Every request that reached the limit check counts, 429s
+// included: a platform counts them too. Worst* is the smallest slack with
+// which every request would conform; Over* counts the requests that needed
+// more than the slack asked for.
+type conformance struct {
+	Requests                   int
+	ArrivalConv, ArrivalGlobal time.Duration
+	SentConv, SentGlobal       time.Duration
+	OverArrival, OverSent      int
+}
+
+func (f *fakeServer) conformance(slack time.Duration) conformance {
+	f.mu.Lock()
+	arr := append([]arrival(nil), f.arrivals...)
+	f.mu.Unlock()
+	at := func(a arrival) time.Time { return a.At }
+	sent := func(a arrival) time.Time { return a.Sent }
+	c := conformance{Requests: len(arr)}
+	var n1, n2, n3, n4 int
+	c.ArrivalConv, n1 = perConv(arr, f.conv, at, slack)
+	c.ArrivalGlobal, n2 = excess(times(arr, at), f.global, slack)
+	c.SentConv, n3 = perConv(arr, f.conv, sent, slack)
+	c.SentGlobal, n4 = excess(times(arr, sent), f.global, slack)
+	c.OverArrival, c.OverSent = n1+n2, n3+n4
+	return c
+}
+
+// times returns the chosen timestamps of arr, sorted.
+func times(arr []arrival, pick func(arrival) time.Time) []time.Time {
+	ts := make([]time.Time, len(arr))
+	for i, a := range arr {
+		ts[i] = pick(a)
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	return ts
+}
+
+// perConv is excess over every conversation's bucket: the worst, and the
+// requests over slack in all.
+func perConv(arr []arrival, l limit, pick func(arrival) time.Time, slack time.Duration) (time.Duration, int) {
+	by := map[string][]arrival{}
+	for _, a := range arr {
+		by[a.Conv] = append(by[a.Conv], a)
+	}
+	worst, over := noExcess, 0
+	for _, as := range by {
+		w, n := excess(times(as, pick), l, slack)
+		worst, over = max(worst, w), over+n
+	}
+	return worst, over
+}
+
+// noExcess is excess's answer for an unlimited bucket.
+const noExcess = time.Duration(math.MinInt64)
+
+// excess runs GCRA for l over the sorted times ts, taking every request,
+// and returns the largest amount by which a request came earlier than the
+// bucket allowed — the smallest slack with which every request conforms
+// (negative when none needed any) — and how many came more than slack
+// early. Conforming requests update the theoretical arrival time exactly as
+// this does, so "worst ≤ slack" is the same as "an online check with that
+// slack never refuses".
+func excess(ts []time.Time, l limit, slack time.Duration) (worst time.Duration, over int) {
+	if l.Every <= 0 || len(ts) == 0 {
+		return noExcess, 0
+	}
+	var tat time.Time
+	worst = noExcess
+	tolerance := time.Duration(l.Burst-1) * l.Every
+	for _, now := range ts {
+		if tat.Before(now) {
+			tat = now
+		}
+		e := tat.Sub(now) - tolerance
+		worst = max(worst, e)
+		if e > slack {
+			over++
+		}
+		tat = tat.Add(l.Every)
+	}
+	return worst, over
+}
+
 func (f *fakeServer) stats() (violations, early, limited int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -196,7 +300,7 @@ func (p *fakePlatform) Buckets(t core.Thread) delivery.Buckets {
 }
 
 func (p *fakePlatform) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
-	body := received{Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts}
+	body := received{Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts, Sent: time.Now()}
 	if m.Edit != nil {
 		body.Edit = m.Edit.ID
 	}
