@@ -41,26 +41,53 @@ func TestLongReplyArrivesInOrderedChunks(t *testing.T) {
 	}
 }
 
-// A storm of 429s is ridden out: nothing is lost, and no retry comes
-// before Slack's Retry-After.
+// A storm of 429s is ridden out: five consecutive 429s with Retry-After,
+// and nothing is lost, the replies arrive in order, and no retry comes
+// before the Retry-After of the 429 it follows.
 func TestRateLimitStormRiddenOut(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.fake.RateLimit("chat.postMessage", 2, 1)
-	id := e.h.QueueReply(thread1, "hello after the storm")
-	e.h.WaitDelivered(id)
-	calls := e.fake.Calls("chat.postMessage")
-	if len(calls) != 3 {
-		t.Fatalf("%d calls, want 2 limited + 1 accepted", len(calls))
+	const storm = 5
+	e.fake.RateLimit("chat.postMessage", storm, 1)
+	want := []string{"first after the storm", "second after the storm", "third after the storm"}
+	var ids []string
+	for _, text := range want {
+		ids = append(ids, e.h.QueueReply(thread1, text))
 	}
-	for i := 1; i < len(calls); i++ {
-		if gap := calls[i].At.Sub(calls[i-1].At); gap < 950*time.Millisecond {
-			t.Errorf("retry %d came %s after a 429 with Retry-After: 1", i, gap)
+	for _, id := range ids {
+		e.h.WaitDelivered(id)
+	}
+	calls := e.fake.Calls("chat.postMessage")
+	if len(calls) != storm+len(want) {
+		t.Fatalf("%d calls, want %d limited + %d accepted", len(calls), storm, len(want))
+	}
+	limited := 0
+	for i, c := range calls {
+		if c.RetryAfter == 0 {
+			continue
+		}
+		limited++
+		if i+1 >= len(calls) {
+			t.Fatalf("the last call was a 429: nothing retried it")
+		}
+		if gap := calls[i+1].At.Sub(c.At); gap < c.RetryAfter-50*time.Millisecond {
+			t.Errorf("call %d came %s after a 429 with Retry-After %s", i+1, gap, c.RetryAfter)
 		}
 	}
-	msgs := e.fake.Thread("C1", "1700000000.000001")
-	if len(msgs) != 1 || msgs[0].Text != "hello after the storm" {
-		t.Fatalf("thread = %+v", msgs)
+	if limited != storm {
+		t.Fatalf("%d calls were answered 429, want %d consecutive", limited, storm)
+	}
+	for i := range storm {
+		if calls[i].RetryAfter == 0 {
+			t.Fatalf("call %d was accepted inside the storm; the 429s were not consecutive", i)
+		}
+	}
+	var got []string
+	for _, m := range e.fake.Thread("C1", "1700000000.000001") {
+		got = append(got, m.Text)
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("thread = %q, want %q (nothing lost, order kept)", got, want)
 	}
 }
 

@@ -26,6 +26,9 @@ type Call struct {
 	// strings as their JSON).
 	Params map[string]string
 	At     time.Time
+	// RetryAfter is the Retry-After this call was answered 429 with; 0
+	// when it was not rate limited.
+	RetryAfter time.Duration
 }
 
 // Message is a message the fake holds: posted, then maybe updated.
@@ -179,13 +182,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	s.calls = append(s.calls, call)
 	d := s.delay[method]
 	var retry int
 	limited := len(s.limited[method]) > 0
 	if limited {
 		retry, s.limited[method] = s.limited[method][0], s.limited[method][1:]
+		call.RetryAfter = time.Duration(retry) * time.Second
 	}
+	s.calls = append(s.calls, call)
 	var fail string
 	if len(s.failures[method]) > 0 {
 		fail, s.failures[method] = s.failures[method][0], s.failures[method][1:]
