@@ -62,3 +62,58 @@ func TestManifestMatchesHandlers(t *testing.T) {
 		}
 	}
 }
+
+// docsManifestCommand is the command docs/slack.md gives for filling in
+// the manifest; the test below runs its substitution.
+const docsManifestCommand = `PUBLIC_URL=https://ops.example.com envsubst '${PUBLIC_URL}' < deploy/slack/manifest.yaml > /tmp/opsgate-manifest.yaml`
+
+// The setup docs show the exact command that fills in the manifest's URLs
+// (opsgate does not), say PUBLIC_URL must equal server.public_url, and the
+// command's substitution leaves exactly the three served URLs.
+func TestDocsShowManifestSubstitution(t *testing.T) {
+	t.Parallel()
+	docs, err := os.ReadFile("../../docs/slack.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(docs)
+	if !strings.Contains(text, docsManifestCommand) {
+		t.Errorf("docs/slack.md lacks the command %q", docsManifestCommand)
+	}
+	if !strings.Contains(text, "**must be exactly\nthe value of `server.public_url`**") {
+		t.Errorf("docs/slack.md does not say PUBLIC_URL must equal server.public_url")
+	}
+	if strings.Contains(text, "is used for the manifest's URLs") {
+		t.Errorf("docs/slack.md still claims server.public_url fills the manifest's URLs")
+	}
+
+	raw, err := os.ReadFile("../../deploy/slack/manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// envsubst '${PUBLIC_URL}' replaces only that variable, in both forms.
+	filled := os.Expand(string(raw), func(name string) string {
+		if name == "PUBLIC_URL" {
+			return "https://ops.example.com"
+		}
+		return "$" + name
+	})
+	handlers := testAdapter(t).Handlers()
+	var urls []string
+	for _, line := range strings.Split(filled, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, u, ok := strings.Cut(line, "url: "); ok {
+			urls = append(urls, u)
+			path, ok := strings.CutPrefix(u, "https://ops.example.com/")
+			if !ok || handlers["POST /"+path] == nil {
+				t.Errorf("filled manifest URL %q is not public_url + a served path", u)
+			}
+		}
+	}
+	if len(urls) != 3 {
+		t.Errorf("filled manifest has URLs %q, want 3", urls)
+	}
+}
