@@ -39,6 +39,10 @@ type Adapter struct {
 	// threads count as addressed to it.
 	threads *threadSet
 
+	// bg tracks work that outlives the request it came from: ephemerals
+	// sent after the ack and Socket Mode envelopes, so Drain can wait.
+	bg tracker
+
 	botMu     sync.Mutex
 	botUserID string
 	botTried  time.Time // last auth.test attempt, to not retry on every event
@@ -90,6 +94,67 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		threads:   newThreadSet(cfg.KnownThreads),
 		botUserID: cfg.BotUserID,
 	}, nil
+}
+
+// Drain waits until the adapter's background work — messages sent after
+// an ack, Socket Mode envelopes being handled — has finished, or ctx ends.
+// cmd calls it on shutdown (after the HTTP server and Run have stopped),
+// so nothing started is cut off; every such piece of work is bounded, so
+// Drain returns within that bound.
+func (a *Adapter) Drain(ctx context.Context) error {
+	if err := a.bg.wait(ctx); err != nil {
+		return fmt.Errorf("slack: drain: %w", err)
+	}
+	return nil
+}
+
+// tracker counts running background goroutines. Unlike sync.WaitGroup it
+// may be waited on while new work still starts (a request arriving during
+// shutdown), which WaitGroup forbids once its count has reached zero.
+type tracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil while n == 0
+}
+
+// Go runs fn in a goroutine that wait waits for.
+func (t *tracker) Go(fn func()) {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	t.mu.Unlock()
+	go func() {
+		defer t.done()
+		fn()
+	}()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+		t.idle = nil
+	}
+}
+
+// wait returns when no goroutine started by Go is running, or ctx ends.
+func (t *tracker) wait(ctx context.Context) error {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	if idle == nil {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Channel names the adapter in thread addresses and actor ids.

@@ -81,8 +81,11 @@ func ephemeral(text string) answer {
 // and people's follow-ups in it carry the same address. If the root cannot
 // be posted, nothing is recorded and the caller is told why; if recording
 // fails (or the command was already recorded), the root is deleted again.
-// The run itself is executed by the engine after the ack.
+// The run itself is executed by the engine after the ack. All of it is
+// bounded by AckBudget.
 func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
+	ctx, cancelAll := context.WithTimeout(ctx, a.cfg.AckBudget)
+	defer cancelAll()
 	pctx, cancel := context.WithTimeout(ctx, a.cfg.RootPostTimeout)
 	defer cancel()
 	rootText := fmt.Sprintf("<@%s> ran %s", c.UserID, codeSpan(strings.TrimSpace(c.Command+" "+c.Text)))

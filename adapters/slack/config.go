@@ -54,6 +54,11 @@ type Config struct {
 	// command makes before it is recorded; default 2s, so the ack still
 	// fits Slack's 3-second deadline.
 	RootPostTimeout time.Duration
+	// AckBudget bounds everything done before Slack gets its answer to an
+	// event, slash command or interaction (the root post, recording, a
+	// modal's views.open); default 2.5s, inside Slack's 3-second deadline.
+	// Work that can wait (ephemeral notices) is done after the answer.
+	AckBudget time.Duration
 	// BotUserID is the bot's own user id (U…). Optional: it is read from
 	// each event's authorizations, or from auth.test.
 	BotUserID string
@@ -120,6 +125,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RootPostTimeout <= 0 {
 		c.RootPostTimeout = 2 * time.Second
+	}
+	if c.AckBudget <= 0 {
+		c.AckBudget = 2500 * time.Millisecond
 	}
 	if c.KnownThreads <= 0 {
 		c.KnownThreads = 10000

@@ -161,6 +161,7 @@ func TestUnauthorizedClick(t *testing.T) {
 
 	status(t, e.clickAs("UOTHER", card, actionApprove), http.StatusOK)
 	status(t, e.clickAs("UOTHER", card, actionReject), http.StatusOK)
+	e.settle() // refusals are shown after the ack
 	eph := e.fake.Calls("chat.postEphemeral")
 	if len(eph) != 2 {
 		t.Fatalf("ephemeral calls = %+v, want 2", eph)
@@ -214,6 +215,7 @@ func TestAPIDecisionUpdatesCard(t *testing.T) {
 	})
 	// A late click on the stale card is told who decided, nothing changes.
 	status(t, e.click(card, actionApprove), http.StatusOK)
+	e.settle()
 	eph := e.fake.Calls("chat.postEphemeral")
 	if len(eph) != 1 || !strings.Contains(eph[0].Params["text"], "already decided") {
 		t.Fatalf("ephemeral after a stale click = %+v", eph)

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	slackapi "github.com/slack-go/slack"
 
@@ -97,8 +99,19 @@ func (in interaction) team() string {
 	return in.User.TeamID
 }
 
-// handleInteraction answers a button click or a modal submission.
+// Answers to payloads that are valid Slack payloads but whose opsgate
+// reference is forged, tampered with or from an older key. They carry no
+// trustworthy approval id, so nothing is recorded or audited for them.
+const (
+	notValidButton = "⛔ This button is not valid (forged, or from an older version of this bot)."
+	notValidForm   = "⛔ This form is not valid (forged, or from an older version of this bot)."
+)
+
+// handleInteraction answers a button click or a modal submission, all of
+// it within AckBudget.
 func (a *Adapter) handleInteraction(ctx context.Context, in interaction, raw []byte) answer {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.AckBudget)
+	defer cancel()
 	switch in.Type {
 	case "block_actions":
 		return a.handleBlockAction(ctx, in, raw)
@@ -110,19 +123,18 @@ func (a *Adapter) handleInteraction(ctx context.Context, in interaction, raw []b
 }
 
 // handleBlockAction handles a card button. Approve is decided at once;
-// Reject and Edit open a modal (after checking the clicker may decide, so
-// nobody fills in a form only to be refused).
+// Reject and Edit open a modal when the approval is pending and the
+// clicker may decide it (so nobody fills in a form only to be refused);
+// otherwise they are decision attempts the engine refuses and audits, like
+// Approve's. Only views.open, which must use the trigger_id before it
+// expires, talks to Slack before the answer; every notice to the clicker
+// is an ephemeral sent after it.
 func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []byte) answer {
 	i := slices.IndexFunc(in.Actions, func(x blockAction) bool { return strings.HasPrefix(x.ActionID, "opsgate:") })
 	if i < 0 {
 		return answerOK // someone else's button
 	}
 	act := in.Actions[i]
-	id, err := a.sign.parseButtonValue(act.ActionID, act.Value)
-	if err != nil {
-		a.log.WarnContext(ctx, "slack: refused button payload", "action_id", act.ActionID, "user", in.User.ID, "err", err)
-		return answer{status: http.StatusBadRequest}
-	}
 	channel := in.Channel.ID
 	if channel == "" {
 		channel = in.Container.ChannelID
@@ -142,79 +154,71 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 		return answer{status: http.StatusBadRequest}
 	}
 	tk := threadKey{Team: in.team(), Channel: channel, TS: root}
+	id, err := a.sign.parseButtonValue(act.ActionID, act.Value)
+	if err != nil {
+		a.log.WarnContext(ctx, "slack: refused button payload", "action_id", act.ActionID, "user", in.User.ID,
+			"channel_id", channel, "err", err)
+		a.tellLater(ctx, tk, in.User.ID, notValidButton)
+		return answerOK
+	}
 	actor := core.Actor{ID: channelName + ":" + in.User.ID, Name: in.User.Username}
 
 	switch act.ActionID {
 	case actionApprove:
-		ev := core.ChannelEvent{
-			Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
-			Decision: &core.Decision{ApprovalID: id, Action: "approve"},
-			Raw:      raw, ReceivedAt: a.now(),
-		}
-		_, err := a.sink.HandleEvent(ctx, ev)
-		var de *core.DecisionError
-		switch {
-		case errors.As(err, &de):
-			a.tellEphemeral(ctx, tk, in.User.ID, refusalText(de))
-		case err != nil:
-			a.log.ErrorContext(ctx, "slack: record approval click", "approval_id", id, "err", err)
-			return answer{status: http.StatusInternalServerError}
-		}
-		return answerOK
+		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: "approve"}, "")
 	case actionReject, actionEdit:
+		action, callback := "reject", callbackReject
+		if act.ActionID == actionEdit {
+			action, callback = "edit", callbackEdit
+		}
 		card, err := a.cards.CardByApproval(ctx, id)
 		if errors.Is(err, core.ErrNotFound) {
-			a.tellEphemeral(ctx, tk, in.User.ID, "This approval no longer exists.")
+			a.tellLater(ctx, tk, in.User.ID, "This approval no longer exists.")
 			return answerOK
 		}
 		if err != nil {
 			a.log.ErrorContext(ctx, "slack: load card for modal", "approval_id", id, "err", err)
 			return answer{status: http.StatusInternalServerError}
 		}
-		if card.Pending() && !mayDecideCard(card, actor.ID) {
-			// Record the attempt through the engine, so the refusal is
-			// audited like any other, and never open the form.
-			action := "reject"
-			if act.ActionID == actionEdit {
-				action = "edit"
-			}
-			ev := core.ChannelEvent{
-				Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
-				Decision: &core.Decision{ApprovalID: id, Action: action},
-				Raw:      raw, ReceivedAt: a.now(),
-			}
-			_, err := a.sink.HandleEvent(ctx, ev)
-			var de *core.DecisionError
-			switch {
-			case errors.As(err, &de):
-				a.tellEphemeral(ctx, tk, in.User.ID, refusalText(de))
-			case err != nil:
-				a.log.ErrorContext(ctx, "slack: record refused click", "approval_id", id, "err", err)
-				return answer{status: http.StatusInternalServerError}
-			default:
-				a.tellEphemeral(ctx, tk, in.User.ID, mayDecide(card, actor.ID))
-			}
-			return answerOK
-		}
 		if why := mayDecide(card, actor.ID); why != "" {
-			a.tellEphemeral(ctx, tk, in.User.ID, why)
-			return answerOK
-		}
-		callback := callbackReject
-		if act.ActionID == actionEdit {
-			callback = callbackEdit
+			// Closed, or not this person's to decide: record the attempt
+			// through the engine, so the refusal is audited like any
+			// other, and never open the form.
+			return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: action}, why)
 		}
 		meta := a.sign.encodeModalRef(modalRef{Callback: callback, ApprovalID: id, Thread: tk})
 		view, err := buildModal(callback, card, meta)
 		if err != nil {
-			a.tellEphemeral(ctx, tk, in.User.ID, err.Error())
+			a.tellLater(ctx, tk, in.User.ID, err.Error())
 			return answerOK
 		}
 		if _, err := a.api.OpenViewContext(ctx, in.TriggerID, view); err != nil {
 			a.log.WarnContext(ctx, "slack: views.open", "approval_id", id, "err", err)
-			a.tellEphemeral(ctx, tk, in.User.ID, "Slack could not open the form ("+err.Error()+"). Click the button again, or decide in the console.")
+			a.tellLater(ctx, tk, in.User.ID, "Slack could not open the form ("+err.Error()+"). Click the button again, or decide in the console.")
 		}
 		return answerOK
+	}
+	return answerOK
+}
+
+// decideClick hands a click's decision to the engine and, after the ack,
+// shows the clicker a refusal. fallback is shown when the engine accepts
+// a click the card said it would refuse ("" shows nothing).
+func (a *Adapter) decideClick(ctx context.Context, in interaction, raw []byte, tk threadKey, actor core.Actor, d *core.Decision, fallback string) answer {
+	ev := core.ChannelEvent{
+		Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
+		Decision: d, Raw: raw, ReceivedAt: a.now(),
+	}
+	_, err := a.sink.HandleEvent(ctx, ev)
+	var de *core.DecisionError
+	switch {
+	case errors.As(err, &de):
+		a.tellLater(ctx, tk, in.User.ID, refusalText(de))
+	case err != nil:
+		a.log.ErrorContext(ctx, "slack: record click", "approval_id", d.ApprovalID, "action", d.Action, "err", err)
+		return answer{status: http.StatusInternalServerError}
+	case fallback != "":
+		a.tellLater(ctx, tk, in.User.ID, fallback)
 	}
 	return answerOK
 }
@@ -248,6 +252,22 @@ func refusalText(de *core.DecisionError) string {
 	return "Your decision was not recorded: " + de.Message + "."
 }
 
+// afterAckTimeout bounds a notice sent after the ack: long enough to ride
+// out a slow Slack, short enough that Drain returns promptly.
+const afterAckTimeout = 10 * time.Second
+
+// tellLater sends tellEphemeral's notice in the background, so a slow
+// Slack never delays the ack; it outlives the request (its context is
+// detached) but not afterAckTimeout, and Drain waits for it.
+func (a *Adapter) tellLater(ctx context.Context, tk threadKey, user, text string) {
+	ctx = context.WithoutCancel(ctx)
+	a.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, afterAckTimeout)
+		defer cancel()
+		a.tellEphemeral(ctx, tk, user, text)
+	})
+}
+
 // tellEphemeral shows text to one person in the card's thread; the card
 // itself is left as it is.
 func (a *Adapter) tellEphemeral(ctx context.Context, tk threadKey, user, text string) {
@@ -268,11 +288,6 @@ func (a *Adapter) handleViewSubmission(ctx context.Context, in interaction, raw 
 	if cb != callbackReject && cb != callbackEdit {
 		return answerOK
 	}
-	ref, err := a.sign.parseModalRef(cb, in.View.PrivateMetadata)
-	if err != nil {
-		a.log.WarnContext(ctx, "slack: refused modal metadata", "user", in.User.ID, "err", err)
-		return answer{status: http.StatusBadRequest}
-	}
 	values := map[string]string{}
 	for block, acts := range in.View.State.Values {
 		if v, ok := acts["value"]; ok {
@@ -281,6 +296,11 @@ func (a *Adapter) handleViewSubmission(ctx context.Context, in interaction, raw 
 				values[block] = *v.Value
 			}
 		}
+	}
+	ref, err := a.sign.parseModalRef(cb, in.View.PrivateMetadata)
+	if err != nil {
+		a.log.WarnContext(ctx, "slack: refused modal metadata", "user", in.User.ID, "view_id", in.View.ID, "err", err)
+		return notValidModal(values)
 	}
 	d := &core.Decision{ApprovalID: ref.ApprovalID, Reason: strings.TrimSpace(values[blockReason])}
 	firstBlock := blockReason
@@ -320,6 +340,19 @@ func (a *Adapter) handleViewSubmission(ctx context.Context, in interaction, raw 
 		return modalErrors(firstBlock, "opsgate could not record the decision; please submit again.")
 	}
 	return answerOK
+}
+
+// notValidModal answers a submission whose metadata is forged: the
+// "not valid" message under the reason field (or the first field the view
+// has), or, for a view without fields, a plain 200 that closes it.
+func notValidModal(values map[string]string) answer {
+	if _, ok := values[blockReason]; ok {
+		return modalErrors(blockReason, notValidForm)
+	}
+	if len(values) == 0 {
+		return answerOK
+	}
+	return modalErrors(slices.Sorted(maps.Keys(values))[0], notValidForm)
 }
 
 // modalErrors keeps the modal open with msg under block.

@@ -41,6 +41,8 @@ func (a *Adapter) handleEnvelope(ctx context.Context, env eventEnvelope, raw []b
 	if env.Type != "event_callback" {
 		return answerOK
 	}
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.AckBudget)
+	defer cancel()
 	ev, ok, err := normalizeEvent(env, raw, eventContext{
 		botUserID:   a.botUser(ctx, &env),
 		knownThread: a.threads.has,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/slack-go/slack/socketmode"
@@ -48,8 +49,21 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 }
 
-// consume handles the client's events until ctx ends.
+// maxEnvelopes bounds how many Socket Mode envelopes are handled at once;
+// each is bounded by AckBudget, so this caps memory, not latency.
+const maxEnvelopes = 64
+
+// ackTimeout bounds handing an ack to the websocket writer.
+const ackTimeout = time.Second
+
+// consume handles the client's events until ctx ends. Each envelope is
+// handled in a goroutine of its own and acked as soon as its event is
+// recorded, so one that waits on a slow Slack (a root post, views.open)
+// never delays the acks of the others; consume returns once they are done.
 func (a *Adapter) consume(ctx context.Context, smc *socketmode.Client) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, maxEnvelopes)
 	for {
 		select {
 		case <-ctx.Done():
@@ -61,15 +75,36 @@ func (a *Adapter) consume(ctx context.Context, smc *socketmode.Client) {
 				}
 				continue
 			}
-			ans := a.handleSocketRequest(ctx, evt.Request.Type, evt.Request.Payload)
-			if ans.status >= http.StatusInternalServerError {
-				a.log.WarnContext(ctx, "slack: socket mode envelope not acked; Slack will redeliver", "type", evt.Request.Type)
-				continue
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
 			}
-			if err := smc.AckCtx(ctx, evt.Request.EnvelopeID, ans.body); err != nil {
-				a.log.WarnContext(ctx, "slack: socket mode ack", "err", err)
-			}
+			req := *evt.Request
+			wg.Add(1)
+			a.bg.Go(func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				a.serveEnvelope(ctx, smc, req)
+			})
 		}
+	}
+}
+
+// serveEnvelope handles one envelope within AckBudget and acks it, unless
+// handling failed (5xx), in which case Slack redelivers it.
+func (a *Adapter) serveEnvelope(ctx context.Context, smc *socketmode.Client, req socketmode.Request) {
+	hctx, cancel := context.WithTimeout(ctx, a.cfg.AckBudget)
+	ans := a.handleSocketRequest(hctx, req.Type, req.Payload)
+	cancel()
+	if ans.status >= http.StatusInternalServerError {
+		a.log.WarnContext(ctx, "slack: socket mode envelope not acked; Slack will redeliver", "type", req.Type)
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	if err := smc.AckCtx(actx, req.EnvelopeID, ans.body); err != nil {
+		a.log.WarnContext(ctx, "slack: socket mode ack", "type", req.Type, "err", err)
 	}
 }
 

@@ -1,0 +1,242 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/adapters/adaptertest"
+	"github.com/opsgate/opsgate/approvals"
+)
+
+// slackDelay is how long the fake Slack sits on chat.postEphemeral and
+// views.open in the slow-Slack tests: well past Slack's 3-second deadline.
+const slackDelay = 5 * time.Second
+
+// ackDeadline is the latest an answer may come: Slack's own deadline.
+const ackDeadline = 3 * time.Second
+
+// settle waits for the adapter's post-ack work (ephemerals) to finish.
+func (e *env) settle() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*slackDelay+adaptertest.WaitTimeout)
+	defer cancel()
+	if err := e.a.Drain(ctx); err != nil {
+		e.t.Fatalf("Drain: %v", err)
+	}
+}
+
+// timed runs post and fails the test when its answer took past Slack's
+// deadline.
+func timed(t *testing.T, what string, post func() *http.Response) *http.Response {
+	t.Helper()
+	start := time.Now()
+	res := post()
+	if el := time.Since(start); el > ackDeadline {
+		t.Errorf("%s answered after %s, want within %s", what, el.Round(time.Millisecond), ackDeadline)
+	}
+	return res
+}
+
+// A slow Slack never pushes an interaction's answer past 3 s: ephemerals
+// go out after the ack, and views.open (which must use the trigger before
+// it expires) is made before the ack but bounded. When the bounded
+// views.open fails, the clicker is told so afterwards.
+func TestInteractionAckBoundedWhenSlackIsSlow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	root, card := e.startDeploy()
+	run := e.runOf(root.TS)
+	e.fake.Delay("chat.postEphemeral", slackDelay)
+	e.fake.Delay("views.open", slackDelay)
+
+	status(t, timed(t, "refused click", func() *http.Response { return e.clickAs("UOTHER", card, actionApprove) }), http.StatusOK)
+	start := time.Now()
+	status(t, timed(t, "reject click", func() *http.Response { return e.click(card, actionReject) }), http.StatusOK)
+	answered := time.Now()
+	opens := e.fake.Calls("views.open")
+	if len(opens) != 1 || opens[0].At.Before(start) || opens[0].At.After(answered) {
+		t.Fatalf("views.open calls %+v, want one made before the ack", opens)
+	}
+
+	e.h.Eventually("both ephemerals sent after the acks", func() bool { return len(e.fake.Calls("chat.postEphemeral")) == 2 })
+	e.settle()
+	var texts []string
+	for _, c := range e.fake.Calls("chat.postEphemeral") {
+		texts = append(texts, c.Params["user"]+": "+c.Params["text"])
+	}
+	joined := strings.Join(texts, "\n")
+	if !strings.Contains(joined, "UOTHER: You may not decide") || !strings.Contains(joined, "UAPP: Slack could not open the form") {
+		t.Fatalf("ephemerals = %q", texts)
+	}
+	if a := e.h.WaitApprovalPending(run.ID); a.Status != "pending" {
+		t.Fatalf("approval %s", a.Status)
+	}
+}
+
+// Over Socket Mode every envelope is handled on its own: one whose work
+// waits on a slow Slack delays neither its own ack past 3 s nor the acks
+// of the envelopes after it.
+func TestSocketModeSlowEnvelopeDoesNotDelayOthers(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config, _ *adaptertest.HarnessOptions) {
+		c.Mode, c.AppToken, c.SigningSecret = ModeSocket, "xapp-1-test", ""
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	runDone := make(chan error, 1)
+	go func() { runDone <- e.a.Run(ctx) }()
+	defer func() { cancel(); <-runDone }()
+	if !e.fake.WaitConnected(adaptertest.WaitTimeout) {
+		t.Fatal("socket mode client never connected")
+	}
+	slash, _ := json.Marshal(map[string]string{
+		"command": "/ops", "text": "deploy web 4.0.0", "user_id": "UREQ", "channel_id": "C1", "team_id": "T1",
+		"trigger_id": "sock.trig.slow",
+	})
+	e.fake.SendEnvelope("slash-1", "slash_commands", slash, 0)
+	e.h.Eventually("slash acked", func() bool { _, ok := ackOf(e, "slash-1"); return ok })
+	root := e.roots()[0]
+	card := e.waitCard(root.TS)
+
+	e.fake.Delay("chat.postEphemeral", slackDelay)
+	e.fake.Delay("views.open", slackDelay)
+	click := func(trigger, user, action string) json.RawMessage {
+		p := fill(t, "block_actions.json", map[string]string{
+			"CARD_TS": card.TS, "ROOT_TS": root.TS, "TRIGGER": trigger, "ACTION": action,
+			"VALUE": buttonValueOf(t, card, action),
+		})
+		return []byte(strings.ReplaceAll(string(p), `"id": "UAPP"`, `"id": "`+user+`"`))
+	}
+	start := time.Now()
+	e.fake.SendEnvelope("slow-refused", "interactive", click("sock.slow.1", "UOTHER", actionApprove), 0)
+	e.fake.SendEnvelope("slow-modal", "interactive", click("sock.slow.2", "UAPP", actionEdit), 0)
+	raw, err := jsonFile("testdata/socket_events_api.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SendEnvelope("fast-event", raw.Type, raw.Payload, 0)
+
+	acked := map[string]time.Duration{}
+	deadline := time.Now().Add(2 * slackDelay)
+	for len(acked) < 3 && time.Now().Before(deadline) {
+		for _, id := range []string{"slow-refused", "slow-modal", "fast-event"} {
+			if _, ok := acked[id]; !ok {
+				if _, ok := ackOf(e, id); ok {
+					acked[id] = time.Since(start)
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, id := range []string{"slow-refused", "slow-modal", "fast-event"} {
+		d, ok := acked[id]
+		if !ok || d > ackDeadline {
+			t.Errorf("envelope %s acked after %s (acked: %v), want within %s", id, d, ok, ackDeadline)
+		}
+	}
+	if d := acked["fast-event"]; d > time.Second {
+		t.Errorf("an events_api envelope queued behind slow ones was acked after %s", d)
+	}
+	e.settle()
+}
+
+// jsonFile reads a Socket Mode envelope from testdata.
+func jsonFile(name string) (struct {
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}, error) {
+	var v struct {
+		Type    string          `json:"type"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return v, err
+	}
+	return v, json.Unmarshal(b, &v)
+}
+
+// Reject and Edit on a closed approval are decision attempts like Approve:
+// the engine refuses them and audits the refusal, and the clicker is
+// told why; no modal opens.
+func TestClosedApprovalRejectEditAreAudited(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	root, card := e.startDeploy()
+	run := e.runOf(root.TS)
+	ap := e.h.WaitApprovalPending(run.ID)
+	if _, err := e.h.Decide(approver, ap.ID, "approve", ""); err != nil {
+		t.Fatal(err)
+	}
+	status(t, e.click(card, actionReject), http.StatusOK)
+	status(t, e.click(card, actionEdit), http.StatusOK)
+	e.settle()
+	if n := len(e.fake.Calls("views.open")); n != 0 {
+		t.Errorf("views.open called %d times on a closed approval", n)
+	}
+	eph := e.fake.Calls("chat.postEphemeral")
+	if len(eph) != 2 {
+		t.Fatalf("ephemerals = %+v, want 2", eph)
+	}
+	for _, c := range eph {
+		if c.Params["user"] != "UAPP" || !strings.Contains(c.Params["text"], "already decided") {
+			t.Errorf("ephemeral = %+v", c.Params)
+		}
+	}
+	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: approver, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, en := range entries {
+		if en.Kind == "approval.refused" {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Errorf("audited refusals for %s = %d, want 2 (%+v)", approver, refused, entries)
+	}
+}
+
+// A forged or tampered button value is answered 200 with an ephemeral
+// "not valid" to the clicker, and a forged modal keeps the modal open with
+// the same message; neither records or audits anything.
+func TestForgedButtonAndModalAnsweredNotValid(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for i, value := range []string{"some-approval.AAAAAAAAAAAAAAAA", e.a.sign.buttonValue(actionReject, "some-approval")} {
+		res := e.interact(fill(t, "block_actions.json", map[string]string{
+			"CARD_TS": "1.1", "ROOT_TS": "1.0", "TRIGGER": "forged." + string(rune('a'+i)), "ACTION": actionApprove, "VALUE": value,
+		}))
+		status(t, res, http.StatusOK)
+	}
+	res := e.interact(fill(t, "view_submission.json", map[string]string{
+		"TRIGGER": "forged.m", "META": "some-approval|T1/C1/1.0|AAAAAAAAAAAAAAAA", "CALLBACK": callbackReject,
+		"VALUES": `{"reason":{"value":{"type":"plain_text_input","value":"no"}}}`,
+	}))
+	var errs struct {
+		ResponseAction string            `json:"response_action"`
+		Errors         map[string]string `json:"errors"`
+	}
+	if err := json.Unmarshal(status(t, res, http.StatusOK), &errs); err != nil {
+		t.Fatal(err)
+	}
+	if errs.ResponseAction != "errors" || !strings.Contains(errs.Errors[blockReason], "not valid") {
+		t.Errorf("forged modal answered %+v, want a 'not valid' error in the modal", errs)
+	}
+	e.settle()
+	eph := e.fake.Calls("chat.postEphemeral")
+	if len(eph) != 2 {
+		t.Fatalf("ephemerals = %+v, want 2", eph)
+	}
+	for _, c := range eph {
+		if c.Params["user"] != "UAPP" || c.Params["channel"] != "C1" || !strings.Contains(c.Params["text"], "This button is not valid") {
+			t.Errorf("ephemeral = %+v", c.Params)
+		}
+	}
+	e.h.StoreEmpty(t)
+}
