@@ -3,10 +3,15 @@ package delivery_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
@@ -148,7 +153,8 @@ func TestDeadLetterThenRequeue(t *testing.T) {
 	p := newFakePlatform(f, delivery.Pacing{}, 1000)
 	f.fail5xx.Store(3)
 	queue(t, s, reply("c1", "first"), reply("c1", "second"))
-	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe,
+	reg := prometheus.NewRegistry()
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe, Registerer: reg,
 		MaxAttempts: 3, Backoff: pace.BackoffPolicy{Base: 5 * time.Millisecond, Cap: 20 * time.Millisecond}})
 	waitFor(t, "a dead letter and the second sent", 10*time.Second, func() bool {
 		return countStatus(t, s, core.DeliveryDead) == 1 && countStatus(t, s, core.DeliverySent) == 1
@@ -160,12 +166,102 @@ func TestDeadLetterThenRequeue(t *testing.T) {
 	if got := f.received(); len(got) != 1 || got[0].Text != "second" {
 		t.Fatalf("received %+v, want only the second", got)
 	}
+	assertCounter(t, reg, "opsgate_deliveries_dead_total", "fake", 1)
+	assertCounter(t, reg, "opsgate_deliveries_sent_total", "fake", 1)
 	if err := s.OutboxRequeue(t.Context(), dead.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the requeued message to be sent", 10*time.Second, func() bool { return countStatus(t, s, core.DeliverySent) == 2 })
 	if got := f.received(); len(got) != 2 || got[1].Text != "first" {
 		t.Fatalf("received %+v", got)
+	}
+	// A requeue does not undo the count: it says how many dead letters
+	// happened, not how many are dead now.
+	assertCounter(t, reg, "opsgate_deliveries_dead_total", "fake", 1)
+	assertCounter(t, reg, "opsgate_deliveries_sent_total", "fake", 2)
+}
+
+// assertCounter checks one channel's value of a delivery counter in reg.
+// (prometheus/testutil would need a go.sum entry for its diff library that
+// this module does not have; Gather gives the same answer.)
+func assertCounter(t *testing.T, reg *prometheus.Registry, name, channel string, want float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "channel" && l.GetValue() == channel {
+					if got := m.GetCounter().GetValue(); got != want {
+						t.Errorf("%s{channel=%q} = %v, want %v", name, channel, got, want)
+					}
+					return
+				}
+			}
+		}
+	}
+	t.Errorf("%s{channel=%q} has no sample, want %v", name, channel, want)
+}
+
+// A platform whose endpoint refuses connections (a closed loopback
+// listener) is a network error: retried with backoff, never sent, dead
+// after MaxAttempts and counted once in the dead-letter metric.
+func TestConnectionRefusedRetriedThenDead(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{}, 1000)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.url = "http://" + ln.Addr().String()
+	ln.Close()
+	var (
+		mu       sync.Mutex
+		attempts []time.Time
+	)
+	// Count attempts through a transport that notes each dial.
+	p.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		mu.Lock()
+		attempts = append(attempts, time.Now())
+		mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}}
+	// Backoff draws are pinned to their ceiling, so the delays are known:
+	// 20, 40, 80 ms before retries 1, 2, 3.
+	backoff := pace.BackoffPolicy{Base: 20 * time.Millisecond, Cap: time.Second, Rand: func(n int64) int64 { return n - 1 }}
+	const maxAttempts = 4
+	queue(t, s, reply("c1", "into the void"))
+	reg := prometheus.NewRegistry()
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", Subscribe: s.Subscribe, Registerer: reg,
+		MaxAttempts: maxAttempts, Backoff: backoff})
+	waitFor(t, "the dead letter", 10*time.Second, func() bool { return countStatus(t, s, core.DeliveryDead) == 1 })
+	d := deliveries(t, s, core.DeliveryDead)[0]
+	if d.Attempts != maxAttempts || !strings.Contains(d.LastError, "connection refused") || d.ChunksSent != 0 {
+		t.Fatalf("dead = attempts %d, chunks sent %d, last error %q; want %d attempts refused", d.Attempts, d.ChunksSent, d.LastError, maxAttempts)
+	}
+	mu.Lock()
+	got := append([]time.Time(nil), attempts...)
+	mu.Unlock()
+	if len(got) != maxAttempts {
+		t.Fatalf("%d connection attempts, want %d", len(got), maxAttempts)
+	}
+	for i := 1; i < len(got); i++ {
+		want := backoff.Backoff(i - 1)
+		if gap := got[i].Sub(got[i-1]); gap < want {
+			t.Errorf("retry %d came %v after the previous attempt, before its backoff of %v", i, gap, want)
+		}
+	}
+	assertCounter(t, reg, "opsgate_deliveries_dead_total", "fake", 1)
+	if n := len(f.received()); n != 0 {
+		t.Errorf("the fake received %d messages", n)
 	}
 }
 
