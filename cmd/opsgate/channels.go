@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -36,6 +37,9 @@ type channel struct {
 	delivery config.Delivery
 	handlers map[string]http.Handler
 	receive  func(ctx context.Context) error
+	// drain waits for work the adapter started after acknowledging a
+	// request (notices, follow-ups), so a shutdown does not cut it off.
+	drain func(ctx context.Context)
 }
 
 // buildChannels builds every enabled channel from the configuration. This
@@ -53,7 +57,8 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 		if err != nil {
 			return nil, fmt.Errorf("channels.slack: %w", err)
 		}
-		chans = append(chans, channel{platform: a, delivery: c.Delivery, handlers: a.Handlers(), receive: a.Run})
+		chans = append(chans, channel{platform: a, delivery: c.Delivery, handlers: a.Handlers(), receive: a.Run,
+			drain: func(ctx context.Context) { _ = a.Drain(ctx) }})
 	}
 	if c := cfg.Channels.Telegram; c.Enabled {
 		a, err := telegram.New(telegram.Config{
@@ -82,7 +87,8 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 			return nil, fmt.Errorf("channels.discord: %w", err)
 		}
 		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run,
-			handlers: map[string]http.Handler{"POST " + discord.InteractionsPath: a.InteractionsHandler()}})
+			handlers: map[string]http.Handler{"POST " + discord.InteractionsPath: a.InteractionsHandler()},
+			drain:    func(context.Context) { a.Wait() }})
 	}
 	if c := cfg.Channels.Email; c.Enabled {
 		a, err := email.New(email.Config{
@@ -178,11 +184,24 @@ func mountChannels(mux *http.ServeMux, chans []channel) {
 // channelSet is what startChannels started; Wait blocks until every
 // receiver and delivery worker stopped after the context ends.
 type channelSet struct {
-	wg sync.WaitGroup
+	wg     sync.WaitGroup
+	drains []func(ctx context.Context)
 }
 
-// Wait waits for every worker to stop.
-func (c *channelSet) Wait() { c.wg.Wait() }
+// Wait waits for every worker to stop, then for each adapter's work in
+// flight, at most drainBound.
+func (c *channelSet) Wait() {
+	c.wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), drainBound)
+	defer cancel()
+	for _, d := range c.drains {
+		d(ctx)
+	}
+}
+
+// drainBound caps how long shutdown waits for adapters' post-ack work;
+// every such piece of work is bounded well below it.
+const drainBound = 15 * time.Second
 
 // startChannels starts, per channel, its receiver (if any) and the delivery
 // worker that drains its outbox, with the operator's rate_limits applied
@@ -207,6 +226,9 @@ func startChannels(ctx context.Context, chans []channel, st core.Store, cards co
 				log.Error("delivery worker stopped", "channel", name, "err", err)
 			}
 		}()
+		if ch.drain != nil {
+			cs.drains = append(cs.drains, ch.drain)
+		}
 		if ch.receive != nil {
 			cs.wg.Add(1)
 			go func() {
