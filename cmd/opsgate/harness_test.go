@@ -135,13 +135,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// start runs `opsgate serve --config` and waits until /healthz answers.
+// start runs `opsgate serve --config` (or, when the env has no config
+// path, plain `opsgate serve` on the built-in quickstart) and waits until
+// /healthz answers.
 func (e *env) start() {
 	e.t.Helper()
 	if e.srv != nil {
 		e.t.Fatal("server already running")
 	}
-	cmd := exec.Command(binPath, "serve", "--config", e.cfgPath, "--log-level", "debug")
+	args := []string{"serve", "--log-level", "debug"}
+	if e.cfgPath != "" {
+		args = append(args, "--config", e.cfgPath)
+	}
+	cmd := exec.Command(binPath, args...)
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=")
 	logs := &lockedBuffer{}

@@ -203,9 +203,13 @@ func TestRestartWhileWaitingDispatchesOnce(t *testing.T) {
 
 // TestKilledMidDispatch kills the server while two tools run: the
 // non-idempotent one makes its run interrupted, the idempotent one is
-// dispatched again with the same key.
+// dispatched again with the same key. On both backends.
 func TestKilledMidDispatch(t *testing.T) {
 	t.Parallel()
+	backends(t, killedMidDispatch)
+}
+
+func killedMidDispatch(t *testing.T, pgDSN string) {
 	e := newEnv(t)
 	// Each tool logs "<name> <key>", then sleeps on its first call only,
 	// long enough to be killed in the middle. Its process group id is kept
@@ -230,7 +234,7 @@ echo "%[1]s finished"
 			}
 		}
 	})
-	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+	e.writeConfig(e.storeYAML(pgDSN), fmt.Sprintf(`
 engine:
   poll_interval: 100ms
   lease: 1s
