@@ -129,11 +129,14 @@ func (s *Store) listenLoop(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Co
 				break
 			}
 			backoff = 100 * time.Millisecond
-			if topic, ok := strings.CutPrefix(n.Channel, s.dialect.ChannelPrefix); ok {
-				s.Hub().Broadcast(topic)
-				if topic == core.TopicEvents && n.Payload != "" {
-					s.Hub().Broadcast(sqlstore.RunEventsTopic(n.Payload))
-				}
+			topic, ok := strings.CutPrefix(n.Channel, s.dialect.ChannelPrefix)
+			sender, runID := sqlstore.NotifyPayload(n.Payload)
+			if !ok || sender == s.Instance() {
+				continue // our own commits woke our subscribers already
+			}
+			s.Hub().Broadcast(topic)
+			if topic == core.TopicEvents && runID != "" {
+				s.Hub().Broadcast(sqlstore.RunEventsTopic(runID))
 			}
 		}
 		select {

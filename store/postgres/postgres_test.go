@@ -161,34 +161,56 @@ func BenchmarkInboxRecord(b *testing.B) {
 }
 
 // TestListenerReconnects: when the notification connection is killed, the
-// store reconnects and wake-ups flow again.
+// store reconnects and wake-ups from another instance flow again (its own
+// commits wake it without the listener).
 func TestListenerReconnects(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
-	s := open(t, dsn)
+	s, other := open(t, dsn), open(t, dsn)
 	ctx := context.Background()
 	ch, cancel := s.Subscribe(core.TopicOutbox)
 	defer cancel()
-	listenerPID := func() int {
-		var pid int
-		err := s.DB().QueryRowContext(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`).Scan(&pid)
+	// Kill every LISTEN session (both instances'), then wait for both to
+	// come back as new sessions.
+	listenerPIDs := func() map[int]bool {
+		rows, err := s.DB().QueryContext(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()`)
 		if err != nil {
-			return 0
+			t.Fatal(err)
 		}
-		return pid
+		defer rows.Close()
+		pids := map[int]bool{}
+		for rows.Next() {
+			var pid int
+			if err := rows.Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			pids[pid] = true
+		}
+		return pids
 	}
-	old := listenerPID()
-	if old == 0 {
-		t.Fatal("no LISTEN session found")
+	old := listenerPIDs()
+	if len(old) != 2 {
+		t.Fatalf("LISTEN sessions = %v, want 2", old)
 	}
-	if _, err := s.DB().ExecContext(ctx, `SELECT pg_terminate_backend($1)`, old); err != nil {
-		t.Fatal(err)
+	for pid := range old {
+		if _, err := s.DB().ExecContext(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for pid := listenerPID(); pid == 0 || pid == old; pid = listenerPID() {
+	for {
+		fresh := 0
+		for pid := range listenerPIDs() {
+			if !old[pid] {
+				fresh++
+			}
+		}
+		if fresh == 2 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("listener did not reconnect")
+			t.Fatal("listeners did not reconnect")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -197,7 +219,7 @@ func TestListenerReconnects(t *testing.T) {
 		<-ch
 	}
 	th := core.Thread{Channel: "console", Key: "reconnect"}
-	if _, err := s.InboxRecord(ctx, core.InboxRecordParams{
+	if _, err := other.InboxRecord(ctx, core.InboxRecordParams{
 		Event:   core.ChannelEvent{Channel: "console", EventID: "ev-reconnect", Thread: th, ReceivedAt: time.Now()},
 		Replies: []core.OutboxMessage{{ID: "msg-reconnect", Thread: th, Kind: core.KindReply, Text: "x"}},
 	}); err != nil {

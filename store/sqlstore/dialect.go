@@ -30,13 +30,18 @@ type Dialect struct {
 	// auditing commit; see appendAudit. Postgres only: SQLite serializes
 	// writers anyway, so sealing inline costs it nothing.
 	DeferAuditSeal bool
+	// OneStatement makes InboxRecord and RunCheckpoint single statements
+	// (data-modifying CTEs guarded by the first, pg_notify inside), one
+	// round trip each instead of a transaction of six or seven; see
+	// onestmt.go. Postgres only; requires DeferAuditSeal.
+	OneStatement bool
 	// NotifySQL, when set, is an expression taking a channel name and a
-	// payload; a committing transaction SELECTs it once per touched topic
-	// (in one statement), so other processes wake (Postgres:
-	// pg_notify(?, ?)). The events topic is notified once per run touched,
-	// with the run id as payload; other topics with an empty payload. The backend must then feed what
-	// it hears back to the Hub, its own commits included; without NotifySQL
-	// the Hub is woken directly after commit.
+	// payload, which the store's notifier SELECTs after commits (batched,
+	// outside the committing transaction; see notify.go) so other
+	// processes wake (Postgres: pg_notify(?, ?)). The payload is
+	// "<instance>|<run id>" for the events topic, "<instance>|" otherwise. The backend must then feed what
+	// it hears from other instances back to the Hub; local subscribers are
+	// woken directly after commit either way.
 	NotifySQL string
 	// ChannelPrefix prefixes topic names to form notification channels.
 	ChannelPrefix string
@@ -64,6 +69,7 @@ func PostgresDialect() Dialect {
 		ForUpdate:      " FOR UPDATE",
 		AuditLock:      "SELECT pg_advisory_xact_lock(" + strconv.FormatInt(auditLockKey, 10) + ")",
 		DeferAuditSeal: true,
+		OneStatement:   true,
 		NotifySQL:      "pg_notify(?, ?)",
 		ChannelPrefix:  ChannelPrefixDefault,
 	}

@@ -33,6 +33,28 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 	if p.Run != nil {
 		runID = p.Run.ID
 	}
+	// What the event starts, prepared before the write so both write
+	// paths store the same rows.
+	var run *core.Run
+	events := p.Events
+	if p.Run != nil {
+		r := *p.Run
+		r.Status = core.RunQueued
+		if r.CreatedAt.IsZero() {
+			r.CreatedAt = now
+		}
+		r.EventChannel, r.EventID = ev.Channel, ev.EventID
+		run = &r
+		if !slices.ContainsFunc(events, func(e core.RunEvent) bool {
+			return e.Type == core.EventRunQueued && (e.RunID == "" || e.RunID == r.ID)
+		}) {
+			data, _ := json.Marshal(map[string]any{"flow": r.Flow, "thread": threadString(r.Thread)})
+			events = append(slices.Clip(events), core.RunEvent{RunID: r.ID, Type: core.EventRunQueued, Data: data, At: r.CreatedAt})
+		}
+	}
+	if s.dialect.OneStatement {
+		return s.inboxRecordOne(ctx, p, now, events, run)
+	}
 	var res core.InboxResult
 	err := s.inTx(ctx, "inbox record", func(t *tx) error {
 		r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw)
@@ -53,22 +75,9 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 			return nil
 		}
 		res.RunID = runID
-		events := p.Events
-		if p.Run != nil {
-			run := *p.Run
-			run.Status = core.RunQueued
-			if run.CreatedAt.IsZero() {
-				run.CreatedAt = now
-			}
-			run.EventChannel, run.EventID = ev.Channel, ev.EventID
-			if err := insertRun(ctx, t, &run); err != nil {
+		if run != nil {
+			if err := insertRun(ctx, t, run); err != nil {
 				return err
-			}
-			if !slices.ContainsFunc(events, func(e core.RunEvent) bool {
-				return e.Type == core.EventRunQueued && (e.RunID == "" || e.RunID == run.ID)
-			}) {
-				data, _ := json.Marshal(map[string]any{"flow": run.Flow, "thread": threadString(run.Thread)})
-				events = append(slices.Clip(events), core.RunEvent{RunID: run.ID, Type: core.EventRunQueued, Data: data, At: run.CreatedAt})
 			}
 			t.notify(core.TopicRuns)
 		}
@@ -189,6 +198,9 @@ func (s *Store) RunHeartbeat(ctx context.Context, owner string, leaseUntil time.
 // order ApprovalDecide uses.
 func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 	now := orNow(c.Now)
+	if s.dialect.OneStatement {
+		return s.runCheckpointOne(ctx, c, now)
+	}
 	return s.inTx(ctx, "run checkpoint", func(t *tx) error {
 		// The guarded update comes first: it is the check and it takes the
 		// run's row lock (every append to the run's events happens under

@@ -63,6 +63,10 @@ type Store struct {
 
 	// writer, when set (Config.GroupCommit), runs every write transaction.
 	writer *groupWriter
+	// notifier sends wake-ups to other processes (Dialect.NotifySQL);
+	// instance tells this store's own notifications apart.
+	notifier *notifier
+	instance string
 }
 
 // New builds a Store over already-open handles. It does not own them:
@@ -73,8 +77,12 @@ func New(cfg Config) *Store {
 		read = cfg.DB
 	}
 	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1)}
+	s.instance = newInstanceID()
 	if cfg.GroupCommit {
 		s.writer = newGroupWriter(s)
+	}
+	if s.dialect.NotifySQL != "" {
+		s.notifier = newNotifier(s)
 	}
 	if s.dialect.DeferAuditSeal {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -134,6 +142,9 @@ func (s *Store) Close() error {
 		}
 		if s.writer != nil {
 			s.writer.close()
+		}
+		if s.notifier != nil {
+			s.notifier.close()
 		}
 		s.hub.Close()
 	})
@@ -221,11 +232,9 @@ func (t *tx) notify(topic string) {
 	t.topics = append(t.topics, topic)
 }
 
-// inTx runs fn in one write transaction. On success, the dialect's
-// cross-process notification is sent inside the transaction (Postgres
-// delivers NOTIFY only on commit); the backend's listener then wakes local
-// subscribers too, once per notification. Without cross-process
-// notification (SQLite), local subscribers are woken right after commit.
+// inTx runs fn in one write transaction. After it commits, local
+// subscribers of the topics it touched are woken and, with cross-process
+// notification (Postgres), the other processes are notified (notify.go).
 func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if s.writer != nil {
 		return s.writer.do(ctx, op, fn)
@@ -239,27 +248,6 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 		_ = sqlTx.Rollback()
 		return err
 	}
-	if s.dialect.NotifySQL != "" && len(t.topics) > 0 {
-		// One statement for every topic: a round trip per topic would cost
-		// more than the notifications themselves. The events topic carries
-		// the run id as payload, once per run, so a listener can wake only
-		// that run's streams; the other topics have an empty payload.
-		var exprs []string
-		var args []any
-		for _, topic := range t.topics {
-			if topic == core.TopicEvents && len(t.eventRuns) > 0 {
-				for _, id := range t.eventRuns {
-					exprs, args = append(exprs, s.dialect.NotifySQL), append(args, s.dialect.Channel(topic), id)
-				}
-				continue
-			}
-			exprs, args = append(exprs, s.dialect.NotifySQL), append(args, s.dialect.Channel(topic), "")
-		}
-		if _, err := t.exec(ctx, "SELECT "+strings.Join(exprs, ", "), args...); err != nil {
-			_ = sqlTx.Rollback()
-			return fmt.Errorf("store: %s: notify %v: %w", op, t.topics, err)
-		}
-	}
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: commit: %w", op, err)
 	}
@@ -267,16 +255,17 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	return nil
 }
 
-// afterCommit wakes local subscribers (without cross-process notification;
-// with it, the backend's listener does) and the audit sealer.
+// afterCommit wakes local subscribers, queues the wake-ups of other
+// processes (see notify.go) and kicks the audit sealer.
 func (s *Store) afterCommit(t *tx) {
-	if s.dialect.NotifySQL == "" {
-		for _, topic := range t.topics {
-			s.hub.Broadcast(topic)
-		}
-		for _, id := range t.eventRuns {
-			s.hub.Broadcast(RunEventsTopic(id))
-		}
+	for _, topic := range t.topics {
+		s.hub.Broadcast(topic)
+	}
+	for _, id := range t.eventRuns {
+		s.hub.Broadcast(RunEventsTopic(id))
+	}
+	if s.notifier != nil && len(t.topics) > 0 {
+		s.notifier.add(t.topics, t.eventRuns)
 	}
 	if t.audited {
 		select {
