@@ -149,7 +149,8 @@ func (e *env) start() {
 	}
 	cmd := exec.Command(binPath, args...)
 	cmd.Dir = e.dir
-	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=")
+	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=",
+		fmt.Sprintf("OPSGATE_LISTEN=127.0.0.1:%d", e.port))
 	logs := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

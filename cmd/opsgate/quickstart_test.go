@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestMigrateFreshSQLite: `opsgate migrate` on a SQLite path that does not
@@ -78,10 +76,6 @@ func sqliteSchema(t *testing.T, path string) (map[string]bool, int) {
 	return tables, n
 }
 
-// quickstartPort is where the built-in quickstart listens; it has no
-// override, so the test needs this port.
-const quickstartPort = 8080
-
 // TestServeWithoutConfig: `opsgate serve` with no --config, no
 // $OPSGATE_CONFIG and no ./opsgate.yaml runs the built-in quickstart —
 // SQLite under ./data, the console, the demo tools from ./configs/demo —
@@ -90,10 +84,8 @@ const quickstartPort = 8080
 func TestServeWithoutConfig(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.cfgPath = "" // start runs plain `opsgate serve`
-	e.port = quickstartPort
+	e.cfgPath = "" // start runs plain `opsgate serve`; OPSGATE_LISTEN moves it to e.port
 	copyDir(t, filepath.Join("..", "..", "configs", "demo"), filepath.Join(e.dir, "configs", "demo"))
-	waitPortFree(t, quickstartPort)
 	e.start()
 
 	resp, err := http.Get(e.baseURL() + "/readyz")
@@ -126,25 +118,6 @@ func TestServeWithoutConfig(t *testing.T) {
 		t.Errorf("approval = %+v, want a pending deploy", appr)
 	}
 	e.stop()
-}
-
-// waitPortFree waits (bounded) until port can be listened on, so a test
-// that needs a fixed port fails with a clear message when something else
-// holds it.
-func waitPortFree(t *testing.T, port int) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			l.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("127.0.0.1:%d stays busy (the built-in quickstart needs it): %v", port, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // copyDir copies the regular files of src into dst, keeping their modes.
