@@ -151,11 +151,13 @@ func New(spec Spec, opts ...Option) (*Limiter, error) {
 
 // maxLateCredit bounds how far before its return Wait may date a grant
 // after sleeping for it; see Wait. Go's timers on Linux wait in whole
-// milliseconds (epoll), so a sleep ends up to about 1 ms late when idle and
-// more under load; 2 ms covers that, while two returns from Wait stay no
-// closer than the interval less 2 ms — inside the few milliseconds of
-// network jitter a platform's limiter has to tolerate anyway.
-const maxLateCredit = 2 * time.Millisecond
+// milliseconds (epoll), so an idle process's sleep ends up to about 1 ms
+// late. 1 ms covers that, while two returns from Wait stay no closer than
+// the interval less 1 ms, leaving most of the few milliseconds of network
+// jitter a platform's limiter tolerates to the network. (2 ms recovered
+// slightly more under load but, against a burst-1 fake with 5 ms slack,
+// left too little of it: the odd arrival was refused.)
+const maxLateCredit = time.Millisecond
 
 // Wait blocks until every bucket that applies to k grants a token at the same
 // moment, then takes one from each. Nothing is held while it sleeps — a
@@ -169,7 +171,7 @@ const maxLateCredit = 2 * time.Millisecond
 // burst-1 bucket that dated each grant at the late wake-up would lose that
 // time on every send for good (measured: 3–6% of a 30/s limit). So a grant after
 // a sleep is dated at the moment it was due, but never more than the
-// lateness credit — min(2 ms, 1/8 of the fastest bucket's interval) —
+// lateness credit — min(1 ms, 1/8 of the fastest bucket's interval) —
 // before Wait returns. The buckets' accounting is exact; actual returns
 // from Wait can lie up to that credit closer together than the interval. A
 // grant that needed no sleep is dated at once: a caller that comes back

@@ -82,7 +82,7 @@ func TestLateWakeIsCredited(t *testing.T) {
 	nextGrant(t, grants, 0)
 
 	clk.waitBlocked(t, 1)
-	clk.Advance(every + maxLateCredit) // woke 2 ms late: on schedule
+	clk.Advance(every + maxLateCredit) // woke late by the whole credit: on schedule
 	if at := nextGrant(t, grants, 1); !at.Equal(t0.Add(every)) {
 		t.Fatalf("grant 1 at +%v, want +%v (dated when due)", at.Sub(t0), every)
 	}
@@ -97,7 +97,7 @@ func TestLateWakeIsCredited(t *testing.T) {
 	}
 
 	clk.waitBlocked(t, 1)
-	clk.Advance(every + 10*time.Millisecond) // far too late: credit only 2 ms
+	clk.Advance(every + 10*time.Millisecond) // far later than the credit
 	woke := clk.Now()
 	if at := nextGrant(t, grants, 3); !at.Equal(woke.Add(-maxLateCredit)) {
 		t.Fatalf("grant 3 at +%v, want +%v (the wake minus the credit)", at.Sub(t0), woke.Add(-maxLateCredit).Sub(t0))
