@@ -14,6 +14,7 @@ import (
 type Store interface {
 	RunStore
 	OutboxStore
+	StateStore
 	approvals.Store
 	// Subscribe returns a channel that receives a value (coalesced, never
 	// blocking the sender) after a commit touching topic: TopicRuns when a
@@ -58,6 +59,20 @@ type RunStore interface {
 	RunList(ctx context.Context, p RunListParams) (items []*Run, nextCursor string, err error)
 	// RunEventList returns a run's events with Seq > after, in order.
 	RunEventList(ctx context.Context, runID string, after int64, limit int) ([]RunEvent, error)
+}
+
+// StateStore is a small durable key/value space for adapters: positions
+// that must survive restarts and be shared by replicas (the email adapter's
+// IMAP cursor), so no adapter keeps state in a local file the next replica
+// cannot see. Keys are namespaced by their owner ("email:cursor:…"); values
+// are opaque bytes the owner encodes. An adapter that needs it declares its
+// own smaller interface; this one exists so every backend implements it.
+type StateStore interface {
+	// StateGet returns the value stored under key, or ErrNotFound.
+	StateGet(ctx context.Context, key string) ([]byte, error)
+	// StatePut stores value under key (insert or overwrite) at now, in one
+	// transaction; the last put wins.
+	StatePut(ctx context.Context, key string, value []byte, now time.Time) error
 }
 
 // InboxRecordParams is one inbound event and what it starts.

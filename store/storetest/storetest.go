@@ -72,6 +72,9 @@ func Run(t *testing.T, open Open) {
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
+		{"StatePutGetOverwrite", testStatePutGet},
+		{"StateGetAbsentIsNotFound", testStateGetAbsent},
+		{"StateConcurrentPuts", testStateConcurrentPuts},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
 	}
