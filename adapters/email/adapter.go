@@ -20,6 +20,7 @@ type Adapter struct {
 	cfg    Config
 	sink   core.Sink
 	cards  core.CardSource
+	store  CursorStore
 	log    *slog.Logger
 	now    func() time.Time
 	dial   func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -48,8 +49,8 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	if deps.Sink == nil || deps.Cards == nil {
-		return nil, fmt.Errorf("%w: Deps.Sink and Deps.Cards are required", ErrConfig)
+	if deps.Sink == nil || deps.Cards == nil || deps.Store == nil {
+		return nil, fmt.Errorf("%w: Deps.Sink, Deps.Cards and Deps.Store are required", ErrConfig)
 	}
 	log := deps.Logger
 	if log == nil {
@@ -65,7 +66,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		dial = d.DialContext
 	}
 	return &Adapter{
-		cfg: cfg, sink: deps.Sink, cards: deps.Cards, log: log.With("channel", ChannelName), now: now,
+		cfg: cfg, sink: deps.Sink, cards: deps.Cards, store: deps.Store, log: log.With("channel", ChannelName), now: now,
 		dial: dial, tlsCfg: tlsFor(deps.TLSConfig), tok: newTokens(cfg.TokenKey), domain: domainPart(cfg.Address),
 	}, nil
 }

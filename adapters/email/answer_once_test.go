@@ -8,7 +8,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// A mail read twice — a lost cursor file, a new UIDVALIDITY, a second
+// A mail read twice — a lost cursor, a new UIDVALIDITY, a second
 // replica — is answered once: only the first sighting of its Message-ID
 // gets an answer, and the core audits it once. Each case delivers the same
 // message (same Message-ID) twice in a row.

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/mail"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,11 +43,6 @@ type Config struct {
 	// AuthservID is the authserv-id your receiving MX writes into
 	// Authentication-Results ("mx.example.com"). Required with RequireDMARC.
 	AuthservID string
-	// StateDir holds the IMAP cursor file. Default <DataDir>/email.
-	StateDir string
-	// DataDir is the server's data directory, used for the StateDir
-	// default (default "./data").
-	DataDir string
 	// Backfill is how far back a start without a cursor (first start, lost
 	// cursor, new UIDVALIDITY) reads the mailbox; the Message-ID dedup
 	// absorbs what was already handled. Default 24h.
@@ -100,6 +94,10 @@ type Deps struct {
 	Sink core.Sink
 	// Cards fetches approval cards (the engine). Required.
 	Cards core.CardSource
+	// Store keeps the IMAP cursor (the server's core.Store). Required: a
+	// cursor in the database survives restarts and is seen by every
+	// replica, where a local file was neither.
+	Store CursorStore
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Now defaults to time.Now.
@@ -144,12 +142,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.IMAP.Mailbox == "" {
 		c.IMAP.Mailbox = "INBOX"
-	}
-	if c.DataDir == "" {
-		c.DataDir = "./data"
-	}
-	if c.StateDir == "" {
-		c.StateDir = filepath.Join(c.DataDir, "email")
 	}
 	setDur := func(d *time.Duration, def time.Duration) {
 		if *d <= 0 {

@@ -1,38 +1,51 @@
 package email
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
 )
 
 // Cursor is how far a mailbox has been handed to the sink: every message
 // with a UID up to LastUID under UIDValidity was recorded (or deliberately
-// skipped). The core store has no table for it, so it lives in a small
-// file; losing the file costs only re-reads within Config.Backfill, which
-// the store's Message-ID dedup absorbs.
+// skipped). It lives in the store (CursorStore), beside the events it
+// summarizes, so a restart, a redeploy on a fresh volume or another
+// replica starts where the last reader stopped.
 type Cursor struct {
 	Mailbox     string `json:"mailbox"`
 	UIDValidity uint32 `json:"uidvalidity"`
 	LastUID     uint32 `json:"last_uid"`
 }
 
-// cursorPath names the file for this account and mailbox, so two adapters
-// sharing a state dir never share a cursor.
-func (a *Adapter) cursorPath() string {
-	sum := sha256.Sum256([]byte(a.cfg.IMAP.Username + "\x00" + a.cfg.IMAP.Addr + "\x00" + a.cfg.IMAP.Mailbox))
-	return filepath.Join(a.cfg.StateDir, "cursor-"+hex.EncodeToString(sum[:6])+".json")
+// CursorStore is the durable key/value state the adapter keeps its cursor
+// in: core.StateStore, which every opsgate store implements, declared here
+// as the two calls the adapter makes.
+type CursorStore interface {
+	// StateGet returns the value under key, or an error matching
+	// core.ErrNotFound when there is none.
+	StateGet(ctx context.Context, key string) ([]byte, error)
+	// StatePut stores value under key, overwriting any previous value.
+	StatePut(ctx context.Context, key string, value []byte, now time.Time) error
 }
 
-// loadCursor reads the cursor; a missing file is the zero Cursor.
-func loadCursor(path string) (Cursor, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
+// cursorKey names this adapter's cursor: one per bot address and mailbox,
+// so two mailboxes (or two bots on one database) never share a position.
+func (a *Adapter) cursorKey() string {
+	return "email:cursor:" + strings.ToLower(a.cfg.Address) + ":" + a.cfg.IMAP.Mailbox
+}
+
+// loadCursor reads the cursor; an absent one is the zero Cursor. A value
+// that does not decode (written by something else) is treated as absent
+// too: the cost is a re-read of the Backfill window, which the Message-ID
+// dedup absorbs, where refusing to start would stop the mailbox.
+func (a *Adapter) loadCursor(ctx context.Context) (Cursor, error) {
+	b, err := a.store.StateGet(ctx, a.cursorKey())
+	if errors.Is(err, core.ErrNotFound) {
 		return Cursor{}, nil
 	}
 	if err != nil {
@@ -40,47 +53,21 @@ func loadCursor(path string) (Cursor, error) {
 	}
 	var c Cursor
 	if err := json.Unmarshal(b, &c); err != nil {
-		// A torn or foreign file is as good as none: re-reading is safe.
+		a.log.Warn("email: stored cursor unreadable; re-reading the backfill window", "key", a.cursorKey(), "err", err)
 		return Cursor{}, nil
 	}
 	return c, nil
 }
 
-// saveCursor writes the cursor atomically: a temporary file, fsync,
-// rename over the old one, fsync of the directory. A crash leaves either
-// the old cursor or the new one, never a torn file.
-func saveCursor(path string, c Cursor) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("email: cursor dir: %w", err)
-	}
+// saveCursor writes the cursor in one store transaction: a crash leaves
+// the old position or the new one.
+func (a *Adapter) saveCursor(ctx context.Context, c Cursor) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return fmt.Errorf("email: encode cursor: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".cursor-*")
-	if err != nil {
-		return fmt.Errorf("email: write cursor: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("email: write cursor: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("email: sync cursor: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("email: close cursor: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("email: replace cursor: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	if err := a.store.StatePut(ctx, a.cursorKey(), b, a.now()); err != nil {
+		return fmt.Errorf("email: save cursor: %w", err)
 	}
 	return nil
 }

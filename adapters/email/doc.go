@@ -15,8 +15,8 @@
 //
 // Exactly once. Every message is handed to core.Sink.HandleEvent with its
 // Message-ID as EventID, and the (mailbox, UIDVALIDITY, last UID) cursor is
-// advanced in a small file under Config.StateDir only after HandleEvent
-// returned. A lost or stale cursor therefore only causes re-reads, which the
+// advanced in the store (Deps.Store, key "email:cursor:<address>:<mailbox>")
+// only after HandleEvent returned. A lost or stale cursor therefore only causes re-reads, which the
 // store's (channel, event id) dedup absorbs. Replies to approvals are handed
 // over as decision attempts even when they are refused before judgement (no
 // token, unreadable, approval closed), and the answers this package mails

@@ -73,7 +73,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		e.smtp = newSMTPCapture(t, "", "")
 	}
 	e.cfg = Config{
-		Address: botAddr, TokenKey: tokenKey, StateDir: t.TempDir(),
+		Address: botAddr, TokenKey: tokenKey,
 		IMAP: IMAPConfig{Addr: e.imap.Addr, Username: imapUser, Password: imapPass},
 		SMTP: SMTPConfig{Addr: e.smtp.Addr},
 		// Fast everything: tests wait milliseconds, not minutes.
@@ -107,7 +107,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 func (e *env) newAdapter(h *adaptertest.Harness) *Adapter {
 	e.t.Helper()
 	d := e.deps
-	d.Sink, d.Cards = h.Engine, h.Engine
+	d.Sink, d.Cards, d.Store = h.Engine, h.Engine, h.Store
 	a, err := New(e.cfg, d)
 	if err != nil {
 		e.t.Fatalf("New: %v", err)

@@ -70,8 +70,7 @@ func (a *Adapter) watch(ctx context.Context) (healthy bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("email: select %s: %w", a.cfg.IMAP.Mailbox, err)
 	}
-	path := a.cursorPath()
-	cur, err := loadCursor(path)
+	cur, err := a.loadCursor(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -88,7 +87,7 @@ func (a *Adapter) watch(ctx context.Context) (healthy bool, err error) {
 	a.setCursor(cur)
 	idle := c.Caps().Has(imap.CapIdle) || c.Caps().Has(imap.CapIMAP4rev2)
 	for {
-		if err := a.drain(ctx, c, &cur, sel.UIDNext, path); err != nil {
+		if err := a.drain(ctx, c, &cur, sel.UIDNext); err != nil {
 			return healthy, err
 		}
 		healthy = true
@@ -179,7 +178,7 @@ func (a *Adapter) wait(ctx context.Context, c *imapclient.Client, idle bool, new
 // drain hands every message past the cursor to the sink in UID order,
 // saving the cursor after each one the sink recorded (or that was skipped
 // on purpose). A cursor at UID 0 reads only the Backfill window.
-func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, uidNext imap.UID, path string) error {
+func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, uidNext imap.UID) error {
 	if err := c.Noop().Wait(); err != nil {
 		return fmt.Errorf("email: noop: %w", err)
 	}
@@ -203,7 +202,7 @@ func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, 
 	slices.Sort(uids)
 	if cur.LastUID == 0 && uidNext > 1 && len(uids) == 0 {
 		// Nothing recent: start after what is there now.
-		return a.advance(cur, uint32(uidNext)-1, path)
+		return a.advance(ctx, cur, uint32(uidNext)-1)
 	}
 	for _, uid := range uids {
 		if ctx.Err() != nil {
@@ -212,12 +211,12 @@ func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, 
 		if err := a.fetchOne(ctx, c, uid, since, cur.LastUID == 0); err != nil {
 			return err
 		}
-		if err := a.advance(cur, uint32(uid), path); err != nil {
+		if err := a.advance(ctx, cur, uint32(uid)); err != nil {
 			return err
 		}
 	}
 	if cur.LastUID == 0 && uidNext > 1 {
-		return a.advance(cur, uint32(uidNext)-1, path)
+		return a.advance(ctx, cur, uint32(uidNext)-1)
 	}
 	return nil
 }
@@ -252,14 +251,16 @@ func (a *Adapter) fetchOne(ctx context.Context, c *imapclient.Client, uid imap.U
 
 // advance moves the cursor to uid and saves it before the next message is
 // read: from here on, a crash re-reads nothing handled.
-func (a *Adapter) advance(cur *Cursor, uid uint32, path string) error {
+func (a *Adapter) advance(ctx context.Context, cur *Cursor, uid uint32) error {
 	if uid <= cur.LastUID {
 		return nil
 	}
-	cur.LastUID = uid
-	if err := saveCursor(path, *cur); err != nil {
+	next := *cur
+	next.LastUID = uid
+	if err := a.saveCursor(ctx, next); err != nil {
 		return err
 	}
+	*cur = next
 	a.setCursor(*cur)
 	return nil
 }

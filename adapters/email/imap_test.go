@@ -3,7 +3,10 @@ package email
 import (
 	"context"
 	"errors"
-	"os"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,16 +28,17 @@ func TestSameMessageTwiceOneRun(t *testing.T) {
 	e.WaitCursor(e.a, 2)
 
 	// The connection drops mid-IDLE; the watcher reconnects, re-IDLEs,
-	// and with its cursor file gone re-reads the backfill window.
-	if err := os.Remove(e.a.cursorPath()); err != nil {
+	// and with its stored cursor lost (reset to nothing) re-reads the
+	// backfill window.
+	if err := e.h.Store.StatePut(t.Context(), e.a.cursorKey(), []byte(`{}`), time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	idles := e.imap.idles.Load()
 	e.imap.Drop()
 	e.h.Eventually("a new IDLE after the reconnect", func() bool { return e.imap.idles.Load() > idles })
 	e.h.Eventually("the cursor rewritten by the re-read", func() bool {
-		_, err := os.Stat(e.a.cursorPath())
-		return err == nil
+		c, err := e.a.loadCursor(t.Context())
+		return err == nil && c.LastUID >= 2
 	})
 	e.Deliver(testMail{From: alice, Subject: "deploy web 2"})
 	e.WaitCursor(e.a, 3)
@@ -67,7 +71,7 @@ func TestUIDValidityChange(t *testing.T) {
 	if runs := e.Runs(); len(runs) != 2 {
 		t.Errorf("%d runs, want 2", len(runs))
 	}
-	saved, err := loadCursor(e.a.cursorPath())
+	saved, err := e.a.loadCursor(t.Context())
 	if err != nil || saved != e.a.Cursor() {
 		t.Errorf("saved cursor %+v (%v), in memory %+v", saved, err, e.a.Cursor())
 	}
@@ -113,7 +117,7 @@ func TestCursorWaitsForSink(t *testing.T) {
 	e := newEnv(t, envOptions{NoRun: true})
 	sink := &flakySink{next: e.h.Engine}
 	sink.fails.Store(2)
-	a, err := New(e.cfg, Deps{Sink: sink, Cards: e.h.Engine, Logger: quiet})
+	a, err := New(e.cfg, Deps{Sink: sink, Cards: e.h.Engine, Store: e.h.Store, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +130,8 @@ func TestCursorWaitsForSink(t *testing.T) {
 	}
 }
 
-// A second watcher on the same state dir starts from the first one's
-// cursor: nothing handled is read again.
+// A second watcher on the same store (a restart, or another replica)
+// starts from the first one's cursor: nothing handled is read again.
 func TestCursorSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{NoRun: true})
@@ -136,7 +140,7 @@ func TestCursorSurvivesRestart(t *testing.T) {
 	e.WaitCursor(e.a, 1)
 	stop()
 	reads := 0
-	second, err := New(e.cfg, Deps{Sink: countingSink{e.h.Engine, &reads}, Cards: e.h.Engine, Logger: quiet})
+	second, err := New(e.cfg, Deps{Sink: countingSink{e.h.Engine, &reads}, Cards: e.h.Engine, Store: e.h.Store, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,23 +162,122 @@ func (s countingSink) HandleEvent(ctx context.Context, ev core.ChannelEvent) (co
 	return s.next.HandleEvent(ctx, ev)
 }
 
-func TestCursorFileAtomic(t *testing.T) {
+// The cursor round-trips through the store under a key of its own per
+// address and mailbox; an absent or unreadable value is a fresh start, and
+// a store failure is an error (the watcher reconnects) rather than a
+// silent re-read.
+func TestCursorInStore(t *testing.T) {
 	t.Parallel()
-	path := t.TempDir() + "/sub/cursor.json"
-	if c, err := loadCursor(path); err != nil || c != (Cursor{}) {
-		t.Fatalf("missing cursor: %+v, %v", c, err)
+	st := newMemState()
+	a := cursorAdapter(t, st, "INBOX")
+	if c, err := a.loadCursor(t.Context()); err != nil || c != (Cursor{}) {
+		t.Fatalf("absent cursor: %+v, %v", c, err)
 	}
 	want := Cursor{Mailbox: "INBOX", UIDValidity: 7, LastUID: 42}
-	if err := saveCursor(path, want); err != nil {
+	if err := a.saveCursor(t.Context(), want); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := loadCursor(path); err != nil || got != want {
-		t.Fatalf("loadCursor = %+v, %v", got, err)
+	if got, err := a.loadCursor(t.Context()); err != nil || got != want {
+		t.Fatalf("loadCursor = %+v, %v; want %+v", got, err, want)
 	}
-	if err := os.WriteFile(path, []byte("{torn"), 0o600); err != nil {
+	if _, ok := st.get("email:cursor:" + botAddr + ":INBOX"); !ok {
+		t.Errorf("cursor not under email:cursor:<address>:<mailbox>; keys %v", st.keys())
+	}
+	other := cursorAdapter(t, st, "Requests")
+	if c, err := other.loadCursor(t.Context()); err != nil || c != (Cursor{}) {
+		t.Errorf("another mailbox sees %+v, %v; want its own, absent cursor", c, err)
+	}
+	if err := st.StatePut(t.Context(), a.cursorKey(), []byte("{torn"), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := loadCursor(path); err != nil || got != (Cursor{}) {
-		t.Errorf("a torn cursor reads as %+v, %v; want a fresh start", got, err)
+	if got, err := a.loadCursor(t.Context()); err != nil || got != (Cursor{}) {
+		t.Errorf("an unreadable cursor reads as %+v, %v; want a fresh start", got, err)
 	}
+	st.fail = errors.New("database down")
+	if _, err := a.loadCursor(t.Context()); !errors.Is(err, st.fail) {
+		t.Errorf("load with the store down: %v, want its error", err)
+	}
+	if err := a.saveCursor(t.Context(), want); !errors.Is(err, st.fail) {
+		t.Errorf("save with the store down: %v, want its error", err)
+	}
+}
+
+// A cursor that cannot be saved is not advanced in memory either: the
+// watcher's position never runs ahead of what a restart would find.
+func TestAdvanceKeepsCursorOnSaveFailure(t *testing.T) {
+	t.Parallel()
+	st := newMemState()
+	a := cursorAdapter(t, st, "INBOX")
+	cur := Cursor{Mailbox: "INBOX", UIDValidity: 1, LastUID: 3}
+	st.fail = errors.New("database down")
+	if err := a.advance(t.Context(), &cur, 4); err == nil {
+		t.Fatal("advance succeeded with the store down")
+	}
+	if cur.LastUID != 3 || a.Cursor().LastUID != 0 {
+		t.Errorf("after a failed save: cursor %+v, adapter %+v; want both unmoved", cur, a.Cursor())
+	}
+	st.fail = nil
+	if err := a.advance(t.Context(), &cur, 4); err != nil || cur.LastUID != 4 || a.Cursor().LastUID != 4 {
+		t.Errorf("advance = %v; cursor %+v, adapter %+v", err, cur, a.Cursor())
+	}
+	if got, err := a.loadCursor(t.Context()); err != nil || got != cur {
+		t.Errorf("stored %+v, %v; want %+v", got, err, cur)
+	}
+}
+
+func cursorAdapter(t *testing.T, st CursorStore, mailbox string) *Adapter {
+	t.Helper()
+	a, err := New(Config{Address: botAddr, TokenKey: tokenKey,
+		IMAP: IMAPConfig{Addr: "127.0.0.1:1", Username: "u", Mailbox: mailbox}, SMTP: SMTPConfig{Addr: "127.0.0.1:1"}},
+		Deps{Sink: nopSink{}, Cards: nopCards{}, Store: st, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// memState is an in-memory CursorStore for unit tests that run without a
+// database; fail, when set, is returned by every call.
+type memState struct {
+	mu   sync.Mutex
+	m    map[string][]byte
+	fail error
+}
+
+func newMemState() *memState { return &memState{m: map[string][]byte{}} }
+
+func (s *memState) StateGet(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	v, ok := s.m[key]
+	if !ok {
+		return nil, fmt.Errorf("state %s: %w", key, core.ErrNotFound)
+	}
+	return slices.Clone(v), nil
+}
+
+func (s *memState) StatePut(_ context.Context, key string, value []byte, _ time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	s.m[key] = slices.Clone(value)
+	return nil
+}
+
+func (s *memState) get(key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.m[key]
+	return v, ok
+}
+
+func (s *memState) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.m))
 }

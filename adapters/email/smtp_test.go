@@ -73,9 +73,9 @@ func smtpServer(t *testing.T, cert tls.Certificate, starttls, implicit bool) *sm
 func sendAdapter(t *testing.T, smtpCfg SMTPConfig, pool *x509.CertPool) *Adapter {
 	t.Helper()
 	a, err := New(Config{
-		Address: botAddr, TokenKey: tokenKey, StateDir: t.TempDir(),
+		Address: botAddr, TokenKey: tokenKey,
 		IMAP: IMAPConfig{Addr: "127.0.0.1:1", Username: "u"}, SMTP: smtpCfg,
-	}, Deps{Sink: nopSink{}, Cards: nopCards{}, TLSConfig: &tls.Config{RootCAs: pool}, Logger: quiet})
+	}, Deps{Sink: nopSink{}, Cards: nopCards{}, Store: newMemState(), TLSConfig: &tls.Config{RootCAs: pool}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestConfigValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Address != "ops@example.com" || c.IMAP.Mailbox != "INBOX" || c.StateDir != "data/email" ||
+	if c.Address != "ops@example.com" || c.IMAP.Mailbox != "INBOX" ||
 		c.IdleRestart != 25*time.Minute || c.SendInterval != time.Second || c.Backfill != 24*time.Hour {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -213,6 +213,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := New(ok, Deps{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("New without Sink: %v", err)
+	}
+	if _, err := New(ok, Deps{Sink: nopSink{}, Cards: nopCards{}}); !errors.Is(err, ErrConfig) {
+		t.Errorf("New without Store (where the cursor lives): %v", err)
 	}
 }
 

@@ -44,8 +44,9 @@ type channel struct {
 
 // buildChannels builds every enabled channel from the configuration. This
 // is the only place that knows concrete adapters; the core sees them only
-// as a Sink caller and a delivery.Platform.
-func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
+// as a Sink caller and a delivery.Platform. st is the server's store, for
+// adapters that keep durable state of their own (the email cursor).
+func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
 	// The console is always there: /api/v1 is its back end, and API
 	// messages are console messages whether or not the web UI is enabled.
 	chans := []channel{{platform: console.New(), delivery: cfg.Channels.Console.Delivery}}
@@ -98,9 +99,8 @@ func buildChannels(cfg *config.Config, eng *engine.Engine, log *slog.Logger) ([]
 			SMTP: email.SMTPConfig{Addr: c.SMTP.Addr, TLS: c.SMTP.TLS, StartTLS: c.SMTP.StartTLS,
 				Username: c.SMTP.Username, Password: c.SMTP.Password},
 			RequireDMARC: c.RequireDMARC, AuthservID: c.AuthservID,
-			StateDir: c.StateDir, DataDir: cfg.Server.DataDir,
 			Backfill: c.Backfill.D(), IdleRestart: c.IdleRestart.D(), PollInterval: c.PollInterval.D(),
-		}, email.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "email")})
+		}, email.Deps{Sink: eng, Cards: eng, Store: st, Logger: log.With("channel", "email")})
 		if err != nil {
 			return nil, fmt.Errorf("channels.email: %w", err)
 		}

@@ -84,7 +84,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chans, err := buildChannels(cfg, eng, slog.New(slog.DiscardHandler))
+	chans, err := buildChannels(cfg, st, eng, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

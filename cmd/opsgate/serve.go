@@ -144,7 +144,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("build API: %w", err)
 	}
 
-	chans, err := buildChannels(cfg, eng, log)
+	chans, err := buildChannels(cfg, st, eng, log)
 	if err != nil {
 		return err
 	}
