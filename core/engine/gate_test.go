@@ -241,6 +241,11 @@ func TestEditValidExecutesEditedArgs(t *testing.T) {
 		if cur.ProposedArgs["version"] != "1.2.3" || cur.ApprovedArgs["version"] != "1.2.4" {
 			t.Fatalf("proposed/approved: %v / %v", cur.ProposedArgs, cur.ApprovedArgs)
 		}
+		// The approval itself records what ran: the edited args, with the
+		// schema's defaults applied, stored when the step was dispatched.
+		if fmt.Sprint(cur.ExecutedArgs) != fmt.Sprint(want) {
+			t.Fatalf("approval executed args %v, want %v", cur.ExecutedArgs, want)
+		}
 	})
 }
 

@@ -248,6 +248,12 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 		}
 		b.insert("g", "steps", stepCols, stepTypes, [][]any{{c.RunID, st.Index, st.Tool, string(st.Status), string(args), st.Output,
 			st.Error, st.ApprovalID, st.IdempotencyKey, st.Attempts, nullMicros(st.StartedAt), nullMicros(st.FinishedAt)}}, stepUpsert)
+		if executes(st) {
+			// The approval's executed args, as setExecutedArgs; only when
+			// the guard matched (FROM g).
+			b.ctes = append(b.ctes, "w"+strconv.Itoa(len(b.ctes))+" AS (UPDATE approvals SET executed_args = "+b.p(string(args), "text")+
+				" FROM g WHERE approvals.id = "+b.p(st.ApprovalID, "text")+" AND approvals.run_id = g.id)")
+		}
 	}
 	if a := c.Approval; a != nil {
 		j, err := approvalJSON(a)

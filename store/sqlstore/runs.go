@@ -250,6 +250,11 @@ func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 			if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
 				return err
 			}
+			if executes(c.Step) {
+				if err := setExecutedArgs(ctx, t, c.RunID, c.Step); err != nil {
+					return err
+				}
+			}
 		}
 		if c.Approval != nil {
 			if err := insertApproval(ctx, t, c.Approval); err != nil {
@@ -284,6 +289,28 @@ func checkpointRefused(ctx context.Context, t *tx, c core.Checkpoint) error {
 		return fmt.Errorf("store: run checkpoint %s: held by %q, not %q: %w", c.RunID, owner.String, c.Owner, core.ErrConflict)
 	}
 	return fmt.Errorf("store: run checkpoint %s: status %s, want one of %v: %w", c.RunID, status, c.ExpectStatus, core.ErrConflict)
+}
+
+// executes reports whether a checkpointed step is the dispatch of an
+// approved call: its args are then what the approval executed.
+func executes(st *core.Step) bool {
+	return st.Status == core.StepDispatching && st.ApprovalID != ""
+}
+
+// setExecutedArgs records, on the approval a dispatching step carries, the
+// arguments the tool is called with, in the checkpoint's transaction: the
+// approval then says on its own what ran (proposed, approved and executed
+// arguments stored separately), with no need to consult the run.
+func setExecutedArgs(ctx context.Context, t *tx, runID string, st *core.Step) error {
+	args, err := json.Marshal(st.Args)
+	if err != nil {
+		return fmt.Errorf("store: run checkpoint %s: executed args: %w", runID, err)
+	}
+	if _, err := t.exec(ctx, `UPDATE approvals SET executed_args = ? WHERE id = ? AND run_id = ?`,
+		string(args), st.ApprovalID, runID); err != nil {
+		return fmt.Errorf("store: run checkpoint %s: executed args of approval %s: %w", runID, st.ApprovalID, err)
+	}
+	return nil
 }
 
 func upsertStep(ctx context.Context, t *tx, runID string, st *core.Step) error {

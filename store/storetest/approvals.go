@@ -405,3 +405,63 @@ func testApprovalList(t *testing.T, s core.Store) {
 		t.Errorf("by run = %+v, %v", byRun, err)
 	}
 }
+
+// testCheckpointRecordsExecutedArgs: the checkpoint that marks an approved
+// step dispatching writes the step's args into the approval's
+// executed_args in the same transaction; a refused checkpoint writes
+// nothing, and a step without an approval touches no approval.
+func testCheckpointRecordsExecutedArgs(t *testing.T, s core.Store) {
+	th := thread("executed")
+	a := suspended(t, s, th, []string{"console:bob"}, 1)
+	if _, err := decideAs(t, s, a.ID, approve("console:bob")); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if got, err := s.ApprovalGet(ctx(t), a.ID); err != nil || got.ExecutedArgs != nil {
+		t.Fatalf("before dispatch: executed args %v, %v; want none", got.ExecutedArgs, err)
+	}
+	sameIDs(t, "claim after approval", claim(t, s, "engine", 10), a.RunID)
+	executed := map[string]any{"env": "staging", "replicas": float64(2)}
+	dispatching := func(owner string) core.Checkpoint {
+		return core.Checkpoint{RunID: a.RunID, Owner: owner, Now: t0.Add(2 * time.Minute),
+			Step: &core.Step{Index: 0, Tool: "deploy", Status: core.StepDispatching, Args: executed, ApprovalID: a.ID,
+				IdempotencyKey: a.RunID + "/0", Attempts: 1}}
+	}
+	if err := s.RunCheckpoint(ctx(t), dispatching("someone-else")); !errors.Is(err, core.ErrConflict) {
+		t.Fatalf("checkpoint by a non-owner: %v, want ErrConflict", err)
+	}
+	if got, err := s.ApprovalGet(ctx(t), a.ID); err != nil || got.ExecutedArgs != nil {
+		t.Errorf("after a refused checkpoint: executed args %v, %v; want none", got.ExecutedArgs, err)
+	}
+	if err := s.RunCheckpoint(ctx(t), dispatching("engine")); err != nil {
+		t.Fatalf("dispatching checkpoint: %v", err)
+	}
+	got, err := s.ApprovalGet(ctx(t), a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.ExecutedArgs) != fmt.Sprint(executed) || fmt.Sprint(got.ProposedArgs) != fmt.Sprint(a.ProposedArgs) ||
+		fmt.Sprint(got.ApprovedArgs) != fmt.Sprint(a.ProposedArgs) || got.Status != approvals.StatusApproved {
+		t.Errorf("after dispatch: proposed %v approved %v executed %v status %s; want executed %v, the rest unchanged",
+			got.ProposedArgs, got.ApprovedArgs, got.ExecutedArgs, got.Status, executed)
+	}
+	// The step's result (no longer dispatching) leaves executed_args alone.
+	done := dispatching("engine")
+	done.Step.Status, done.Step.Args = core.StepSucceeded, map[string]any{"env": "other"}
+	if err := s.RunCheckpoint(ctx(t), done); err != nil {
+		t.Fatalf("result checkpoint: %v", err)
+	}
+	if got, err := s.ApprovalGet(ctx(t), a.ID); err != nil || fmt.Sprint(got.ExecutedArgs) != fmt.Sprint(executed) {
+		t.Errorf("after the result: executed args %v, %v; want %v", got.ExecutedArgs, err, executed)
+	}
+	// Another run's step naming this approval (a bug elsewhere) does not
+	// rewrite it: the approval belongs to its own run.
+	other := queueRun(t, s, thread("executed-other"))
+	sameIDs(t, "claim other", claim(t, s, "engine", 10), other)
+	if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: other, Owner: "engine", Now: t0,
+		Step: &core.Step{Index: 0, Tool: "deploy", Status: core.StepDispatching, Args: map[string]any{"env": "prod"}, ApprovalID: a.ID}}); err != nil {
+		t.Fatalf("other run's checkpoint: %v", err)
+	}
+	if got, err := s.ApprovalGet(ctx(t), a.ID); err != nil || fmt.Sprint(got.ExecutedArgs) != fmt.Sprint(executed) {
+		t.Errorf("after another run's checkpoint: executed args %v, %v; want %v", got.ExecutedArgs, err, executed)
+	}
+}

@@ -64,6 +64,7 @@ func Run(t *testing.T, open Open) {
 		{"DecideSessionGrant", testDecideGrant},
 		{"DecideCompareAndSetOnPending", testDecideCAS},
 		{"ApprovalExpiry", testApprovalExpiry},
+		{"CheckpointRecordsExecutedArgs", testCheckpointRecordsExecutedArgs},
 		{"ApprovalGetUnknownIsNotFound", testApprovalGetNotFound},
 		{"ApprovalListFilters", testApprovalList},
 		{"OutboxClaimsInThreadOrder", testOutboxThreadOrder},
