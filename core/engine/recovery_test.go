@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -232,4 +233,52 @@ func TestTwoReplicasDispatchOnce(t *testing.T) {
 	if got := h.fx.deploy.total(); got != n {
 		t.Fatalf("%d dispatches for %d runs", got, n)
 	}
+}
+
+// Deny is final on resume: a call asked for under one policy and approved
+// after a restart under a policy that now denies it never runs. The
+// approval itself is valid (a plain approve re-checks nothing); the engine
+// re-evaluates the policy before dispatching the approved call.
+func TestDenyIsFinalOnResume(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		rc := h.send("console:req", "console:t1", "deploy api 1.2.3")
+		a := h.waitApproval(rc.RunID)
+		h.shutdown()
+		// The operator adds a deny rule for the tool and restarts: a new
+		// engine, the same database.
+		h.tweak = func(o *Options) {
+			o.Policy.Rules = append(o.Policy.Rules, approvals.Rule{Tool: "deploy", Effect: approvals.EffectDeny})
+		}
+		h.start()
+		got, err := h.decide("console:alice", a.ID, "approve")
+		if err != nil || got.Status != approvals.StatusApproved {
+			t.Fatalf("approve: %+v, %v", got, err)
+		}
+		run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed, core.RunRejected, core.RunInterrupted)
+		if run.Status != core.RunFailed || run.ErrorCode != "denied" {
+			t.Fatalf("run %s (%s: %s), want failed: denied", run.Status, run.ErrorCode, run.ErrorMessage)
+		}
+		if n := h.fx.deploy.total(); n != 0 {
+			t.Fatalf("a call denied on resume was dispatched %d times", n)
+		}
+		if len(run.Steps) != 1 || run.Steps[0].Status != core.StepDenied || run.Steps[0].ApprovalID != a.ID {
+			t.Fatalf("steps: %+v", run.Steps)
+		}
+		var denied []approvals.AuditEntry
+		for _, e := range h.auditKinds(approvals.AuditListParams{RunID: run.ID}) {
+			if e.Kind == "policy.denied" {
+				denied = append(denied, e)
+			}
+		}
+		if len(denied) != 1 || denied[0].ApprovalID != a.ID || denied[0].Tool != "deploy" {
+			t.Fatalf("policy.denied audit entries: %+v, want one for approval %s", denied, a.ID)
+		}
+		if cur, err := h.store.ApprovalGet(context.Background(), a.ID); err != nil || cur.ExecutedArgs != nil {
+			t.Fatalf("approval after the deny: executed args %v, %v; want none (nothing ran)", cur.ExecutedArgs, err)
+		}
+		if texts := h.outboxTexts(run.ID); !slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, "denied by policy") }) {
+			t.Fatalf("replies %q: the thread is not told of the deny", texts)
+		}
+	})
 }
