@@ -186,8 +186,6 @@ type Email struct {
 	TokenKey string `yaml:"token_key"`
 	// Name is the display name in From; default "opsgate".
 	Name string `yaml:"name"`
-	// StateDir holds the IMAP cursor; default <server.data_dir>/email.
-	StateDir string `yaml:"state_dir"`
 	// Backfill is how far back a start without a cursor reads; default 24h.
 	Backfill Duration `yaml:"backfill"`
 	// IdleRestart re-issues IMAP IDLE this often; default 25m (under 29m).
