@@ -15,6 +15,7 @@ type Store interface {
 	RunStore
 	OutboxStore
 	StateStore
+	ThreadStore
 	approvals.Store
 	// Subscribe returns a channel that receives a value (coalesced, never
 	// blocking the sender) after a commit touching topic: TopicRuns when a
@@ -73,6 +74,77 @@ type StateStore interface {
 	// StatePut stores value under key (insert or overwrite) at now, in one
 	// transaction; the last put wins.
 	StatePut(ctx context.Context, key string, value []byte, now time.Time) error
+}
+
+// ThreadStore reads conversations back: what was said in a thread, both
+// ways, and which threads a channel has. The web console renders its chat
+// from it, so a message that started no run (a typo, "help") is shown with
+// its reply, and the thread list covers every thread, not just recent runs.
+// Both are keyset-paginated newest first and served by indexes on
+// (thread, time), so a long history costs a page, not a scan.
+type ThreadStore interface {
+	// ThreadMessages returns Thread's inbound events (with the text
+	// InboxRecord stored) and outbound outbox messages (replies, cards,
+	// card updates) merged newest first: by time, an outbound message
+	// before an inbound event of the same instant (a reply is written in
+	// the same transaction as its request), then by outbox seq or event id.
+	// next is the Before of the following page, "" after the last.
+	ThreadMessages(ctx context.Context, p ThreadMessagesParams) (items []ThreadMessage, next string, err error)
+	// ThreadList lists the threads of Channel that hold inbound events or
+	// outbox messages, most recently active first (LastAt, then thread
+	// descending). next is the Cursor of the following page.
+	ThreadList(ctx context.Context, p ThreadListParams) (items []ThreadSummary, next string, err error)
+}
+
+// ThreadMessagesParams selects one page of a thread's messages. Before is
+// an opaque cursor from a previous page; Limit ≤ 0 means the default.
+type ThreadMessagesParams struct {
+	Thread Thread
+	Before string
+	Limit  int
+}
+
+// MessageDirection says which way a thread message went.
+type MessageDirection string
+
+// The directions of a ThreadMessage.
+const (
+	// MessageIn is an inbound event (someone wrote to opsgate).
+	MessageIn MessageDirection = "in"
+	// MessageOut is an outbox message (opsgate wrote to the thread).
+	MessageOut MessageDirection = "out"
+)
+
+// ThreadMessage is one message of a conversation as ThreadMessages returns
+// it. Inbound messages carry ID (the event id), Actor, Text, At (received)
+// and RunID when the event started a run; outbound ones carry ID (the
+// outbox id), Kind, Text, ApprovalID, RunID, Status and At (created).
+type ThreadMessage struct {
+	Direction  MessageDirection `json:"direction"`
+	ID         string           `json:"id"`
+	Actor      string           `json:"actor,omitempty"`
+	Kind       MessageKind      `json:"kind,omitempty"`
+	Text       string           `json:"text"`
+	ApprovalID string           `json:"approval_id,omitempty"`
+	RunID      string           `json:"run_id,omitempty"`
+	Status     DeliveryStatus   `json:"status,omitempty"`
+	At         time.Time        `json:"at"`
+}
+
+// ThreadListParams selects one page of a channel's threads. Cursor is
+// opaque; Limit ≤ 0 means the default.
+type ThreadListParams struct {
+	Channel string
+	Limit   int
+	Cursor  string
+}
+
+// ThreadSummary is one thread of ThreadList: when it last saw a message
+// (either way) and how many it holds (inbound events plus outbox messages).
+type ThreadSummary struct {
+	Thread   Thread    `json:"thread"`
+	LastAt   time.Time `json:"last_at"`
+	Messages int       `json:"messages"`
 }
 
 // InboxRecordParams is one inbound event and what it starts.

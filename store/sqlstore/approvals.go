@@ -260,10 +260,13 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 }
 
 // recordDecisionEvent inserts the event key; false means it was seen before.
+// The key carries no message text (approvals.EventKey has none), so the
+// event's text is stored empty: ThreadMessages shows the decision's effect
+// through the card update, not the click itself.
 func recordDecisionEvent(ctx context.Context, t *tx, e *approvals.EventKey, runID string) (bool, error) {
-	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
-		e.Channel, e.EventID, nullString(runID), e.Actor, e.Thread, micros(orNow(e.At)), e.Raw)
+	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+		e.Channel, e.EventID, nullString(runID), e.Actor, e.Thread, micros(orNow(e.At)), e.Raw, "")
 	if err != nil {
 		return false, fmt.Errorf("store: approval decide: record event: %w", err)
 	}

@@ -165,9 +165,9 @@ func (s *Store) inboxRecordOne(ctx context.Context, p core.InboxRecordParams, no
 	if run != nil {
 		runID = run.ID
 	}
-	b.ctes = append(b.ctes, "g AS (INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw) VALUES ("+
+	b.ctes = append(b.ctes, "g AS (INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text) VALUES ("+
 		strings.Join([]string{b.p(ev.Channel, "text"), b.p(ev.EventID, "text"), b.p(nullString(runID), "text"), b.p(ev.Actor.ID, "text"),
-			b.p(threadString(ev.Thread), "text"), b.p(micros(now), "bigint"), b.p([]byte(ev.Raw), "bytea")}, ", ")+
+			b.p(threadString(ev.Thread), "text"), b.p(micros(now), "bigint"), b.p([]byte(ev.Raw), "bytea"), b.p(ev.Text, "text")}, ", ")+
 		") ON CONFLICT (channel, event_id) DO NOTHING RETURNING 1)")
 	if run != nil {
 		args, err := json.Marshal(run.Args)

@@ -57,9 +57,9 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 	}
 	var res core.InboxResult
 	err := s.inTx(ctx, "inbox record", func(t *tx) error {
-		r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
-			ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(now), []byte(ev.Raw))
+		r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+			ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(now), []byte(ev.Raw), ev.Text)
 		if err != nil {
 			return fmt.Errorf("store: inbox record: insert event: %w", err)
 		}

@@ -76,6 +76,10 @@ func Run(t *testing.T, open Open) {
 		{"StatePutGetOverwrite", testStatePutGet},
 		{"StateGetAbsentIsNotFound", testStateGetAbsent},
 		{"StateConcurrentPuts", testStateConcurrentPuts},
+		{"ThreadMessagesMergedNewestFirst", testThreadMessagesMerged},
+		{"ThreadMessagesPaginate", testThreadMessagesPaginate},
+		{"ThreadListByChannelNewestFirst", testThreadList},
+		{"ThreadListSameInstant", testThreadListSameInstant},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
 	}
