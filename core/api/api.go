@@ -15,16 +15,23 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// Engine is the part of the core engine the API drives. It is declared here,
-// where it is consumed, so the API can be tested against a fake and the
-// engine never needs to know about HTTP.
-type Engine interface {
+// EventDecider is what every operator surface (this API, core/mcp) needs
+// of the engine: take a message, apply a decision. Declared once here so
+// the methods' contract is written once; Engine adds what only the API does.
+type EventDecider interface {
 	// HandleEvent records an inbound event (deduplicated on channel and
 	// event id) and starts its run, if any.
 	HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error)
 	// Decide applies an approver's decision. Refusals are
 	// *core.DecisionError; an unknown approval may also be core.ErrNotFound.
 	Decide(ctx context.Context, actor core.Actor, channel string, d core.Decision) (*approvals.Approval, error)
+}
+
+// Engine is the part of the core engine the API drives. It is declared here,
+// where it is consumed, so the API can be tested against a fake and the
+// engine never needs to know about HTTP.
+type Engine interface {
+	EventDecider
 	// Cancel stops a run: core.ErrNotFound for an unknown run,
 	// core.ErrConflict when it is already final.
 	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
@@ -92,13 +99,59 @@ const (
 type server struct {
 	o      Options
 	log    *slog.Logger
-	tokens []tokenEntry
+	tokens *TokenSet
 	mux    *http.ServeMux
+}
+
+// TokenSet is the configured tokens, kept as digests and matched in
+// constant time; core/mcp authenticates with the same set and code.
+type TokenSet struct {
+	entries []tokenEntry
 }
 
 type tokenEntry struct {
 	digest [sha256.Size]byte
 	actor  core.Actor
+}
+
+// NewTokenSet validates ts (a non-empty token, an actor "<channel>:<id>")
+// and keeps each token's SHA-256 digest: comparing fixed-size digests keeps
+// the comparison constant-time even when token lengths differ.
+func NewTokenSet(ts []Token) (*TokenSet, error) {
+	set := &TokenSet{}
+	for i, t := range ts {
+		if t.Token == "" {
+			return nil, fmt.Errorf("token %d (%q): empty token", i, t.Name)
+		}
+		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
+			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
+		}
+		set.entries = append(set.entries, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+	}
+	return set, nil
+}
+
+// Len is the number of tokens; with none, every request is refused.
+func (ts *TokenSet) Len() int { return len(ts.entries) }
+
+// Match returns the actor of the token equal to tok. It compares tok with
+// every token without stopping at the first match, and selects the match
+// without branching on a comparison, so the time taken reveals neither a
+// match nor its position. An empty tok never matches.
+func (ts *TokenSet) Match(tok string) (core.Actor, bool) {
+	if tok == "" {
+		return core.Actor{}, false
+	}
+	d := sha256.Sum256([]byte(tok))
+	idx := -1
+	for i := range ts.entries {
+		eq := subtle.ConstantTimeCompare(d[:], ts.entries[i].digest[:])
+		idx = subtle.ConstantTimeSelect(eq, i, idx)
+	}
+	if idx < 0 {
+		return core.Actor{}, false
+	}
+	return ts.entries[idx].actor, true
 }
 
 // New validates o and returns the API handler. It serves absolute
@@ -125,19 +178,12 @@ func New(o Options) (http.Handler, error) {
 	if o.PingInterval <= 0 {
 		o.PingInterval = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: http.NewServeMux()}
-	for i, t := range o.Tokens {
-		if t.Token == "" {
-			return nil, fmt.Errorf("api: token %d (%q): empty token", i, t.Name)
-		}
-		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
-			return nil, fmt.Errorf("api: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
-		}
-		// Comparing fixed-size digests keeps the comparison constant-time
-		// even when token lengths differ.
-		s.tokens = append(s.tokens, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+	tokens, err := NewTokenSet(o.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
 	}
-	if len(s.tokens) == 0 {
+	s := &server{o: o, log: o.Logger, tokens: tokens, mux: http.NewServeMux()}
+	if tokens.Len() == 0 {
 		s.log.Warn("api: no tokens configured; every API request will be refused")
 	}
 	s.routes()
@@ -217,31 +263,14 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// authenticate checks the bearer token against every configured token,
-// without stopping at the first match, so the time taken does not reveal
-// which token (or how much of one) matched.
+// authenticate checks the request's bearer token with TokenSet.Match.
 func (s *server) authenticate(r *http.Request) (core.Actor, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return core.Actor{}, false
 	}
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return core.Actor{}, false
-	}
-	d := sha256.Sum256([]byte(tok))
-	// Select the matching index without branching on the comparison, so
-	// neither a match nor its position shows in the timing.
-	idx := -1
-	for i := range s.tokens {
-		eq := subtle.ConstantTimeCompare(d[:], s.tokens[i].digest[:])
-		idx = subtle.ConstantTimeSelect(eq, i, idx)
-	}
-	if idx < 0 {
-		return core.Actor{}, false
-	}
-	return s.tokens[idx].actor, true
+	return s.tokens.Match(strings.TrimSpace(tok))
 }
 
 // statusRecorder captures what the mux's fallback handlers write.

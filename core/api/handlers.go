@@ -35,7 +35,7 @@ type messageBody struct {
 type messageResponse struct {
 	EventID   string   `json:"event_id"`
 	Duplicate bool     `json:"duplicate"`
-	Run       *runView `json:"run"`
+	Run       *RunView `json:"run"`
 }
 
 // postMessage turns the body into a console ChannelEvent, handled exactly
@@ -95,7 +95,7 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("api: get run %s: %w", rc.RunID, err))
 			return
 		}
-		resp.Run = newRunView(run)
+		resp.Run = NewRunView(run)
 	}
 	status := http.StatusOK
 	if rc.RunID != "" && !rc.Duplicate {
@@ -140,9 +140,9 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}))
 		return
 	}
-	out := listView[*runView]{Items: make([]*runView, 0, len(runs)), NextCursor: next}
+	out := listView[*RunView]{Items: make([]*RunView, 0, len(runs)), NextCursor: next}
 	for _, run := range runs {
-		out.Items = append(out.Items, newRunView(run))
+		out.Items = append(out.Items, NewRunView(run))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -168,7 +168,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound(err, "run", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, newRunView(run))
+	writeJSON(w, http.StatusOK, NewRunView(run))
 }
 
 // notFound rewords a not-found error to name what was missing.
@@ -197,7 +197,7 @@ func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("api: cancel run %s: %w", id, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, newRunView(run))
+	writeJSON(w, http.StatusOK, NewRunView(run))
 }
 
 var approvalStatuses = map[approvals.Status]bool{
@@ -231,7 +231,7 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("api: list approvals: %w", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, listView[*approvalView]{Items: views, NextCursor: next})
+	writeJSON(w, http.StatusOK, listView[*ApprovalView]{Items: views, NextCursor: next})
 }
 
 func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {

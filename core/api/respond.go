@@ -15,9 +15,11 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// apiError is the error object of every failed response. Field, By and At
-// are set when they help the caller fix or understand the refusal.
-type apiError struct {
+// ErrorBody is the error object of every failed response (the "error" of
+// CONTRACT.md), also core/mcp's structured refusal, so a client reads the
+// same code and fields from either surface. Field, By and At are set when
+// they help the caller fix or understand the refusal.
+type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
@@ -28,13 +30,13 @@ type apiError struct {
 // httpError is an error with the status and body the API answers with.
 type httpError struct {
 	status int
-	body   apiError
+	body   ErrorBody
 }
 
 func (e *httpError) Error() string { return e.body.Code + ": " + e.body.Message }
 
 func errf(status int, code, format string, args ...any) *httpError {
-	return &httpError{status: status, body: apiError{Code: code, Message: fmt.Sprintf(format, args...)}}
+	return &httpError{status: status, body: ErrorBody{Code: code, Message: fmt.Sprintf(format, args...)}}
 }
 
 func invalid(field, format string, args ...any) *httpError {
@@ -58,7 +60,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]apiError{"error": {Code: code, Message: msg}})
+	writeJSON(w, status, map[string]ErrorBody{"error": {Code: code, Message: msg}})
 }
 
 // fail answers err: an *httpError as it says, a known domain error by its
@@ -71,23 +73,27 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if he.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
 	}
-	writeJSON(w, he.status, map[string]apiError{"error": he.body})
+	writeJSON(w, he.status, map[string]ErrorBody{"error": he.body})
 }
 
 func (s *server) classify(err error) *httpError {
 	var he *httpError
-	var de *core.DecisionError
-	var re *approvals.RefusedError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &he):
 		return he
 	case errors.As(err, &mbe):
 		return errf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds %d bytes", mbe.Limit)
-	case errors.As(err, &de):
-		return decisionError(de)
-	case errors.As(err, &re):
-		return refusedError(re)
+	}
+	if body, status, ok := RefusalBody(err); ok {
+		// Over HTTP a lost race also names the winner in the message, for
+		// clients that only show the message.
+		if body.Code == string(core.DecisionAlreadyDecided) && body.By != "" && !strings.Contains(body.Message, body.By) {
+			body.Message += " (decided by " + body.By + ")"
+		}
+		return &httpError{status: status, body: body}
+	}
+	switch {
 	case errors.Is(err, core.ErrNotFound), errors.Is(err, approvals.ErrNotFound):
 		return errf(http.StatusNotFound, "not_found", "not found")
 	case errors.Is(err, core.ErrConflict):
@@ -111,28 +117,36 @@ var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionUnverified:     http.StatusForbidden,
 }
 
-func decisionError(de *core.DecisionError) *httpError {
-	status, ok := decisionStatus[de.Code]
-	if !ok {
+// RefusalBody maps a decision refusal anywhere in err's chain, a
+// *core.DecisionError or the approvals package's own *approvals.RefusedError
+// (in case an engine passes it through unconverted), to its error body and
+// HTTP status. ok is false for any other error. It is the one mapping of
+// refusals to codes, shared with core/mcp so both surfaces refuse alike.
+func RefusalBody(err error) (body ErrorBody, status int, ok bool) {
+	var de *core.DecisionError
+	if !errors.As(err, &de) {
+		var re *approvals.RefusedError
+		if !errors.As(err, &re) {
+			return ErrorBody{}, 0, false
+		}
+		de = refusedDecision(re)
+	}
+	status, known := decisionStatus[de.Code]
+	if !known {
 		status = http.StatusBadRequest
 	}
-	msg := de.Message
-	if msg == "" {
-		msg = strings.ReplaceAll(string(de.Code), "_", " ")
-	}
-	e := &httpError{status: status, body: apiError{Code: string(de.Code), Message: msg, Field: de.Field, By: de.By}}
-	if de.Code == core.DecisionAlreadyDecided && de.By != "" && !strings.Contains(msg, de.By) {
-		e.body.Message = msg + " (decided by " + de.By + ")"
+	body = ErrorBody{Code: string(de.Code), Message: de.Message, Field: de.Field, By: de.By}
+	if body.Message == "" {
+		body.Message = strings.ReplaceAll(string(de.Code), "_", " ")
 	}
 	if !de.At.IsZero() {
-		e.body.At = rfc3339(de.At)
+		body.At = rfc3339(de.At)
 	}
-	return e
+	return body, status, true
 }
 
-// refusedError maps the approvals package's own refusals, in case an
-// engine passes them through unconverted.
-func refusedError(re *approvals.RefusedError) *httpError {
+// refusedDecision converts the approvals package's refusal to the core's.
+func refusedDecision(re *approvals.RefusedError) *core.DecisionError {
 	code := core.DecisionBadRequest
 	switch {
 	case errors.Is(re, approvals.ErrNotFound):
@@ -152,7 +166,7 @@ func refusedError(re *approvals.RefusedError) *httpError {
 	case re.Field != "":
 		code = core.DecisionInvalidArgs
 	}
-	return decisionError(&core.DecisionError{Code: code, Message: re.Error(), By: strings.Join(re.By, ", "), At: re.At, Field: re.Field})
+	return &core.DecisionError{Code: code, Message: re.Error(), By: strings.Join(re.By, ", "), At: re.At, Field: re.Field}
 }
 
 // decodeBody reads one JSON object into v: 400 for malformed JSON, trailing
