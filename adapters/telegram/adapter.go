@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/delivery"
 )
 
@@ -19,14 +20,14 @@ const ChannelName = "telegram"
 // Adapter is one Telegram bot: the delivery.Platform for its outbox, the
 // webhook handler, and the Run loop that registers the webhook or polls.
 type Adapter struct {
-	cfg   Config
-	sink  core.Sink
-	cards core.CardSource
-	log   *slog.Logger
-	now   func() time.Time
-	api   *botAPI
-	key   []byte // signs button payloads
-	botID int64  // the bot's own user id: the token's numeric prefix
+	cfg     Config
+	sink    core.Sink
+	cards   core.CardSource
+	log     *slog.Logger
+	now     func() time.Time
+	api     *botAPI
+	buttons *approvalref.Codec // signs button payloads and prompt references
+	botID   int64              // the bot's own user id: the token's numeric prefix
 
 	mu       sync.Mutex
 	username string // learned from getMe when not configured
@@ -49,6 +50,10 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: bot_token: bot id: %v", ErrConfig, err)
 	}
+	buttons, err := newButtons(cfg.BotToken)
+	if err != nil {
+		return nil, fmt.Errorf("telegram: %w", err)
+	}
 	s := scrubber{token: cfg.BotToken}
 	base := deps.Logger
 	if base == nil {
@@ -66,7 +71,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	}
 	return &Adapter{
 		cfg: cfg, sink: deps.Sink, cards: deps.Cards, log: log, now: now,
-		api: newBotAPI(cfg, hc), key: buttonKey(cfg.BotToken), botID: botID,
+		api: newBotAPI(cfg, hc), buttons: buttons, botID: botID,
 		username: cfg.BotUsername,
 	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 func TestParseReplayedUpdates(t *testing.T) {
@@ -88,36 +89,36 @@ func TestCommandText(t *testing.T) {
 
 func TestPayloadRoundTripAndForgery(t *testing.T) {
 	t.Parallel()
-	key := buttonKey(testToken)
+	key := testButtons(t, testToken)
 	for _, id := range []string{"0b9a4a52-9b8e-4f7e-9d0c-3c1f5f7e2a11", "ap-1", strings.Repeat("x", 40)} {
-		for _, act := range []byte{actApprove, actReject, actEdit} {
-			s, err := encodePayload(key, payload{Action: act, ApprovalID: id})
+		for _, act := range []approvalref.Action{approvalref.Approve, approvalref.Reject, approvalref.Edit} {
+			s, err := key.Encode(approvalref.Ref{Action: act, ApprovalID: id})
 			if err != nil {
 				t.Fatalf("%s %c: %v", id, act, err)
 			}
 			if len(s) > MaxCallbackData {
 				t.Errorf("%d bytes", len(s))
 			}
-			p, err := decodePayload(key, s)
+			p, err := key.Decode(s)
 			if err != nil || p.ApprovalID != id || p.Action != act {
 				t.Errorf("round trip %s %c → %+v %v", id, act, p, err)
 			}
-			if _, err := decodePayload(buttonKey(testToken+"x"), s); err != ErrForgedPayload {
+			if _, err := testButtons(t, testToken+"x").Decode(s); err != approvalref.ErrForged {
 				t.Errorf("another key: %v, want forged", err)
 			}
 		}
 	}
-	if _, err := encodePayload(key, payload{Action: actApprove, ApprovalID: strings.Repeat("x", 60)}); err == nil {
+	if _, err := key.Encode(approvalref.Ref{Action: approvalref.Approve, ApprovalID: strings.Repeat("x", 60)}); err == nil {
 		t.Error("an id too long for 64 bytes was encoded")
 	}
-	if _, err := encodePayload(key, payload{Action: actApprove, ApprovalID: "has space"}); err == nil {
+	if _, err := key.Encode(approvalref.Ref{Action: approvalref.Approve, ApprovalID: "has space"}); err == nil {
 		t.Error("an unsafe id was encoded")
 	}
-	s, _ := encodePayload(key, payload{Action: actApprove, ApprovalID: "ap-1"})
-	if _, err := decodePayload(key, "r"+s[1:]); err != ErrForgedPayload {
+	s, _ := key.Encode(approvalref.Ref{Action: approvalref.Approve, ApprovalID: "ap-1"})
+	if _, err := key.Decode("r" + s[1:]); err != approvalref.ErrForged {
 		t.Errorf("changed action: %v", err)
 	}
-	if _, err := decodePayload(key, "hello"); err != ErrMalformedPayload {
+	if _, err := key.Decode("hello"); err != approvalref.ErrMalformed {
 		t.Errorf("foreign data: %v", err)
 	}
 }
@@ -203,4 +204,14 @@ func TestConfigValidation(t *testing.T) {
 	if _, err := New(Config{BotToken: testToken, WebhookSecret: testSecret, PublicURL: "https://x.example"}, deps); err != nil {
 		t.Errorf("valid webhook config: %v", err)
 	}
+}
+
+// testButtons is the adapter's button codec under token.
+func testButtons(t testing.TB, token string) *approvalref.Codec {
+	t.Helper()
+	c, err := newButtons(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

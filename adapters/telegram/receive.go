@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // secretHeader carries setWebhook's secret_token on every webhook request.
@@ -143,7 +144,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 			a.log.Warn("answer callback query", "update_id", *u.UpdateID, "err", err)
 		}
 	}
-	p, err := decodePayload(a.key, q.Data)
+	p, err := a.buttons.Decode(q.Data)
 	if err != nil {
 		a.log.Warn("refused button payload", "update_id", *u.UpdateID, "user", q.From.ID, "err", err)
 		answer("⛔ This button is not valid (forged, or from an older version of this bot).", true)
@@ -154,7 +155,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 		k = keyOf(q.Message)
 	}
 	switch p.Action {
-	case actApprove:
+	case approvalref.Approve:
 		ev := a.event(raw, u, q.From, k)
 		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: "approve"}
 		rc, err := a.sink.HandleEvent(ctx, ev)
@@ -210,7 +211,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 			}
 			return nil
 		}
-		if p.Action == actReject {
+		if p.Action == approvalref.Reject {
 			answer("✍️ Reply to my message with your feedback.", false)
 		} else {
 			answer("✍️ Reply to my message with the new arguments.", false)
@@ -226,9 +227,9 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 // The attempt carries no reason or arguments: the prompt is never sent.
 // When the engine gives no refusal (a redelivered update it already
 // recorded), the press is answered with fallback.
-func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from tgUser, k threadKey, p payload, fallback string, answer func(string, bool)) error {
+func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from tgUser, k threadKey, p approvalref.Ref, fallback string, answer func(string, bool)) error {
 	ev := a.event(raw, u, from, k)
-	ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: pressAction(p.Action)}
+	ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.String()}
 	_, err := a.sink.HandleEvent(ctx, ev)
 	var de *core.DecisionError
 	switch {
@@ -242,23 +243,15 @@ func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from
 	return nil
 }
 
-// pressAction names a Reject or Edit button's decision action.
-func pressAction(act byte) string {
-	if act == actReject {
-		return "reject"
-	}
-	return "edit"
-}
-
 // sendPrompt posts a force_reply prompt in the card's chat and topic,
 // answering the message at k, carrying the signed reference in its text.
-func (a *Adapter) sendPrompt(ctx context.Context, k threadKey, who tgUser, c core.Card, p payload, problem string) error {
-	ref, err := encodePayload(a.key, p)
+func (a *Adapter) sendPrompt(ctx context.Context, k threadKey, who tgUser, c core.Card, p approvalref.Ref, problem string) error {
+	ref, err := a.buttons.Encode(p)
 	if err != nil {
 		return err
 	}
 	ph := "Your feedback"
-	if p.Action == actEdit {
+	if p.Action == approvalref.Edit {
 		ph = "key=value lines or JSON"
 	}
 	_, err = a.sendMessage(ctx, k, promptHTML(who, c, p.Action, ref, problem),
@@ -271,8 +264,8 @@ func (a *Adapter) sendPrompt(ctx context.Context, k threadKey, who tgUser, c cor
 func (a *Adapter) handlePromptReply(ctx context.Context, raw []byte, u *tgUpdate, ref string) error {
 	m := u.Message
 	k := keyOf(m)
-	p, err := decodePayload(a.key, ref)
-	if err != nil || p.Action == actApprove {
+	p, err := a.buttons.Decode(ref)
+	if err != nil || p.Action == approvalref.Approve {
 		a.log.Warn("refused prompt reference", "update_id", *u.UpdateID, "user", m.From.ID, "err", err)
 		a.notify(ctx, k, "⛔ That prompt is not valid (forged, or from an older version of this bot).")
 		return nil
@@ -292,7 +285,7 @@ func (a *Adapter) handlePromptReply(ctx context.Context, raw []byte, u *tgUpdate
 		return nil
 	}
 	d := &core.Decision{ApprovalID: p.ApprovalID}
-	if p.Action == actReject {
+	if p.Action == approvalref.Reject {
 		d.Action, d.Reason = "reject", strings.TrimSpace(m.Text)
 		if d.Reason == "" {
 			return reprompt("Please give a reason: the run receives it as feedback.")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/chunk"
 )
 
@@ -165,13 +166,13 @@ type inlineKeyboard struct {
 var noKeyboard = inlineKeyboard{InlineKeyboard: [][]inlineButton{}}
 
 // cardKeyboard is the Approve / Reject / Edit row of a pending card.
-func cardKeyboard(key []byte, approvalID string) (inlineKeyboard, error) {
+func cardKeyboard(buttons *approvalref.Codec, approvalID string) (inlineKeyboard, error) {
 	row := make([]inlineButton, 0, 3)
 	for _, b := range []struct {
-		act  byte
+		act  approvalref.Action
 		text string
-	}{{actApprove, "✅ Approve"}, {actReject, "❌ Reject"}, {actEdit, "✏️ Edit"}} {
-		data, err := encodePayload(key, payload{Action: b.act, ApprovalID: approvalID})
+	}{{approvalref.Approve, "✅ Approve"}, {approvalref.Reject, "❌ Reject"}, {approvalref.Edit, "✏️ Edit"}} {
+		data, err := buttons.Encode(approvalref.Ref{Action: b.act, ApprovalID: approvalID})
 		if err != nil {
 			return inlineKeyboard{}, err
 		}
@@ -195,13 +196,13 @@ const refLabel = "opsgate ref: "
 // promptHTML asks who (mentioned, so a selective force_reply reaches them)
 // for rejection feedback or edited arguments. problem, when set, is why the
 // previous answer was refused.
-func promptHTML(who tgUser, c core.Card, action byte, ref, problem string) string {
+func promptHTML(who tgUser, c core.Card, action approvalref.Action, ref, problem string) string {
 	var b strings.Builder
 	if problem != "" {
 		fmt.Fprintf(&b, "⚠️ %s\n\n", esc(cutUTF16(problem, 1500)))
 	}
 	mention := fmt.Sprintf(`<a href="tg://user?id=%d">%s</a>`, who.ID, esc(who.displayName()))
-	if action == actReject {
+	if action == approvalref.Reject {
 		fmt.Fprintf(&b, "%s, reply to this message with your reason for rejecting <b>%s</b>. The run receives it as feedback.", mention, esc(c.Tool))
 	} else {
 		fmt.Fprintf(&b, "%s, reply to this message with the new arguments for <b>%s</b>: a JSON object, or one <code>key=value</code> per line. They replace the proposed arguments as a whole.\n\nCurrent arguments:\n<pre>%s</pre>", mention, esc(c.Tool), esc(cutUTF16(argLines(c.Args), 2000)))

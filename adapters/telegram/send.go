@@ -88,7 +88,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 func (a *Adapter) sendCard(ctx context.Context, k threadKey, c core.Card) (core.MessageRef, error) {
 	var markup any
 	if c.Pending() {
-		kb, err := cardKeyboard(a.key, c.ApprovalID)
+		kb, err := cardKeyboard(a.buttons, c.ApprovalID)
 		if err != nil {
 			// An id that cannot travel in callback_data: the card still
 			// goes out, decidable from the console it links to.
@@ -108,7 +108,7 @@ func (a *Adapter) editCard(ctx context.Context, ref core.MessageRef, c core.Card
 	}
 	markup := any(noKeyboard)
 	if c.Pending() {
-		kb, err := cardKeyboard(a.key, c.ApprovalID)
+		kb, err := cardKeyboard(a.buttons, c.ApprovalID)
 		if err == nil {
 			markup = kb
 		}
