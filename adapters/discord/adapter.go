@@ -11,6 +11,7 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/delivery"
 )
 
@@ -21,16 +22,16 @@ const ChannelName = "discord"
 // the interactions handler, and the Run loop that registers commands and
 // (optionally) reads the Gateway.
 type Adapter struct {
-	cfg   Config
-	pub   ed25519.PublicKey
-	sink  core.Sink
-	cards core.CardSource
-	log   *slog.Logger
-	now   func() time.Time
-	api   *discordapi.Session
-	rt    *rateTransport
-	key   []byte // signs custom_ids
-	seen  *recentIDs
+	cfg     Config
+	pub     ed25519.PublicKey
+	sink    core.Sink
+	cards   core.CardSource
+	log     *slog.Logger
+	now     func() time.Time
+	api     *discordapi.Session
+	rt      *rateTransport
+	buttons *approvalref.Codec // signs custom_ids
+	seen    *recentIDs
 
 	wg sync.WaitGroup // follow-ups running after an ack
 
@@ -78,6 +79,10 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discord: session: %w", err)
 	}
+	buttons, err := newButtons(cfg.BotToken)
+	if err != nil {
+		return nil, fmt.Errorf("discord: %w", err)
+	}
 	s.Client = &http.Client{Transport: rt, Timeout: timeout}
 	// The delivery pipeline owns retries: a 429 must reach it (never a
 	// silent sleep in the library) and a 502 is retried with its backoff.
@@ -88,7 +93,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	s.Identify.Intents = intents(cfg)
 	return &Adapter{
 		cfg: cfg, pub: pub, sink: deps.Sink, cards: deps.Cards, log: log, now: now,
-		api: s, rt: rt, key: buttonKey(cfg.BotToken), seen: newRecentIDs(4096, 15*time.Minute),
+		api: s, rt: rt, buttons: buttons, seen: newRecentIDs(4096, 15*time.Minute),
 	}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // askDeploy runs `/ops command:deploy api 1.2.3` as the requester and
@@ -189,7 +190,7 @@ func TestForgedCustomIDRefused(t *testing.T) {
 	if forged == id {
 		forged = id[:len(id)-3] + "BBB"
 	}
-	other, err := encodePayload(buttonKey("another bot's token"), payload{Action: actApprove, ApprovalID: strings.Repeat("x", 10)})
+	other, err := testButtons(t, "another bot's token").Encode(approvalref.Ref{Action: approvalref.Approve, ApprovalID: strings.Repeat("x", 10)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,148 +1,26 @@
 package discord
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // MaxCustomID is Discord's limit on a component's custom_id, in characters.
 const MaxCustomID = 100
 
-// Button actions as they travel in custom_id: one byte each.
-const (
-	actApprove = 'a'
-	actReject  = 'r'
-	actEdit    = 'e'
-)
-
 // customIDPrefix marks opsgate's payloads among other apps' components.
 const customIDPrefix = "og1."
 
-// tagBytes is how much of the HMAC-SHA256 a payload carries: 128 bits, far
+// newButtons returns the codec of button and modal custom_ids. Its key is
+// derived from the bot token, so no extra secret must be configured and
+// rotating the token invalidates every old button. The 128-bit tag is far
 // beyond guessing within Discord's rate limits, and still short.
-const tagBytes = 16
-
-// ErrMalformedPayload is a custom_id that is not in opsgate's format at all.
-var ErrMalformedPayload = errors.New("discord: malformed component payload")
-
-// ErrForgedPayload is a custom_id in opsgate's format whose tag does not
-// verify: forged, or signed with a key that has since changed.
-var ErrForgedPayload = errors.New("discord: component payload failed verification")
-
-// buttonKey derives the key that signs custom_ids from the bot token, so no
-// extra secret must be configured and rotating the token invalidates every
-// old button.
-func buttonKey(token string) []byte {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("opsgate-buttons-v1"))
-	return m.Sum(nil)
-}
-
-// payload is what a button or modal says: which approval, which action.
-// Nothing else is trusted from the client.
-type payload struct {
-	Action     byte
-	ApprovalID string
-}
-
-// b64 is strict, so every payload has exactly one spelling.
-var b64 = base64.RawURLEncoding.Strict()
-
-// encodePayload packs (action, approval id) into a custom_id of at most
-// MaxCustomID characters: prefix, action byte, the approval reference (a
-// UUID as 16 raw bytes in base64url behind "u", another id verbatim behind
-// "s"), a dot and the tag.
-func encodePayload(key []byte, p payload) (string, error) {
-	switch p.Action {
-	case actApprove, actReject, actEdit:
-	default:
-		return "", fmt.Errorf("discord: encode payload: unknown action %q", p.Action)
-	}
-	var ref string
-	if u, err := uuid.Parse(p.ApprovalID); err == nil && u.String() == p.ApprovalID {
-		ref = "u" + b64.EncodeToString(u[:])
-	} else {
-		if !safeID(p.ApprovalID) {
-			return "", fmt.Errorf("discord: encode payload: approval id %q cannot travel in custom_id", p.ApprovalID)
-		}
-		ref = "s" + p.ApprovalID
-	}
-	body := string(p.Action) + ref
-	out := customIDPrefix + body + "." + b64.EncodeToString(tag(key, body))
-	if len(out) > MaxCustomID {
-		return "", fmt.Errorf("discord: encode payload: approval id %q too long for custom_id (%d > %d)", p.ApprovalID, len(out), MaxCustomID)
-	}
-	return out, nil
-}
-
-// decodePayload verifies and unpacks what encodePayload made.
-func decodePayload(key []byte, s string) (payload, error) {
-	if len(s) > MaxCustomID || !strings.HasPrefix(s, customIDPrefix) {
-		return payload{}, ErrMalformedPayload
-	}
-	body, t, ok := strings.Cut(s[len(customIDPrefix):], ".")
-	if !ok || len(body) < 3 {
-		return payload{}, ErrMalformedPayload
-	}
-	got, err := b64.DecodeString(t)
-	if err != nil || len(got) != tagBytes {
-		return payload{}, ErrMalformedPayload
-	}
-	p := payload{Action: body[0]}
-	switch p.Action {
-	case actApprove, actReject, actEdit:
-	default:
-		return payload{}, ErrMalformedPayload
-	}
-	ref := body[1:]
-	switch ref[0] {
-	case 'u':
-		raw, err := b64.DecodeString(ref[1:])
-		if err != nil || len(raw) != 16 {
-			return payload{}, ErrMalformedPayload
-		}
-		p.ApprovalID = uuid.UUID(raw).String()
-	case 's':
-		if !safeID(ref[1:]) {
-			return payload{}, ErrMalformedPayload
-		}
-		p.ApprovalID = ref[1:]
-	default:
-		return payload{}, ErrMalformedPayload
-	}
-	if !hmac.Equal(got, tag(key, body)) {
-		return payload{}, ErrForgedPayload
-	}
-	return p, nil
-}
-
-func tag(key []byte, body string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("cid1|"))
-	m.Write([]byte(body))
-	return m.Sum(nil)[:tagBytes]
-}
-
-// safeID accepts ids made of letters, digits, '-' and '_'.
-func safeID(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
+func newButtons(token string) (*approvalref.Codec, error) {
+	return approvalref.New(token, approvalref.Format{Prefix: customIDPrefix, MaxLen: MaxCustomID, TagBytes: 16})
 }
 
 // dmGuild stands for "no guild" in a thread key (a direct message).

@@ -11,6 +11,7 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // decisionThread is the thread a decision belongs to: the channel of the
@@ -27,13 +28,13 @@ func decisionThread(in *interaction) threadKey { return in.here() }
 // The card itself is updated by the outbox after any decision.
 func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interaction) (*discordapi.InteractionResponse, error) {
 	data := in.MessageComponentData()
-	p, err := decodePayload(a.key, data.CustomID)
+	p, err := a.buttons.Decode(data.CustomID)
 	if err != nil {
 		a.log.Warn("refused component payload", "interaction", in.ID, "user", in.user().ID, "err", err)
 		return ephemeral("⛔ This button is not valid (forged, or from an older version of this bot)."), nil
 	}
 	switch p.Action {
-	case actApprove:
+	case approvalref.Approve:
 		ev := a.event(raw, in, decisionThread(in))
 		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: "approve"}
 		rc, err := a.sink.HandleEvent(ctx, ev)
@@ -62,7 +63,7 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		// the engine, which refuses it and audits it like a refused
 		// Approve click. No modal opens, so it carries no text.
 		ev := a.event(raw, in, decisionThread(in))
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: clickAction(p.Action)}
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.String()}
 		_, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
@@ -73,7 +74,7 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		}
 		return refusal.resp, nil // a redelivered interaction already recorded
 	}
-	if p.Action == actReject {
+	if p.Action == approvalref.Reject {
 		return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: rejectModal(data.CustomID, c)}, nil
 	}
 	return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: editModal(data.CustomID, c)}, nil
@@ -108,14 +109,6 @@ func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string)
 		return c, &cardRefusal{resp: ephemeral(refusalText(&core.DecisionError{Code: core.DecisionNotApprover})), record: true}, nil
 	}
 	return c, nil, nil
-}
-
-// clickAction names a Reject or Edit button's decision action.
-func clickAction(act byte) string {
-	if act == actReject {
-		return "reject"
-	}
-	return "edit"
 }
 
 // modalValues collects a modal's text inputs by custom_id.
@@ -211,14 +204,14 @@ func normalizeNumbers(v any) any {
 // the approver presses Edit again to retry.
 func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) (*discordapi.InteractionResponse, error) {
 	data := in.ModalSubmitData()
-	p, err := decodePayload(a.key, data.CustomID)
-	if err != nil || p.Action == actApprove {
+	p, err := a.buttons.Decode(data.CustomID)
+	if err != nil || p.Action == approvalref.Approve {
 		a.log.Warn("refused modal payload", "interaction", in.ID, "user", in.user().ID, "err", err)
 		return ephemeral("⛔ This form is not valid (forged, or from an older version of this bot)."), nil
 	}
 	vals := modalValues(data)
 	d := &core.Decision{ApprovalID: p.ApprovalID}
-	if p.Action == actReject {
+	if p.Action == approvalref.Reject {
 		d.Action, d.Reason = "reject", strings.TrimSpace(vals[inputReason])
 		if d.Reason == "" {
 			return ephemeral("✍️ Please give a reason: the run receives it as feedback. Press Reject again."), nil

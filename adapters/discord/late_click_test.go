@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // refusedActions counts the approval.refused audit entries of actor by
@@ -86,8 +87,8 @@ func TestLateRejectOnExpiredApprovalIsAudited(t *testing.T) {
 		a, err := e.h.Store.ApprovalGet(context.Background(), id)
 		return err == nil && a.Status == approvals.StatusExpired
 	})
-	for _, act := range []byte{actReject, actEdit} {
-		cid, err := encodePayload(e.ad.key, payload{Action: act, ApprovalID: id})
+	for _, act := range []approvalref.Action{approvalref.Reject, approvalref.Edit} {
+		cid, err := e.ad.buttons.Encode(approvalref.Ref{Action: act, ApprovalID: id})
 		if err != nil {
 			t.Fatal(err)
 		}

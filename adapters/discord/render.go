@@ -9,6 +9,7 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -197,21 +198,21 @@ func trimEmbed(e *discordapi.MessageEmbed) {
 
 // cardComponents are the card's buttons: Approve, Reject, Edit (each a
 // signed custom_id) and a link to the console. A decided card has none.
-func cardComponents(key []byte, c core.Card) ([]discordapi.MessageComponent, error) {
+func cardComponents(buttons *approvalref.Codec, c core.Card) ([]discordapi.MessageComponent, error) {
 	if !c.Pending() {
 		return []discordapi.MessageComponent{}, nil
 	}
 	row := discordapi.ActionsRow{}
 	for _, b := range []struct {
-		act   byte
+		act   approvalref.Action
 		label string
 		style discordapi.ButtonStyle
 	}{
-		{actApprove, "Approve", discordapi.SuccessButton},
-		{actReject, "Reject", discordapi.DangerButton},
-		{actEdit, "Edit", discordapi.SecondaryButton},
+		{approvalref.Approve, "Approve", discordapi.SuccessButton},
+		{approvalref.Reject, "Reject", discordapi.DangerButton},
+		{approvalref.Edit, "Edit", discordapi.SecondaryButton},
 	} {
-		id, err := encodePayload(key, payload{Action: b.act, ApprovalID: c.ApprovalID})
+		id, err := buttons.Encode(approvalref.Ref{Action: b.act, ApprovalID: c.ApprovalID})
 		if err != nil {
 			return nil, err
 		}

@@ -62,7 +62,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("discord: %s without a card", m.Kind)}
 		}
-		comps, err := cardComponents(a.key, *m.Card)
+		comps, err := cardComponents(a.buttons, *m.Card)
 		if err != nil {
 			// An id that cannot travel in custom_id: the card still goes
 			// out, decidable from the console it links to.

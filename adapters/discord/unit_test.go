@@ -15,38 +15,39 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 func TestPayloadRoundTripAndForgery(t *testing.T) {
 	t.Parallel()
-	key := buttonKey("token")
+	key := testButtons(t, "token")
 	for _, id := range []string{"0196a0b2-7c1e-7d3a-9f00-123456789abc", "ap_1", strings.Repeat("x", 70)} {
-		for _, act := range []byte{actApprove, actReject, actEdit} {
-			s, err := encodePayload(key, payload{Action: act, ApprovalID: id})
+		for _, act := range []approvalref.Action{approvalref.Approve, approvalref.Reject, approvalref.Edit} {
+			s, err := key.Encode(approvalref.Ref{Action: act, ApprovalID: id})
 			if err != nil {
 				t.Fatalf("encode %q: %v", id, err)
 			}
 			if len(s) > MaxCustomID {
 				t.Errorf("custom_id %q is %d chars", s, len(s))
 			}
-			p, err := decodePayload(key, s)
+			p, err := key.Decode(s)
 			if err != nil || p.ApprovalID != id || p.Action != act {
 				t.Errorf("round trip %q → %+v, %v", id, p, err)
 			}
-			if _, err := decodePayload(buttonKey("other"), s); !errors.Is(err, ErrForgedPayload) {
-				t.Errorf("other key → %v, want ErrForgedPayload", err)
+			if _, err := testButtons(t, "other").Decode(s); !errors.Is(err, approvalref.ErrForged) {
+				t.Errorf("other key → %v, want approvalref.ErrForged", err)
 			}
 			// Swapping the action keeps the tag of the old one: forged.
 			swapped := []byte(s)
 			i := len(customIDPrefix)
-			swapped[i] = map[byte]byte{actApprove: actReject, actReject: actEdit, actEdit: actApprove}[act]
-			if _, err := decodePayload(key, string(swapped)); !errors.Is(err, ErrForgedPayload) {
-				t.Errorf("swapped action → %v, want ErrForgedPayload", err)
+			swapped[i] = byte(map[approvalref.Action]approvalref.Action{approvalref.Approve: approvalref.Reject, approvalref.Reject: approvalref.Edit, approvalref.Edit: approvalref.Approve}[act])
+			if _, err := key.Decode(string(swapped)); !errors.Is(err, approvalref.ErrForged) {
+				t.Errorf("swapped action → %v, want approvalref.ErrForged", err)
 			}
 		}
 	}
 	for _, bad := range []string{"", strings.Repeat("x", 90) + "!", "with space", "a/b"} {
-		if _, err := encodePayload(key, payload{Action: actApprove, ApprovalID: bad}); err == nil {
+		if _, err := key.Encode(approvalref.Ref{Action: approvalref.Approve, ApprovalID: bad}); err == nil {
 			t.Errorf("encode accepted id %q", bad)
 		}
 	}
@@ -122,7 +123,7 @@ func TestCardEmbedWithinDiscordLimits(t *testing.T) {
 		if strings.Count(e.Description, "```")%2 != 0 {
 			t.Errorf("preview code block unbalanced:\n%s", e.Description)
 		}
-		comps, err := cardComponents(buttonKey("k"), c)
+		comps, err := cardComponents(testButtons(t, "k"), c)
 		if err != nil || len(comps) != 1 {
 			t.Fatalf("components: %v %v", comps, err)
 		}
@@ -133,7 +134,7 @@ func TestCardEmbedWithinDiscordLimits(t *testing.T) {
 	decided := bigCard(2, 5)
 	decided.Status = "rejected"
 	decided.Outcome = &core.CardOutcome{Status: "rejected", By: []string{"discord:9"}, At: time.Unix(1_800_000_000, 0), Reason: "@everyone no"}
-	comps, _ := cardComponents(buttonKey("k"), decided)
+	comps, _ := cardComponents(testButtons(t, "k"), decided)
 	if comps == nil || len(comps) != 0 {
 		t.Errorf("decided card components = %#v, want an empty list (removes buttons)", comps)
 	}
@@ -210,4 +211,14 @@ func TestMessageText(t *testing.T) {
 	if _, ok := messageText(&discordapi.Message{Content: "<@100> x", Author: &discordapi.User{ID: "5", Bot: true}}, bot); ok {
 		t.Error("a bot's message was accepted")
 	}
+}
+
+// testButtons is the adapter's button codec under token.
+func testButtons(t testing.TB, token string) *approvalref.Codec {
+	t.Helper()
+	c, err := newButtons(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
