@@ -2,10 +2,15 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,17 +20,14 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// The chat view is built from what the store can list today: a thread's
-// runs (their request text is the user's message), each run's events (the
-// bot's replies and cards), and, for messages that started no run (the help
-// reply to an unknown command), a bounded scan of the outbox. core.Store has
-// no method listing a thread's inbound events or outbox messages; see
-// docs/console.md ("Known gaps").
+// The chat view is the thread's conversation as the store keeps it
+// (core.ThreadStore): every inbound message with its text, also those that
+// started no run (a typo, "help"), and every reply and card, merged in
+// order. Progress lines ("running deploy…") come from the runs' events.
 const (
-	chatRuns     = 50  // newest runs of a thread shown
-	threadScan   = 200 // newest runs scanned to list console threads
-	outboxScan   = 5   // outbox pages (of 200) scanned for run-less replies
-	outboxPage   = 200
+	chatMessages = 200 // newest messages of a thread shown
+	chatRuns     = 50  // runs of the thread read in one list (others one by one)
+	threadsShown = 200 // most recently active console threads listed
 	maxThreadKey = 256
 	eventsPerRun = 200
 )
@@ -34,7 +36,6 @@ type chatItem struct {
 	Key, Kind, Who, Text, At, RunID, Status string
 	Card                                    *cardView
 	at                                      time.Time
-	order                                   int64
 }
 
 type threadRow struct {
@@ -84,89 +85,140 @@ func (s *server) chatPage(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// consoleThreads lists console threads, most recently active first, from
-// the newest runs.
+// consoleThreads lists console threads, most recently active first.
 func (s *server) consoleThreads(ctx context.Context) ([]threadRow, error) {
-	runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Limit: threadScan})
+	sums, _, err := s.o.Store.ThreadList(ctx, core.ThreadListParams{Channel: Channel, Limit: threadsShown})
 	if err != nil {
-		return nil, fmt.Errorf("web: list runs: %w", err)
+		return nil, fmt.Errorf("web: list threads: %w", err)
 	}
-	seen := map[string]bool{}
-	var out []threadRow
-	for _, run := range runs {
-		if run.Thread.Channel != Channel || seen[run.Thread.Key] {
-			continue
-		}
-		seen[run.Thread.Key] = true
-		out = append(out, threadRow{Key: run.Thread.Key, Last: ts(run.UpdatedAt)})
+	out := make([]threadRow, 0, len(sums))
+	for _, t := range sums {
+		out = append(out, threadRow{Key: t.Thread.Key, Last: ts(t.LastAt)})
 	}
 	return out, nil
 }
 
-// chatItems assembles a thread's conversation in time order.
+// chatItems assembles a thread's newest messages in time order.
 func (s *server) chatItems(ctx context.Context, key string) ([]chatItem, error) {
 	thread := core.Thread{Channel: Channel, Key: key}
-	runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Thread: thread.String(), Limit: chatRuns})
+	msgs, _, err := s.o.Store.ThreadMessages(ctx, core.ThreadMessagesParams{Thread: thread, Limit: chatMessages})
+	if err != nil {
+		return nil, fmt.Errorf("web: messages of %s: %w", thread, err)
+	}
+	runs, err := s.threadRuns(ctx, thread, msgs)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]chatItem, 0, len(msgs))
+	cards := map[string]bool{}
+	for i := len(msgs) - 1; i >= 0; i-- { // oldest first
+		m := msgs[i]
+		run := runs[m.RunID]
+		switch {
+		case m.Direction == core.MessageIn:
+			text := m.Text
+			if text == "" && run != nil && run.EventID == m.ID {
+				text = run.Reason // recorded before events kept their text
+			}
+			if text == "" {
+				continue // a decision (button, reply) carries no message text
+			}
+			it := chatItem{Key: "i-" + shortHash(m.ID), Kind: "user", Who: m.Actor, Text: text, At: ts(m.At), RunID: m.RunID, at: m.At}
+			if run != nil {
+				it.Status = string(run.Status)
+			}
+			items = append(items, it)
+		case m.Kind == core.KindCard && m.ApprovalID != "":
+			if cards[m.ApprovalID] {
+				continue
+			}
+			cards[m.ApprovalID] = true
+			a, err := s.o.Store.ApprovalGet(ctx, m.ApprovalID)
+			if err != nil {
+				return nil, fmt.Errorf("web: approval %s: %w", m.ApprovalID, err)
+			}
+			items = append(items, chatItem{Key: "c-" + a.ID, Kind: "card", Who: "opsgate", At: ts(m.At), RunID: m.RunID,
+				Card: newCardView(a, run), at: m.At})
+		case m.Kind == core.KindReply:
+			items = append(items, chatItem{Key: "o-" + m.ID, Kind: "bot", Who: "opsgate", Text: m.Text, At: ts(m.At),
+				RunID: m.RunID, at: m.At})
+		}
+		// A card update edits the card in place on chat platforms; here
+		// the card above is always rendered in its current state.
+	}
+	if len(items) == 0 {
+		return items, nil
+	}
+	// Progress of the runs in view, placed by time among the messages.
+	oldest := items[0].at
+	var progress []chatItem
+	for _, id := range slices.Sorted(maps.Keys(runs)) {
+		evs, err := s.o.Store.RunEventList(ctx, id, 0, eventsPerRun)
+		if err != nil {
+			return nil, fmt.Errorf("web: events of run %s: %w", id, err)
+		}
+		for _, ev := range evs {
+			if ev.Type != core.EventToolStarted || ev.At.Before(oldest) {
+				continue
+			}
+			var d struct {
+				Tool string `json:"tool"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			progress = append(progress, chatItem{Key: fmt.Sprintf("e-%d", ev.Seq), Kind: "status", Who: "opsgate",
+				Text: "running " + d.Tool + "…", At: ts(ev.At), RunID: id, at: ev.At})
+		}
+	}
+	items = append(items, progress...)
+	// Stable: messages keep the store's order; a progress line goes after
+	// the messages of its instant.
+	sort.SliceStable(items, func(i, j int) bool { return items[i].at.Before(items[j].at) })
+	return items, nil
+}
+
+// threadRuns returns the runs the messages refer to, by id: the thread's
+// newest runs in one list, any older one the page still shows by id.
+func (s *server) threadRuns(ctx context.Context, thread core.Thread, msgs []core.ThreadMessage) (map[string]*core.Run, error) {
+	out := map[string]*core.Run{}
+	want := map[string]bool{}
+	for _, m := range msgs {
+		if m.RunID != "" {
+			want[m.RunID] = true
+		}
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	list, _, err := s.o.Store.RunList(ctx, core.RunListParams{Thread: thread.String(), Limit: chatRuns})
 	if err != nil {
 		return nil, fmt.Errorf("web: list runs of %s: %w", thread, err)
 	}
-	var items []chatItem
-	for _, run := range runs {
-		items = append(items, chatItem{Key: "m-" + run.ID, Kind: "user", Who: run.Requester, Text: run.Reason,
-			At: ts(run.CreatedAt), RunID: run.ID, Status: string(run.Status), at: run.CreatedAt})
-		evs, err := s.o.Store.RunEventList(ctx, run.ID, 0, eventsPerRun)
-		if err != nil {
-			return nil, fmt.Errorf("web: events of run %s: %w", run.ID, err)
-		}
-		for _, ev := range evs {
-			var d struct {
-				ApprovalID string `json:"approval_id"`
-				Text       string `json:"text"`
-				Tool       string `json:"tool"`
-			}
-			_ = json.Unmarshal(ev.Data, &d)
-			switch ev.Type {
-			case core.EventPermissionRequested:
-				a, err := s.o.Store.ApprovalGet(ctx, d.ApprovalID)
-				if err != nil {
-					return nil, fmt.Errorf("web: approval %s: %w", d.ApprovalID, err)
-				}
-				items = append(items, chatItem{Key: "c-" + a.ID, Kind: "card", Who: "opsgate", At: ts(ev.At), RunID: run.ID,
-					Card: newCardView(a, run), at: ev.At, order: ev.Seq})
-			case core.EventToolStarted:
-				items = append(items, chatItem{Key: fmt.Sprintf("e-%d", ev.Seq), Kind: "status", Who: "opsgate",
-					Text: "running " + d.Tool + "…", At: ts(ev.At), RunID: run.ID, at: ev.At, order: ev.Seq})
-			case core.EventMessageCommitted:
-				items = append(items, chatItem{Key: fmt.Sprintf("e-%d", ev.Seq), Kind: "bot", Who: "opsgate",
-					Text: d.Text, At: ts(ev.At), RunID: run.ID, at: ev.At, order: ev.Seq})
-			}
+	for _, r := range list {
+		if want[r.ID] {
+			out[r.ID] = r
 		}
 	}
-	// Replies that belong to no run (help for an unknown command).
-	cursor := ""
-	for range outboxScan {
-		ds, next, err := s.o.Store.OutboxList(ctx, core.OutboxListParams{Limit: outboxPage, Cursor: cursor})
+	for id := range want {
+		if out[id] != nil {
+			continue
+		}
+		r, err := s.o.Store.RunGet(ctx, id)
+		if errors.Is(err, core.ErrNotFound) {
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("web: list outbox: %w", err)
+			return nil, fmt.Errorf("web: run %s: %w", id, err)
 		}
-		for _, d := range ds {
-			if d.RunID == "" && d.Thread == thread && d.Kind == core.KindReply {
-				items = append(items, chatItem{Key: "o-" + d.ID, Kind: "bot", Who: "opsgate", Text: d.Text,
-					At: ts(d.CreatedAt), at: d.CreatedAt, order: d.Seq})
-			}
-		}
-		if next == "" {
-			break
-		}
-		cursor = next
+		out[id] = r
 	}
-	sort.SliceStable(items, func(i, j int) bool {
-		if !items[i].at.Equal(items[j].at) {
-			return items[i].at.Before(items[j].at)
-		}
-		return items[i].order < items[j].order
-	})
-	return items, nil
+	return out, nil
+}
+
+// shortHash names an inbound message in the page (its element id) without
+// putting the platform's event id, which is outside text, into markup.
+func shortHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:8])
 }
 
 // chatSend turns the composer into a console ChannelEvent, exactly like

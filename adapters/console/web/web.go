@@ -45,9 +45,9 @@ type Engine interface {
 }
 
 // Store is the read side the console renders from, the requeue of dead
-// deliveries, and the wake-ups that drive live updates. It is the API's
-// Store, method for method, so anything that serves the API serves the
-// console.
+// deliveries, the conversations of the chat view, and the wake-ups that
+// drive live updates. It is the API's Store plus core.ThreadStore, so any
+// core.Store serves the console.
 type Store interface {
 	RunGet(ctx context.Context, id string) (*core.Run, error)
 	RunList(ctx context.Context, p core.RunListParams) ([]*core.Run, string, error)
@@ -59,6 +59,10 @@ type Store interface {
 	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
 	OutboxRequeue(ctx context.Context, id string, now time.Time) error
 	Subscribe(topic string) (ch <-chan struct{}, cancel func())
+	// ThreadMessages and ThreadList (core.ThreadStore) are what the chat
+	// view and its thread list are built from.
+	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)
+	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
 }
 
 // Token is one configured API credential (CONTRACT.md api.tokens). Signing

@@ -356,3 +356,50 @@ func TestChatShowsMessagesRepliesAndHelp(t *testing.T) {
 		t.Errorf("message text rendered as HTML")
 	}
 }
+
+// TestChatShowsRunlessMessageAndHelpReplyInOrder: "help" starts no run,
+// yet the chat shows what the person typed and, after it, the help reply;
+// the thread is listed although it has no run.
+func TestChatShowsRunlessMessageAndHelpReplyInOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	c := newClient(t, b.url)
+	csrf := c.signIn(adminToken)
+	for _, text := range []string{"help", "deplyo api"} {
+		r := c.do("POST", "/chat", url.Values{csrfField: {csrf}, "thread": {"console:helpme"}, "text": {text}}, nil)
+		if r.status != http.StatusSeeOther {
+			t.Fatalf("send %q: %d %s", text, r.status, r.body)
+		}
+	}
+	if runs, _, err := b.store.RunList(context.Background(), core.RunListParams{Thread: "console:helpme"}); err != nil || len(runs) != 0 {
+		t.Fatalf("runs %v %v, want none", runs, err)
+	}
+	r := c.do("GET", "/chat?thread=other", nil, nil)
+	if r.status != 200 || !strings.Contains(r.body, `href="/chat?thread=helpme"`) {
+		t.Fatalf("thread list lacks helpme: %d\n%s", r.status, r.body)
+	}
+	r = c.do("GET", "/chat?thread=helpme", nil, nil)
+	if r.status != 200 {
+		t.Fatalf("chat: %d", r.status)
+	}
+	list := r.body[strings.Index(r.body, `id="messages"`):]
+	list = list[:strings.Index(list, "</ol>")]
+	// Each message is one <li class="msg msg-KIND">; read them in order.
+	var seq []string
+	for _, part := range strings.Split(list, `class="msg msg-`)[1:] {
+		kind, _, _ := strings.Cut(part, `"`)
+		text := ""
+		if _, body, ok := strings.Cut(part, `class="body `); ok {
+			_, body, _ = strings.Cut(body, ">")
+			text, _, _ = strings.Cut(body, "</div>")
+		}
+		seq = append(seq, kind+": "+strings.TrimSpace(text))
+	}
+	if len(seq) != 4 || seq[0] != "user: help" || !strings.HasPrefix(seq[1], "bot: ") ||
+		seq[2] != "user: deplyo api" || !strings.HasPrefix(seq[3], "bot: ") {
+		t.Fatalf("conversation = %q, want help, its reply, deplyo api, its reply", seq)
+	}
+	if !strings.Contains(seq[1], "deploy") || !strings.Contains(seq[3], "deploy") {
+		t.Errorf("the replies do not list the flows: %q", seq)
+	}
+}
