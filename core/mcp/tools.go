@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // Limits of tool inputs, the same as the HTTP API's.
@@ -290,14 +291,14 @@ func (s *server) approvalResult(ctx context.Context, a *approvals.Approval) (*sd
 // call was dispatched, so the answer is what actually ran.
 func (s *server) approvalView(ctx context.Context, a *approvals.Approval) (*approvalView, error) {
 	executed := a.ExecutedArgs
-	if executed == nil && a.RunID != "" && (a.Status == approvals.StatusApproved || a.Status == approvals.StatusEdited) {
+	if api.NeedsRun(a) {
 		run, err := s.o.Store.RunGet(ctx, a.RunID)
 		if err != nil && !isNotFound(err) {
 			return nil, fmt.Errorf("mcp: run of approval %s: %w", a.ID, err)
 		}
-		executed = executedArgs(run, a.ID)
+		executed = api.ExecutedArgs(run, a.ID)
 	}
-	return newApprovalView(a, executed), nil
+	return api.NewApprovalView(a, executed), nil
 }
 
 // validate checks the decision's shape; whether the actor may make it is
@@ -365,45 +366,12 @@ func (s *server) decide(ctx context.Context, req *sdk.CallToolRequest, in decide
 }
 
 // decisionRefusal maps the core's refusal (or the approvals package's own,
-// if an engine passes it through) to its code; nil for anything else.
+// if an engine passes it through) to its code, as the HTTP API does; nil
+// for anything else.
 func decisionRefusal(err error) *toolError {
-	var de *core.DecisionError
-	if errors.As(err, &de) {
-		te := &toolError{Code: string(de.Code), Message: de.Message, Field: de.Field, By: de.By}
-		if te.Message == "" {
-			te.Message = strings.ReplaceAll(te.Code, "_", " ")
-		}
-		if !de.At.IsZero() {
-			te.At = rfc3339(de.At)
-		}
-		return te
-	}
-	var re *approvals.RefusedError
-	if !errors.As(err, &re) {
+	body, _, ok := api.RefusalBody(err)
+	if !ok {
 		return nil
 	}
-	code := core.DecisionBadRequest
-	switch {
-	case errors.Is(re, approvals.ErrNotFound):
-		code = core.DecisionNotFound
-	case errors.Is(re, approvals.ErrAlreadyDecided):
-		code = core.DecisionAlreadyDecided
-	case errors.Is(re, approvals.ErrDuplicateApproval):
-		code = core.DecisionAlreadyVoted
-	case errors.Is(re, approvals.ErrExpired):
-		code = core.DecisionExpired
-	case errors.Is(re, approvals.ErrNotApprover):
-		code = core.DecisionNotApprover
-	case errors.Is(re, approvals.ErrSelfApproval):
-		code = core.DecisionSelfApproval
-	case errors.Is(re, approvals.ErrDeniedByPolicy):
-		code = core.DecisionDenied
-	case re.Field != "":
-		code = core.DecisionInvalidArgs
-	}
-	te := &toolError{Code: string(code), Message: re.Error(), Field: re.Field, By: strings.Join(re.By, ", ")}
-	if !re.At.IsZero() {
-		te.At = rfc3339(re.At)
-	}
-	return te
+	return &body
 }
