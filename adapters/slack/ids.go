@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/approvalref"
 )
 
 // Action ids on card buttons and callback ids on modals. The "opsgate:"
@@ -32,13 +33,16 @@ const tagLen = 12
 
 // signer tags button payloads so a click can only name an approval opsgate
 // itself put on a card. The key is derived from the adapter's secret, never
-// used directly.
+// used directly, the same way as every adapter's button key.
+//
+// Slack does not use approvalref's codec: its action travels apart from the
+// value (the button's action_id, bound into the tag here), a value may hold
+// up to 2,000 characters of any approval id, and modal metadata must also
+// carry the card's thread. Converting would narrow what Slack accepts.
 type signer struct{ key []byte }
 
 func newSigner(secret string) signer {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte("opsgate-buttons-v1"))
-	return signer{key: m.Sum(nil)}
+	return signer{key: approvalref.DeriveKey(secret)}
 }
 
 func (s signer) tag(parts ...string) string {

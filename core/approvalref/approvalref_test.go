@@ -1,6 +1,8 @@
 package approvalref
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -209,4 +211,19 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// DeriveKey is HMAC-SHA256(secret, "opsgate-buttons-v1"): Slack's button
+// values are signed with it, so changing it would invalidate every button
+// already posted.
+func TestDeriveKeyIsStable(t *testing.T) {
+	t.Parallel()
+	m := hmac.New(sha256.New, []byte("xoxb-secret"))
+	m.Write([]byte("opsgate-buttons-v1"))
+	if got := DeriveKey("xoxb-secret"); !hmac.Equal(got, m.Sum(nil)) {
+		t.Errorf("DeriveKey changed: %x", got)
+	}
+	if hmac.Equal(DeriveKey("a"), DeriveKey("b")) {
+		t.Error("different secrets derive the same key")
+	}
 }
