@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/internal/coretest"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
@@ -68,26 +68,8 @@ const (
 
 func setupReal(t *testing.T) *realBundle {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := approvals.CompileSchema("deploy", map[string]any{
-		"type": "object", "required": []any{"service", "version"}, "additionalProperties": false,
-		"properties": map[string]any{
-			"service": map[string]any{"type": "string", "pattern": "^[a-z0-9-]+$"},
-			"version": map[string]any{"type": "string"},
-			"env":     map[string]any{"type": "string", "default": "staging"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := coretest.Store(t)
+	schema := coretest.DeploySchema(t)
 	deploy := &countingTool{}
 	status := &countingTool{}
 	eng, err := engine.New(engine.Options{
@@ -115,15 +97,7 @@ func setupReal(t *testing.T) *realBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine: %v", err)
-		}
-	})
+	coretest.Run(t, eng)
 	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{
 		{Name: "req", Token: reqToken, Actor: "console:req"},
 		{Name: "alice", Token: aliceToken, Actor: "console:alice"},

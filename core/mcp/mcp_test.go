@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/internal/coretest"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
@@ -78,25 +78,8 @@ var testFlows = []engine.Flow{
 // on an httptest server at 127.0.0.1.
 func setup(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	schema, err := approvals.CompileSchema("deploy", map[string]any{
-		"type": "object", "required": []any{"service", "version"}, "additionalProperties": false,
-		"properties": map[string]any{
-			"service": map[string]any{"type": "string", "pattern": "^[a-z0-9-]+$"},
-			"version": map[string]any{"type": "string"},
-			"env":     map[string]any{"type": "string", "default": "staging"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := coretest.Store(t)
+	schema := coretest.DeploySchema(t)
 	deploy := &fakeTool{output: func(c tools.Call) string {
 		return fmt.Sprintf("deployed %v %v to %v", c.Args["service"], c.Args["version"], c.Args["env"])
 	}}
@@ -121,9 +104,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(runCtx) }()
+	coretest.Run(t, eng)
 	flows := make([]Flow, 0, len(testFlows))
 	for _, f := range testFlows {
 		flows = append(flows, Flow{Name: f.Name, Description: f.Description, Command: f.Command})
@@ -137,14 +118,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine run: %v", err)
-		}
-		st.Close()
-	})
+	t.Cleanup(srv.Close)
 	return &env{url: srv.URL, store: st, deploy: deploy}
 }
 
