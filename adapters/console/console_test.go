@@ -68,3 +68,27 @@ func TestSendRefusesForeignThread(t *testing.T) {
 		t.Fatalf("err = %v, want *core.PermanentError", err)
 	}
 }
+
+// A Recorder of another channel records that channel's messages under their
+// outbox keys and refuses the console's threads.
+func TestRecorderOfAnotherChannel(t *testing.T) {
+	t.Parallel()
+	r := console.NewRecorder("webhook")
+	if r.Channel() != "webhook" {
+		t.Errorf("Channel() = %q", r.Channel())
+	}
+	ref, err := r.Send(context.Background(), core.Outbound{Thread: core.Thread{Channel: "webhook", Key: "ci/1"}, Key: "o1/0"})
+	if err != nil || ref != (core.MessageRef{Channel: "webhook", ID: "o1/0"}) {
+		t.Errorf("Send = %+v, %v; want webhook ref o1/0", ref, err)
+	}
+	_, err = r.Send(context.Background(), core.Outbound{Thread: core.Thread{Channel: console.Channel, Key: "ops-1"}, Key: "o2/0"})
+	var perm *core.PermanentError
+	if !errors.As(err, &perm) || !strings.Contains(err.Error(), "not a webhook thread") {
+		t.Errorf("console thread: err = %v, want a permanent 'not a webhook thread'", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Send(ctx, core.Outbound{Thread: core.Thread{Channel: "webhook", Key: "ci/1"}, Key: "o3/0"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err = %v", err)
+	}
+}

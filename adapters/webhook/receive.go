@@ -46,6 +46,9 @@ type Adapter struct {
 	// signature and names cannot be probed by timing.
 	decoy []byte
 	mux   *http.ServeMux
+	// platform is the delivery.Platform: its methods (Channel, Send,
+	// Format, Pacing, Buckets) are the Adapter's.
+	*platform
 }
 
 // New validates cfg and returns the adapter.
@@ -58,7 +61,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		return nil, err
 	}
 	a := &Adapter{hooks: hooks, maxBody: cfg.MaxBodyBytes, sink: deps.Sink, log: deps.Logger, now: deps.Now,
-		decoy: make([]byte, 32), mux: http.NewServeMux()}
+		decoy: make([]byte, 32), mux: http.NewServeMux(), platform: newPlatform()}
 	if a.maxBody <= 0 {
 		a.maxBody = DefaultMaxBodyBytes
 	}
