@@ -97,6 +97,23 @@ func BenchmarkInboxRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkThreads measures the chat's reads (core.ThreadStore) with
+// 20,000 messages each way over 200 threads, half of them on another
+// channel: cost follows the page, not the table.
+func BenchmarkThreads(b *testing.B) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "opsgate.db")+"?_pragma=synchronous(NORMAL)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	storetest.SeedThreads(b, s, 20000, 200)
+	storetest.BenchmarkThreads(b, s)
+}
+
 // FuzzListCursor: list cursors arrive from API clients (?cursor=...); any
 // string must give a page or a clean error, never a panic or a SQL error
 // from injected text.

@@ -193,10 +193,11 @@ func (s *Store) threadOutbox(ctx context.Context, where string, args []any) ([]k
 	return out, nil
 }
 
-// ThreadList implements core.ThreadStore. It aggregates the channel's
-// events and outbox rows per thread from the (channel, thread, time)
-// indexes alone (no table rows are read); the cost grows with the channel's
-// message count, not with the other channels' traffic.
+// ThreadList implements core.ThreadStore. Each source is aggregated per
+// thread in index order from its (channel, thread, time) index alone (no
+// table rows are read), then the two per-thread rows are combined: the
+// cost grows with the channel's message count (counting needs every row),
+// not with other channels' traffic, and only one row per thread is sorted.
 func (s *Store) ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error) {
 	if p.Channel == "" {
 		return nil, "", errors.New("store: thread list: a channel is required")
@@ -211,10 +212,10 @@ func (s *Store) ThreadList(ctx context.Context, p core.ThreadListParams) ([]core
 		having = " HAVING MAX(at) < ? OR (MAX(at) = ? AND thread < ?)"
 		args = append(args, at, at, th)
 	}
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT thread, MAX(at), COUNT(*) FROM (
-		SELECT thread, received_at AS at FROM events WHERE channel = ? AND thread <> ''
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT thread, MAX(at), CAST(SUM(n) AS BIGINT) FROM (
+		SELECT thread, MAX(received_at) AS at, COUNT(*) AS n FROM events WHERE channel = ? AND thread <> '' GROUP BY thread
 		UNION ALL
-		SELECT thread, created_at AS at FROM outbox WHERE channel = ?
+		SELECT thread, MAX(created_at) AS at, COUNT(*) AS n FROM outbox WHERE channel = ? GROUP BY thread
 	) m GROUP BY thread`+having+` ORDER BY MAX(at) DESC, thread DESC LIMIT ?`), append(args, limit+1)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: thread list: %w", err)
