@@ -18,8 +18,8 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/engine"
-	"github.com/opsgate/opsgate/core/internal/coretest"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/coretest"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
 
