@@ -73,7 +73,7 @@ func TestSendRefusesForeignThread(t *testing.T) {
 // outbox keys and refuses the console's threads.
 func TestRecorderOfAnotherChannel(t *testing.T) {
 	t.Parallel()
-	r := console.NewRecorder("webhook")
+	r := delivery.NewRecorder("webhook")
 	if r.Channel() != "webhook" {
 		t.Errorf("Channel() = %q", r.Channel())
 	}
