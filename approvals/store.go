@@ -55,8 +55,11 @@ type EventKey struct {
 	EventID string
 	Actor   string
 	Thread  string
-	Raw     []byte
-	At      time.Time
+	// Text is the event's normalized text (an email reply, a typed
+	// "approve"), kept so the thread's history shows it.
+	Text string
+	Raw  []byte
+	At   time.Time
 }
 
 // AuditListParams pages through the audit log. Filters are exact matches.

@@ -72,7 +72,7 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error) {
 	key := &approvals.EventKey{
 		Channel: ev.Channel, EventID: ev.EventID, Actor: ev.Actor.ID, Thread: ev.Thread.String(),
-		Raw: ev.Raw, At: ev.ReceivedAt,
+		Text: ev.Text, Raw: ev.Raw, At: ev.ReceivedAt,
 	}
 	a, err := e.decide(ctx, ev.Actor, ev.Channel, *ev.Decision, key)
 	if errors.Is(err, approvals.ErrDuplicateEvent) {

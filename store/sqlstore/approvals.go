@@ -266,7 +266,7 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 func recordDecisionEvent(ctx context.Context, t *tx, e *approvals.EventKey, runID string) (bool, error) {
 	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
-		e.Channel, e.EventID, nullString(runID), e.Actor, e.Thread, micros(orNow(e.At)), e.Raw, "")
+		e.Channel, e.EventID, nullString(runID), e.Actor, e.Thread, micros(orNow(e.At)), e.Raw, e.Text)
 	if err != nil {
 		return false, fmt.Errorf("store: approval decide: record event: %w", err)
 	}

@@ -221,7 +221,8 @@ func testDecideConcurrentQuorum(t *testing.T, s core.Store) {
 func testDecideDedupsEvent(t *testing.T, s core.Store) {
 	a := suspended(t, s, thread("dedup-decision"), []string{"console:bob", "console:carol"}, 2)
 	var calls atomic.Int32
-	key := &approvals.EventKey{Channel: "slack", EventID: newID("click"), Actor: "console:bob", Thread: a.Thread, At: t0, Raw: []byte(`{"a":1}`)}
+	key := &approvals.EventKey{Channel: "slack", EventID: newID("click"), Actor: "console:bob", Thread: a.Thread,
+		Text: "approve", At: t0, Raw: []byte(`{"a":1}`)}
 	decide := func() (*approvals.Approval, error) {
 		return s.ApprovalDecide(ctx(t), approvals.ApprovalDecideParams{ID: a.ID, Event: key,
 			Decide: func(cur *approvals.Approval) approvals.Outcome {
@@ -242,6 +243,22 @@ func testDecideDedupsEvent(t *testing.T, s core.Store) {
 		t.Errorf("approval after duplicate = %+v, want pending with one decision", got)
 	}
 	mustEqual(t, "audit entries", len(allAudit(t, s)), 1)
+	// The decision's text is part of the thread's history.
+	th, err := core.ParseThread(a.Thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _, err := s.ThreadMessages(ctx(t), core.ThreadMessagesParams{Thread: th, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range msgs {
+		found = found || (m.ID == key.EventID && m.Text == "approve" && m.Actor == "console:bob")
+	}
+	if !found {
+		t.Errorf("thread history %+v lacks the decision event with its text", msgs)
+	}
 	// The event key is shared with the inbox: the same platform event
 	// cannot also start a run.
 	res, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: core.ChannelEvent{Channel: "slack", EventID: key.EventID}})
