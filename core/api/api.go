@@ -52,6 +52,7 @@ type Store interface {
 	AuditVerify(ctx context.Context) (badSeq int64, err error)
 	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
 	OutboxRequeue(ctx context.Context, id string, now time.Time) error
+	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)
 	Subscribe(topic string) (ch <-chan struct{}, cancel func())
 }
 
@@ -193,6 +194,7 @@ func New(o Options) (http.Handler, error) {
 func (s *server) routes() {
 	m := s.mux
 	m.HandleFunc("POST /api/v1/messages", s.postMessage)
+	m.HandleFunc("GET /api/v1/messages", s.listMessages)
 	m.HandleFunc("GET /api/v1/runs", s.listRuns)
 	m.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
 	m.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)

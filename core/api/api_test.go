@@ -202,7 +202,7 @@ func TestRouting(t *testing.T) {
 		if !strings.Contains(r.header.Get("Allow"), "GET") {
 			t.Fatalf("Allow %q", r.header.Get("Allow"))
 		}
-		want(t, b.do(t, "GET", "/api/v1/messages", adminToken, nil), 405, "method_not_allowed")
+		want(t, b.do(t, "PUT", "/api/v1/messages", adminToken, nil), 405, "method_not_allowed")
 		want(t, b.do(t, "GET", "/api/v1/approvals/a1/decision", adminToken, nil), 405, "method_not_allowed")
 	})
 	t.Run("AccessLogNamesActorAndStatus", func(t *testing.T) {

@@ -377,6 +377,36 @@ func TestRealDeliveries(t *testing.T) {
 	want(t, b.do(t, "POST", "/api/v1/deliveries/nope/requeue", reqToken, nil), 404, "not_found")
 }
 
+// GET /api/v1/messages is the thread's history: a message that started no
+// run is there, followed by opsgate's help reply.
+func TestRealThreadMessages(t *testing.T) {
+	t.Parallel()
+	b := setupReal(t)
+	want(t, b.do(t, "POST", "/api/v1/messages", reqToken, map[string]string{"thread": "hist", "text": "hepl"}), 200, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := b.do(t, "GET", "/api/v1/messages?thread=console:hist", reqToken, nil)
+		want(t, r, 200, "")
+		items := r.body["items"].([]any)
+		if len(items) == 2 {
+			out, in := items[0].(map[string]any), items[1].(map[string]any)
+			if in["direction"] != "in" || in["text"] != "hepl" || in["actor"] != "console:req" {
+				t.Fatalf("oldest item = %v, want the user's message", in)
+			}
+			if out["direction"] != "out" || !strings.Contains(out["text"].(string), "deploy") {
+				t.Fatalf("newest item = %v, want the help reply listing the flows", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("history %s", r.raw)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want(t, b.do(t, "GET", "/api/v1/messages", reqToken, nil), 422, "")
+	want(t, b.do(t, "GET", "/api/v1/messages?thread=console:hist&cursor=forged", reqToken, nil), 422, "")
+}
+
 func containsStr(s []string, v string) bool {
 	for _, x := range s {
 		if x == v {

@@ -147,6 +147,37 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// listMessages is a thread's history, newest first: what people sent
+// (direction "in") and what opsgate queued for them (replies and cards,
+// direction "out", with their delivery status). thread is required.
+func (s *server) listMessages(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	th, err := core.ParseThread(q.Get("thread"))
+	if err != nil {
+		s.fail(w, r, invalid("thread", "thread is required as <channel>:<key>, got %q", q.Get("thread")))
+		return
+	}
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := core.ThreadMessagesParams{Thread: th, Before: q.Get("cursor"), Limit: limit}
+	msgs, next, err := s.o.Store.ThreadMessages(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, cursorErr(p.Before, fmt.Errorf("api: list messages: %w", err), func() error {
+			_, _, err := s.o.Store.ThreadMessages(r.Context(), core.ThreadMessagesParams{Thread: th, Limit: 1})
+			return err
+		}))
+		return
+	}
+	out := listView[core.ThreadMessage]{Items: msgs, NextCursor: next}
+	if out.Items == nil {
+		out.Items = []core.ThreadMessage{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // cursorErr decides what a list failure with a caller-supplied cursor
 // means. Cursors are opaque, so a forged or stale one is bad input (422),
 // not an outage; the store does not say which it was, so probe the same
