@@ -38,6 +38,9 @@ type Adapter struct {
 	// threads remembers where the bot has posted, so follow-ups in those
 	// threads count as addressed to it.
 	threads *threadSet
+	// memory, when set, keeps the same record durably and shared by
+	// replicas; threads is then its cache.
+	memory ThreadMemory
 
 	// bg tracks work that outlives the request it came from: ephemerals
 	// sent after the ack and Socket Mode envelopes, so Drain can wait.
@@ -92,6 +95,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		verify:    newVerifier(cfg.SigningSecret, deps.Now),
 		sign:      newSigner(secret),
 		threads:   newThreadSet(cfg.KnownThreads),
+		memory:    deps.Store,
 		botUserID: cfg.BotUserID,
 	}, nil
 }
@@ -200,37 +204,4 @@ func (a *Adapter) botUser(ctx context.Context, env *eventEnvelope) string {
 	}
 	a.botUserID = res.UserID
 	return a.botUserID
-}
-
-// threadSet is a bounded set of thread keys, oldest forgotten first.
-type threadSet struct {
-	mu    sync.Mutex
-	max   int
-	set   map[string]struct{}
-	order []string
-}
-
-func newThreadSet(max int) *threadSet {
-	return &threadSet{max: max, set: make(map[string]struct{}, 64)}
-}
-
-func (s *threadSet) add(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.set[key]; ok {
-		return
-	}
-	if len(s.order) >= s.max {
-		delete(s.set, s.order[0])
-		s.order = s.order[1:]
-	}
-	s.set[key] = struct{}{}
-	s.order = append(s.order, key)
-}
-
-func (s *threadSet) has(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.set[key]
-	return ok
 }

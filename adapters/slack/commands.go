@@ -98,7 +98,11 @@ func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
 	key := threadKey{Team: c.TeamID, Channel: c.ChannelID, TS: ts}
 	// Raw is kept as JSON whatever the transport (form or Socket Mode).
 	raw, _ := json.Marshal(c)
-	a.threads.add(key.String())
+	// Follow-ups here carry parent_user_id = the bot, so they are
+	// recognized without the record; it is kept in memory now and made
+	// durable once the command is recorded, like every thread the bot
+	// posts in.
+	a.threads.add(key.String(), false)
 	ev := core.ChannelEvent{
 		Channel:    channelName,
 		EventID:    "command:" + c.TriggerID,
@@ -115,7 +119,9 @@ func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
 			a.log.ErrorContext(ctx, "slack: record slash command", "err", err)
 			return ephemeral("opsgate could not record this command, so nothing was started. Please try again.")
 		}
+		return answerOK
 	}
+	a.rememberThread(ctx, key.String())
 	return answerOK
 }
 

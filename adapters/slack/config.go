@@ -63,7 +63,9 @@ type Config struct {
 	// each event's authorizations, or from auth.test.
 	BotUserID string
 	// KnownThreads bounds the in-memory set of threads the bot has posted
-	// in (for follow-ups without a mention); default 10,000.
+	// in (for follow-ups without a mention); default 10,000. With
+	// Deps.Store it is a cache of the durable record; without it, it is
+	// the only record, lost on restart.
 	KnownThreads int
 }
 
@@ -80,6 +82,11 @@ type Deps struct {
 	// HTTPClient is used for Web API calls; default a client with a 30s
 	// timeout.
 	HTTPClient *http.Client
+	// Store, optional, durably records the threads the bot has posted in,
+	// so follow-ups there without a mention are still recognized after a
+	// restart and on every replica. cmd passes the server's store. Without
+	// it the record is in memory only.
+	Store ThreadMemory
 }
 
 // ErrConfig marks an invalid configuration, so cmd can report it as such.

@@ -50,11 +50,20 @@ type env struct {
 	a    *Adapter
 	srv  *httptest.Server
 	seq  atomic.Int64
+	cfg  Config // the adapter's configuration, to build a second one
+
 }
 
 type setupOpt func(*Config, *adaptertest.HarnessOptions)
 
 func setup(t *testing.T, opts ...setupOpt) *env {
+	t.Helper()
+	return setupWith(t, nil, opts...)
+}
+
+// setupWith is setup with deps, when set, completing the adapter's Deps
+// (e.g. a Store) from the harness before New.
+func setupWith(t *testing.T, deps func(*adaptertest.Harness, *Deps), opts ...setupOpt) *env {
 	t.Helper()
 	e := &env{t: t, fake: fakeslack.New(t)}
 	cfg := Config{BotToken: testToken, SigningSecret: testSecret, APIURL: e.fake.APIURL(),
@@ -64,13 +73,18 @@ func setup(t *testing.T, opts ...setupOpt) *env {
 		o(&cfg, &ho)
 	}
 	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
-		a, err := New(cfg, Deps{Sink: h.Engine, Cards: h.Engine, Logger: slog.New(slog.DiscardHandler)})
+		d := Deps{Sink: h.Engine, Cards: h.Engine, Logger: slog.New(slog.DiscardHandler)}
+		if deps != nil {
+			deps(h, &d)
+		}
+		a, err := New(cfg, d)
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
 		e.a = a
 		return a
 	}
+	e.cfg = cfg
 	e.h = adaptertest.NewHarness(t, ho)
 	mux := http.NewServeMux()
 	for p, hd := range e.a.Handlers() {

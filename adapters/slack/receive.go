@@ -45,7 +45,7 @@ func (a *Adapter) handleEnvelope(ctx context.Context, env eventEnvelope, raw []b
 	defer cancel()
 	ev, ok, err := normalizeEvent(env, raw, eventContext{
 		botUserID:   a.botUser(ctx, &env),
-		knownThread: a.threads.has,
+		knownThread: func(k string) bool { return a.knownThread(ctx, k) },
 		now:         a.now(),
 	})
 	if err != nil {
@@ -60,7 +60,9 @@ func (a *Adapter) handleEnvelope(ctx context.Context, env eventEnvelope, raw []b
 		return answer{status: http.StatusInternalServerError}
 	}
 	if !rc.Duplicate {
-		a.threads.add(ev.Thread.Key)
+		// In memory only: the bot is about to answer here, and its answer
+		// (Send) records the thread durably.
+		a.threads.add(ev.Thread.Key, false)
 	}
 	return answerOK
 }

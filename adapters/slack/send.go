@@ -51,7 +51,11 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		blocks, text := a.renderCard(*m.Card)
 		opts = append(opts, slackapi.MsgOptionText(escapeMrkdwn(text), false), slackapi.MsgOptionBlocks(blocks...))
 		if m.Kind == core.KindCardUpdate && m.Edit != nil && m.Edit.ID != "" {
-			return a.update(ctx, k, *m.Edit, opts)
+			ref, err := a.update(ctx, k, *m.Edit, opts)
+			if err == nil {
+				a.rememberThread(ctx, k.String())
+			}
+			return ref, err
 		}
 	default:
 		return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: unknown message kind %q", m.Kind)}
@@ -60,7 +64,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	if err != nil {
 		return core.MessageRef{}, sendError("chat.postMessage", err)
 	}
-	a.threads.add(k.String())
+	a.rememberThread(ctx, k.String())
 	return core.MessageRef{Channel: ch, ID: ts}, nil
 }
 

@@ -45,7 +45,8 @@ type channel struct {
 // buildChannels builds every enabled channel from the configuration. This
 // is the only place that knows concrete adapters; the core sees them only
 // as a Sink caller and a delivery.Platform. st is the server's store, for
-// adapters that keep durable state of their own (the email cursor).
+// adapters that keep durable state of their own (the email cursor, the
+// Slack threads the bot takes part in).
 func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
 	// The console is always there: /api/v1 is its back end, and API
 	// messages are console messages whether or not the web UI is enabled.
@@ -54,7 +55,7 @@ func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *s
 	if c := cfg.Channels.Slack; c.Enabled {
 		a, err := slack.New(slack.Config{
 			BotToken: c.BotToken, SigningSecret: c.SigningSecret, Mode: c.Mode, AppToken: c.AppToken, APIURL: c.APIURL,
-		}, slack.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "slack")})
+		}, slack.Deps{Sink: eng, Cards: eng, Store: st, Logger: log.With("channel", "slack")})
 		if err != nil {
 			return nil, fmt.Errorf("channels.slack: %w", err)
 		}
