@@ -30,38 +30,18 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 )
 
-// Engine is the part of the core engine the console drives: the same three
-// calls as the API, so a console message or decision is handled exactly
-// like one made through the API or a chat platform.
-type Engine interface {
-	// HandleEvent records an inbound console message and starts its run.
-	HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error)
-	// Decide applies an approver's decision; refusals are *core.DecisionError.
-	Decide(ctx context.Context, actor core.Actor, channel string, d core.Decision) (*approvals.Approval, error)
-	// Cancel stops a run that is not final.
-	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
-}
+// Engine is the part of the core engine the console drives: exactly the
+// API's, so a console message or decision is handled like one made through
+// the API or a chat platform.
+type Engine = api.Engine
 
-// Store is the read side the console renders from, the requeue of dead
-// deliveries, the conversations of the chat view, and the wake-ups that
-// drive live updates. It is the API's Store plus core.ThreadStore, so any
-// core.Store serves the console.
+// Store is the read side the console renders from: the API's Store plus
+// the thread list of the chat view, so any core.Store serves the console.
 type Store interface {
-	RunGet(ctx context.Context, id string) (*core.Run, error)
-	RunList(ctx context.Context, p core.RunListParams) ([]*core.Run, string, error)
-	RunEventList(ctx context.Context, runID string, after int64, limit int) ([]core.RunEvent, error)
-	ApprovalGet(ctx context.Context, id string) (*approvals.Approval, error)
-	ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error)
-	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
-	AuditVerify(ctx context.Context) (badSeq int64, err error)
-	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
-	OutboxRequeue(ctx context.Context, id string, now time.Time) error
-	Subscribe(topic string) (ch <-chan struct{}, cancel func())
-	// ThreadMessages and ThreadList (core.ThreadStore) are what the chat
-	// view and its thread list are built from.
-	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)
+	api.Store
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
 }
 
