@@ -186,6 +186,29 @@ func TestDeadLetterThenRequeue(t *testing.T) {
 // this module does not have; Gather gives the same answer.)
 func assertCounter(t *testing.T, reg *prometheus.Registry, name, channel string, want float64) {
 	t.Helper()
+	// The worker counts right after the store commit the test waited for,
+	// so give the increment a moment; a counter never goes down, so a value
+	// above want fails at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, ok := counterValue(t, reg, name, channel)
+		switch {
+		case ok && got == want:
+			return
+		case ok && got > want, time.Now().After(deadline):
+			if !ok {
+				t.Errorf("%s{channel=%q} has no sample, want %v", name, channel, want)
+			} else {
+				t.Errorf("%s{channel=%q} = %v, want %v", name, channel, got, want)
+			}
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name, channel string) (float64, bool) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -197,15 +220,12 @@ func assertCounter(t *testing.T, reg *prometheus.Registry, name, channel string,
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "channel" && l.GetValue() == channel {
-					if got := m.GetCounter().GetValue(); got != want {
-						t.Errorf("%s{channel=%q} = %v, want %v", name, channel, got, want)
-					}
-					return
+					return m.GetCounter().GetValue(), true
 				}
 			}
 		}
 	}
-	t.Errorf("%s{channel=%q} has no sample, want %v", name, channel, want)
+	return 0, false
 }
 
 // A platform whose endpoint refuses connections (a closed loopback
