@@ -123,6 +123,9 @@ type Receipt struct {
 	Duplicate bool
 	// RunID is the run the event started, or the run it belonged to.
 	RunID string
+	// Run is the run as recorded, when this event created it (nil for a
+	// duplicate or a decision), so a caller that shows it needs no read.
+	Run *Run
 	// ApprovalStatus is the approval's status after a decision event.
 	ApprovalStatus string
 }

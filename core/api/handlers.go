@@ -89,7 +89,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := messageResponse{EventID: b.EventID, Duplicate: rc.Duplicate}
-	if rc.RunID != "" {
+	switch {
+	case rc.Run != nil:
+		resp.Run = NewRunView(rc.Run) // as committed: no read on the ingest path
+	case rc.RunID != "":
 		run, err := s.o.Store.RunGet(r.Context(), rc.RunID)
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("api: get run %s: %w", rc.RunID, err))

@@ -66,7 +66,11 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if !res.Duplicate {
 		e.m.eventsIngested.WithLabelValues(ev.Channel).Inc()
 	}
-	return core.Receipt{Duplicate: res.Duplicate, RunID: res.RunID}, nil
+	rc := core.Receipt{Duplicate: res.Duplicate, RunID: res.RunID}
+	if !res.Duplicate && p.Run != nil {
+		rc.Run = p.Run
+	}
+	return rc, nil
 }
 
 func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error) {
