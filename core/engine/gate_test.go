@@ -314,8 +314,11 @@ func TestSameEventTwiceOneRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if first.Run == nil || first.Run.ID != first.RunID || first.Run.Status != core.RunQueued || first.Run.Flow != "deploy" {
+			t.Fatalf("first delivery's receipt carries run %+v, want the queued run %s", first.Run, first.RunID)
+		}
 		again, err := h.eng.HandleEvent(context.Background(), ev)
-		if err != nil || !again.Duplicate || again.RunID != first.RunID {
+		if err != nil || !again.Duplicate || again.RunID != first.RunID || again.Run != nil {
 			t.Fatalf("redelivery: %+v %v", again, err)
 		}
 		ev2 := h.event("console:req", "console:t2", "deploy web 2")
