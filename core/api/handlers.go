@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -135,19 +136,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = limit
-	runs, next, err := s.o.Store.RunList(r.Context(), p)
+	runs, next, err := listPage(r.Context(), "runs", p.Cursor, s.o.Store.RunList, p, core.RunListParams{Limit: 1})
 	if err != nil {
-		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list runs: %w", err), func() error {
-			_, _, err := s.o.Store.RunList(r.Context(), core.RunListParams{Limit: 1})
-			return err
-		}))
+		s.fail(w, r, err)
 		return
 	}
-	out := listView[*RunView]{Items: make([]*RunView, 0, len(runs)), NextCursor: next}
-	for _, run := range runs {
-		out.Items = append(out.Items, NewRunView(run))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, listView[*RunView]{Items: viewsOf(runs, NewRunView), NextCursor: next})
 }
 
 // listMessages is a thread's history, newest first: what people sent
@@ -166,12 +160,10 @@ func (s *server) listMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := core.ThreadMessagesParams{Thread: th, Before: q.Get("cursor"), Limit: limit}
-	msgs, next, err := s.o.Store.ThreadMessages(r.Context(), p)
+	msgs, next, err := listPage(r.Context(), "messages", p.Before, s.o.Store.ThreadMessages, p,
+		core.ThreadMessagesParams{Thread: th, Limit: 1})
 	if err != nil {
-		s.fail(w, r, cursorErr(p.Before, fmt.Errorf("api: list messages: %w", err), func() error {
-			_, _, err := s.o.Store.ThreadMessages(r.Context(), core.ThreadMessagesParams{Thread: th, Limit: 1})
-			return err
-		}))
+		s.fail(w, r, err)
 		return
 	}
 	out := listView[core.ThreadMessage]{Items: msgs, NextCursor: next}
@@ -179,6 +171,31 @@ func (s *server) listMessages(w http.ResponseWriter, r *http.Request) {
 		out.Items = []core.ThreadMessage{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listPage reads one page of a list through the store's list method. A
+// failure is reported as "api: list <what>", or as a bad cursor (422) when
+// the same list without the caller's cursor (probe, one item) works.
+func listPage[P, T any](ctx context.Context, what, cursor string,
+	list func(context.Context, P) ([]T, string, error), p, probe P) ([]T, string, error) {
+	items, next, err := list(ctx, p)
+	if err != nil {
+		return nil, "", cursorErr(cursor, fmt.Errorf("api: list %s: %w", what, err), func() error {
+			_, _, err := list(ctx, probe)
+			return err
+		})
+	}
+	return items, next, nil
+}
+
+// viewsOf renders a page of store records as their API views; an empty
+// page is an empty JSON array, never null.
+func viewsOf[T, V any](items []T, view func(T) V) []V {
+	out := make([]V, 0, len(items))
+	for _, it := range items {
+		out = append(out, view(it))
+	}
+	return out
 }
 
 // cursorErr decides what a list failure with a caller-supplied cursor
@@ -252,12 +269,9 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = limit
-	as, next, err := s.o.Store.ApprovalList(r.Context(), p)
+	as, next, err := listPage(r.Context(), "approvals", p.Cursor, s.o.Store.ApprovalList, p, approvals.ApprovalListParams{Limit: 1})
 	if err != nil {
-		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list approvals: %w", err), func() error {
-			_, _, err := s.o.Store.ApprovalList(r.Context(), approvals.ApprovalListParams{Limit: 1})
-			return err
-		}))
+		s.fail(w, r, err)
 		return
 	}
 	views, err := s.approvalViews(r.Context(), as)
@@ -383,10 +397,7 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("api: list audit: %w", err))
 		return
 	}
-	out := listView[auditView]{Items: make([]auditView, 0, len(entries))}
-	for _, e := range entries {
-		out.Items = append(out.Items, newAuditView(e))
-	}
+	out := listView[auditView]{Items: viewsOf(entries, newAuditView)}
 	if len(entries) == limit {
 		out.NextCursor = fmt.Sprint(entries[len(entries)-1].Seq)
 	}
@@ -422,19 +433,12 @@ func (s *server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = limit
-	ds, next, err := s.o.Store.OutboxList(r.Context(), p)
+	ds, next, err := listPage(r.Context(), "deliveries", p.Cursor, s.o.Store.OutboxList, p, core.OutboxListParams{Limit: 1})
 	if err != nil {
-		s.fail(w, r, cursorErr(p.Cursor, fmt.Errorf("api: list deliveries: %w", err), func() error {
-			_, _, err := s.o.Store.OutboxList(r.Context(), core.OutboxListParams{Limit: 1})
-			return err
-		}))
+		s.fail(w, r, err)
 		return
 	}
-	out := listView[deliveryView]{Items: make([]deliveryView, 0, len(ds)), NextCursor: next}
-	for _, d := range ds {
-		out.Items = append(out.Items, newDeliveryView(d))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, listView[deliveryView]{Items: viewsOf(ds, newDeliveryView), NextCursor: next})
 }
 
 func (s *server) requeueDelivery(w http.ResponseWriter, r *http.Request) {
