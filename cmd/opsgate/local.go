@@ -41,20 +41,47 @@ func describeSource(path string) string {
 	return path
 }
 
+// parseConfigFlag parses the one flag a local subcommand takes, --config
+// (described by help), and refuses positional arguments, adding hint to
+// the refusal.
+func parseConfigFlag(name, help, hint string, args []string, stderr io.Writer) (string, error) {
+	fs := newFlags(name, name+" [--config FILE]", stderr)
+	cfgPath := fs.String("config", "", help)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 0 {
+		return "", usagef("%s takes no arguments%s", name, hint)
+	}
+	return *cfgPath, nil
+}
+
+// openConfiguredStore loads the configuration (its problems printed to
+// stderr) and opens the store it names, for the subcommands that work on
+// the store without a server. The caller closes the store.
+func openConfiguredStore(ctx context.Context, cfgPath string, stderr io.Writer) (string, *config.Config, store, error) {
+	path, cfg, err := loadConfig(cfgPath, stderr)
+	if err != nil {
+		return path, nil, nil, err
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return path, cfg, nil, err
+	}
+	return path, cfg, st, nil
+}
+
 func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsgate config check [--config FILE]")
 	}
-	fs := newFlags("config check", "config check [--config FILE]", stderr)
-	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
-	pos, err := parseInterleaved(fs, args[1:])
+	cfgPath, err := parseConfigFlag("config check", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)",
+		" (use --config FILE)", args[1:], stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usagef("config check takes no arguments (use --config FILE)")
-	}
-	path, cfg, err := loadConfig(*cfgPath, stdout)
+	path, cfg, err := loadConfig(cfgPath, stdout)
 	if err != nil {
 		return err
 	}
@@ -75,20 +102,11 @@ func clientDefaults(flagPath string) (listen, dataDir string, err error) {
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate", "migrate [--config FILE]", stderr)
-	cfgPath := fs.String("config", "", "config file")
-	pos, err := parseInterleaved(fs, args)
+	cfgPath, err := parseConfigFlag("migrate", "config file", "", args, stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usagef("migrate takes no arguments")
-	}
-	path, cfg, err := loadConfig(*cfgPath, stderr)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, cfg)
+	path, cfg, st, err := openConfiguredStore(ctx, cfgPath, stderr)
 	if err != nil {
 		return err
 	}
@@ -104,20 +122,11 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) == 0 || args[0] != "verify" {
 		return usagef("usage: opsgate audit verify [--config FILE]")
 	}
-	fs := newFlags("audit verify", "audit verify [--config FILE]", stderr)
-	cfgPath := fs.String("config", "", "config file naming the store")
-	pos, err := parseInterleaved(fs, args[1:])
+	cfgPath, err := parseConfigFlag("audit verify", "config file naming the store", "", args[1:], stderr)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return usagef("audit verify takes no arguments")
-	}
-	_, cfg, err := loadConfig(*cfgPath, stderr)
-	if err != nil {
-		return err
-	}
-	st, err := openStore(ctx, cfg)
+	_, _, st, err := openConfiguredStore(ctx, cfgPath, stderr)
 	if err != nil {
 		return err
 	}
