@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -20,21 +21,74 @@ import (
 // a table, show prints a readable summary; --json prints the API's answer
 // unchanged for scripts.
 
+// adminCmd is what the admin subcommands share: the subcommand word, its
+// flags (the connection flags, --limit and --json among them), and where
+// the answer goes.
+type adminCmd struct {
+	sub    string
+	rest   []string
+	fs     *flag.FlagSet
+	client clientFlags
+	limit  *int
+	asJSON *bool
+	stdout io.Writer
+}
+
+// newAdminCmd splits off the subcommand of `opsgate <name>` and declares the
+// flags every admin subcommand takes; the caller adds its own and parses.
+func newAdminCmd(name, usage string, args []string, stdout, stderr io.Writer) (*adminCmd, error) {
+	if len(args) == 0 {
+		return nil, usagef("usage: opsgate %s", usage)
+	}
+	fs := newFlags(name+" "+args[0], usage, stderr)
+	return &adminCmd{
+		sub:    args[0],
+		rest:   args[1:],
+		fs:     fs,
+		client: addClientFlags(fs),
+		limit:  fs.Int("limit", 50, "list: at most this many"),
+		asJSON: fs.Bool("json", false, "print the API's JSON answer"),
+		stdout: stdout,
+	}, nil
+}
+
+// parse parses the flags and returns the positional arguments.
+func (a *adminCmd) parse() ([]string, error) { return parseInterleaved(a.fs, a.rest) }
+
+// call connects, makes one API request and, with --json, prints the
+// answer as it came (done is then true); otherwise it decodes the answer
+// into out for the caller to render. what prefixes errors. An error always
+// comes with done.
+func (a *adminCmd) call(ctx context.Context, what, method, path string, q url.Values, body, out any) (done bool, err error) {
+	c, err := newClient(a.client)
+	if err != nil {
+		return true, err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, method, path, q, body, &raw); err != nil {
+		return true, fmt.Errorf("%s: %w", what, err)
+	}
+	if *a.asJSON {
+		return true, printJSON(a.stdout, raw)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return true, fmt.Errorf("%s: decode: %w", what, err)
+	}
+	return false, nil
+}
+
 func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "approvals list|show ID|approve ID|reject ID [--reason R]|edit ID --args JSON"
-	if len(args) == 0 {
-		return usagef("usage: opsgate %s", usage)
+	cmd, err := newAdminCmd("approvals", usage, args, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	sub, rest := args[0], args[1:]
-	fs := newFlags("approvals "+sub, usage, stderr)
-	cf := addClientFlags(fs)
-	status := fs.String("status", "pending", "list: approval status to show (pending, approved, rejected, edited, expired, all)")
-	limit := fs.Int("limit", 50, "list: at most this many")
-	asJSON := fs.Bool("json", false, "print the API's JSON answer")
-	reason := fs.String("reason", "", "approve/reject/edit: why (a reject's reason is returned to the run)")
-	scope := fs.String("scope", "call", "approve/edit: call, or session to also allow later calls of this tool in the thread")
-	argsJSON := fs.String("args", "", "edit: the new arguments as a JSON object (replaces the proposed ones)")
-	pos, err := parseInterleaved(fs, rest)
+	sub := cmd.sub
+	status := cmd.fs.String("status", "pending", "list: approval status to show (pending, approved, rejected, edited, expired, all)")
+	reason := cmd.fs.String("reason", "", "approve/reject/edit: why (a reject's reason is returned to the run)")
+	scope := cmd.fs.String("scope", "call", "approve/edit: call, or session to also allow later calls of this tool in the thread")
+	argsJSON := cmd.fs.String("args", "", "edit: the new arguments as a JSON object (replaces the proposed ones)")
+	pos, err := cmd.parse()
 	if err != nil {
 		return err
 	}
@@ -44,26 +98,15 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if len(pos) != 0 {
 			return usagef("approvals list takes no arguments")
 		}
-		c, err := newClient(cf)
-		if err != nil {
-			return err
-		}
-		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		q := url.Values{"limit": {strconv.Itoa(*cmd.limit)}}
 		if *status != "all" && *status != "" {
 			q.Set("status", *status)
-		}
-		var raw json.RawMessage
-		if err := c.do(ctx, "GET", "/api/v1/approvals", q, nil, &raw); err != nil {
-			return fmt.Errorf("approvals list: %w", err)
-		}
-		if *asJSON {
-			return printJSON(stdout, raw)
 		}
 		var page struct {
 			Items []approvals.Approval `json:"items"`
 		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("approvals list: decode: %w", err)
+		if done, err := cmd.call(ctx, "approvals list", "GET", "/api/v1/approvals", q, nil, &page); done {
+			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tRISK\tREQUESTER\tTHREAD\tCREATED\tEXPIRES")
@@ -98,25 +141,13 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				return usagef("--args is only for approvals edit")
 			}
 		}
-		c, err := newClient(cf)
-		if err != nil {
-			return err
-		}
-		var raw json.RawMessage
-		if body == nil {
-			err = c.do(ctx, "GET", "/api/v1/approvals/"+url.PathEscape(id), nil, nil, &raw)
-		} else {
-			err = c.do(ctx, "POST", "/api/v1/approvals/"+url.PathEscape(id)+"/decision", nil, body, &raw)
-		}
-		if err != nil {
-			return fmt.Errorf("approvals %s %s: %w", sub, id, err)
-		}
-		if *asJSON {
-			return printJSON(stdout, raw)
+		method, path, reqBody := "GET", "/api/v1/approvals/"+url.PathEscape(id), any(nil)
+		if body != nil { // a decision; a nil map in reqBody would be sent as null
+			method, path, reqBody = "POST", path+"/decision", body
 		}
 		var a approvals.Approval
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return fmt.Errorf("approvals %s %s: decode: %w", sub, id, err)
+		if done, err := cmd.call(ctx, fmt.Sprintf("approvals %s %s", sub, id), method, path, nil, reqBody, &a); done {
+			return err
 		}
 		if sub != "show" {
 			fmt.Fprintf(stdout, "approval %s is now %s (run %s)\n", a.ID, a.Status, a.RunID)
@@ -134,16 +165,13 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "runs list|show ID|cancel ID"
-	if len(args) == 0 {
-		return usagef("usage: opsgate %s", usage)
+	cmd, err := newAdminCmd("runs", usage, args, stdout, stderr)
+	if err != nil {
+		return err
 	}
-	sub, rest := args[0], args[1:]
-	fs := newFlags("runs "+sub, usage, stderr)
-	cf := addClientFlags(fs)
-	status := fs.String("status", "", "list: only runs in this status")
-	limit := fs.Int("limit", 50, "list: at most this many")
-	asJSON := fs.Bool("json", false, "print the API's JSON answer")
-	pos, err := parseInterleaved(fs, rest)
+	sub := cmd.sub
+	status := cmd.fs.String("status", "", "list: only runs in this status")
+	pos, err := cmd.parse()
 	if err != nil {
 		return err
 	}
@@ -152,26 +180,15 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if len(pos) != 0 {
 			return usagef("runs list takes no arguments")
 		}
-		c, err := newClient(cf)
-		if err != nil {
-			return err
-		}
-		q := url.Values{"limit": {strconv.Itoa(*limit)}}
+		q := url.Values{"limit": {strconv.Itoa(*cmd.limit)}}
 		if *status != "" {
 			q.Set("status", *status)
-		}
-		var raw json.RawMessage
-		if err := c.do(ctx, "GET", "/api/v1/runs", q, nil, &raw); err != nil {
-			return fmt.Errorf("runs list: %w", err)
-		}
-		if *asJSON {
-			return printJSON(stdout, raw)
 		}
 		var page struct {
 			Items []core.Run `json:"items"`
 		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("runs list: decode: %w", err)
+		if done, err := cmd.call(ctx, "runs list", "GET", "/api/v1/runs", q, nil, &page); done {
+			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSTATUS\tFLOW\tTHREAD\tREQUESTER\tCREATED\tUPDATED")
@@ -185,25 +202,13 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return usagef("usage: opsgate runs %s ID", sub)
 		}
 		id := pos[0]
-		c, err := newClient(cf)
-		if err != nil {
-			return err
-		}
-		var raw json.RawMessage
-		if sub == "show" {
-			err = c.do(ctx, "GET", "/api/v1/runs/"+url.PathEscape(id), nil, nil, &raw)
-		} else {
-			err = c.do(ctx, "POST", "/api/v1/runs/"+url.PathEscape(id)+"/cancel", nil, map[string]any{}, &raw)
-		}
-		if err != nil {
-			return fmt.Errorf("runs %s %s: %w", sub, id, err)
-		}
-		if *asJSON {
-			return printJSON(stdout, raw)
+		method, path, body := "GET", "/api/v1/runs/"+url.PathEscape(id), any(nil)
+		if sub == "cancel" {
+			method, path, body = "POST", path+"/cancel", map[string]any{}
 		}
 		var r core.Run
-		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("runs %s %s: decode: %w", sub, id, err)
+		if done, err := cmd.call(ctx, fmt.Sprintf("runs %s %s", sub, id), method, path, nil, body, &r); done {
+			return err
 		}
 		if sub == "cancel" {
 			fmt.Fprintf(stdout, "run %s is now %s\n", r.ID, r.Status)
