@@ -491,7 +491,7 @@ func TestApprovals(t *testing.T) {
 			t.Fatalf("approve %s", r.raw)
 		}
 		d := r.body["decisions"].([]any)[0].(map[string]any)
-		if d["actor"] != "console:admin" || d["channel"] != "console" || d["action"] != "approve" || d["reason"] != "lgtm" || d["at"] != "2026-03-04T05:06:07Z" {
+		if d["actor"] != "console:admin" || d["channel"] != "api" || d["action"] != "approve" || d["reason"] != "lgtm" || d["at"] != "2026-03-04T05:06:07Z" {
 			t.Fatalf("decision %v", d)
 		}
 		r = b.do(t, "POST", "/api/v1/approvals/a1/decision", bobToken, map[string]string{"action": "reject"})

@@ -350,7 +350,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope}
-	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), ConsoleChannel, d)
+	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), DecisionChannel, d)
 	if err != nil {
 		var de *core.DecisionError
 		if errors.As(err, &de) || errors.As(err, new(*approvals.RefusedError)) {
