@@ -9,8 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"text/template"
-	"text/template/parse"
 	"time"
 
 	"github.com/opsgate/opsgate/core/router"
@@ -259,11 +257,16 @@ func (c *checker) tools() {
 		case t.Exec != nil && t.HTTP != nil:
 			c.problem(fmt.Sprintf("tools[%d]", i), "has both exec and http; choose one")
 		}
+		funcs := toolFuncs()
 		if t.Exec != nil {
-			c.templates(toolPath(i, "exec.command"), t.Exec.Command, nil)
-			c.templates(toolPath(i, "exec.dry_run"), t.Exec.DryRun, nil)
+			c.templates(toolPath(i, "exec.command"), t.Exec.Command, funcs)
+			c.templates(toolPath(i, "exec.dry_run"), t.Exec.DryRun, funcs)
 			for k, v := range t.Exec.Env {
-				c.template(joinKey(toolPath(i, "exec.env"), k), v, nil)
+				// The runner passes env values literally; a template here
+				// would reach the tool as "{{.x}}", not the argument.
+				if strings.Contains(v, "{{") {
+					c.problem(joinKey(toolPath(i, "exec.env"), k), "env values are passed literally, not rendered; pass arguments in exec.command")
+				}
 			}
 			if len(t.Exec.Command) > 0 && t.Exec.Command[0] == "" {
 				c.problem(toolPath(i, "exec.command[0]"), "program must not be empty")
@@ -273,14 +276,14 @@ func (c *checker) tools() {
 			}
 		}
 		if h := t.HTTP; h != nil {
-			c.template(toolPath(i, "http.url"), h.URL, nil)
+			c.template(toolPath(i, "http.url"), h.URL, funcs, nil)
 			if h.URL != "" && !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://") {
 				c.problem(toolPath(i, "http.url"), "must start with http:// or https://")
 			}
 			for k, v := range h.Headers {
-				c.template(joinKey(toolPath(i, "http.headers"), k), v, nil)
+				c.template(joinKey(toolPath(i, "http.headers"), k), v, funcs, nil)
 			}
-			c.template(toolPath(i, "http.body"), h.Body, nil)
+			c.template(toolPath(i, "http.body"), h.Body, funcs, nil)
 			if h.Timeout <= 0 {
 				c.problem(toolPath(i, "http.timeout"), "must be greater than 0")
 			}
@@ -297,74 +300,6 @@ func (c *checker) tools() {
 		}
 		t.schema = schema
 	}
-}
-
-// templates checks argv-style template lists.
-func (c *checker) templates(p string, list []string, vars map[string]bool) {
-	for j, s := range list {
-		c.template(fmt.Sprintf("%s[%d]", p, j), s, vars)
-	}
-}
-
-// template checks that s parses as a text/template and, when vars is not
-// nil, that every {{.name}} it uses is one of vars.
-func (c *checker) template(p, s string, vars map[string]bool) {
-	if !strings.Contains(s, "{{") {
-		return
-	}
-	tmpl, err := template.New(p).Option("missingkey=error").Parse(s)
-	if err != nil {
-		c.problem(p, "invalid template: %v", strings.TrimPrefix(err.Error(), "template: "))
-		return
-	}
-	if vars == nil || tmpl.Tree == nil {
-		return
-	}
-	for _, name := range templateFields(tmpl.Tree.Root) {
-		if !vars[name] {
-			c.problem(p, "template uses {{.%s}} but the command has no {%s}", name, name)
-		}
-	}
-}
-
-// templateFields lists the top-level fields ({{.name}}) a template reads.
-func templateFields(n parse.Node) []string {
-	var out []string
-	var walk func(parse.Node)
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n != nil {
-				for _, x := range n.Nodes {
-					walk(x)
-				}
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe)
-		case *parse.PipeNode:
-			if n != nil {
-				for _, cmd := range n.Cmds {
-					walk(cmd)
-				}
-			}
-		case *parse.CommandNode:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case *parse.FieldNode:
-			out = append(out, n.Ident[0])
-		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.WithNode:
-			walk(n.Pipe) // inside a with, "." changes meaning; do not descend
-		case *parse.RangeNode:
-			walk(n.Pipe)
-		}
-	}
-	walk(n)
-	return out
 }
 
 func (c *checker) flows() {
@@ -411,7 +346,7 @@ func (c *checker) flows() {
 			}
 			for k, v := range s.Args {
 				if str, ok := v.(string); ok {
-					c.template(joinKey(sp+".args", k), str, vars)
+					c.template(joinKey(sp+".args", k), str, nil, vars)
 				}
 			}
 		}

@@ -282,7 +282,8 @@ type Exec struct {
 	DryRun []string `yaml:"dry_run"`
 	// Timeout bounds one call; default 1m.
 	Timeout Duration `yaml:"timeout"`
-	// Env adds variables to the process environment (values may be templates).
+	// Env adds variables to the process environment. Values are literal:
+	// the runner does not render them, so config check refuses "{{" here.
 	Env map[string]string `yaml:"env"`
 }
 

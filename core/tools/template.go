@@ -35,6 +35,11 @@ func baseFuncs() template.FuncMap {
 	}
 }
 
+// TemplateFuncs returns the functions every tool template may call (json,
+// raw, query), so `opsgate config check` can parse a template with exactly
+// the function set the runner gives it and accept or refuse the same text.
+func TemplateFuncs() template.FuncMap { return baseFuncs() }
+
 // escapeStrict percent-encodes every byte outside RFC 3986's unreserved set.
 // This is stricter than url.PathEscape (which keeps '&', '=', '+', ':' and
 // '@'), so the same value is also safe in a query string; it decodes with
