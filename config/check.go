@@ -194,6 +194,10 @@ func (c *checker) channels() {
 		if w.Name != "" && !nameRE.MatchString(w.Name) {
 			c.problem(p, "must be 1-64 letters, digits, '_' or '-' (it is a URL path segment)")
 		}
+		// adapters/webhook parses these at startup with no extra functions;
+		// checking them here reports a typo with its line, not a failed serve.
+		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, nil, nil)
+		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, nil, nil)
 	}
 }
 

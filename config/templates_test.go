@@ -96,3 +96,19 @@ func TestExecEnvIsLiteral(t *testing.T) {
 	wantProblem(t, src, "tools[0].exec.env.SVC", 6, "passed literally")
 	parseOK(t, "tools:\n  - name: t\n    risk: read\n    exec:\n      command: [echo]\n      env: {KUBECONFIG: /etc/k}\n")
 }
+
+// TestWebhookTemplates checks channels.webhooks[].text and .thread the way
+// adapters/webhook parses them (no functions beyond the builtins), so serve
+// never refuses what config check passed.
+func TestWebhookTemplates(t *testing.T) {
+	t.Parallel()
+	hook := func(extra string) string {
+		return "channels:\n  webhooks:\n    - name: am\n      secret: s\n" + extra
+	}
+	cfg := parseOK(t, hook("      text: \"restart {{(index .alerts 0).labels.service}}\"\n      thread: \"{{.groupKey}}\"\n"))
+	if w := cfg.Channels.Webhooks[0]; w.Text == "" || w.Thread != "{{.groupKey}}" {
+		t.Errorf("webhook = %+v", w)
+	}
+	wantProblem(t, hook("      text: \"restart {{.alerts\"\n"), "channels.webhooks[0].text", 5, "invalid template")
+	wantProblem(t, hook("      thread: \"{{json .groupKey}}\"\n"), "channels.webhooks[0].thread", 5, `function "json" not defined`)
+}
