@@ -63,7 +63,10 @@ type Run struct {
 
 // StepStatus is one step's state. dispatching is written before a tool is
 // called and replaced after it returns: a step found dispatching after a
-// crash has an unknown outcome (invariant 4).
+// crash has an unknown outcome (invariant 4). cancelled ends a step that
+// was waiting or not yet dispatched when its run was cancelled, so no
+// cancelled run shows a step still waiting; a step already dispatching
+// when the run is cancelled keeps running and records its real outcome.
 type StepStatus string
 
 // The step statuses.
@@ -75,6 +78,7 @@ const (
 	StepDenied          StepStatus = "denied"
 	StepRejected        StepStatus = "rejected"
 	StepInterrupted     StepStatus = "interrupted"
+	StepCancelled       StepStatus = "cancelled"
 )
 
 // Step is one tool call of a run. Args are the arguments it runs (or ran)

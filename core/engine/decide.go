@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -137,33 +138,40 @@ func decisionError(id, actor string, err error) error {
 // Cancel ends a run that is not final yet: it becomes cancelled, its thread
 // is told, and a pending approval of it is expired so its card stops taking
 // decisions. A run already final returns core.ErrConflict; an unknown one
-// core.ErrNotFound. A step in flight on another replica finishes, but its
-// result is not recorded over the cancellation (the worker's checkpoint
-// loses its lease guard).
+// core.ErrNotFound.
+//
+// The run's current step ends with it: a step waiting for its approval (or
+// approved but not yet dispatched) becomes cancelled in the same
+// checkpoint. A step already dispatching on a worker keeps running: the
+// worker's own checkpoint then loses its lease guard, so the run stays
+// cancelled, and the worker records the step's real outcome (succeeded or
+// failed) onto the cancelled run — the tool did run, and the record says
+// so. A worker that has claimed the run but not yet dispatched the step
+// finds its dispatch refused and marks the step cancelled itself.
 func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error) {
-	run, err := e.store.RunGet(ctx, runID)
-	if err != nil {
-		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
-	}
-	if run.Status.Final() {
-		return run, fmt.Errorf("engine: cancel %s: run is %s: %w", runID, run.Status, core.ErrConflict)
-	}
 	who := actor.ID
 	if who == "" {
 		who = "system"
 	}
-	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
-		RunID:        runID,
-		ExpectStatus: []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput},
-		Now:          e.now(),
-		Status:       core.RunCancelled,
-		Release:      true,
-		ErrorCode:    "cancelled",
-		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
-		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
-		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
-	})
+	var run *core.Run
+	var err error
+	// The step may only be ended here while no worker holds the run, so
+	// the guard expects exactly the status read; a claim in between fails
+	// it and we look again.
+	for attempt := 0; ; attempt++ {
+		run, err = e.store.RunGet(ctx, runID)
+		if err != nil {
+			return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
+		}
+		if run.Status.Final() {
+			return run, fmt.Errorf("engine: cancel %s: run is %s: %w", runID, run.Status, core.ErrConflict)
+		}
+		c := e.cancelCheckpoint(run, who)
+		err = e.store.RunCheckpoint(ctx, c)
+		if err == nil || !errors.Is(err, core.ErrConflict) || attempt == cancelAttempts-1 {
+			break
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}
@@ -185,6 +193,45 @@ func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*c
 		}
 	}
 	return e.store.RunGet(ctx, runID)
+}
+
+// cancelAttempts bounds how often Cancel re-reads a run whose status
+// changed between its read and its checkpoint.
+const cancelAttempts = 5
+
+// cancelCheckpoint is Cancel's transition for run as read. When no worker
+// holds the run (it is queued or waiting) and its current step is still
+// waiting, the step ends cancelled too, guarded by the exact status read.
+func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
+	now := e.now()
+	c := core.Checkpoint{
+		RunID:        run.ID,
+		ExpectStatus: []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput},
+		Now:          now,
+		Status:       core.RunCancelled,
+		Release:      true,
+		ErrorCode:    "cancelled",
+		ErrorMessage: "cancelled by " + who,
+		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
+		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
+		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
+	}
+	if run.Status == core.RunRunning {
+		return c
+	}
+	for _, st := range run.Steps {
+		if st.Index == run.StepIndex && st.Status == core.StepWaitingApproval {
+			c.Step = cancelledStep(st, "run cancelled by "+who, now)
+			c.ExpectStatus = []core.RunStatus{run.Status}
+		}
+	}
+	return c
+}
+
+// cancelledStep is st ended by its run's cancellation, why saying so.
+func cancelledStep(st core.Step, why string, now time.Time) *core.Step {
+	st.Status, st.Error, st.FinishedAt = core.StepCancelled, why, &now
+	return &st
 }
 
 // Card builds the self-contained approval card from the stored approval:

@@ -242,7 +242,13 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 		})},
 	})
 	if err != nil {
-		return false, err
+		// Cancelled before the call: the step ends with the run and the
+		// tool is never called.
+		now := e.now()
+		pending := *st
+		pending.Attempts--
+		pending.StartedAt, pending.IdempotencyKey = nil, ""
+		return false, x.settleCancelled(ctx, err, cancelledStep(pending, "run cancelled before the call", now))
 	}
 	if a != nil && a.DecidedAt != nil {
 		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
@@ -268,17 +274,44 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 		if res.Output != "" {
 			text += "\n" + x.fold(res.Output)
 		}
-		return false, x.endAt(ctx, &done, &next, core.RunFailed, "tool_failed", runErr.Error(), text)
+		err := x.endAt(ctx, &done, &next, core.RunFailed, "tool_failed", runErr.Error(), text)
+		return false, x.settleCancelled(ctx, err, &done, finished)
 	}
 	done.Status = core.StepSucceeded
 	if next == len(x.flow.steps) {
-		return false, x.succeed(ctx, &done)
+		return false, x.settleCancelled(ctx, x.succeed(ctx, &done), &done, finished)
 	}
 	if err := x.checkpoint(ctx, core.Checkpoint{Step: &done, StepIndex: &next}); err != nil {
-		return false, err
+		return false, x.settleCancelled(ctx, err, &done, finished)
 	}
 	x.run.StepIndex = next
 	return true, nil
+}
+
+// settleCancelled records st on a run cancelled under us, when err (a
+// refused checkpoint) says the run changed: the step's real state (its
+// outcome, or cancelled before the call) replaces the dispatching or
+// waiting one, and the run stays cancelled. A run that changed otherwise
+// (its lease went to another replica) is left alone. err is returned
+// unchanged, so the execution still stops.
+func (x *execution) settleCancelled(ctx context.Context, err error, st *core.Step, events ...core.RunEvent) error {
+	if err == nil || !errors.Is(err, core.ErrConflict) {
+		return err
+	}
+	if st.FinishedAt == nil {
+		now := x.e.now()
+		st.FinishedAt = &now
+	}
+	serr := x.e.store.RunCheckpoint(ctx, core.Checkpoint{
+		RunID: x.run.ID, Now: x.e.now(), ExpectStatus: []core.RunStatus{core.RunCancelled}, Step: st, Events: events,
+	})
+	switch {
+	case serr == nil:
+		x.log.Info("run was cancelled; recorded its step", "step", st.Index, "status", st.Status)
+	case !errors.Is(serr, core.ErrConflict):
+		x.log.Warn("record the step of a cancelled run", "step", st.Index, "err", serr)
+	}
+	return err
 }
 
 // succeed ends the run with the reply carrying the tools' output.

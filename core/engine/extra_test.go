@@ -25,12 +25,21 @@ func TestCancelRunningRunIgnoresLateResult(t *testing.T) {
 		if err != nil || run.Status != core.RunCancelled {
 			t.Fatalf("cancel: %+v %v", run, err)
 		}
+		if len(run.Steps) != 1 || run.Steps[0].Status != core.StepDispatching {
+			t.Fatalf("a dispatching step keeps running on cancel: %+v", run.Steps)
+		}
 		close(gate)
-		// The tool returns after the cancellation: nothing may overwrite it.
-		time.Sleep(100 * time.Millisecond)
-		cur, _ := h.store.RunGet(context.Background(), rc.RunID)
-		if cur.Status != core.RunCancelled {
-			t.Fatalf("status after the late result: %s", cur.Status)
+		// The tool returns after the cancellation: the run stays cancelled,
+		// and its step records what the tool really did.
+		var cur *core.Run
+		waitFor(t, "the late result recorded on the step", func() bool {
+			cur, _ = h.store.RunGet(context.Background(), rc.RunID)
+			return len(cur.Steps) == 1 && cur.Steps[0].Status == core.StepSucceeded
+		})
+		time.Sleep(50 * time.Millisecond)
+		cur, _ = h.store.RunGet(context.Background(), rc.RunID)
+		if cur.Status != core.RunCancelled || cur.ErrorCode != "cancelled" || cur.Steps[0].FinishedAt == nil {
+			t.Fatalf("run after the late result: %s %s, steps %+v", cur.Status, cur.ErrorCode, cur.Steps)
 		}
 		texts := h.outboxTexts(rc.RunID)
 		if len(texts) != 1 || !strings.Contains(texts[0], "cancelled") {

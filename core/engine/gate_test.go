@@ -535,6 +535,10 @@ func TestCancel(t *testing.T) {
 		if err != nil || run.Status != core.RunCancelled {
 			t.Fatalf("cancel: %+v %v", run, err)
 		}
+		// The step that waited for the approval ends with the run.
+		if len(run.Steps) != 1 || run.Steps[0].Status != core.StepCancelled || !strings.Contains(run.Steps[0].Error, "console:admin") || run.Steps[0].FinishedAt == nil {
+			t.Fatalf("steps of the cancelled run: %+v", run.Steps)
+		}
 		if cur, _ := h.store.ApprovalGet(context.Background(), a.ID); cur.Status != approvals.StatusExpired {
 			t.Fatalf("approval of a cancelled run: %s", cur.Status)
 		}
@@ -551,8 +555,8 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("audit: %+v", es)
 		}
 		time.Sleep(50 * time.Millisecond)
-		if cur, _ := h.store.RunGet(context.Background(), rc.RunID); cur.Status != core.RunCancelled || h.fx.deploy.total() != 0 {
-			t.Fatalf("cancelled run moved on: %s, %d dispatches", cur.Status, h.fx.deploy.total())
+		if cur, _ := h.store.RunGet(context.Background(), rc.RunID); cur.Status != core.RunCancelled || h.fx.deploy.total() != 0 || cur.Steps[0].Status != core.StepCancelled {
+			t.Fatalf("cancelled run moved on: %s, %d dispatches, steps %+v", cur.Status, h.fx.deploy.total(), cur.Steps)
 		}
 	})
 }
