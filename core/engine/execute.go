@@ -194,7 +194,13 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		if fb != "" {
 			text += ": “" + fb + "”"
 		}
-		return false, x.end(ctx, &next, core.RunRejected, "rejected", "rejected: "+fb, text+".")
+		// The code already says rejected; the message is the approver's
+		// feedback alone, so "code: message" reads once.
+		msg := fb
+		if msg == "" {
+			msg = "rejected without feedback"
+		}
+		return false, x.end(ctx, &next, core.RunRejected, "rejected", msg, text+".")
 	case approvals.StatusExpired:
 		next := *st
 		next.Status, next.Error = core.StepFailed, "approval expired"

@@ -186,11 +186,31 @@ func TestAskRejectEndsRejected(t *testing.T) {
 		if run.Status != core.RunRejected || run.Steps[0].Status != core.StepRejected || run.Steps[0].Output != "not during the freeze" {
 			t.Fatalf("run: %+v", run)
 		}
+		// The code says rejected; the message is the feedback alone, so
+		// "code  message" does not read "rejected: rejected: …".
+		if run.ErrorCode != "rejected" || run.ErrorMessage != "not during the freeze" {
+			t.Fatalf("run error: %q %q", run.ErrorCode, run.ErrorMessage)
+		}
 		if h.fx.deploy.total() != 0 {
 			t.Fatal("rejected call dispatched")
 		}
 		if texts := h.outboxTexts(run.ID); len(texts) != 1 || !containsAll(texts[0], "rejected by console:bob", "not during the freeze") {
 			t.Fatalf("reply: %q", texts)
+		}
+	})
+}
+
+func TestRejectWithoutFeedbackSaysSo(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		rc := h.send("console:req", "console:t1", "deploy api 1.2.3")
+		a := h.waitApproval(rc.RunID)
+		if _, err := h.decide("console:bob", a.ID, "reject"); err != nil {
+			t.Fatalf("reject: %v", err)
+		}
+		run := h.waitRun(rc.RunID, core.RunRejected, core.RunFailed, core.RunSucceeded)
+		if run.Status != core.RunRejected || run.ErrorCode != "rejected" || run.ErrorMessage != "rejected without feedback" {
+			t.Fatalf("run: %s %q %q", run.Status, run.ErrorCode, run.ErrorMessage)
 		}
 	})
 }
