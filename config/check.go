@@ -34,10 +34,7 @@ func (c *checker) problem(path, format string, args ...any) {
 func toolPath(i int, rest string) string { return fmt.Sprintf("tools[%d].%s", i, rest) }
 func rulePath(i int, rest string) string { return fmt.Sprintf("policy.rules[%d].%s", i, rest) }
 
-var (
-	nameRE     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	identityRE = regexp.MustCompile(`^[a-z][a-z0-9_-]*:\S+$`)
-)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func (c *checker) run() {
 	c.server()
@@ -106,8 +103,10 @@ func (c *checker) api() {
 		} else {
 			tokens[t.Token] = i
 		}
-		if t.Actor != "" && !identityRE.MatchString(t.Actor) {
-			c.problem(p+".actor", "must be an identity like console:admin, not %q", t.Actor)
+		if t.Actor != "" {
+			if msg := identityProblem(t.Actor); msg != "" {
+				c.problem(p+".actor", "%s", msg)
+			}
 		}
 	}
 }
@@ -235,8 +234,8 @@ func (c *checker) approvers() map[string][]string {
 			c.problem(p, "group name must be 1-64 letters, digits, '_' or '-'")
 		}
 		for i, id := range ids {
-			if !identityRE.MatchString(id) {
-				c.problem(fmt.Sprintf("%s[%d]", p, i), "must be an identity like slack:U012AB3CD or email:alice@example.com, not %q", id)
+			if msg := identityProblem(id); msg != "" {
+				c.problem(fmt.Sprintf("%s[%d]", p, i), "%s", msg)
 			}
 		}
 	}
@@ -372,8 +371,8 @@ func (c *checker) policy(groups map[string][]string) {
 			if _, exists := groups[g]; !exists {
 				c.problem(ap, "unknown approver group %q (define it under approvers.groups)", g)
 			}
-		} else if !identityRE.MatchString(a) {
-			c.problem(ap, "must be group:<name> or an identity like slack:U012AB3CD, not %q", a)
+		} else if msg := identityProblem(a); msg != "" {
+			c.problem(ap, "must be group:<name> or an identity: %s", msg)
 		}
 	}
 	tools := toolNames(c.cfg.Tools)
@@ -407,8 +406,8 @@ func (c *checker) policy(groups map[string][]string) {
 				}
 				continue
 			}
-			if !identityRE.MatchString(a) {
-				c.problem(ap, "must be group:<name> or an identity like slack:U012AB3CD, not %q", a)
+			if msg := identityProblem(a); msg != "" {
+				c.problem(ap, "must be group:<name> or an identity: %s", msg)
 			}
 			eligible[a] = true
 		}

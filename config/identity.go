@@ -1,0 +1,54 @@
+package config
+
+import (
+	"fmt"
+	"net/mail"
+	"strings"
+)
+
+// identityChannels are the prefixes actor ids carry: each adapter builds
+// "<channel>:<platform user id>" (adapters/*: Actor{ID: ...}), API and MCP
+// tokens act as "api:<name>" by default, and "mcp" is the decision channel
+// of MCP clients. An identity with any other prefix can never match an
+// actor, so an approver group naming "consol:admin" would silently approve
+// nobody; config check refuses it instead.
+var identityChannels = []string{"api", "console", "discord", "email", "mcp", "slack", "telegram", "webhook"}
+
+// identityProblem explains why id is not a usable identity, or returns ""
+// when it is one: a known channel prefix, a non-empty id without spaces,
+// and for email a bare address (the email channel reports senders as
+// "email:<address>").
+func identityProblem(id string) string {
+	channel, rest, ok := strings.Cut(id, ":")
+	if !ok || channel == "" {
+		return fmt.Sprintf("must be an identity like slack:U012AB3CD or email:alice@example.com, not %q", id)
+	}
+	if !contains(identityChannels, channel) {
+		msg := fmt.Sprintf("unknown channel %q in identity %q", channel, id)
+		if near := suggest(channel, identityChannels); near != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", near)
+		}
+		return msg + "; known: " + strings.Join(identityChannels, ", ")
+	}
+	if rest == "" || strings.ContainsFunc(rest, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Sprintf("must be an identity like %s:<user id> with no spaces, not %q", channel, id)
+	}
+	if channel == "email" && !plausibleAddress(rest) {
+		return fmt.Sprintf("must be email:<address> like email:alice@example.com, not %q", id)
+	}
+	return ""
+}
+
+// plausibleAddress reports whether s is a bare mail address (no display
+// name, no angle brackets) with a local part and a dotted or bracketed
+// domain. It is a sanity check against typos, not RFC 5322 validation.
+func plausibleAddress(s string) bool {
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != s {
+		return false
+	}
+	at := strings.LastIndexByte(s, '@')
+	domain := s[at+1:]
+	return at > 0 && domain != "" && !strings.HasPrefix(domain, ".") && !strings.HasSuffix(domain, ".") &&
+		(strings.Contains(domain, ".") || strings.HasPrefix(domain, "["))
+}
