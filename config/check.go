@@ -225,6 +225,11 @@ func (c *checker) delivery(p string, d Delivery) {
 			c.problem(p+".rate_limits."+name+".burst", "must not be negative")
 		}
 	}
+	// global is the older name of the account bucket; with both set one
+	// would be silently ignored (cmd applies account).
+	if !d.RateLimits.Account.IsZero() && !d.RateLimits.Global.IsZero() {
+		c.problem(p+".rate_limits.global", "set account or global, not both (global is the older name of account)")
+	}
 }
 
 func (c *checker) approvers() map[string][]string {

@@ -108,8 +108,10 @@ type Delivery struct {
 type RateLimits struct {
 	Conversation RateLimit `yaml:"conversation"` // one chat, channel or thread
 	Group        RateLimit `yaml:"group"`        // group chats (Telegram: 20/m)
-	Account      RateLimit `yaml:"account"`      // one bot account
-	Global       RateLimit `yaml:"global"`       // everything this channel sends
+	Account      RateLimit `yaml:"account"`      // one bot account: everything this channel sends
+	// Global is the older name of Account, still accepted; config check
+	// refuses a channel that sets both.
+	Global RateLimit `yaml:"global"`
 }
 
 // Console is the built-in web console.
