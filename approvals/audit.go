@@ -4,12 +4,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
 // AuditEntry is one line of the append-only decision log. Each entry
-// carries the SHA-256 of the previous one, so altering or deleting a row
-// breaks the chain at that row and `opsgate audit verify` names it.
+// carries the SHA-256 of the previous one, so altering a row, or deleting
+// one before the newest, breaks the chain at the next row and `opsgate
+// audit verify` names it. Deleting the newest rows leaves a shorter chain
+// that is still intact: only a head recorded elsewhere (ChainReport's
+// HeadSeq and HeadHash) shows that.
 type AuditEntry struct {
 	Seq        int64           `json:"seq"`
 	At         time.Time       `json:"at"`
@@ -73,6 +77,32 @@ func VerifyChain(prevHash string, entries []AuditEntry) (badSeq int64) {
 		prevHash = e.Hash
 	}
 	return 0
+}
+
+// ChainReport is what verifying the whole audit chain found: the first
+// entry that does not link (0 when the chain is intact) and the chain's
+// head, its newest entry. A hash chain cannot know its own end, so the
+// head is reported for operators to record outside the database: a head
+// that moves backwards, or whose hash changes at the same seq, means the
+// newest entries were removed or rewritten.
+type ChainReport struct {
+	BadSeq   int64  `json:"first_bad_seq"`
+	HeadSeq  int64  `json:"head_seq"`
+	HeadHash string `json:"head_hash"`
+}
+
+// Intact reports whether every entry links to the one before it.
+func (r ChainReport) Intact() bool { return r.BadSeq == 0 }
+
+// Problem says what a broken link means, for the CLI and the API; "" when
+// the chain is intact. A link breaks at entry N when N itself was altered
+// or when an entry before it was removed (or altered), and the chain
+// cannot tell which, so the message names both.
+func (r ChainReport) Problem() string {
+	if r.Intact() {
+		return ""
+	}
+	return fmt.Sprintf("entry %d does not link to the entry before it: it was altered, or an entry before it was removed", r.BadSeq)
 }
 
 func detailJSON(v any) json.RawMessage {

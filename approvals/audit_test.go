@@ -43,3 +43,14 @@ func TestVerifyChain(t *testing.T) {
 		})
 	}
 }
+
+func TestChainReportProblemNamesAlterationAndRemoval(t *testing.T) {
+	if p := (ChainReport{HeadSeq: 9, HeadHash: "ab"}).Problem(); p != "" {
+		t.Fatalf("intact chain has problem %q", p)
+	}
+	r := ChainReport{BadSeq: 8, HeadSeq: 9}
+	want := "entry 8 does not link to the entry before it: it was altered, or an entry before it was removed"
+	if r.Intact() || r.Problem() != want {
+		t.Fatalf("Problem() = %q (intact %v), want %q", r.Problem(), r.Intact(), want)
+	}
+}

@@ -133,14 +133,21 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	bad, err := st.AuditVerify(ctx)
+	rep, err := st.AuditVerifyReport(ctx)
 	if err != nil {
 		return fmt.Errorf("audit verify: %w", err)
 	}
-	if bad != 0 {
-		fmt.Fprintf(stdout, "ALTERED: audit entry %d does not match the chain (it or an earlier entry was changed after it was written)\n", bad)
+	// The head is printed either way: a chain cannot show that its newest
+	// entries were removed, so operators compare it with the head they
+	// recorded last time.
+	head := fmt.Sprintf("head: seq %d, hash %s", rep.HeadSeq, rep.HeadHash)
+	if rep.HeadSeq == 0 {
+		head = "head: seq 0 (the audit log is empty)"
+	}
+	if !rep.Intact() {
+		fmt.Fprintf(stdout, "ALTERED: audit %s\n%s\n", rep.Problem(), head)
 		return errSilent
 	}
-	fmt.Fprintln(stdout, "OK: the audit chain is intact")
+	fmt.Fprintf(stdout, "OK: the audit chain is intact\n%s\n", head)
 	return nil
 }

@@ -349,29 +349,46 @@ func TestAuditVerifyDetectsAlteredRow(t *testing.T) {
 	e.waitStatus(run.ID, "succeeded")
 	e.stop()
 
-	if out := e.mustCLI("audit", "verify"); !strings.Contains(out, "OK") {
-		t.Fatalf("intact chain: %q", out)
-	}
-
 	db, err := sql.Open("sqlite", filepath.Join(e.dir, "data", "opsgate.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var n, target int64
-	if err := db.QueryRow(`SELECT COUNT(*), MAX(seq) FROM audit`).Scan(&n, &target); err != nil {
+	head := func() (seq int64, hash string) {
+		t.Helper()
+		if err := db.QueryRow(`SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash); err != nil {
+			t.Fatal(err)
+		}
+		return seq, hash
+	}
+	var n int64
+	if err := db.QueryRow(`SELECT COUNT(*) FROM audit`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n < 2 {
 		t.Fatalf("want at least 2 audit entries (request, decision), have %d", n)
 	}
+	target, hash := head()
+	// The head is printed, for operators to record.
+	if out := e.mustCLI("audit", "verify"); !strings.Contains(out, "OK") || !strings.Contains(out, fmt.Sprintf("head: seq %d, hash %s", target, hash)) {
+		t.Fatalf("intact chain (head %d %s): %q", target, hash, out)
+	}
+	// Removing the newest entry leaves an intact chain: only the head
+	// moving back shows it.
+	if _, err := db.Exec(`DELETE FROM audit WHERE seq = ?`, target); err != nil {
+		t.Fatal(err)
+	}
+	target, hash = head()
+	if out := e.mustCLI("audit", "verify"); !strings.Contains(out, "OK") || !strings.Contains(out, fmt.Sprintf("head: seq %d, hash %s", target, hash)) {
+		t.Fatalf("chain without its newest entry (head now %d): %q", target, out)
+	}
 	// Alter the last entry: nothing after it can hide the change.
 	if _, err := db.Exec(`UPDATE audit SET actor = 'mallory' WHERE seq = ?`, target); err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
 	out, _, code := e.cli("audit", "verify")
-	if code != 1 || !strings.Contains(out, "ALTERED") || !strings.Contains(out, " "+strconv.FormatInt(target, 10)+" ") {
+	want := fmt.Sprintf("entry %d does not link to the entry before it: it was altered, or an entry before it was removed", target)
+	if code != 1 || !strings.Contains(out, "ALTERED") || !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("head: seq %d,", target)) {
 		t.Errorf("altered seq %d: exit %d, output %q", target, code, out)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/store/postgres"
@@ -18,7 +19,11 @@ import (
 type store interface {
 	core.Store
 	Migrate(ctx context.Context) error
+	// AuditVerify is what the web console's store needs.
 	AuditVerify(ctx context.Context) (badSeq int64, err error)
+	// AuditVerifyReport backs `opsgate audit verify`: the first entry that
+	// does not link, and the chain's head.
+	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
 }
 
 var (

@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -39,15 +41,24 @@ func TestAudit(t *testing.T) {
 		want(t, b.do(t, "GET", "/api/v1/audit?after=-1", adminToken, nil), 422, "invalid")
 	})
 	t.Run("Verify", func(t *testing.T) {
+		b.st.mu.Lock()
+		last := b.st.audit[len(b.st.audit)-1]
+		b.st.mu.Unlock()
 		r := b.do(t, "GET", "/api/v1/audit/verify", adminToken, nil)
-		if r.status != 200 || r.body["ok"] != true || r.body["first_bad_seq"] != 0.0 {
+		if r.status != 200 || r.body["ok"] != true || r.body["first_bad_seq"] != 0.0 || r.body["problem"] != nil {
 			t.Fatalf("verify %s", r.raw)
+		}
+		// The head is served so operators can record it: a chain cannot
+		// show that its newest entries were removed.
+		if r.body["head_seq"] != float64(last.Seq) || r.body["head_hash"] != last.Hash || last.Hash == "" {
+			t.Fatalf("verify head %s, want %d %s", r.raw, last.Seq, last.Hash)
 		}
 		b.st.mu.Lock()
 		b.st.badSeq = 3
 		b.st.mu.Unlock()
 		r = b.do(t, "GET", "/api/v1/audit/verify", adminToken, nil)
-		if r.status != 200 || r.body["ok"] != false || r.body["first_bad_seq"] != 3.0 {
+		if r.status != 200 || r.body["ok"] != false || r.body["first_bad_seq"] != 3.0 || r.body["head_seq"] != float64(last.Seq) ||
+			!strings.Contains(fmt.Sprint(r.body["problem"]), "entry 3 does not link to the entry before it") {
 			t.Fatalf("verify %s", r.raw)
 		}
 	})

@@ -48,8 +48,13 @@ type Store interface {
 	ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error)
 	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
 	// AuditVerify walks the audit chain and returns the sequence number of
-	// the first altered entry, or 0 when the chain is intact.
+	// the first altered entry, or 0 when the chain is intact. (The web
+	// console, which shares this interface, uses it.)
 	AuditVerify(ctx context.Context) (badSeq int64, err error)
+	// AuditVerifyReport walks the audit chain and returns the first entry
+	// that does not link (0 when intact) and the chain's head, which
+	// operators record to detect removal of the newest entries.
+	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
 	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
 	OutboxRequeue(ctx context.Context, id string, now time.Time) error
 	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)

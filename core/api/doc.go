@@ -45,7 +45,7 @@
 //	                                      403 not_approver|self_approval|denied_by_policy,
 //	                                      410 expired, 422 invalid_args (+"field"), 404 not_found
 //	GET  /api/v1/audit                    ?after=|cursor=&limit=&actor=&tool=&run_id=&approval_id=
-//	GET  /api/v1/audit/verify             → {"ok","first_bad_seq"}
+//	GET  /api/v1/audit/verify             → {"ok","first_bad_seq","problem","head_seq","head_hash"}
 //	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=
 //	POST /api/v1/deliveries/{id}/requeue  → {"id","status":"pending"}; 409 not_dead
 //

@@ -171,10 +171,19 @@ func (m *memStore) AuditList(_ context.Context, p approvals.AuditListParams) ([]
 	return out, nil
 }
 
-func (m *memStore) AuditVerify(context.Context) (int64, error) {
+func (m *memStore) AuditVerify(ctx context.Context) (int64, error) {
+	r, err := m.AuditVerifyReport(ctx)
+	return r.BadSeq, err
+}
+
+func (m *memStore) AuditVerifyReport(context.Context) (approvals.ChainReport, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.badSeq, nil
+	r := approvals.ChainReport{BadSeq: m.badSeq}
+	if n := len(m.audit); n > 0 {
+		r.HeadSeq, r.HeadHash = m.audit[n-1].Seq, m.audit[n-1].Hash
+	}
+	return r, nil
 }
 
 func (m *memStore) OutboxList(_ context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error) {

@@ -404,18 +404,26 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// verifyResponse is the chain's state: ok and the first entry that does
+// not link, plus the head (newest seq and its hash). An intact chain whose
+// head moved back since an operator last recorded it lost its newest
+// entries, which the chain alone cannot show.
 type verifyResponse struct {
-	OK          bool  `json:"ok"`
-	FirstBadSeq int64 `json:"first_bad_seq"`
+	OK          bool   `json:"ok"`
+	FirstBadSeq int64  `json:"first_bad_seq"`
+	Problem     string `json:"problem,omitempty"`
+	HeadSeq     int64  `json:"head_seq"`
+	HeadHash    string `json:"head_hash"`
 }
 
 func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
-	bad, err := s.o.Store.AuditVerify(r.Context())
+	rep, err := s.o.Store.AuditVerifyReport(r.Context())
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("api: verify audit: %w", err))
 		return
 	}
-	writeJSON(w, http.StatusOK, verifyResponse{OK: bad == 0, FirstBadSeq: bad})
+	writeJSON(w, http.StatusOK, verifyResponse{OK: rep.Intact(), FirstBadSeq: rep.BadSeq, Problem: rep.Problem(),
+		HeadSeq: rep.HeadSeq, HeadHash: rep.HeadHash})
 }
 
 var deliveryStatuses = map[core.DeliveryStatus]bool{core.DeliveryPending: true, core.DeliverySent: true, core.DeliveryDead: true}

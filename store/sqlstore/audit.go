@@ -237,26 +237,44 @@ func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]a
 	return out, nil
 }
 
-// AuditVerify walks the whole audit log in pages and returns the sequence
-// number of the first entry that was altered, reordered or whose
-// predecessor was removed, or 0 when the chain is intact. It backs
-// `opsgate audit verify`.
+// AuditVerify walks the whole audit log and returns the sequence number of
+// the first entry that was altered, reordered or whose predecessor was
+// removed, or 0 when the chain is intact. AuditVerifyReport also returns
+// the chain's head.
 func (s *Store) AuditVerify(ctx context.Context) (badSeq int64, err error) {
+	r, err := s.AuditVerifyReport(ctx)
+	return r.BadSeq, err
+}
+
+// AuditVerifyReport walks the whole audit log in pages, like AuditVerify,
+// and returns the chain's head with the result: removing the newest
+// entries leaves an intact, shorter chain, which only a head recorded
+// elsewhere reveals. For an intact chain the head is the last entry
+// verified; for a broken one, the newest entry at the time of the report.
+// It backs `opsgate audit verify` and GET /api/v1/audit/verify.
+func (s *Store) AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error) {
+	var r approvals.ChainReport
 	if err := s.SealAudit(ctx); err != nil {
-		return 0, fmt.Errorf("store: audit verify: %w", err)
+		return r, fmt.Errorf("store: audit verify: %w", err)
 	}
 	var after int64
 	prev := ""
 	for {
 		page, err := s.auditList(ctx, approvals.AuditListParams{After: after, Limit: maxPage})
 		if err != nil {
-			return 0, fmt.Errorf("store: audit verify: %w", err)
+			return r, fmt.Errorf("store: audit verify: %w", err)
 		}
 		if len(page) == 0 {
-			return 0, nil
+			r.HeadSeq, r.HeadHash = after, prev
+			return r, nil
 		}
 		if bad := approvals.VerifyChain(prev, page); bad != 0 {
-			return bad, nil
+			r.BadSeq = bad
+			err := s.read.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&r.HeadSeq, &r.HeadHash)
+			if err != nil {
+				return r, fmt.Errorf("store: audit verify: read head: %w", err)
+			}
+			return r, nil
 		}
 		last := page[len(page)-1]
 		after, prev = last.Seq, last.Hash

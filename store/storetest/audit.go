@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -17,6 +18,22 @@ func verifier(t *testing.T, s core.Store) AuditVerifier {
 		t.Fatalf("%T does not implement storetest.AuditVerifier (AuditVerify backs `opsgate audit verify`)", s)
 	}
 	return v
+}
+
+// auditReporter is implemented by stores that also report the chain's
+// head with the verification (AuditVerifyReport backs `opsgate audit
+// verify` and GET /api/v1/audit/verify).
+type auditReporter interface {
+	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+}
+
+func reporter(t *testing.T, s core.Store) auditReporter {
+	t.Helper()
+	r, ok := s.(auditReporter)
+	if !ok {
+		t.Fatalf("%T does not implement AuditVerifyReport (it backs `opsgate audit verify`)", s)
+	}
+	return r
 }
 
 func testAuditConcurrent(t *testing.T, s core.Store) {
@@ -94,11 +111,34 @@ func testAuditTamper(t *testing.T, s core.Store) {
 	if bad, err := v.AuditVerify(ctx(t)); err != nil || bad != 0 {
 		t.Fatalf("AuditVerify after restoring row 3 = %d, %v; want 0", bad, err)
 	}
+	// The report's head is the newest entry: what an operator records.
+	all := allAudit(t, s)
+	rep := reporter(t, s)
+	head, err := rep.AuditVerifyReport(ctx(t))
+	if err != nil || !head.Intact() || head.HeadSeq != 5 || head.HeadHash != all[4].Hash || head.Problem() != "" {
+		t.Fatalf("AuditVerifyReport of the intact chain = %+v, %v; want head 5 %s", head, err, all[4].Hash)
+	}
+	// Removing the newest entry leaves an intact, shorter chain: the chain
+	// cannot see it, only the head moving back does.
+	if _, err := raw.DB().ExecContext(ctx(t), `DELETE FROM audit WHERE seq = 5`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rep.AuditVerifyReport(ctx(t))
+	if err != nil || !got.Intact() || got.HeadSeq != 4 || got.HeadHash != all[3].Hash {
+		t.Fatalf("AuditVerifyReport after deleting the newest row = %+v, %v; want intact, head 4", got, err)
+	}
 	if _, err := raw.DB().ExecContext(ctx(t), `DELETE FROM audit WHERE seq = 2`); err != nil {
 		t.Fatal(err)
 	}
 	if bad, err := v.AuditVerify(ctx(t)); err != nil || bad != 3 {
 		t.Errorf("AuditVerify after deleting row 2 = %d, %v; want 3", bad, err)
+	}
+	got, err = rep.AuditVerifyReport(ctx(t))
+	if err != nil || got.BadSeq != 3 || got.HeadSeq != 4 || got.HeadHash != all[3].Hash {
+		t.Errorf("AuditVerifyReport after deleting row 2 = %+v, %v; want bad 3, head 4", got, err)
+	}
+	if want := "entry 3 does not link to the entry before it: it was altered, or an entry before it was removed"; got.Problem() != want {
+		t.Errorf("Problem() = %q, want %q", got.Problem(), want)
 	}
 }
 
