@@ -134,6 +134,46 @@ func TestGeneratedAdminTokenIsPrivate(t *testing.T) {
 	}
 }
 
+func TestAdminTokenIsKeptUnlessUnsafeOrGarbled(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	first, path, err := adminToken(dir, log)
+	if err != nil || !wellFormedAdminToken(first) {
+		t.Fatalf("first start: %q, %v", first, err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, %v; want mode 0600", st, err)
+	}
+	again, _, err := adminToken(dir, log)
+	if err != nil || again != first {
+		t.Fatalf("second start: %q, %v; want the same token %q", again, err, first)
+	}
+	// A file others can read is no secret any more: replaced, 0600.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opened, _, err := adminToken(dir, log)
+	if err != nil || opened == first || !wellFormedAdminToken(opened) {
+		t.Fatalf("after chmod 0644: %q, %v; want a new token", opened, err)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("replaced token file mode %v, want 0600", st.Mode().Perm())
+	}
+	// A garbled or weak file is replaced, not served.
+	for _, bad := range []string{"", "og_short\n", "hunter2\n", "og_" + strings.Repeat("z", 64) + "\n"} {
+		if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := adminToken(dir, log)
+		if err != nil || !wellFormedAdminToken(got) || strings.TrimSpace(bad) == got {
+			t.Errorf("file %q: %q, %v; want a new well-formed token", bad, got, err)
+		}
+		if back, err := readAdminToken(dir); err != nil || back != got {
+			t.Errorf("file %q: the CLI reads %q, %v; the server uses %q", bad, back, err, got)
+		}
+	}
+}
+
 type fakePinger struct{ err error }
 
 func (f fakePinger) Ping(ctx context.Context) error {

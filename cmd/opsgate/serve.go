@@ -125,12 +125,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	tokens := apiTokens(cfg)
 	if len(tokens) == 0 {
-		t, path, err := generateAdminToken(cfg.Server.DataDir)
+		t, path, err := adminToken(cfg.Server.DataDir, log)
 		if err != nil {
 			return err
 		}
 		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor}}
-		log.Warn("no api.tokens configured: generated an admin token for this run; the CLI reads it from the file",
+		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
 	apiHandler, err := api.New(api.Options{
@@ -250,16 +250,66 @@ func readyz(st pinger, log *slog.Logger) http.Handler {
 	})
 }
 
+// adminToken returns the admin token of <dataDir>/admin.token, kept across
+// restarts so a restart neither signs everyone out of the console nor
+// breaks an exported $OPSGATE_TOKEN. The file is reused only when it is
+// private (no group or other permission bits) and holds a well-formed
+// token; otherwise — missing, readable by others, or garbled — a new token
+// is generated and written in its place. Deleting the file rotates the
+// token at the next start.
+func adminToken(dataDir string, log *slog.Logger) (token, path string, err error) {
+	path = adminTokenPath(dataDir)
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return generateAdminToken(dataDir)
+	case err != nil:
+		return "", "", fmt.Errorf("admin token %s: %w", path, err)
+	case !info.Mode().IsRegular():
+		return "", "", fmt.Errorf("admin token %s: not a regular file", path)
+	case info.Mode().Perm()&0o077 != 0:
+		log.Warn("admin token file is readable by others; replacing it with a new token", "file", path, "mode", info.Mode().Perm().String())
+		return generateAdminToken(dataDir)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("admin token %s: %w", path, err)
+	}
+	if t := strings.TrimSpace(string(b)); wellFormedAdminToken(t) {
+		return t, path, nil
+	}
+	log.Warn("admin token file does not hold a well-formed token; replacing it with a new one", "file", path)
+	return generateAdminToken(dataDir)
+}
+
+// adminTokenPrefix and adminTokenHexLen describe a generated token:
+// "og_" and 32 random bytes in hex.
+const (
+	adminTokenPrefix = "og_"
+	adminTokenHexLen = 64
+)
+
+// wellFormedAdminToken reports whether t looks like a token
+// generateAdminToken wrote, so a truncated or hand-edited file is replaced
+// rather than served as a weak credential.
+func wellFormedAdminToken(t string) bool {
+	h, ok := strings.CutPrefix(t, adminTokenPrefix)
+	if !ok || len(h) != adminTokenHexLen {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
 // generateAdminToken makes a random token and writes it, mode 0600, to
 // <dataDir>/admin.token, replacing any earlier one atomically so a reader
-// never sees a half-written file. A fresh token per start means a token
-// copied somewhere stops working at the next restart.
+// never sees a half-written file.
 func generateAdminToken(dataDir string) (token, path string, err error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", fmt.Errorf("generate admin token: %w", err)
 	}
-	token = "og_" + hex.EncodeToString(b[:])
+	token = adminTokenPrefix + hex.EncodeToString(b[:])
 	path = adminTokenPath(dataDir)
 	tmp, err := os.CreateTemp(dataDir, ".admin.token-*")
 	if err != nil {
