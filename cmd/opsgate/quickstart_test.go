@@ -42,6 +42,9 @@ func TestMigrateFreshSQLite(t *testing.T) {
 		}
 		versions = n
 	}
+	if m := mode(t, db); m != 0o600 {
+		t.Errorf("migrate created %s mode %v, want 0600", db, m)
+	}
 }
 
 // sqliteSchema lists the tables in the SQLite file and counts the applied

@@ -89,8 +89,8 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // order: stop accepting HTTP, let the engine drain its in-flight steps
 // (bounded by the engine), stop delivery, close the store.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if err := os.MkdirAll(cfg.Server.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data_dir %s: %w", cfg.Server.DataDir, err)
+	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
+		return fmt.Errorf("create data_dir: %w", err)
 	}
 	// Listen before anything slow, so "address already in use" is the first
 	// thing an operator sees, not a timeout.

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -31,16 +35,13 @@ var (
 	_ store = (*postgres.Store)(nil)
 )
 
-// openStore opens the configured backend. (store/sqlite creates the
-// database file's directory itself, so a fresh install needs no mkdir.)
+// openStore opens the configured backend. A SQLite database holds every
+// approval, argument and audit entry, so it is kept as private as the admin
+// token beside it: see openSQLite.
 func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 	switch cfg.Store.Driver {
 	case "sqlite", "":
-		st, err := sqlite.Open(ctx, cfg.Store.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("open SQLite store %s: %w", cfg.Store.DSN, err)
-		}
-		return st, nil
+		return openSQLite(ctx, cfg.Store.DSN)
 	case "postgres":
 		st, err := postgres.Open(ctx, cfg.Store.DSN)
 		if err != nil {
@@ -50,6 +51,78 @@ func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 	default:
 		return nil, fmt.Errorf("store.driver %q: want sqlite or postgres", cfg.Store.Driver)
 	}
+}
+
+// openSQLite opens the SQLite store at dsn with its files private to the
+// service user: a missing directory is created 0700, a missing database
+// file is created 0600 before SQLite opens it (SQLite then gives its -wal
+// and -shm files the database file's mode), and the database and any
+// -wal/-shm files are chmod 0600 once open, which also tightens a file an
+// earlier version created 0644. An existing directory's mode is left
+// alone: it may be shared on purpose.
+func openSQLite(ctx context.Context, dsn string) (*sqlite.Store, error) {
+	path := sqlitePath(dsn)
+	if path != "" {
+		if err := makePrivateDir(filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		switch {
+		case err == nil:
+			f.Close()
+		case !errors.Is(err, fs.ErrExist):
+			return nil, fmt.Errorf("open SQLite store %s: create database file: %w", dsn, err)
+		}
+	}
+	st, err := sqlite.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+	}
+	if path == "" {
+		return st, nil
+	}
+	// Connect once, so the files SQLite creates on open exist to chmod.
+	if err := st.DB().PingContext(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+	}
+	if err := chmodSQLiteFiles(path); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+	}
+	return st, nil
+}
+
+// sqlitePath is the database file a SQLite dsn names, as store/sqlite
+// reads it ("file:" prefix and "?…" parameters dropped), or "" for an
+// in-memory database.
+func sqlitePath(dsn string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	if path == ":memory:" {
+		return ""
+	}
+	return path
+}
+
+// chmodSQLiteFiles makes the database file and its -wal and -shm files,
+// where present, mode 0600.
+func chmodSQLiteFiles(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s private: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// makePrivateDir creates dir (and missing parents) mode 0700 when it does
+// not exist: it will hold the database and the admin token. An existing
+// directory is left as it is.
+func makePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // redactDSN hides a password in a DSN so it can be logged and printed.
