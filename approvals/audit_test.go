@@ -54,3 +54,18 @@ func TestChainReportProblemNamesAlterationAndRemoval(t *testing.T) {
 		t.Fatalf("Problem() = %q (intact %v), want %q", r.Problem(), r.Intact(), want)
 	}
 }
+
+// A row whose detail is not JSON (a hand edit) neither panics the sealer
+// nor verifies as intact once changed.
+func TestSealInvalidDetailDoesNotPanic(t *testing.T) {
+	t.Parallel()
+	e := AuditEntry{At: t0, Kind: "approval.decided", Actor: "x", Detail: json.RawMessage("not json")}
+	e.Seal(1, "")
+	if e.Hash == "" || VerifyChain("", []AuditEntry{e}) != 0 {
+		t.Fatalf("sealed invalid detail: %+v", e)
+	}
+	e.Detail = json.RawMessage("not json either")
+	if VerifyChain("", []AuditEntry{e}) != 1 {
+		t.Fatal("an altered invalid detail must fail verification")
+	}
+}

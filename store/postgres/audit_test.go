@@ -103,6 +103,31 @@ func TestAuditPendingSealedOnRead(t *testing.T) {
 	}
 }
 
+// A pending entry whose detail is not JSON (a hand edit) is sealed like
+// any other: no panic, no leaked transaction holding the audit lock, and
+// later appends still chain.
+func TestAuditPendingWithInvalidDetailIsSealed(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.DSN(t))
+	ctx := context.Background()
+	if _, err := s.DB().Exec(`INSERT INTO audit_pending (at, kind, actor, detail) VALUES (1, 'edited', 'console:dba', 'not json')`); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.AuditList(ctx, approvals.AuditListParams{})
+	if err != nil || len(entries) != 1 || entries[0].Kind != "edited" {
+		t.Fatalf("entries = %+v, %v; want the edited row sealed", entries, err)
+	}
+	if bad, err := s.AuditVerify(ctx); err != nil || bad != 0 {
+		t.Fatalf("AuditVerify = %d, %v", bad, err)
+	}
+	// The audit lock was released: a second reader gets through at once.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := s.AuditList(cctx, approvals.AuditListParams{}); err != nil {
+		t.Fatalf("second AuditList: %v", err)
+	}
+}
+
 // TestRunEventsWakeAcrossInstances: the run id travels as the NOTIFY
 // payload, so another replica wakes that run's streams only.
 func TestRunEventsWakeAcrossInstances(t *testing.T) {

@@ -31,9 +31,10 @@ type Dialect struct {
 	// writers anyway, so sealing inline costs it nothing.
 	DeferAuditSeal bool
 	// OneStatement makes InboxRecord and RunCheckpoint single statements
-	// (data-modifying CTEs guarded by the first, pg_notify inside), one
-	// round trip each instead of a transaction of six or seven; see
-	// onestmt.go. Postgres only; requires DeferAuditSeal.
+	// (data-modifying CTEs guarded by the first; wake-ups are sent after
+	// commit by the notifier), one round trip each instead of a
+	// transaction of six or seven; see onestmt.go. Postgres only; requires
+	// DeferAuditSeal.
 	OneStatement bool
 	// NotifySQL, when set, is an expression taking a channel name and a
 	// payload, which the store's notifier SELECTs after commits (batched,

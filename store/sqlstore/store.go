@@ -244,6 +244,14 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 		return fmt.Errorf("store: %s: begin: %w", op, err)
 	}
 	t := &tx{tx: sqlTx, d: s.dialect}
+	// A panic in fn must not leak the transaction: it would keep its
+	// pooled connection and any lock it took (the audit lock) for good.
+	defer func() {
+		if p := recover(); p != nil {
+			_ = sqlTx.Rollback()
+			panic(p)
+		}
+	}()
 	if err := fn(t); err != nil {
 		_ = sqlTx.Rollback()
 		return err
