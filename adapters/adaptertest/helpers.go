@@ -2,6 +2,7 @@ package adaptertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -248,4 +249,28 @@ func (h *Harness) Unchanged(t testing.TB, before Counts) {
 	if c := h.Counts(); c != before {
 		t.Errorf("adaptertest: store changed from %+v to %+v, want no change", before, c)
 	}
+}
+
+// RefusedActions counts actor's refused decision attempts in the audit log
+// (kind approval.refused) by the action they asked for, so an adapter test
+// can check that every refused click or reply was audited, whatever surface
+// it came from.
+func (h *Harness) RefusedActions(actor string) map[string]int {
+	h.T.Helper()
+	entries, err := h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: actor, Limit: 1000})
+	if err != nil {
+		h.T.Fatalf("adaptertest: audit list: %v", err)
+	}
+	out := map[string]int{}
+	for _, en := range entries {
+		if en.Kind != "approval.refused" {
+			continue
+		}
+		var d struct{ Action string }
+		if err := json.Unmarshal(en.Detail, &d); err != nil {
+			h.T.Fatalf("adaptertest: audit detail %s: %v", en.Detail, err)
+		}
+		out[d.Action]++
+	}
+	return out
 }

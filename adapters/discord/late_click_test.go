@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,28 +10,6 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 )
-
-// refusedActions counts the approval.refused audit entries of actor by
-// decision action.
-func (e *env) refusedActions(actor string) map[string]int {
-	e.t.Helper()
-	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: actor, Limit: 100})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, en := range entries {
-		if en.Kind != "approval.refused" {
-			continue
-		}
-		var d struct{ Action string }
-		if err := json.Unmarshal(en.Detail, &d); err != nil {
-			e.t.Fatalf("audit detail %s: %v", en.Detail, err)
-		}
-		out[d.Action]++
-	}
-	return out
-}
 
 // approvalID returns the approval of the one run in the store.
 func (e *env) approvalID() string {
@@ -67,7 +44,7 @@ func TestLateRejectAndEditOnDecidedApprovalAreAudited(t *testing.T) {
 	if !strings.Contains(r.Data.Content, "Already decided") {
 		t.Errorf("late edit modal answered %+v, want the engine's refusal", r)
 	}
-	got := e.refusedActions("discord:" + approverID)
+	got := e.h.RefusedActions("discord:" + approverID)
 	if got["reject"] != 1 || got["edit"] != 2 {
 		t.Errorf("audited refusals = %v, want one reject and two edits", got)
 	}
@@ -97,7 +74,7 @@ func TestLateRejectOnExpiredApprovalIsAudited(t *testing.T) {
 			t.Errorf("late %c click answered %+v, want the engine's expiry refusal", act, r)
 		}
 	}
-	got := e.refusedActions("discord:" + approverID)
+	got := e.h.RefusedActions("discord:" + approverID)
 	if got["reject"] != 1 || got["edit"] != 1 {
 		t.Errorf("audited refusals = %v, want one reject and one edit", got)
 	}

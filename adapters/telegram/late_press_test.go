@@ -2,7 +2,6 @@ package telegram
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,28 +10,6 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/approvalref"
 )
-
-// refusedActions counts the approval.refused audit entries of actor by
-// decision action.
-func (e *env) refusedActions(actor string) map[string]int {
-	e.t.Helper()
-	entries, err := e.h.Store.AuditList(context.Background(), approvals.AuditListParams{Actor: actor, Limit: 100})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	out := map[string]int{}
-	for _, en := range entries {
-		if en.Kind != "approval.refused" {
-			continue
-		}
-		var d struct{ Action string }
-		if err := json.Unmarshal(en.Detail, &d); err != nil {
-			e.t.Fatalf("audit detail %s: %v", en.Detail, err)
-		}
-		out[d.Action]++
-	}
-	return out
-}
 
 // A Reject or Edit press on a decided approval reaches the engine like a
 // late Approve press: the engine refuses it, audits the attempt, and the
@@ -65,7 +42,7 @@ func TestLateRejectAndEditOnDecidedApprovalAreAudited(t *testing.T) {
 			t.Errorf("a prompt was sent for a decided approval: %s", m.Text)
 		}
 	}
-	got := e.refusedActions(ChannelName + ":" + strconv.Itoa(approverID))
+	got := e.h.RefusedActions(ChannelName + ":" + strconv.Itoa(approverID))
 	if got["reject"] != 1 || got["edit"] != 1 {
 		t.Errorf("audited refusals = %v, want one reject and one edit", got)
 	}
@@ -95,7 +72,7 @@ func TestLateRejectOnExpiredApprovalIsAudited(t *testing.T) {
 			t.Errorf("late %c press answered %q, want the engine's expiry refusal", act, a)
 		}
 	}
-	got := e.refusedActions(ChannelName + ":" + strconv.Itoa(approverID))
+	got := e.h.RefusedActions(ChannelName + ":" + strconv.Itoa(approverID))
 	if got["reject"] != 1 || got["edit"] != 1 {
 		t.Errorf("audited refusals = %v, want one reject and one edit", got)
 	}
