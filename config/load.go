@@ -157,9 +157,6 @@ func (l Loader) Resolve(flagPath string) (path string, cfg *Config, err error) {
 // environment.
 func Parse(name string, data []byte) (*Config, error) { return Loader{}.Parse(name, data) }
 
-// Load is Loader{}.Load: read and validate the file at path.
-func Load(path string) (*Config, error) { return Loader{}.Load(path) }
-
 // Default is Loader{}.Default: the built-in quickstart configuration.
 func Default() (*Config, error) { return Loader{}.Default() }
 

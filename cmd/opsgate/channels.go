@@ -124,15 +124,11 @@ func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *s
 // buildMCP builds the MCP server for /mcp: the same tokens, engine and
 // flows as the API, over the Streamable HTTP transport.
 func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
-	mt := make([]mcp.Token, 0, len(tokens))
-	for _, t := range tokens {
-		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
-	}
 	flows := make([]mcp.Flow, 0, len(cfg.Flows))
 	for _, f := range cfg.Flows {
 		flows = append(flows, mcp.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
 	}
-	h, err := mcp.New(mcp.Options{Engine: eng, Store: st, Tokens: mt, Flows: flows, Version: version,
+	h, err := mcp.New(mcp.Options{Engine: eng, Store: st, Tokens: tokens, Flows: flows, Version: version,
 		Logger: log.With("component", "mcp")})
 	if err != nil {
 		return nil, fmt.Errorf("build MCP server: %w", err)
