@@ -7,11 +7,18 @@ import (
 	"time"
 )
 
+// ErrNotFound is the one not-found sentinel: every store lookup (approvals,
+// runs, outbox, state) and the engine return an error matching it for an
+// unknown id. It is declared here, the bottom of the import graph, so that
+// approvals' own Store interface can name it; core.ErrNotFound is the same
+// value, under the name the rest of the code uses.
+var ErrNotFound = errors.New("not found")
+
 // Refusal sentinels. Every refused decision is audited and changes nothing
 // else; callers branch with errors.Is and map them to their surface
-// (HTTP status, ephemeral message, mail).
+// (core.Refusal turns them into the *core.DecisionError every surface
+// answers with).
 var (
-	ErrNotFound          = errors.New("approval not found")
 	ErrAlreadyDecided    = errors.New("approval already decided")
 	ErrDuplicateApproval = errors.New("you already approved this call")
 	ErrExpired           = errors.New("approval expired")

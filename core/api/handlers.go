@@ -24,7 +24,7 @@ const (
 )
 
 func isNotFound(err error) bool {
-	return errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound)
+	return errors.Is(err, core.ErrNotFound)
 }
 
 type messageBody struct {
@@ -352,8 +352,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope}
 	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), DecisionChannel, d)
 	if err != nil {
-		var de *core.DecisionError
-		if errors.As(err, &de) || errors.As(err, new(*approvals.RefusedError)) {
+		if _, refused := core.Refusal(err); refused {
 			s.fail(w, r, err)
 			return
 		}

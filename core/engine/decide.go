@@ -79,60 +79,20 @@ func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
-// type every surface understands.
+// type every surface understands (core.Refusal), naming the approval an
+// unknown id asked for and the actor whose approval already counts.
 func decisionError(id, actor string, err error) error {
-	var de *core.DecisionError
-	if errors.As(err, &de) {
-		return de
-	}
-	if errors.Is(err, approvals.ErrNotFound) || errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, core.ErrNotFound) {
 		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("no approval %q", id)}
 	}
-	var re *approvals.RefusedError
-	if !errors.As(err, &re) {
+	de, ok := core.Refusal(err)
+	if !ok {
 		return fmt.Errorf("engine: decide %s: %w", id, err)
 	}
-	out := &core.DecisionError{Message: re.Error()}
-	var ve *approvals.ValidationError
-	switch {
-	case errors.Is(re, approvals.ErrAlreadyDecided):
-		out.Code, out.At = core.DecisionAlreadyDecided, re.At
-		out.By = strings.Join(re.By, ", ")
-		out.Message = "already decided"
-		if out.By != "" {
-			out.Message += " by " + out.By
-		}
-		if !re.At.IsZero() {
-			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
-		}
-	case errors.Is(re, approvals.ErrDuplicateApproval):
-		// Same 409 family: this approver's answer is already counted, and
-		// the call still waits for others.
-		out.Code, out.By = core.DecisionAlreadyVoted, actor
-		out.Message = "you already approved this call; it still waits for more approvers (" + re.Detail + ")"
-	case errors.Is(re, approvals.ErrExpired):
-		out.Code, out.At = core.DecisionExpired, re.At
-		out.Message = "approval expired"
-		if !re.At.IsZero() {
-			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
-		}
-	case errors.Is(re, approvals.ErrNotApprover):
-		out.Code = core.DecisionNotApprover
-	case errors.Is(re, approvals.ErrSelfApproval):
-		out.Code = core.DecisionSelfApproval
-	case errors.Is(re, approvals.ErrDeniedByPolicy):
-		out.Code = core.DecisionDenied
-	case errors.As(re, &ve):
-		out.Code, out.Field = core.DecisionInvalidArgs, ve.Field
-		out.Message = ve.Error()
-	case errors.Is(re, approvals.ErrUnverified):
-		out.Code = core.DecisionUnverified
-	case errors.Is(re, approvals.ErrInvalidDecision):
-		out.Code = core.DecisionBadRequest
-	default:
-		out.Code = core.DecisionBadRequest
+	if de.Code == core.DecisionAlreadyVoted {
+		de.By = actor
 	}
-	return out
+	return de
 }
 
 // Cancel ends a run that is not final yet: it becomes cancelled, its thread
@@ -274,9 +234,6 @@ var _ core.CardSource = (*Engine)(nil)
 func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Card, error) {
 	a, err := e.store.ApprovalGet(ctx, approvalID)
 	if err != nil {
-		if errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
-			err = fmt.Errorf("%w: %w", core.ErrNotFound, err)
-		}
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
 	return e.Card(a), nil

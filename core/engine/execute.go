@@ -98,7 +98,7 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		return false, x.deny(ctx, cs.tool, idx, args, v, "")
 	case approvals.EffectAsk:
 		g, err := x.e.store.GrantFind(ctx, x.run.Thread.String(), cs.tool.Name)
-		if err != nil && !errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return false, fmt.Errorf("find grant: %w", err)
 		}
 		if err != nil || g == nil {

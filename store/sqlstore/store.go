@@ -152,15 +152,13 @@ func (s *Store) Close() error {
 }
 
 // notFoundError is the one error every store lookup returns for a missing
-// row. It matches both core.ErrNotFound and approvals.ErrNotFound, so callers
-// of either interface can branch with errors.Is on their own sentinel.
+// row. It matches core.ErrNotFound (which is approvals.ErrNotFound), so
+// callers of either interface branch with one errors.Is.
 type notFoundError struct{ what string }
 
 func (e *notFoundError) Error() string { return e.what + " not found" }
 
-func (e *notFoundError) Is(target error) bool {
-	return target == core.ErrNotFound || target == approvals.ErrNotFound
-}
+func (e *notFoundError) Is(target error) bool { return target == core.ErrNotFound }
 
 // mapErr is the single place sql.ErrNoRows becomes the shared not-found
 // error; other errors are wrapped with op for context.

@@ -104,20 +104,6 @@ func (s *server) renderApproval(w http.ResponseWriter, r *http.Request, status i
 		"Here": "/approvals/" + url.PathEscape(c.ID)})
 }
 
-// decisionStatus maps the core's refusal codes to HTTP statuses, as the API
-// does.
-var decisionStatus = map[core.DecisionCode]int{
-	core.DecisionNotFound:       http.StatusNotFound,
-	core.DecisionAlreadyDecided: http.StatusConflict,
-	core.DecisionAlreadyVoted:   http.StatusConflict,
-	core.DecisionNotApprover:    http.StatusForbidden,
-	core.DecisionSelfApproval:   http.StatusForbidden,
-	core.DecisionExpired:        http.StatusGone,
-	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
-	core.DecisionDenied:         http.StatusForbidden,
-	core.DecisionBadRequest:     http.StatusBadRequest,
-}
-
 // decide applies Approve, Reject (with feedback) or Edit through the
 // engine. A refusal re-renders the card with the engine's message, next to
 // the offending argument when the validator named one.
@@ -188,11 +174,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	status, ok := decisionStatus[de.Code]
-	if !ok {
-		status = http.StatusBadRequest
-	}
-	s.renderApproval(w, r, status, c, "")
+	s.renderApproval(w, r, de.Code.HTTPStatus(), c, "")
 }
 
 // parseEditArgs reads the args editor: one "arg:<key>" field per argument,

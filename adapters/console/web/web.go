@@ -28,7 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
@@ -243,7 +242,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fail logs an unexpected error and shows a generic page; details stay in
 // the log.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound) {
+	if errors.Is(err, core.ErrNotFound) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
 		return
 	}
