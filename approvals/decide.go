@@ -109,7 +109,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			mod(e)
 		}
 		ae := base
-		ae.Kind = "approval.refused"
+		ae.Kind = AuditApprovalRefused
 		ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "reason": e.Error()})
 		return Outcome{Audit: []AuditEntry{ae}, Err: e}
 	}
@@ -215,7 +215,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 	}
 	ae := base
-	ae.Kind = "approval.decided"
+	ae.Kind = AuditApprovalDecided
 	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status,
 		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
 	out.Audit = []AuditEntry{ae}
@@ -227,8 +227,8 @@ func Expire(a *Approval, now time.Time) Outcome {
 	next := a.Clone()
 	next.Status = StatusExpired
 	next.DecidedAt = &now
-	next.Decisions = append(next.Decisions, Decision{Actor: "system", Channel: "system", Action: "expire", At: now})
-	ae := AuditEntry{At: now, Kind: "approval.expired", Actor: "system", RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool,
+	next.Decisions = append(next.Decisions, Decision{Actor: "system", Channel: "system", Action: ActionExpire, At: now})
+	ae := AuditEntry{At: now, Kind: AuditApprovalExpired, Actor: "system", RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool,
 		Detail: detailJSON(map[string]any{"expires_at": a.ExpiresAt})}
 	return Outcome{Approval: next, Final: true, Audit: []AuditEntry{ae}}
 }

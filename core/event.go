@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Actor is a person or system acting through a channel. ID is the identity
@@ -90,11 +92,11 @@ type Attachment struct {
 // answers comes from a verified reference (button payload with an HMAC tag,
 // per-approval email reply token), never from trusted client state.
 type Decision struct {
-	ApprovalID string         `json:"approval_id"`
-	Action     string         `json:"action"` // approve | reject | edit
-	Args       map[string]any `json:"args,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	Scope      string         `json:"scope,omitempty"` // call (default) | session
+	ApprovalID string           `json:"approval_id"`
+	Action     approvals.Action `json:"action"` // approve | reject | edit
+	Args       map[string]any   `json:"args,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+	Scope      approvals.Scope  `json:"scope,omitempty"` // call (default) | session
 	// Unverified, when set, says why the surface could not authenticate
 	// the decider (an email reply without its token, a failed DMARC
 	// check). The core then refuses the decision without judging it and

@@ -89,7 +89,7 @@ func cardHTML(c core.Card) string {
 		row("Arguments", args.String())
 	}
 	row("Reason", e(orNone(c.Reason)))
-	row("Risk", "<b>"+e(c.Risk)+"</b>")
+	row("Risk", "<b>"+e(string(c.Risk))+"</b>")
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
 	row("Expires", e(c.ExpiresAt.UTC().Format(time.RFC1123)))
@@ -120,7 +120,7 @@ func cardHTML(c core.Card) string {
 func outcomeText(c core.Card) string {
 	line := c.OutcomeLine()
 	if line == "" {
-		line = "Approval " + c.Status
+		line = "Approval " + string(c.Status)
 	}
 	return line + ".\n\n" + cardSubject(c) + "\nApproval id: " + c.ApprovalID +
 		"\n\nThis approval is closed; replies to this thread no longer decide anything.\n"

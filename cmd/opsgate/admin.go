@@ -124,7 +124,7 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		var body map[string]any
 		switch sub {
 		case "approve", "reject", "edit":
-			if *scope != "call" && *scope != "session" {
+			if !approvals.Scope(*scope).Valid() {
 				return usagef("--scope %q: want call or session", *scope)
 			}
 			body = map[string]any{"action": sub, "reason": *reason, "scope": *scope}

@@ -325,9 +325,7 @@ func (b *decisionBody) validate() error {
 	default:
 		return invalid("action", "unknown action %q: want approve, reject or edit", b.Action)
 	}
-	switch approvals.Scope(b.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession:
-	default:
+	if s := approvals.Scope(b.Scope); s != "" && !s.Valid() {
 		return invalid("scope", "unknown scope %q: want call or session", b.Scope)
 	}
 	if len(b.Reason) > maxReasonLen {
@@ -349,7 +347,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope)}
 	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), DecisionChannel, d)
 	if err != nil {
 		if _, refused := core.Refusal(err); refused {

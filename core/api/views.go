@@ -214,16 +214,16 @@ func ExecutedArgs(run *core.Run, approvalID string) map[string]any {
 }
 
 type auditView struct {
-	Seq        int64           `json:"seq"`
-	At         string          `json:"at"`
-	Kind       string          `json:"kind"`
-	Actor      string          `json:"actor"`
-	RunID      string          `json:"run_id,omitempty"`
-	ApprovalID string          `json:"approval_id,omitempty"`
-	Tool       string          `json:"tool,omitempty"`
-	Detail     json.RawMessage `json:"detail,omitempty"`
-	PrevHash   string          `json:"prev_hash"`
-	Hash       string          `json:"hash"`
+	Seq        int64               `json:"seq"`
+	At         string              `json:"at"`
+	Kind       approvals.AuditKind `json:"kind"`
+	Actor      string              `json:"actor"`
+	RunID      string              `json:"run_id,omitempty"`
+	ApprovalID string              `json:"approval_id,omitempty"`
+	Tool       string              `json:"tool,omitempty"`
+	Detail     json.RawMessage     `json:"detail,omitempty"`
+	PrevHash   string              `json:"prev_hash"`
+	Hash       string              `json:"hash"`
 }
 
 func newAuditView(e approvals.AuditEntry) auditView {

@@ -30,8 +30,8 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
 	req := approvals.Request{
-		Actor: actor.ID, Channel: channel, Action: approvals.Action(d.Action), Args: d.Args,
-		Reason: d.Reason, Scope: approvals.Scope(d.Scope), At: e.now(), Unverified: d.Unverified,
+		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
+		Reason: d.Reason, Scope: d.Scope, At: e.now(), Unverified: d.Unverified,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -173,7 +173,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
 		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
-		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
+		Audit:        []approvals.AuditEntry{e.audit(approvals.AuditRunCancelled, who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
 	if run.Status == core.RunRunning {
@@ -204,14 +204,14 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 	}
 	c := core.Card{
 		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: a.Reason,
-		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
-		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
+		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: a.Status,
 	}
 	if e.opts.PublicURL != "" {
 		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID
 	}
 	if a.Status.Final() {
-		o := &core.CardOutcome{Status: string(a.Status), By: a.Winners()}
+		o := &core.CardOutcome{Status: a.Status, By: a.Winners()}
 		if a.DecidedAt != nil {
 			o.At = *a.DecidedAt
 		}

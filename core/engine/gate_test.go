@@ -500,7 +500,7 @@ func TestExpiry(t *testing.T) {
 		// The expiry and the late attempt are both in the audit log.
 		kinds := map[string]bool{}
 		for _, e := range h.auditKinds(approvals.AuditListParams{ApprovalID: a.ID}) {
-			kinds[e.Kind] = true
+			kinds[string(e.Kind)] = true
 		}
 		if !kinds["approval.expired"] || !kinds["approval.refused"] {
 			t.Fatalf("audit kinds for an expired approval: %v", kinds)

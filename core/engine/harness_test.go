@@ -374,7 +374,7 @@ func (h *harness) waitApproval(runID string) *approvals.Approval {
 }
 
 func (h *harness) decide(actor, id, action string, mod ...func(*core.Decision)) (*approvals.Approval, error) {
-	d := core.Decision{ApprovalID: id, Action: action}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(action)}
 	for _, m := range mod {
 		m(&d)
 	}

@@ -322,9 +322,7 @@ func (in *decideIn) validate() *toolError {
 	default:
 		return invalid("action", "unknown action %q: want approve, reject or edit", in.Action)
 	}
-	switch approvals.Scope(in.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession:
-	default:
+	if s := approvals.Scope(in.Scope); s != "" && !s.Valid() {
 		return invalid("scope", "unknown scope %q: want call or session", in.Scope)
 	}
 	return nil
@@ -343,7 +341,7 @@ func (s *server) decide(ctx context.Context, req *sdk.CallToolRequest, in decide
 		return refusal(te), approvalOut{Error: te}, nil
 	}
 	a, err := s.o.Engine.Decide(ctx, actor, DecisionChannel, core.Decision{
-		ApprovalID: in.ApprovalID, Action: in.Action, Args: in.Args, Reason: in.Reason, Scope: in.Scope,
+		ApprovalID: in.ApprovalID, Action: approvals.Action(in.Action), Args: in.Args, Reason: in.Reason, Scope: approvals.Scope(in.Scope),
 	})
 	if err != nil {
 		te := decisionRefusal(err)

@@ -42,16 +42,16 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	status := r.URL.Query().Get("status")
 	var as []*approvals.Approval
-	switch status {
-	case "", "pending":
-		status = "pending"
+	switch st := approvals.Status(status); {
+	case status == "", st == approvals.StatusPending:
+		status = string(approvals.StatusPending)
 		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: approvalsPerPage})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 			return
 		}
 		as = list
-	case "decided":
+	case status == "decided":
 		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Limit: approvalsPerPage * 2})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
@@ -62,8 +62,8 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 				as = append(as, a)
 			}
 		}
-	case "approved", "rejected", "edited", "expired":
-		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.Status(status), Limit: approvalsPerPage})
+	case st.Valid():
+		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: st, Limit: approvalsPerPage})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 			return
@@ -113,9 +113,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	back := localPath(r.PostFormValue("return"), "/approvals/"+url.PathEscape(id))
 	action := r.PostFormValue("action")
-	d := core.Decision{ApprovalID: id, Action: action, Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: r.PostFormValue("scope")}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(action), Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: approvals.Scope(r.PostFormValue("scope"))}
 	var formErr *core.DecisionError
-	switch approvals.Action(action) {
+	switch d.Action {
 	case approvals.ActionApprove, approvals.ActionReject:
 	case approvals.ActionEdit:
 		args, err := parseEditArgs(r.PostForm)
@@ -126,7 +126,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
-	if d.Scope != "" && d.Scope != string(approvals.ScopeCall) && d.Scope != string(approvals.ScopeSession) {
+	if d.Scope != "" && !d.Scope.Valid() {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call or session"}
 	}
 	var err error

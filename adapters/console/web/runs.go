@@ -160,7 +160,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]row, 0, len(entries))
 	for _, e := range entries {
-		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: e.Kind, Actor: e.Actor, RunID: e.RunID,
+		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: string(e.Kind), Actor: e.Actor, RunID: e.RunID,
 			ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: string(e.Detail), Hash: e.Hash})
 	}
 	nextURL := ""
