@@ -46,7 +46,7 @@ var noMentions = &discordapi.MessageAllowedMentions{Parse: []discordapi.AllowedM
 
 // renderMarkdown turns opsgate's Markdown subset into Discord Markdown with
 // stray markup escaped and @everyone/@here neutralized.
-func renderMarkdown(md string) string { return markdown.Convert(md, markdown.DiscordMarkdown) }
+func renderMarkdown(md string) string { return markdown.Convert(md, dialect{}) }
 
 // plain renders outside text (arguments, reasons, names) as inert Discord
 // text: the Markdown renderer escapes what would format or mention.

@@ -12,8 +12,8 @@ import (
 
 // renderReply turns the markdown of a reply into email HTML: the native
 // rich form of mail, with everything from outside escaped and only http,
-// https and mailto links kept (core/markdown's HTML dialect).
-func renderReply(md string) string { return markdown.Convert(md, markdown.HTML) }
+// https and mailto links kept (markdown.RenderHTML).
+func renderReply(md string) string { return markdown.ConvertHTML(md) }
 
 // cardSubject names the tool and its target: the card's headline in its
 // pending form, so the card, the answers and the closing mail share a

@@ -39,7 +39,7 @@ const (
 func (a *Adapter) Format() delivery.Format {
 	return delivery.Format{
 		Limit: replyLimit, Unit: chunk.Runes, Syntax: chunk.Mrkdwn, Markers: true,
-		Render: func(md string) string { return markdown.Convert(md, markdown.SlackMrkdwn) },
+		Render: renderMrkdwn,
 	}
 }
 
