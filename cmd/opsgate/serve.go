@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer ln.Close()
 
-	st, err := openStore(ctx, cfg)
+	st, err := openStoreWith(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

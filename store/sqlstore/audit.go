@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -153,7 +152,7 @@ func (s *Store) SealAudit(ctx context.Context) error {
 // sealerInterval, which picks up entries a crashed replica committed but
 // never sealed. (Before the first kick the schema may not exist yet.)
 func (s *Store) sealer(ctx context.Context, kick <-chan struct{}) {
-	log := slog.Default().With("component", "store/"+s.dialect.Name)
+	log := s.log
 	t := time.NewTicker(sealerInterval)
 	defer t.Stop()
 	var tick <-chan time.Time

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type Config struct {
 	// where transactions would otherwise queue for the connection and pay
 	// one fsync each.
 	GroupCommit bool
+	// Logger receives the store's own reports (notification and audit
+	// sealer failures); default slog.Default(). cmd passes the server's
+	// logger, so --log-format and --log-level apply.
+	Logger *slog.Logger
 }
 
 // Store is the shared implementation of core.Store (and approvals.Store).
@@ -53,6 +58,7 @@ type Store struct {
 	read    *sql.DB
 	dialect Dialect
 	hub     *Hub
+	log     *slog.Logger
 
 	// The audit sealer (Dialect.DeferAuditSeal only): sealKick wakes it
 	// after a commit that audited; Close stops it and seals what is left.
@@ -76,7 +82,12 @@ func New(cfg Config) *Store {
 	if read == nil {
 		read = cfg.DB
 	}
-	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1)}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1),
+		log: log.With("component", "store/"+cfg.Dialect.Name)}
 	s.instance = newInstanceID()
 	if cfg.GroupCommit {
 		s.writer = newGroupWriter(s)
