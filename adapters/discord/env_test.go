@@ -101,7 +101,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		},
 	})
 	t.Cleanup(func() {
-		e.ad.Wait()
+		_ = e.ad.Drain(context.Background())
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the bot token leaked into the logs:\n%s", e.logs.String())
 		}

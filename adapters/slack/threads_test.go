@@ -47,7 +47,7 @@ func followUpEvent(t *testing.T, eventID, root, ts, text string) []byte {
 func serve(t *testing.T, a *Adapter) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	for p, hd := range a.Handlers() {
+	for p, hd := range a.Routes() {
 		mux.Handle(p, hd)
 	}
 	srv := httptest.NewServer(mux)

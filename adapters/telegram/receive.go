@@ -26,6 +26,15 @@ const secretHeader = "X-Telegram-Bot-Api-Secret-Token"
 // commit in half.
 const handleTimeout = 50 * time.Second
 
+// Routes implements core.HTTPReceiver: the webhook in webhook mode, nothing
+// in polling mode.
+func (a *Adapter) Routes() map[string]http.Handler {
+	if a.cfg.Mode == ModePolling {
+		return nil
+	}
+	return map[string]http.Handler{"POST " + WebhookPath: a.WebhookHandler()}
+}
+
 // WebhookHandler serves POST /telegram/webhook. A request is answered 200
 // only after its update is durably recorded (or recognised as a duplicate,
 // or ignored as not for us); a wrong or missing secret header is 401, a

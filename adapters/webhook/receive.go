@@ -78,6 +78,11 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	return a, nil
 }
 
+// Routes implements core.HTTPReceiver: Handler under PathPrefix.
+func (a *Adapter) Routes() map[string]http.Handler {
+	return map[string]http.Handler{PathPrefix: a.Handler()}
+}
+
 // Handler serves POST /hooks/{name} (mount at PathPrefix without
 // stripping it). The answer is 202 {"event_id","run_id","duplicate"} once
 // the request is durably recorded; 401 for an unknown hook or a missing or
