@@ -61,6 +61,10 @@ type Options struct {
 	// lost, audit sealer failures); default slog.Default(). cmd passes the
 	// server's logger, so --log-format and --log-level apply.
 	Logger *slog.Logger
+
+	// transactional turns off the single-statement writes (tests only, via
+	// export_test.go: the conformance suite runs on both write paths).
+	transactional bool
 }
 
 // Open is OpenWith with the default Options.
@@ -89,7 +93,11 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
 	}
-	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool), dialect: sqlstore.PostgresDialect(),
+	d := sqlstore.PostgresDialect()
+	if o.transactional {
+		d.OneStatement = false
+	}
+	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool), dialect: d,
 		log: log.With("component", "store/postgres"), done: make(chan struct{})}
 	s.Store = sqlstore.New(sqlstore.Config{DB: s.db, Dialect: s.dialect, Logger: log})
 	if err := s.Ping(ctx); err != nil {
