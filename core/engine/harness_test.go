@@ -245,6 +245,45 @@ type harness struct {
 	stop  func()
 	// tweak adjusts options before each engine is built.
 	tweak func(*Options)
+	// claims counts the engines' RunClaim calls: each is a look at the
+	// queue, the observable event "the engine considered this run".
+	claims atomic.Int64
+}
+
+// claimCounter counts RunClaim calls on the store it wraps.
+type claimCounter struct {
+	core.Store
+	n *atomic.Int64
+}
+
+func (c claimCounter) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
+	runs, err := c.Store.RunClaim(ctx, p)
+	c.n.Add(1)
+	return runs, err
+}
+
+// waitClaims waits until the engine has looked at the queue n more times
+// than it had when called: after that, a run it left queued was seen and
+// passed over, not merely not reached yet.
+func (h *harness) waitClaims(n int64) {
+	h.t.Helper()
+	from := h.claims.Load()
+	waitFor(h.t, fmt.Sprintf("%d more claim passes", n), func() bool { return h.claims.Load() >= from+n })
+}
+
+// quiesce stops the engine, which waits for every step in flight: nothing
+// can be dispatched or recorded by it afterwards, so what a test counts
+// then is final. A test that goes on restarts it with resume.
+func (h *harness) quiesce() {
+	h.t.Helper()
+	h.stop()
+}
+
+// resume runs a new engine on the same store after quiesce, as a restart.
+func (h *harness) resume() {
+	h.t.Helper()
+	h.eng = h.newEngine(h.store)
+	h.stop = h.runEngine(h.eng)
 }
 
 func setup(t testing.TB, b backend, tweak ...func(*Options)) *harness {
@@ -274,6 +313,7 @@ func (h *harness) start() {
 func (h *harness) newEngine(s core.Store) *Engine {
 	h.t.Helper()
 	o := h.fx.options(h.t, s, h.clk)
+	o.Store = claimCounter{Store: o.Store, n: &h.claims}
 	if h.tweak != nil {
 		h.tweak(&o)
 	}
