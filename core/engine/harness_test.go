@@ -17,9 +17,8 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/pgtest"
-	"github.com/opsgate/opsgate/store/postgres"
-	"github.com/opsgate/opsgate/store/sqlite"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,12 +35,8 @@ var backends = []backend{
 		name:   "sqlite",
 		newDSN: func(t testing.TB) string { return filepath.Join(t.TempDir(), "opsgate.db") },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
-			s, err := sqlite.Open(ctx, dsn)
+			s, err := testkit.OpenSQLite(ctx, dsn)
 			if err != nil {
-				return nil, err
-			}
-			if err := s.Migrate(ctx); err != nil {
-				s.Close()
 				return nil, err
 			}
 			return s, nil
@@ -51,12 +46,8 @@ var backends = []backend{
 		name:   "postgres",
 		newDSN: func(t testing.TB) string { return pgtest.DSN(t) },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
-			s, err := postgres.Open(ctx, dsn)
+			s, err := testkit.OpenPostgres(ctx, dsn)
 			if err != nil {
-				return nil, err
-			}
-			if err := s.Migrate(ctx); err != nil {
-				s.Close()
 				return nil, err
 			}
 			return s, nil

@@ -1,34 +1,15 @@
-package sqlstore
+package sqlstore_test
 
 import (
-	"bytes"
 	"database/sql"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	_ "modernc.org/sqlite"
+	"github.com/opsgate/opsgate/internal/testkit"
+	"github.com/opsgate/opsgate/store/sqlstore"
 )
-
-// syncBuffer is a bytes.Buffer safe for the sealer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStoreLogsThroughConfiguredLogger: the store's own reports (here the
 // audit sealer failing on a database without the schema) go to
@@ -39,10 +20,10 @@ func TestStoreLogsThroughConfiguredLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var buf syncBuffer
-	d := SQLiteDialect()
+	var buf testkit.LogBuffer
+	d := sqlstore.SQLiteDialect()
 	d.DeferAuditSeal = true // run the sealer, which reports its failures
-	s := New(Config{DB: db, Dialect: d, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	s := sqlstore.New(sqlstore.Config{DB: db, Dialect: d, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	defer s.Close()
 	s.KickSealer()
 	deadline := time.Now().Add(10 * time.Second)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
 
@@ -85,15 +85,7 @@ type setupOpts struct {
 // deploy flow that asks group sre and an xss flow that is allowed.
 func setup(t *testing.T, so setupOpts) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := testkit.SQLite(t)
 	schema, err := approvals.CompileSchema("deploy", map[string]any{
 		"type": "object", "required": []any{"service", "version"}, "additionalProperties": false,
 		"properties": map[string]any{
