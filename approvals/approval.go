@@ -8,7 +8,7 @@ import (
 // Status is an approval's state. Only pending approvals take decisions.
 type Status string
 
-// The approval statuses of CONTRACT.md.
+// The approval statuses (docs/architecture.md, "Surfaces users depend on").
 const (
 	StatusPending  Status = "pending"
 	StatusApproved Status = "approved"
@@ -76,7 +76,7 @@ func (s Scope) Valid() bool {
 // shown on every card.
 type Risk string
 
-// The risk tiers of CONTRACT.md, from harmless to dangerous.
+// The risk tiers (docs/architecture.md), from harmless to dangerous.
 const (
 	RiskRead       Risk = "read"
 	RiskReversible Risk = "reversible"

@@ -125,7 +125,7 @@ func (l Loader) Default() (*Config, error) {
 	return l.Parse(configs.QuickstartName, configs.Quickstart)
 }
 
-// Resolve finds and loads the configuration in CONTRACT.md's order: the
+// Resolve finds and loads the configuration in the order the README documents: the
 // --config flag, then $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 // quickstart. A file named by the flag or the variable must exist; a missing
 // ./opsgate.yaml just means "use the defaults". path is "" for the defaults.

@@ -16,7 +16,8 @@ const (
 	// at send time.
 	KindCard MessageKind = "card"
 	// KindCardUpdate edits a card already sent (buttons removed, outcome
-	// shown); without CardEditor it is sent as a new message.
+	// shown); a platform that cannot edit answers ErrNotSupported
+	// and the pipeline sends it as a new message instead.
 	KindCardUpdate MessageKind = "card_update"
 )
 

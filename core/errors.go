@@ -43,7 +43,7 @@ const (
 )
 
 // HTTPStatus is the one mapping of refusal codes to HTTP statuses, shared by
-// the API, the web console and MCP (CONTRACT.md: 409 already decided, 403
+// the API, the web console and MCP (docs/architecture.md: 409 already decided, 403
 // not an approver, 410 expired, 422 invalid arguments). An unknown code is
 // 400.
 func (c DecisionCode) HTTPStatus() int {

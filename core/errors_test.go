@@ -11,7 +11,7 @@ import (
 )
 
 // TestDecisionCodeHTTPStatus pins the one refusal → status mapping every
-// HTTP surface (API, console, MCP's error bodies) uses; CONTRACT.md names
+// HTTP surface (API, console, MCP's error bodies) uses; docs/architecture.md names
 // 409, 403, 410 and 422. An unverified decider is a 403 everywhere.
 func TestDecisionCodeHTTPStatus(t *testing.T) {
 	t.Parallel()

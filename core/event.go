@@ -29,7 +29,7 @@ type Thread struct {
 	Key     string `json:"key"`
 }
 
-// String renders the thread as CONTRACT.md writes it: "<channel>:<key>".
+// String renders the thread as the API writes it: "<channel>:<key>".
 func (t Thread) String() string { return t.Channel + ":" + t.Key }
 
 // IsZero reports whether the thread is unset.

@@ -132,7 +132,7 @@ func DeployFlow() engine.Flow {
 	}
 }
 
-// DeployTool is the default high-impact deploy tool with CONTRACT.md's
+// DeployTool is the default high-impact deploy tool with the README's
 // input schema, dispatching to r.
 func DeployTool(t testing.TB, r *Recorder) *engine.Tool {
 	t.Helper()

@@ -16,7 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// InteractionsPath is where cmd mounts InteractionsHandler (CONTRACT.md).
+// InteractionsPath is where Routes mounts InteractionsHandler (docs/architecture.md).
 const InteractionsPath = "/discord/interactions"
 
 // DefaultAPIURL is Discord's REST API. discordgo computes its endpoints for

@@ -18,7 +18,7 @@ type Answer struct {
 	// Reason is reject's feedback.
 	Reason string
 	// Args are edit's new arguments; they replace the proposed ones as a
-	// whole (CONTRACT.md's edit semantics).
+	// whole (the README's edit semantics).
 	Args map[string]any
 }
 

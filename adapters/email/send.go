@@ -104,7 +104,7 @@ func (a *Adapter) deliver(ctx context.Context, m outMail) error {
 }
 
 // cardRecipients: To the eligible approvers that have email identities,
-// Cc the requester (CONTRACT.md "Where cards go"). With no approver
+// Cc the requester (docs/email.md). With no approver
 // reachable by mail, the requester alone gets it, to see what waits and
 // where it can be decided.
 func cardRecipients(c core.Card, key threadKey) (to, cc []string) {

@@ -22,7 +22,7 @@ const (
 	ModePolling = "polling"
 )
 
-// WebhookPath is where cmd mounts WebhookHandler (CONTRACT.md).
+// WebhookPath is where Routes mounts WebhookHandler (docs/architecture.md).
 const WebhookPath = "/telegram/webhook"
 
 // DefaultAPIURL is the public Bot API.

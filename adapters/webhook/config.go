@@ -15,7 +15,7 @@ import (
 const Channel = "webhook"
 
 // PathPrefix is where cmd mounts Handler: it serves POST /hooks/{name}
-// (CONTRACT.md) and expects the full path, so mount it without stripping.
+// (docs/architecture.md) and expects the full path, so mount it without stripping.
 const PathPrefix = "/hooks/"
 
 // Limits that are not the operator's to tune.

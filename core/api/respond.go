@@ -15,7 +15,7 @@ import (
 )
 
 // ErrorBody is the error object of every failed response (the "error" of
-// CONTRACT.md), also core/mcp's structured refusal, so a client reads the
+// the README), also core/mcp's structured refusal, so a client reads the
 // same code and fields from either surface. Field, By and At are set when
 // they help the caller fix or understand the refusal.
 type ErrorBody struct {
@@ -185,7 +185,7 @@ func queryInt64(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
-// rfc3339 renders a time as CONTRACT.md promises: RFC 3339 in UTC (with
+// rfc3339 renders a time as the API promises: RFC 3339 in UTC (with
 // the fractional seconds the store kept, so ordering survives).
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 

@@ -44,7 +44,7 @@ type Store interface {
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
 }
 
-// Token is one configured API credential (CONTRACT.md api.tokens). Signing
+// Token is one configured API credential (api.tokens in the README). Signing
 // in with it makes the browser act as Actor, so the console's decisions
 // and messages name a person, exactly as the same token would on the API.
 type Token struct {
