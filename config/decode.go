@@ -22,6 +22,9 @@ type decoder struct {
 	problems []Problem
 	lines    map[string]int  // YAML path → line, for semantic checks
 	given    map[string]bool // paths of struct keys written with a non-null value
+	// expanded holds the values ${VAR} produced, by path, so credentials
+	// taken from the environment can be masked (MCPServer.Secrets).
+	expanded map[string]string
 	visited  int
 	overflow bool
 }
@@ -87,6 +90,12 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	if err != nil {
 		d.add(path, n.Line, "%v", err)
 		return "", false
+	}
+	if v != n.Value {
+		if d.expanded == nil {
+			d.expanded = map[string]string{}
+		}
+		d.expanded[path] = v
 	}
 	return v, true
 }
