@@ -59,6 +59,13 @@ func TestToolsGlobsNarrowWhatIsOffered(t *testing.T) {
 	r, _ := start(t, s)
 	lookup(t, r, "f.echo")
 	lookup(t, r, "f.write")
+	var names []string
+	for _, tl := range r.Tools() {
+		names = append(names, tl.Name)
+	}
+	if strings.Join(names, " ") != "f.echo f.write" {
+		t.Errorf("Tools() = %v", names)
+	}
 	_, err := r.LookupTool(context.Background(), "f.plain")
 	if !errors.Is(err, engine.ErrUnknownTool) || !strings.Contains(err.Error(), "not in its tools globs") {
 		t.Fatalf("f.plain: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -93,6 +94,22 @@ func (r *Registry) LookupTool(ctx context.Context, name string) (*engine.Tool, e
 		return nil, fmt.Errorf("%w %q: no upstream MCP server named %q", engine.ErrUnknownTool, name, srv)
 	}
 	return c.lookup(ctx, name)
+}
+
+// Tools returns every tool the servers offer now, sorted by name: what an
+// agent's tools globs match against. It does not wait for connections.
+func (r *Registry) Tools() []*engine.Tool {
+	var out []*engine.Tool
+	for _, name := range r.order {
+		c := r.clients[name]
+		c.mu.Lock()
+		for _, t := range c.tools {
+			out = append(out, t)
+		}
+		c.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b *engine.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // Report is one server as a listing shows it.
