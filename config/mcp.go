@@ -55,8 +55,9 @@ type MCPToolOverride struct {
 	Idempotent  *bool  `yaml:"idempotent"`
 }
 
-// Secrets returns the values ${VAR} put into the server's command, env,
-// url and headers, to be masked wherever opsgate shows text about it.
+// Secrets returns the values of the variables ${VAR} put into the
+// server's command, env, url and headers: each is taken for a credential
+// and masked wherever opsgate shows text about the server.
 func (s *MCPServer) Secrets() []string { return s.secrets }
 
 // Defaults of an mcp_servers entry.
@@ -192,8 +193,8 @@ func (s *MCPServer) offers(remote string) bool {
 	return false
 }
 
-// expandedUnder lists what ${VAR} produced in server i's command, env, url
-// and headers.
+// expandedUnder lists the variable values ${VAR} substituted in server
+// i's command, env, url and headers.
 func (c *checker) expandedUnder(i int) []string {
 	var paths []string
 	for p := range c.expanded {
@@ -206,7 +207,7 @@ func (c *checker) expandedUnder(i int) []string {
 	sort.Strings(paths)
 	var out []string
 	for _, p := range paths {
-		out = append(out, c.expanded[p])
+		out = append(out, c.expanded[p]...)
 	}
 	return out
 }

@@ -49,10 +49,10 @@ policy:
 		t.Errorf("override: %+v", o)
 	}
 	// What ${VAR} produced is masked later; literal values are not.
-	if got := gh.Secrets(); !slices.Contains(got, "Bearer gh-secret") || !slices.Contains(got, "https://mcp.example.com/mcp?key=k3y-value") {
+	if got := gh.Secrets(); !slices.Equal(got, []string{"gh-secret", "k3y-value"}) {
 		t.Errorf("github secrets: %q", got)
 	}
-	if got := fs.Secrets(); !slices.Contains(got, "fs-secret") || slices.Contains(got, "plain") {
+	if got := fs.Secrets(); !slices.Equal(got, []string{"/srv/runbooks", "fs-secret"}) {
 		t.Errorf("fs secrets: %q", got)
 	}
 }

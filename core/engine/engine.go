@@ -190,7 +190,8 @@ type compiledStep struct {
 }
 
 // New validates the options and builds an Engine. It fails on an unknown
-// tool in a flow, a malformed command pattern or argument template.
+// tool in a flow (unless Options.Lookup may know it when the step runs),
+// a malformed command pattern or argument template.
 func New(o Options) (*Engine, error) {
 	if o.Store == nil {
 		return nil, errors.New("engine: no store")
