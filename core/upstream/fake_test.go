@@ -47,9 +47,23 @@ func TestAnnotationsSetDefaultsAndOverridesWin(t *testing.T) {
 	if _, err := echo.Schema.Apply(map[string]any{"text": "hi"}); err != nil {
 		t.Errorf("valid echo args refused: %v", err)
 	}
+	if strings.Contains(string(mustJSON(lookupInfo(t, r, "f.env").Schema)), "hunter2") {
+		t.Error("a credential in a schema was not masked")
+	}
 	if p, err := echo.Runner.Preview(context.Background(), tools.Call{}); err != nil || p != PreviewText {
 		t.Errorf("preview %q %v, want %q", p, err, PreviewText)
 	}
+}
+
+func lookupInfo(t *testing.T, r *Registry, name string) ToolInfo {
+	t.Helper()
+	for _, in := range r.Reports(context.Background())[0].Tools {
+		if in.Name == name {
+			return in
+		}
+	}
+	t.Fatalf("no tool %s listed", name)
+	return ToolInfo{}
 }
 
 func TestToolsGlobsNarrowWhatIsOffered(t *testing.T) {
@@ -277,6 +291,9 @@ func TestCredentialsAreMaskedEverywhere(t *testing.T) {
 	}
 	if res.Output != "secret is ****" {
 		t.Fatalf("output %q", res.Output)
+	}
+	if d := lookup(t, r, "f.env").Description; d != "prints the secret ****" {
+		t.Fatalf("description %q", d)
 	}
 	waitLog(t, logs, "upstream stderr", "secret ****")
 	if strings.Contains(logs.String(), "hunter2") {

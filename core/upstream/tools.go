@@ -88,6 +88,9 @@ func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.To
 			}
 		}
 		raw, schemaErr := schemaObject(t.InputSchema)
+		if schemaErr == nil {
+			raw, schemaErr = c.maskSchema(raw)
+		}
 		info.Schema = raw
 		var schema *approvals.Schema
 		switch {
@@ -118,6 +121,21 @@ func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.To
 	}
 	slices.SortFunc(infos, func(a, b ToolInfo) int { return strings.Compare(a.Name, b.Name) })
 	return infos, offered
+}
+
+// maskSchema masks credentials in a schema's text (descriptions,
+// defaults): the schema reaches cards' edit forms and models.
+func (c *client) maskSchema(raw map[string]any) (map[string]any, error) {
+	b := string(mustJSON(raw))
+	masked := c.m.String(b)
+	if masked == b {
+		return raw, nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(masked), &out); err != nil {
+		return nil, errors.New("holds a configured credential")
+	}
+	return out, nil
 }
 
 // exposed reports whether the server's tools globs offer remote.
