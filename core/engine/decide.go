@@ -69,13 +69,34 @@ func (e *Engine) decisionEnv(a *approvals.Approval) approvals.Env {
 	}
 }
 
-// applySchema fills defaults and validates; a tool without a schema takes
-// any object.
+// applySchema cleans path-like values (so the schema, the policy, the card
+// and the tool all see one form), fills defaults and validates; a tool
+// without a schema takes any object. Then the tool's own argument check
+// (an exec value that would read as an option, an http value that would
+// walk the URL path) refuses what the runner would refuse, before anyone
+// is asked to approve it.
 func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
-	if t.Schema == nil {
-		return maps.Clone(args), nil
+	args = approvals.CleanArgs(args)
+	if t.Schema != nil {
+		var err error
+		if args, err = t.Schema.Apply(args); err != nil {
+			return nil, err
+		}
+	} else {
+		args = maps.Clone(args)
 	}
-	return t.Schema.Apply(args)
+	if c, ok := t.Runner.(argChecker); ok {
+		if err := c.CheckArgs(args); err != nil {
+			return nil, &approvals.ValidationError{Message: err.Error()}
+		}
+	}
+	return args, nil
+}
+
+// argChecker is implemented by runners that refuse some argument values
+// whatever the schema says (core/tools Exec and HTTP).
+type argChecker interface {
+	CheckArgs(args map[string]any) error
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
