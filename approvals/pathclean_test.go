@@ -29,9 +29,9 @@ func TestCleanPath(t *testing.T) {
 		{"api", "api", false},
 		{"..", "..", false},
 		{"v1.2.3", "v1.2.3", false},
-		{"feature/x", "feature/x", false}, // a branch, not cleaned
+		{"feature/x", "feature/x", false},     // a branch, not cleaned
 		{"ab//cd+ef==", "ab//cd+ef==", false}, // base64 keeps its slashes
-		{"/\n/../etc/x", "/etc/x", true}, // control characters do not hide a walk
+		{"/\n/../etc/x", "/etc/x", true},      // control characters do not hide a walk
 	}
 	for _, c := range cases {
 		got, ok := CleanPath(c.in)
