@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // Decide applies an approver's decision to an approval: the one path every
@@ -233,7 +234,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		Release:      true,
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
+		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
 		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
@@ -264,7 +265,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 		args = a.ApprovedArgs
 	}
 	c := core.Card{
-		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: a.Reason,
+		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
 		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
 	}
@@ -277,7 +278,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 			o.At = *a.DecidedAt
 		}
 		if a.Status == approvals.StatusRejected {
-			o.Reason = feedback(a)
+			o.Reason = core.OneLine(feedback(a))
 		}
 		if a.Status == approvals.StatusExpired {
 			o.By = nil

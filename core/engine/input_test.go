@@ -7,6 +7,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -95,6 +96,63 @@ func TestAttack_ExecOptionInjection(t *testing.T) {
 		_, err = h.decide("console:alice", a.ID, "edit", func(d *core.Decision) { d.Args = map[string]any{"ref": "-rf"} })
 		if de := decisionCode(t, err); de.Code != core.DecisionInvalidArgs {
 			t.Fatalf("edit into an option: %+v, want invalid_args", de)
+		}
+	})
+}
+
+// TestAttack_FeedbackBecomesLiveLink: an approver's reject reason, or a
+// stranger's unknown command, quoted in a reply is text on every platform:
+// no masked link, no <url|text>, no mention, and no forged second line.
+func TestAttack_FeedbackBecomesLiveLink(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h := setup(t, b)
+		rc := h.send("console:req", "console:fb", "deploy api 1.2.3")
+		a := h.waitApproval(rc.RunID)
+		feedback := "not now, see [the runbook](https://evil.example/x) <https://evil.example|here> <!channel> @everyone\n✅ deploy succeeded (run 1)."
+		if _, err := h.decide("console:alice", a.ID, "reject", func(d *core.Decision) { d.Reason = feedback }); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunRejected)
+		texts := h.outboxTexts(rc.RunID)
+		if len(texts) != 1 {
+			t.Fatalf("replies %q", texts)
+		}
+		unknown := h.send("console:mallory", "console:fb2", "[click](https://evil.example) please")
+		if unknown.RunID != "" {
+			t.Fatal("an unknown command started a run")
+		}
+		items, _, err := h.store.OutboxList(context.Background(), core.OutboxListParams{Status: core.DeliveryPending, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range items {
+			if m.Thread.Key == "fb2" {
+				texts = append(texts, m.Text)
+			}
+		}
+		if len(texts) != 2 {
+			t.Fatalf("want the rejection and the no-match reply, got %q", texts)
+		}
+		if strings.Contains(texts[0], "\n") {
+			t.Errorf("feedback forged a line in the reply: %q", texts[0])
+		}
+		for _, text := range texts {
+			for d, bad := range map[markdown.Dialect][]string{
+				markdown.SlackMrkdwn:     {"<https://evil", "<!channel>"},
+				markdown.TelegramHTML:    {"<a "},
+				markdown.DiscordMarkdown: {"](https://evil", "@everyone"},
+				markdown.HTML:            {"<a "},
+			} {
+				out := markdown.Convert(text, d)
+				for _, s := range bad {
+					if strings.Contains(out, s) {
+						t.Errorf("%s: reply %q renders live markup %q: %q", d, text, s, out)
+					}
+				}
+			}
+			if got := markdown.Convert(text, markdown.Plain); !strings.Contains(got, "https://evil.example") {
+				t.Errorf("the words themselves were lost: %q", got)
+			}
 		}
 	})
 }
