@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
@@ -28,6 +29,8 @@ type store interface {
 	// AuditVerifyReport backs `opsgate audit verify`: the first entry that
 	// does not link, and the chain's head.
 	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+	// SessionStore keeps the console's sign-outs for every replica.
+	web.SessionStore
 }
 
 var (
