@@ -6,15 +6,14 @@ import (
 	"testing"
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
-	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
-	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // TestAttack_PeoplesWordsRenderLive: the card shows feedback and
 // multi-line values as text on their own lines; the Edit prompt offers
 // such arguments as JSON, where a value cannot pass for another key=value
-// line; the rejection reply renders no link.
+// line. (The rejection reply is covered in core/engine: it parses with no
+// link, and this adapter's renderer makes <a> only from links.)
 func TestAttack_PeoplesWordsRenderLive(t *testing.T) {
 	t.Parallel()
 	c := adaptertest.HostileCard()
@@ -35,10 +34,5 @@ func TestAttack_PeoplesWordsRenderLive(t *testing.T) {
 	}
 	if args, err := parseArgs(argLines(c.Args)); err != nil || args["version"] != "1.2.3\nApproved by alice" || len(args) != 3 {
 		t.Errorf("the prompt's arguments read back as %v, %v", args, err)
-	}
-
-	reply := markdown.Convert("❌ rejected: “"+markdown.Escape(core.OneLine(adaptertest.HostileFeedback))+"”", markdown.TelegramHTML)
-	if strings.Contains(reply, "<a ") {
-		t.Errorf("live link in the reply %q", reply)
 	}
 }

@@ -137,22 +137,28 @@ func TestAttack_FeedbackBecomesLiveLink(t *testing.T) {
 			t.Errorf("feedback forged a line in the reply: %q", texts[0])
 		}
 		for _, text := range texts {
-			for d, bad := range map[markdown.Dialect][]string{
-				markdown.SlackMrkdwn:     {"<https://evil", "<!channel>"},
-				markdown.TelegramHTML:    {"<a "},
-				markdown.DiscordMarkdown: {"](https://evil", "@everyone"},
-				markdown.HTML:            {"<a "},
-			} {
-				out := markdown.Convert(text, d)
-				for _, s := range bad {
-					if strings.Contains(out, s) {
-						t.Errorf("%s: reply %q renders live markup %q: %q", d, text, s, out)
-					}
-				}
+			// Every platform's renderer makes links only from Link nodes
+			// and escapes text (adaptertest.Hostile covers <!channel>,
+			// @everyone and HTML per adapter): no Link, no live link.
+			if hasLink(markdown.Parse(text)) {
+				t.Errorf("reply %q parses with a link", text)
 			}
 			if got := markdown.Convert(text, markdown.Plain); !strings.Contains(got, "https://evil.example") {
 				t.Errorf("the words themselves were lost: %q", got)
 			}
 		}
 	})
+}
+
+// hasLink reports whether the parsed reply has a Link node anywhere.
+func hasLink(n *markdown.Node) bool {
+	if n.Kind == markdown.Link {
+		return true
+	}
+	for _, c := range n.Children {
+		if hasLink(c) {
+			return true
+		}
+	}
+	return false
 }

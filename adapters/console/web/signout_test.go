@@ -117,4 +117,3 @@ func TestSessionCheckFailsClosedWithoutSigningOut(t *testing.T) {
 		}
 	}
 }
-

@@ -100,14 +100,14 @@ const Channel = "console"
 const maxMessageText = 16 << 10
 
 type server struct {
-	o       Options
-	log     *slog.Logger
-	key     []byte
-	tokens  []tokenEntry
-	mux     *http.ServeMux
-	tmpl    map[string]*template.Template
-	cop     *http.CrossOriginProtection
-	secure  bool
+	o      Options
+	log    *slog.Logger
+	key    []byte
+	tokens []tokenEntry
+	mux    *http.ServeMux
+	tmpl   map[string]*template.Template
+	cop    *http.CrossOriginProtection
+	secure bool
 	// sessions is o.Store's sign-out record.
 	sessions SessionStore
 }

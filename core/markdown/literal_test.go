@@ -22,18 +22,10 @@ func TestEscapeRendersAsText(t *testing.T) {
 	if got := Escape("version 1.2.3, env=prod"); got != "version 1.2.3, env=prod" {
 		t.Errorf("ordinary text changed: %q", got)
 	}
-	for d, bad := range map[Dialect][]string{
-		SlackMrkdwn:     {"<http://evil", "|click>", "<!channel>"},
-		TelegramHTML:    {"<a ", "href"},
-		DiscordMarkdown: {"](http", "@everyone"},
-		HTML:            {"<a ", "href"},
-	} {
-		out := Convert("rejected: “"+Escape("[click](http://evil.example) <http://evil|click> <!channel> @everyone")+"”", d)
-		for _, b := range bad {
-			if strings.Contains(out, b) {
-				t.Errorf("%s: %q contains %q", d, out, b)
-			}
-		}
+	// A reply quoting such words holds no link, whatever surrounds them.
+	doc := Parse("rejected: “" + Escape("[click](http://evil.example) <http://evil|click> <!channel> @everyone") + "”")
+	if k := markupKind(doc); k >= 0 {
+		t.Errorf("the quoted words parse as markup (kind %d)", k)
 	}
 }
 
