@@ -291,6 +291,10 @@ type Exec struct {
 	// Env adds variables to the process environment. Values are literal:
 	// the runner does not render them, so config check refuses "{{" here.
 	Env map[string]string `yaml:"env"`
+	// AllowDashArgs lets an argument value start an argv element with "-".
+	// Default false: such a value would reach the program as an option
+	// ("--upload-pack=…"), so the call is refused as invalid arguments.
+	AllowDashArgs bool `yaml:"allow_dash_args"`
 }
 
 // HTTP makes one HTTP request; URL, header values and Body are templates.

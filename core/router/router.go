@@ -85,7 +85,7 @@ func New(flows []Flow) (*Router, error) {
 // ignored so "/deploy api 1" works where a platform passes it through.
 // On failure it returns a *NoMatchError.
 func (r *Router) Route(text string) (Route, error) {
-	tokens, err := Tokenize(text)
+	tokens, err := tokenize(text)
 	if err != nil {
 		first, _, _ := strings.Cut(strings.TrimSpace(text), " ")
 		return Route{}, r.noMatch(text, strings.TrimPrefix(first, "/"), err.Error())
@@ -93,13 +93,15 @@ func (r *Router) Route(text string) (Route, error) {
 	if len(tokens) == 0 {
 		return Route{}, r.noMatch(text, "", "")
 	}
-	tokens[0] = strings.TrimPrefix(tokens[0], "/")
+	if t, ok := strings.CutPrefix(tokens[0].text, "/"); ok {
+		tokens[0] = token{text: t, eq: max(tokens[0].eq-1, -1)}
+	}
 	for _, e := range r.entries {
 		if args, ok := e.pattern.matchTokens(tokens); ok {
 			return Route{Flow: e.flow.Name, Args: args}, nil
 		}
 	}
-	return Route{}, r.noMatch(text, tokens[0], "")
+	return Route{}, r.noMatch(text, tokens[0].text, "")
 }
 
 // Flows returns the flows in configuration order with their parsed

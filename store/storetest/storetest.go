@@ -82,6 +82,8 @@ func Run(t *testing.T, open Open) {
 		{"ThreadListSameInstant", testThreadListSameInstant},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
+		{"ConsoleSessionRevokeAndCheck", testConsoleSessionRevoke},
+		{"ConsoleSessionPruneKeepsLive", testConsoleSessionPrune},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

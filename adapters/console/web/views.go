@@ -98,7 +98,7 @@ func argFields(args map[string]any) []argField {
 func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 	v := &cardView{
 		ID: a.ID, RunID: a.RunID, Thread: a.Thread, Requester: a.Requester, Tool: a.Tool, Risk: string(a.Risk),
-		Reason: a.Reason, Preview: a.Preview, Status: string(a.Status), Destructive: a.Destructive,
+		Reason: core.OneLine(a.Reason), Preview: a.Preview, Status: string(a.Status), Destructive: a.Destructive,
 		Pending: a.Status == approvals.StatusPending, Approvers: a.Approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Counted: a.CountedApprovals(), Proposed: argFields(a.ProposedArgs),
 		ProposedJSON: prettyJSON(emptyIfNil(a.ProposedArgs)), ApprovedJSON: prettyJSON(a.ApprovedArgs),

@@ -39,10 +39,22 @@ import (
 type Engine = api.Engine
 
 // Store is the read side the console renders from: the API's Store plus
-// the thread list of the chat view, so any core.Store serves the console.
+// the thread list of the chat view, and the sign-outs (SessionStore).
 type Store interface {
 	api.Store
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
+	SessionStore
+}
+
+// SessionStore keeps signed-out sessions in the store, so a signed-out
+// cookie stops working on every replica and after a restart
+// (store/sqlite and store/postgres implement it; migration 0006).
+type SessionStore interface {
+	// ConsoleSessionRevoke records the session id as signed out until
+	// expires, when its cookie would have expired anyway.
+	ConsoleSessionRevoke(ctx context.Context, id string, expires, now time.Time) error
+	// ConsoleSessionRevoked reports whether the id is signed out at now.
+	ConsoleSessionRevoked(ctx context.Context, id string, now time.Time) (bool, error)
 }
 
 // Token is one configured API credential (CONTRACT.md api.tokens). Signing
@@ -88,15 +100,16 @@ const Channel = "console"
 const maxMessageText = 16 << 10
 
 type server struct {
-	o       Options
-	log     *slog.Logger
-	key     []byte
-	tokens  []tokenEntry
-	mux     *http.ServeMux
-	tmpl    map[string]*template.Template
-	cop     *http.CrossOriginProtection
-	secure  bool
-	revoked *revocations
+	o      Options
+	log    *slog.Logger
+	key    []byte
+	tokens []tokenEntry
+	mux    *http.ServeMux
+	tmpl   map[string]*template.Template
+	cop    *http.CrossOriginProtection
+	secure bool
+	// sessions is o.Store's sign-out record.
+	sessions SessionStore
 }
 
 type tokenEntry struct {
@@ -125,7 +138,7 @@ func New(o Options) (http.Handler, error) {
 	if o.StreamTick <= 0 {
 		o.StreamTick = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), revoked: newRevocations()}
+	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
 	for i, t := range o.Tokens {
 		if t.Token == "" {
 			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
