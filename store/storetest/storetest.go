@@ -82,6 +82,10 @@ func Run(t *testing.T, open Open) {
 		{"ThreadListSameInstant", testThreadListSameInstant},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
+		{"OverviewCountsWhatWaitsRanAndFailed", testOverview},
+		{"RunListFilters", testRunListFilters},
+		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},
+		{"AuditListNewestFirst", testAuditListNewest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
