@@ -37,13 +37,14 @@ const (
 
 func adminTokenPath(dataDir string) string { return filepath.Join(dataDir, adminTokenFile) }
 
-func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error] [--debug-listen 127.0.0.1:PORT]", stderr)
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error] [--debug-listen 127.0.0.1:PORT]",
+		"Runs the server: migrates the store, then serves the API, the console, MCP and every enabled channel\non server.listen until SIGINT or SIGTERM.", stdout, stderr)
 	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	debugListen := fs.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port; off when empty")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
