@@ -196,7 +196,9 @@ func newFlags(name, usage, about string, stdout, stderr io.Writer) *flagSet {
 }
 
 // isHelp reports whether arg asks for help.
-func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help" }
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
 
 // parse parses flags that may come before, between or after positional
 // arguments (`approvals reject ID --reason R`), which the flag package
