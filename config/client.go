@@ -81,3 +81,12 @@ func (l Loader) ResolveClient(flagPath string) (ClientSettings, error) {
 // ResolveClient is Loader{}.ResolveClient with the process environment and
 // file system.
 func ResolveClient(flagPath string) (ClientSettings, error) { return Loader{}.ResolveClient(flagPath) }
+
+// Line returns the line of the YAML path (e.g. "tools[1].exec.command") or
+// of its nearest ancestor that was written, 0 when unknown: checks made
+// outside this package (`config check` on the file system) report
+// problems with a position like the ones made here.
+func (c *Config) Line(path string) int {
+	d := decoder{lines: c.lines}
+	return d.lineOf(path)
+}

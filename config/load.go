@@ -59,6 +59,7 @@ func (l Loader) Parse(name string, data []byte) (*Config, error) {
 	if d.overflow {
 		return nil, &Error{File: name, Problems: d.problems}
 	}
+	cfg.lines = d.lines
 	applyDefaults(cfg, func(p string) bool { return d.given[p] })
 	(&checker{decoder: d, cfg: cfg}).run()
 	if len(d.problems) > 0 {

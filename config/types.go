@@ -20,6 +20,8 @@ import (
 type Config struct {
 	// Source is the file the configuration came from ("" for none); not a key.
 	Source string `yaml:"-"`
+	// lines maps YAML paths to their lines, for Config.Line.
+	lines map[string]int
 
 	Server    Server    `yaml:"server"`
 	Store     Store     `yaml:"store"`

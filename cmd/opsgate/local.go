@@ -90,6 +90,9 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := reportExecProblems(stdout, path, cfg); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
 		describeSource(path), cfg.Store.Driver, len(cfg.Tools), len(cfg.Flows), len(cfg.Policy.Rules))
 	return nil

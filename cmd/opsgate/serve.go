@@ -93,6 +93,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
+	if err := installDemo(cfg, log); err != nil {
+		return err
+	}
 	// Listen before anything slow, so "address already in use" is the first
 	// thing an operator sees, not a timeout.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
