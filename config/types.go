@@ -70,7 +70,9 @@ type Engine struct {
 }
 
 // API configures bearer tokens for /api/v1 and /mcp. With no tokens the
-// server generates one at startup and logs it once.
+// server generates one on first start, keeps it in <data_dir>/admin.token
+// (mode 0600, reused on later starts) and logs the file's path, never the
+// token.
 type API struct {
 	Tokens []APIToken `yaml:"tokens"`
 }

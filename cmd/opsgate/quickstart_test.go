@@ -93,6 +93,17 @@ func TestServeWithoutConfig(t *testing.T) {
 		t.Fatalf("config check of the built-in quickstart before the first start: exit %d\n%s", code, out)
 	}
 	e.start()
+	// The start-up log says where the console is and where the token is,
+	// never the token.
+	logs := e.srv.logs.String()
+	for _, want := range []string{fmt.Sprintf("console at http://127.0.0.1:%d/", e.port), "sign in with the admin token in data/admin.token"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("start-up log lacks %q:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, e.token()) {
+		t.Errorf("the start-up log holds the admin token")
+	}
 	for _, name := range []string{"status.sh", "deploy.sh"} {
 		info, err := os.Stat(filepath.Join(e.dir, "data", "demo", name))
 		if err != nil || info.Mode().Perm()&0o100 == 0 {
@@ -205,33 +216,5 @@ func TestProductionConfigGetsNoDemoDir(t *testing.T) {
 	e.stop()
 	if _, err := os.Stat(filepath.Join(e.dir, "data", "demo")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("data/demo exists for a config without demo tools: %v", err)
-	}
-}
-
-// copyDir copies the regular files of src into dst, keeping their modes.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ent := range ents {
-		if !ent.Type().IsRegular() {
-			continue
-		}
-		info, err := ent.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(src, ent.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, ent.Name()), b, info.Mode().Perm()); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

@@ -93,6 +93,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
+	lock, err := lockStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 	if err := installDemo(cfg, log); err != nil {
 		return err
 	}
@@ -128,12 +133,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	tokens := apiTokens(cfg)
+	// Where a person finds a token to sign in with; never the token itself.
+	tokenHint := "one of api.tokens"
 	if len(tokens) == 0 {
 		t, path, err := adminToken(cfg.Server.DataDir, log)
 		if err != nil {
 			return err
 		}
 		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor}}
+		tokenHint = "the admin token in " + path
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
@@ -198,7 +206,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
-	log.Info("opsgate serving", "listen", ln.Addr().String(), "version", version, "owner", eng.Owner())
+	console := consoleURL(cfg.Server.PublicURL, ln.Addr().String())
+	log.Info(fmt.Sprintf("opsgate serving: console at %s, sign in with %s", console, tokenHint),
+		"console", console, "listen", ln.Addr().String(), "version", version, "owner", eng.Owner())
 
 	var runErr error
 	select {
@@ -335,4 +345,13 @@ func generateAdminToken(dataDir string) (token, path string, err error) {
 		return "", "", fmt.Errorf("write admin token %s: %w", path, err)
 	}
 	return strings.TrimSpace(token), path, nil
+}
+
+// consoleURL is the address people open: server.public_url when set, else
+// the listener as a local client reaches it.
+func consoleURL(publicURL, listen string) string {
+	if publicURL != "" {
+		return strings.TrimRight(publicURL, "/") + "/"
+	}
+	return serverURLFromListen(listen) + "/"
 }
