@@ -79,8 +79,10 @@
         if (!d) return;
         for (const other of card.querySelectorAll("details.reject, details.edit")) if (other !== d) other.open = false;
         d.open = true;
-        const f = d.querySelector(focus);
-        if (f) f.focus();
+        for (const sel of focus) {
+          const f = d.querySelector(sel);
+          if (f) { f.focus(); break; }
+        }
         e.preventDefault();
       };
       switch (e.key) {
@@ -89,8 +91,8 @@
           if (b) { b.focus(); b.classList.add("armed"); e.preventDefault(); }
           break;
         }
-        case "r": open("details.reject", "textarea"); break;
-        case "e": open("details.edit", "input[data-arg], input"); break;
+        case "r": open("details.reject", ["textarea"]); break;
+        case "e": open("details.edit", ["input[data-arg]", "input:not([type=hidden])"]); break;
         case "Escape":
           for (const d of card.querySelectorAll("details.reject, details.edit")) d.open = false;
           for (const b of card.querySelectorAll("button.armed")) { b.classList.remove("armed"); b.blur(); }
