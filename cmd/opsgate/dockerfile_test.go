@@ -107,8 +107,8 @@ func TestDockerfileRuntimeStage(t *testing.T) {
 	runtimeStage := ins[last:]
 	joined := strings.Join(runtimeStage, "\n")
 	for _, re := range []string{
-		`(?m)^FROM alpine:\d+\.\d+$`,                        // minimal base, pinned minor
-		`(?m)^USER 10001:10001$`,                            // non-root, numeric (runAsNonRoot can check it)
+		`(?m)^FROM alpine:\d+\.\d+$`,                         // minimal base, pinned minor
+		`(?m)^USER 10001:10001$`,                             // non-root, numeric (runAsNonRoot can check it)
 		`(?m)^HEALTHCHECK .* CMD \["opsgate", "healthcheck"`, // no curl needed
 		`(?m)^ARG VERSION=dev$`,
 		`org\.opencontainers\.image\.version="\$\{VERSION\}"`,

@@ -40,10 +40,10 @@ type cardView struct {
 	// EditDiff is proposed → approved when an edit changed them; ExecDiff
 	// approved (or proposed) → executed when what ran differs; Executed
 	// says the call was dispatched at all.
-	EditDiff, ExecDiff []diffLine
-	Executed           bool
-	Decisions                                                         []decisionRow
-	CreatedAt, ExpiresAt, DecidedAt                                   string
+	EditDiff, ExecDiff              []diffLine
+	Executed                        bool
+	Decisions                       []decisionRow
+	CreatedAt, ExpiresAt, DecidedAt string
 	// Version changes whenever the card would render differently, so the
 	// live updater swaps only the cards that changed.
 	Version string
@@ -170,12 +170,12 @@ type stepView struct {
 	// by its approval's card or diff).
 	SameAsRun, ShowArgs bool
 	// Duration of the tool call, when it finished.
-	Duration string
-	Head                                  string
-	Folded                                bool
-	Attempts                              int
-	StartedAt, FinishedAt                 string
-	Card                                  *cardView
+	Duration              string
+	Head                  string
+	Folded                bool
+	Attempts              int
+	StartedAt, FinishedAt string
+	Card                  *cardView
 }
 
 type eventRow struct {
