@@ -31,6 +31,8 @@ func TestHelpOnEverySubcommand(t *testing.T) {
 		{[]string{"runs", "list", "--help"}, []string{"-status", "-limit"}, []string{"-args"}},
 		{[]string{"runs", "show", "ID", "--help"}, []string{"usage: opsgate runs show ID"}, []string{"-limit", "-status"}},
 		{[]string{"runs", "cancel", "--help"}, []string{"usage: opsgate runs cancel ID"}, []string{"-limit"}},
+		{[]string{"mcp", "--help"}, []string{"usage: opsgate mcp tools"}, nil},
+		{[]string{"mcp", "tools", "--help"}, []string{"usage: opsgate mcp tools", "-json"}, nil},
 		{[]string{"healthcheck", "--help"}, []string{"usage: opsgate healthcheck", "-ready"}, nil},
 		{[]string{"version", "--help"}, []string{"usage: opsgate version"}, nil},
 		{[]string{"help", "runs", "list"}, []string{"usage: opsgate runs list", "-status"}, nil},

@@ -75,6 +75,7 @@ Usage:
   opsgate runs cancel ID
   opsgate audit verify [--config FILE]
   opsgate healthcheck [--server URL] [--config FILE]
+  opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
 
 Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --help.
@@ -133,6 +134,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdAudit(ctx, rest, stdout, stderr)
 	case "healthcheck":
 		err = cmdHealthcheck(ctx, rest, stdout, stderr)
+	case "mcp":
+		err = cmdMCP(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
