@@ -93,11 +93,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
-	lock, err := lockStore(cfg)
-	if err != nil {
-		return err
-	}
-	defer lock.release()
 	if err := installDemo(cfg, log); err != nil {
 		return err
 	}
@@ -108,6 +103,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("listen on server.listen %s: %w", cfg.Server.Listen, err)
 	}
 	defer ln.Close()
+	lock, err := lockStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 
 	st, err := openStore(ctx, cfg)
 	if err != nil {
