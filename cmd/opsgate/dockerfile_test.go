@@ -185,7 +185,7 @@ func TestGoreleaserStampsWhatMainDeclares(t *testing.T) {
 	extra := strings.Join(d.ExtraFiles, " ") + " "
 	for _, e := range ents {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "deploy" || e.Name() == "docs" || e.Name() == "artifacts" ||
-			e.Name() == "data" || e.Name() == "dist" {
+			e.Name() == "data" || e.Name() == "dist" || e.Name() == "testdata" || e.Name() == "node_modules" {
 			continue
 		}
 		if !strings.Contains(extra, e.Name()+" ") {
