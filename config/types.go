@@ -20,6 +20,8 @@ import (
 type Config struct {
 	// Source is the file the configuration came from ("" for none); not a key.
 	Source string `yaml:"-"`
+	// lines maps YAML paths to their lines, for Config.Line.
+	lines map[string]int
 
 	Server    Server    `yaml:"server"`
 	Store     Store     `yaml:"store"`
@@ -72,7 +74,9 @@ type Engine struct {
 }
 
 // API configures bearer tokens for /api/v1 and /mcp. With no tokens the
-// server generates one at startup and logs it once.
+// server generates one on first start, keeps it in <data_dir>/admin.token
+// (mode 0600, reused on later starts) and logs the file's path, never the
+// token.
 type API struct {
 	Tokens []APIToken `yaml:"tokens"`
 }

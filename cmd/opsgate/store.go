@@ -23,6 +23,8 @@ import (
 // provide it; this is the only place that names them.
 type store interface {
 	core.Store
+	// Overview backs the web console's home page.
+	core.OverviewStore
 	Migrate(ctx context.Context) error
 	// AuditVerify is what the web console's store needs.
 	AuditVerify(ctx context.Context) (badSeq int64, err error)

@@ -1,6 +1,7 @@
 // Package web serves opsgate's web console at "/": sign-in with an API
-// token, the chat view of console threads, the approvals queue, run
-// timelines, the audit log and dead-lettered deliveries.
+// token, a home page of what needs attention, the chat view of console
+// threads, the approvals queue, run timelines, the audit log and
+// dead-lettered deliveries.
 //
 // Pages are rendered on the server with html/template (so every value from
 // outside is escaped once, in one place) and work without JavaScript; a
@@ -44,6 +45,8 @@ type Store interface {
 	api.Store
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
 	SessionStore
+	// Overview backs the home page.
+	core.OverviewStore
 }
 
 // SessionStore keeps signed-out sessions in the store, so a signed-out
@@ -85,6 +88,9 @@ type Options struct {
 	SessionKey []byte
 	// SessionTTL is how long a sign-in lasts; default 12 h.
 	SessionTTL time.Duration
+	// Channels are the enabled channels, for the home page's channel
+	// health; empty lists the channels the store has seen.
+	Channels []string
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
@@ -210,9 +216,7 @@ func (s *server) routes() {
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
-	m.HandleFunc("GET /{$}", s.authed(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/chat", http.StatusSeeOther)
-	}))
+	m.HandleFunc("GET /{$}", s.authed(s.homePage))
 	m.HandleFunc("GET /chat", s.authed(s.chatPage))
 	m.HandleFunc("POST /chat", s.authed(s.chatSend))
 	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
