@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/core/router"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // checker runs the semantic checks, reporting with the decoder's lines.
@@ -326,7 +328,40 @@ func (c *checker) flows() {
 					c.template(joinKey(sp+".args", k), str, nil, vars)
 				}
 			}
+			c.stepDashArgs(sp, s)
 		}
+	}
+}
+
+// stepDashArgs reports a step whose literal argument would start an exec
+// argv element with "-": the runner refuses such a value (it would read as
+// an option), so the step could never run. Templated arguments are tried
+// with a harmless value; what they bring at run time is checked then.
+func (c *checker) stepDashArgs(sp string, s Step) {
+	var x *Exec
+	for _, t := range c.cfg.Tools {
+		if t.Name == s.Tool {
+			x = t.Exec
+		}
+	}
+	if x == nil || x.AllowDashArgs {
+		return
+	}
+	args := map[string]any{}
+	for k, v := range s.Args {
+		if str, ok := v.(string); ok && strings.Contains(str, "{{") {
+			v = "x"
+		}
+		args[k] = v
+	}
+	err := (&tools.Exec{Command: x.Command, DryRun: x.DryRun}).CheckArgs(args)
+	var ae *tools.ArgError
+	if errors.As(err, &ae) {
+		p := sp + ".args"
+		if ae.Arg != "" {
+			p = joinKey(p, ae.Arg)
+		}
+		c.problem(p, "starts with \"-\" where the tool takes an argument, and the tool refuses values that read as options; write the option into exec.command, or set exec.allow_dash_args: true on tool %q", s.Tool)
 	}
 }
 

@@ -93,6 +93,7 @@ func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
 			DryRun:         t.Exec.DryRun,
 			Timeout:        t.Exec.Timeout.D(),
 			Env:            t.Exec.Env,
+			AllowDashArgs:  t.Exec.AllowDashArgs,
 			Dir:            dir,
 			MaxOutput:      int64(t.MaxOutput),
 			PreviewTimeout: t.DryRunTimeout.D(),

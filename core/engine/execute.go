@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -95,7 +96,8 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		st := &core.Step{Index: idx, Tool: cs.tool.Name, Status: core.StepFailed, Args: args, Error: err.Error()}
 		msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.tool.Name, err)
-		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+msg)
+		// The message may quote the requester's value: text, never markup.
+		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
 	}
 	v := x.e.policy.Evaluate(toolInfo(cs.tool), args)
 	switch v.Effect {
@@ -225,9 +227,11 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		fb := feedback(a)
 		next := *st
 		next.Status, next.Output = core.StepRejected, fb
-		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, joinOr(a.Winners(), "an approver"))
+		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, markdown.Escape(joinOr(a.Winners(), "an approver")))
 		if fb != "" {
-			text += ": “" + fb + "”"
+			// People's words: one line, as text, never a link or a
+			// forged line of the reply.
+			text += ": “" + markdown.Escape(core.OneLine(fb)) + "”"
 		}
 		// The code already says rejected; the message is the approver's
 		// feedback alone, so "code: message" reads once.
@@ -311,7 +315,7 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 	next := st.Index + 1
 	if runErr != nil {
 		done.Status, done.Error = core.StepFailed, runErr.Error()
-		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %v", t.Name, x.run.ID, st.Index+1, runErr)
+		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %s", t.Name, x.run.ID, st.Index+1, markdown.Escape(core.OneLine(runErr.Error())))
 		if res.Output != "" {
 			text += "\n" + x.fold(res.Output)
 		}

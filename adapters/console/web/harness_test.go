@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ type bundle struct {
 	eng    *engine.Engine
 	store  *sqlite.Store
 	deploy *deployTool
+	dbPath string
 }
 
 type setupOpts struct {
@@ -85,7 +87,12 @@ type setupOpts struct {
 // deploy flow that asks group sre and an xss flow that is allowed.
 func setup(t *testing.T, so setupOpts) *bundle {
 	t.Helper()
-	st := testkit.SQLite(t)
+	dbPath := filepath.Join(t.TempDir(), "opsgate.db")
+	st, err := testkit.OpenSQLite(context.Background(), dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
 	schema, err := approvals.CompileSchema("deploy", map[string]any{
 		"type": "object", "required": []any{"service", "version"}, "additionalProperties": false,
 		"properties": map[string]any{
@@ -144,7 +151,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 			t.Errorf("engine: %v", err)
 		}
 	})
-	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy}
+	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy, dbPath: dbPath}
 }
 
 // waitRun polls the store until the run has status (or fails the test).
