@@ -66,15 +66,26 @@ type channelDeps struct {
 	log *slog.Logger
 }
 
-// channelBuilder builds one platform's adapter from its section of the
-// configuration (through config's mapping, the value config check
-// validated), or returns a nil Platform when the section is disabled.
-type channelBuilder func(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error)
+// channelSpec is one platform the binary knows: its channel name, whether
+// its section is enabled, and how to build its adapter from that section
+// (through config's mapping, the value config check validated).
+type channelSpec struct {
+	name    string
+	enabled func(cfg *config.Config) bool
+	build   func(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error)
+}
 
-// channelBuilders is every platform the binary knows, in start order.
-// Adding a channel is one entry here (docs/architecture.md, "Add a
-// channel"); its lifecycle is discovered, not wired.
-var channelBuilders = []channelBuilder{buildSlack, buildTelegram, buildDiscord, buildEmail, buildWebhooks}
+// channelSpecs is every platform the binary knows, in start order (the
+// console, always on, comes first and is not listed). Adding a channel is
+// one entry here (docs/architecture.md, "Add a channel"); its lifecycle is
+// discovered, not wired.
+var channelSpecs = []channelSpec{
+	{"slack", func(c *config.Config) bool { return c.Channels.Slack.Enabled }, buildSlack},
+	{"telegram", func(c *config.Config) bool { return c.Channels.Telegram.Enabled }, buildTelegram},
+	{"discord", func(c *config.Config) bool { return c.Channels.Discord.Enabled }, buildDiscord},
+	{"email", func(c *config.Config) bool { return c.Channels.Email.Enabled }, buildEmail},
+	{"webhook", func(c *config.Config) bool { return len(c.Channels.Webhooks) > 0 }, buildWebhooks},
+}
 
 // buildChannels builds every enabled channel from the configuration. This
 // file is the only place that knows concrete adapters; the core sees them
@@ -84,23 +95,21 @@ func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *s
 	// messages are console messages whether or not the web UI is enabled.
 	chans := []channel{newChannel(console.New(), cfg.Channels.Console.Delivery)}
 	d := channelDeps{eng: eng, st: st, log: log}
-	for _, build := range channelBuilders {
-		p, del, err := build(cfg, d)
+	for _, spec := range channelSpecs {
+		if !spec.enabled(cfg) {
+			continue
+		}
+		p, del, err := spec.build(cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		if p != nil {
-			chans = append(chans, newChannel(p, del))
-		}
+		chans = append(chans, newChannel(p, del))
 	}
 	return chans, nil
 }
 
 func buildSlack(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
 	c := cfg.Channels.Slack
-	if !c.Enabled {
-		return nil, c.Delivery, nil
-	}
 	a, err := slack.New(cfg.SlackConfig(), slack.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "slack")})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.slack: %w", err)
@@ -110,9 +119,6 @@ func buildSlack(cfg *config.Config, d channelDeps) (delivery.Platform, config.De
 
 func buildTelegram(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
 	c := cfg.Channels.Telegram
-	if !c.Enabled {
-		return nil, c.Delivery, nil
-	}
 	a, err := telegram.New(cfg.TelegramConfig(), telegram.Deps{Sink: d.eng, Cards: d.eng, Logger: d.log.With("channel", "telegram")})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.telegram: %w", err)
@@ -122,9 +128,6 @@ func buildTelegram(cfg *config.Config, d channelDeps) (delivery.Platform, config
 
 func buildDiscord(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
 	c := cfg.Channels.Discord
-	if !c.Enabled {
-		return nil, c.Delivery, nil
-	}
 	a, err := discord.New(cfg.DiscordConfig(), discord.Deps{Sink: d.eng, Cards: d.eng, Logger: d.log.With("channel", "discord")})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.discord: %w", err)
@@ -134,9 +137,6 @@ func buildDiscord(cfg *config.Config, d channelDeps) (delivery.Platform, config.
 
 func buildEmail(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
 	c := cfg.Channels.Email
-	if !c.Enabled {
-		return nil, c.Delivery, nil
-	}
 	a, err := email.New(cfg.EmailConfig(), email.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "email")})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.email: %w", err)
@@ -144,11 +144,8 @@ func buildEmail(cfg *config.Config, d channelDeps) (delivery.Platform, config.De
 	return a, c.Delivery, nil
 }
 
-// buildWebhooks builds the webhook channel when any hook is listed.
+// buildWebhooks builds the webhook channel (enabled by listing a hook).
 func buildWebhooks(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
-	if len(cfg.Channels.Webhooks) == 0 {
-		return nil, config.Delivery{}, nil
-	}
 	a, err := webhook.New(cfg.WebhookConfig(), webhook.Deps{Sink: d.eng, Logger: d.log.With("channel", "webhook")})
 	if err != nil {
 		return nil, config.Delivery{}, fmt.Errorf("channels.webhooks: %w", err)

@@ -1,5 +1,5 @@
 // Tools CI runs, pinned apart from the server's own module so they never
-// enter its build: `go -C tools build -o BIN honnef.co/go/tools/cmd/staticcheck`.
+// enter its build: `go -C .ci/tools build -o BIN honnef.co/go/tools/cmd/staticcheck`.
 module github.com/opsgate/opsgate/tools
 
 go 1.26.8
