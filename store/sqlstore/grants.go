@@ -145,4 +145,3 @@ func (s *Store) GrantRevoke(ctx context.Context, p approvals.GrantRevokeParams) 
 	}
 	return out, result
 }
-
