@@ -32,7 +32,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"approvals", "approve", "a", "b"},
 		{"approvals", "edit", "A1", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"approvals", "edit", "A1", "--args", "[1,2]", "--server", "http://127.0.0.1:1", "--token", "x"},
-		{"approvals", "approve", "A1", "--scope", "forever", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"approvals", "approve", "A1", "--scope", "always", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"runs", "show"},
 		{"runs", "list", "--no-such-flag"},
 		{"config"},

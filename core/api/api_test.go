@@ -469,7 +469,7 @@ func TestApprovals(t *testing.T) {
 			`nope`:                                   400,
 			`{}`:                                     422,
 			`{"action":"maybe"}`:                     422,
-			`{"action":"approve","scope":"forever"}`: 422,
+			`{"action":"approve","scope":"always"}`: 422,
 			`{"action":"edit"}`:                      422,
 			`{"action":"approve","args":{"a":1}}`:    422,
 			`{"action":"edit","args":[1]}`:           422,

@@ -156,3 +156,17 @@ func (e *Engine) CancelAllowed(ctx context.Context, runID string, actor core.Act
 	}
 	return fmt.Errorf("engine: cancel %s: only its requester (%s), its approvers or an admin may cancel it: %w", runID, run.Requester, core.ErrForbidden)
 }
+
+// RevokeGrant revokes a session or forever grant, audited in the same
+// transaction ("grant.revoked"). Revoking only ever takes permission away,
+// so any approver may do it; the surfaces check the caller's scope.
+func (e *Engine) RevokeGrant(ctx context.Context, id string, actor core.Actor) (*approvals.Grant, error) {
+	now := e.now()
+	g, err := e.store.GrantRevoke(ctx, approvals.GrantRevokeParams{ID: id, Actor: actor.ID, At: now,
+		Audit: []approvals.AuditEntry{e.audit("grant.revoked", actor.ID, "", "", "", map[string]any{"grant": id})}})
+	if err != nil {
+		return g, fmt.Errorf("engine: revoke grant %s: %w", id, err)
+	}
+	e.log.Info("grant revoked", "grant", id, "tool", g.Tool, "scope", g.Scope, "by", actor.ID)
+	return g, nil
+}
