@@ -210,6 +210,15 @@ func (e *env) Card() (sent, *approvals.Approval) {
 	return card, ap
 }
 
+// CardFor waits for the card mail sent to approver addr (each approver
+// gets their own, with their own reply token).
+func (e *env) CardFor(addr string) sent {
+	e.t.Helper()
+	return e.WaitMail("the card mail to "+addr, func(m sent) bool {
+		return strings.Contains(m.Header.Get("Reply-To"), "+") && slices.Equal(m.Rcpt, []string{addr})
+	})
+}
+
 // ReplyTo answers mail m from sender with answer, shaped by the testdata
 // client file (gmail_reply.eml, …), to the address m asks replies to go to
 // unless to is set.
