@@ -78,7 +78,7 @@ func (a *adminCmd) call(ctx context.Context, what, method, path string, q url.Va
 }
 
 func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "approvals list|show ID|approve ID|reject ID [--reason R]|edit ID --args JSON"
+	const usage = "approvals list|show ID|approve ID [--scope call|session|forever] [--pattern JSON]|reject ID [--reason R]|edit ID --args JSON"
 	cmd, err := newAdminCmd("approvals", usage, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -86,7 +86,9 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	sub := cmd.sub
 	status := cmd.fs.String("status", "pending", "list: approval status to show (pending, approved, rejected, edited, expired, all)")
 	reason := cmd.fs.String("reason", "", "approve/reject/edit: why (a reject's reason is returned to the run)")
-	scope := cmd.fs.String("scope", "call", "approve/edit: call, or session to also allow later calls of this tool in the thread")
+	scope := cmd.fs.String("scope", "call", "approve/edit: call; session (later calls of the same rule by the same requester in the thread, "+
+		"for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+	pattern := cmd.fs.String("pattern", "", "with --scope forever: per-argument globs to save instead of the exact arguments, as a JSON object naming every argument")
 	argsJSON := cmd.fs.String("args", "", "edit: the new arguments as a JSON object (replaces the proposed ones)")
 	pos, err := cmd.parse()
 	if err != nil {
@@ -124,10 +126,20 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		var body map[string]any
 		switch sub {
 		case "approve", "reject", "edit":
-			if *scope != "call" && *scope != "session" {
-				return usagef("--scope %q: want call or session", *scope)
+			if *scope != "call" && *scope != "session" && *scope != "forever" {
+				return usagef("--scope %q: want call, session or forever", *scope)
 			}
 			body = map[string]any{"action": sub, "reason": *reason, "scope": *scope}
+			if *pattern != "" {
+				var p map[string]string
+				if *scope != "forever" || sub == "reject" {
+					return usagef("--pattern goes with --scope forever on approve or edit")
+				}
+				if err := json.Unmarshal([]byte(*pattern), &p); err != nil || p == nil {
+					return usagef("--pattern: want a JSON object of globs like '{\"service\":\"api\",\"version\":\"1.2.*\"}': %v", errOrNull(err))
+				}
+				body["pattern"] = p
+			}
 			if sub == "edit" {
 				if *argsJSON == "" {
 					return usagef("approvals edit needs --args JSON (a JSON object of the new arguments)")
@@ -160,6 +172,90 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	default:
 		return usagef("unknown approvals subcommand %q; usage: opsgate %s", sub, usage)
+	}
+}
+
+// grantView is a grant as GET /api/v1/grants returns it.
+type grantView struct {
+	ID         string            `json:"id"`
+	Scope      string            `json:"scope"`
+	Tool       string            `json:"tool"`
+	Thread     string            `json:"thread"`
+	Requester  string            `json:"requester"`
+	Args       map[string]any    `json:"args"`
+	Pattern    map[string]string `json:"pattern"`
+	ApprovalID string            `json:"approval_id"`
+	GrantedBy  string            `json:"granted_by"`
+	CreatedAt  time.Time         `json:"created_at"`
+	ExpiresAt  *time.Time        `json:"expires_at"`
+	RevokedAt  *time.Time        `json:"revoked_at"`
+	RevokedBy  string            `json:"revoked_by"`
+	Active     bool              `json:"active"`
+}
+
+func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "grants list [--all] [--json] | revoke ID"
+	cmd, err := newAdminCmd("grants", usage, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	all := cmd.fs.Bool("all", false, "list: revoked and expired grants too")
+	pos, err := cmd.parse()
+	if err != nil {
+		return err
+	}
+	switch cmd.sub {
+	case "list":
+		if len(pos) != 0 {
+			return usagef("grants list takes no arguments")
+		}
+		q := url.Values{"limit": {strconv.Itoa(*cmd.limit)}}
+		if *all {
+			q.Set("status", "all")
+		}
+		var page struct {
+			Items []grantView `json:"items"`
+		}
+		if done, err := cmd.call(ctx, "grants list", "GET", "/api/v1/grants", q, nil, &page); done {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tSCOPE\tTOOL\tCOVERS\tFOR\tGRANTED BY\tCREATED\tENDS")
+		for _, g := range page.Items {
+			covers := "rule of approval " + g.ApprovalID
+			switch {
+			case g.Pattern != nil:
+				b, _ := json.Marshal(g.Pattern)
+				covers = "pattern " + string(b)
+			case g.Args != nil:
+				covers = "exactly " + compact(g.Args)
+			}
+			who := "anyone"
+			if g.Requester != "" {
+				who = g.Requester + " in " + g.Thread
+			}
+			ends := "when revoked"
+			switch {
+			case g.RevokedAt != nil:
+				ends = "revoked " + fmtTime(*g.RevokedAt) + " by " + g.RevokedBy
+			case g.ExpiresAt != nil:
+				ends = fmtTime(*g.ExpiresAt)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Scope, g.Tool, covers, who, g.GrantedBy, fmtTime(g.CreatedAt), ends)
+		}
+		return tw.Flush()
+	case "revoke":
+		if len(pos) != 1 {
+			return usagef("usage: opsgate grants revoke ID")
+		}
+		var g grantView
+		if done, err := cmd.call(ctx, "grants revoke "+pos[0], "DELETE", "/api/v1/grants/"+url.PathEscape(pos[0]), nil, nil, &g); done {
+			return err
+		}
+		fmt.Fprintf(stdout, "grant %s (%s, %s) is revoked\n", g.ID, g.Scope, g.Tool)
+		return nil
+	default:
+		return usagef("unknown grants subcommand %q; usage: opsgate %s", cmd.sub, usage)
 	}
 }
 
