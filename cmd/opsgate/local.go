@@ -200,7 +200,7 @@ type expectedHead struct {
 func parseExpect(s string) (*expectedHead, error) {
 	num, hash, ok := strings.Cut(s, ":")
 	seq, err := strconv.ParseInt(num, 10, 64)
-	if !ok || err != nil || seq < 1 || hash == "" {
+	if !ok || err != nil || seq < 1 || hash == "" || num != strconv.FormatInt(seq, 10) {
 		return nil, usagef("--expect %q: want SEQ:HASH as audit verify printed it (e.g. 42:hmac:9f86…)", s)
 	}
 	return &expectedHead{seq: seq, hash: hash}, nil
