@@ -202,11 +202,16 @@ func (e *env) OnlyRun() *core.Run {
 	return e.Runs()[0]
 }
 
-// Card waits for the card mail of the only run's pending approval.
+// Card waits for the card mails of the only run's pending approval — an
+// approver's (returned) and the requester's token-less copy, which is sent
+// last — so that counts of later mails see only what came after.
 func (e *env) Card() (sent, *approvals.Approval) {
 	e.t.Helper()
 	ap := e.h.WaitApprovalPending(e.OnlyRun().ID)
 	card := e.WaitMail("the card mail", func(m sent) bool { return strings.Contains(m.Header.Get("Reply-To"), "+") })
+	e.WaitMail("the requester's copy of the card", func(m sent) bool {
+		return m.Subject == card.Subject && !strings.Contains(m.Header.Get("Reply-To"), "+") && !slices.Equal(m.Rcpt, card.Rcpt)
+	})
 	return card, ap
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -293,13 +295,14 @@ func TestAuditKeyMismatchRefusesToStart(t *testing.T) {
 	e := newEnv(t)
 	deployConfig(e, "")
 	e.start()
-	e.message("ops-1", "deploy api 1.0.0")
+	run := e.message("ops-1", "deploy api 1.0.0")
+	pendingApproval(t, e, run.ID) // the chain now holds keyed entries
 	e.stop()
 	keyPath := filepath.Join(e.dir, "data", "audit.key")
 	if err := os.WriteFile(keyPath, []byte(strings.Repeat("cd", 32)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runOpsgate(t, e.dir, []string{"serve", "--config", e.cfgPath})
+	out, errOut, code := runBounded(t, e.dir, "serve", "--config", e.cfgPath)
 	if code == 0 || !strings.Contains(out+errOut, "different key") {
 		t.Fatalf("serve with another audit key: exit %d\n%s%s", code, out, errOut)
 	}
@@ -319,7 +322,8 @@ func TestAuditVerifyExpectCatchesCutBack(t *testing.T) {
 	e := newEnv(t)
 	deployConfig(e, "")
 	e.start()
-	e.message("ops-2", "deploy api 2.0.0")
+	run := e.message("ops-2", "deploy api 2.0.0")
+	pendingApproval(t, e, run.ID)
 	e.stop()
 	out := e.mustCLI("audit", "verify")
 	var seq int64
@@ -340,4 +344,29 @@ func TestAuditVerifyExpectCatchesCutBack(t *testing.T) {
 	if _, errOut, code := e.cli("audit", "verify", "--expect", "nope"); code != 2 || !strings.Contains(errOut, "SEQ:HASH") {
 		t.Fatalf("bad --expect: exit %d %s", code, errOut)
 	}
+}
+
+// runBounded runs the binary like runOpsgate, but kills it after waitBound:
+// a command expected to fail at once must not hang the suite if it starts.
+func runBounded(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("opsgate %v still running after %s:\n%s%s", args, waitBound, out.String(), errb.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run opsgate %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
 }

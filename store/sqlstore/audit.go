@@ -56,17 +56,32 @@ func appendAudit(ctx context.Context, t *tx, entries []approvals.AuditEntry) err
 // sealOnto reads the chain's tail and appends entries sealed after it, in
 // one statement. The caller holds whatever serializes appends.
 func sealOnto(ctx context.Context, t *tx, entries []approvals.AuditEntry) error {
-	var seq int64
-	var hash string
-	err := t.queryRow(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
+	var tail approvals.AuditEntry
+	var at int64
+	var detail sql.NullString
+	err := t.queryRow(ctx, `SELECT seq, at, kind, actor, run_id, approval_id, tool, detail, prev_hash, hash
+		FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&tail.Seq, &at, &tail.Kind, &tail.Actor, &tail.RunID, &tail.ApprovalID,
+		&tail.Tool, &detail, &tail.PrevHash, &tail.Hash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: audit append: read tail: %w", err)
 	}
-	if t.key == nil && approvals.Keyed(hash) {
-		// A legacy entry after a keyed one would break the chain for
-		// good; a process without the key must not write (entries
-		// pending on Postgres wait for a sealer that has it).
-		return fmt.Errorf("store: audit append: %w", ErrAuditKeyMissing)
+	seq, hash := tail.Seq, tail.Hash
+	if approvals.Keyed(hash) {
+		if t.key == nil {
+			// A legacy entry after a keyed one would break the chain for
+			// good; a process without the key must not write (entries
+			// pending on Postgres wait for a sealer that has it).
+			return fmt.Errorf("store: audit append: %w", ErrAuditKeyMissing)
+		}
+		tail.At = fromMicros(at)
+		if detail.Valid {
+			tail.Detail = json.RawMessage(detail.String)
+		}
+		if !tail.VerifyHash(t.key) {
+			// Another process seals with another key: appending would
+			// fork the chain. Refuse loudly instead.
+			return fmt.Errorf("store: audit append after entry %d: %w", tail.Seq, ErrAuditKeyMismatch)
+		}
 	}
 	args := make([]any, 0, len(entries)*10)
 	for _, e := range entries {

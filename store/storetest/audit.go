@@ -313,3 +313,31 @@ func testAuditAdoptKey(t *testing.T, s core.Store) {
 		t.Fatalf("report after re-sealing the whole chain without the key = %+v, %v; want not intact", rep, err)
 	}
 }
+
+// testAuditRefusesAnotherKey: a process sealing with another key (a
+// replica configured differently) must not fork the chain: its appends
+// fail (or, sealed after commit, stay pending) until a sealer with the
+// chain's key seals them.
+func testAuditRefusesAnotherKey(t *testing.T, s core.Store) {
+	k := keyer(t, s)
+	k.SetAuditKey(testAuditKey)
+	auditRun(t, s, "key-a", 2)
+	mustEqual(t, "entries", len(allAudit(t, s)), 2)
+	k.SetAuditKey(approvals.AuditKey("a second, different key of 32+ bytes"))
+	id := queueRun(t, s, thread("key-b"))
+	cerr := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: []approvals.AuditEntry{{At: t0, Kind: "k", Actor: "x", RunID: id}}})
+	_, rerr := k.AuditVerifyReport(ctx(t))
+	if cerr == nil && rerr == nil {
+		t.Fatal("an entry was sealed under another key")
+	}
+	k.SetAuditKey(testAuditKey)
+	rep, err := k.AuditVerifyReport(ctx(t))
+	if err != nil || !rep.Intact() {
+		t.Fatalf("chain after the refused append = %+v, %v", rep, err)
+	}
+	for _, e := range allAudit(t, s) {
+		if !e.VerifyHash(testAuditKey) {
+			t.Fatalf("entry %d does not verify under the chain's key", e.Seq)
+		}
+	}
+}

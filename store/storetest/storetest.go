@@ -66,6 +66,7 @@ func Run(t *testing.T, open Open) {
 		{"InboxRecordsAudit", testInboxRecordsAudit},
 		{"AuditKeyedChainRefusesReseal", testAuditKeyedReseal},
 		{"AuditAdoptKeyAfterLegacyEntries", testAuditAdoptKey},
+		{"AuditRefusesAnotherKey", testAuditRefusesAnotherKey},
 		{"DecideCompareAndSetOnPending", testDecideCAS},
 		{"ApprovalExpiry", testApprovalExpiry},
 		{"CheckpointRecordsExecutedArgs", testCheckpointRecordsExecutedArgs},
