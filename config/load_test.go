@@ -76,6 +76,7 @@ var productionEnv = map[string]string{
 	"OPSGATE_DATABASE_URL":    "postgres://opsgate:pw@127.0.0.1:5432/opsgate",
 	"OPSGATE_ADMIN_TOKEN":     "admin-token",
 	"OPSGATE_CI_TOKEN":        "ci-token",
+	"OPSGATE_AGENT_TOKEN":     "agent-token",
 	"SLACK_BOT_TOKEN":         "xoxb-1",
 	"SLACK_SIGNING_SECRET":    "sign",
 	"TELEGRAM_BOT_TOKEN":      "123:abc",

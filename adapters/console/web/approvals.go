@@ -179,6 +179,8 @@ var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
 	core.DecisionDenied:         http.StatusForbidden,
 	core.DecisionBadRequest:     http.StatusBadRequest,
+	core.DecisionUnverified:     http.StatusForbidden,
+	core.DecisionHumanRequired:  http.StatusForbidden,
 }
 
 // decide applies Approve, Reject (with feedback) or Edit through the
@@ -203,8 +205,17 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
-	if d.Scope != "" && d.Scope != string(approvals.ScopeCall) && d.Scope != string(approvals.ScopeSession) {
-		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call or session"}
+	switch approvals.Scope(d.Scope) {
+	case "", approvals.ScopeCall, approvals.ScopeSession, approvals.ScopeForever:
+	default:
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
+	}
+	if !info.scopes.Has(core.ScopeDecide) {
+		// Through the engine all the same, so the attempt is audited.
+		d.Unverified = fmt.Sprintf("console: token %q has no scope decide (agents and tokens without decide never decide)", info.actor.Name)
+		_, _ = s.o.Engine.Decide(ctx, info.actor, Channel, d)
+		formErr = &core.DecisionError{Code: core.DecisionHumanRequired,
+			Message: "You signed in with a token that may not decide approvals; a person decides, with a token that has scope decide."}
 	}
 	var err error
 	if formErr == nil {
