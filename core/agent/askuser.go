@@ -356,8 +356,19 @@ func (r Reply) JSON() []byte {
 	if r.Confirmation != nil {
 		v = r.Confirmation
 	}
-	b, _ := json.Marshal(v)
-	return b
+	return marshalPlain(v)
+}
+
+// marshalPlain is json.Marshal without the HTML escaping of <, > and &:
+// the text goes to a model inside a framed block, which escapes them.
+func marshalPlain(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte("null")
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // Result renders the reply for the model: who answered, then the answer in

@@ -65,14 +65,10 @@ func clip(s string) string {
 // character references. In attributes (attr) quotes and every control
 // character, newlines included, are escaped too, so a label stays one line.
 func escape(b *strings.Builder, s string, attr bool) {
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size <= 1 {
-			b.WriteRune(utf8.RuneError)
-			i += max(size, 1)
-			continue
-		}
-		i += size
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	for _, r := range s {
 		switch {
 		case r == '&':
 			b.WriteString("&amp;")

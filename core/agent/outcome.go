@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -100,7 +99,7 @@ func (o Outcome) Result(call Call, at time.Time) Message {
 		}
 		output()
 	case OutcomeEdited:
-		args, _ := json.Marshal(o.Args)
+		args := marshalPlain(o.Args)
 		by := o.By
 		if by == "" {
 			by = "an approver"

@@ -50,9 +50,17 @@ func (s *Server) URL() string { return s.srv.URL }
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
+// TB is the part of testing.TB a Script needs.
+type TB interface {
+	Cleanup(func())
+	Errorf(format string, args ...any)
+}
+
+var _ TB = testing.TB(nil)
+
 // Script returns a fresh script for t, removed when t ends. When t ends the
 // script reports requests that found no scripted reply.
-func (s *Server) Script(t testing.TB) *Script {
+func (s *Server) Script(t TB) *Script {
 	s.mu.Lock()
 	s.next++
 	id := fmt.Sprintf("t%d", s.next)

@@ -131,7 +131,7 @@ func (t Turn) openai(s *sse, model string) {
 		return map[string]any{
 			"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
 			"system_fingerprint": "fp_fake",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
+			"choices":            []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}},
 		}
 	}
 	s.event("", chunk(map[string]any{"role": "assistant", "content": "", "refusal": nil}, nil))
@@ -188,7 +188,7 @@ func (t Turn) openai(s *sse, model string) {
 	s.event("", map[string]any{
 		"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": model,
 		"choices": []any{},
-		"usage": map[string]any{"prompt_tokens": t.InputTokens, "completion_tokens": t.OutputTokens, "total_tokens": t.InputTokens + t.OutputTokens},
+		"usage":   map[string]any{"prompt_tokens": t.InputTokens, "completion_tokens": t.OutputTokens, "total_tokens": t.InputTokens + t.OutputTokens},
 	})
 	s.event("", "[DONE]")
 }
