@@ -34,7 +34,9 @@ func recordSleeps(waits *[]time.Duration) func(context.Context, time.Duration) e
 
 func TestRetryingPolicy(t *testing.T) {
 	t.Parallel()
-	rl := func(d time.Duration) error { return &agent.Error{Kind: agent.ErrRateLimited, Status: 429, RetryAfter: d} }
+	rl := func(d time.Duration) error {
+		return &agent.Error{Kind: agent.ErrRateLimited, Status: 429, RetryAfter: d}
+	}
 	server := &agent.Error{Kind: agent.ErrServer, Status: 502}
 	cases := map[string]struct {
 		errs    []error
@@ -44,15 +46,15 @@ func TestRetryingPolicy(t *testing.T) {
 		calls   int64
 		waitsLE []time.Duration // upper bounds, in order
 	}{
-		"RetryAfterExact":     {[]error{rl(5 * time.Second)}, agent.RetryPolicy{}, true, "", 2, []time.Duration{5 * time.Second}},
-		"RateLimitNoHeader":   {[]error{rl(0)}, agent.RetryPolicy{BaseDelay: time.Second}, true, "", 2, []time.Duration{time.Second}},
-		"RetryAfterTooLong":   {[]error{rl(5 * time.Minute)}, agent.RetryPolicy{}, false, agent.ErrRateLimited, 1, nil},
-		"BackoffDoubles":      {[]error{server, server, server}, agent.RetryPolicy{BaseDelay: time.Second}, true, "", 4, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		"BackoffCapped":       {[]error{server, server, server}, agent.RetryPolicy{BaseDelay: time.Second, MaxDelay: 1500 * time.Millisecond}, true, "", 4, []time.Duration{time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond}},
-		"Bounded":             {[]error{server, server, server, server}, agent.RetryPolicy{}, false, agent.ErrServer, 4, nil},
-		"AuthNotRetried":      {[]error{&agent.Error{Kind: agent.ErrAuth, Status: 401}}, agent.RetryPolicy{}, false, agent.ErrAuth, 1, nil},
-		"RequestNotRetried":   {[]error{&agent.Error{Kind: agent.ErrRequest, Status: 400}}, agent.RetryPolicy{}, false, agent.ErrRequest, 1, nil},
-		"PlainErrorPassed":    {[]error{errors.New("boom")}, agent.RetryPolicy{}, false, "", 1, nil},
+		"RetryAfterExact":       {[]error{rl(5 * time.Second)}, agent.RetryPolicy{}, true, "", 2, []time.Duration{5 * time.Second}},
+		"RateLimitNoHeader":     {[]error{rl(0)}, agent.RetryPolicy{BaseDelay: time.Second}, true, "", 2, []time.Duration{time.Second}},
+		"RetryAfterTooLong":     {[]error{rl(5 * time.Minute)}, agent.RetryPolicy{}, false, agent.ErrRateLimited, 1, nil},
+		"BackoffDoubles":        {[]error{server, server, server}, agent.RetryPolicy{BaseDelay: time.Second}, true, "", 4, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		"BackoffCapped":         {[]error{server, server, server}, agent.RetryPolicy{BaseDelay: time.Second, MaxDelay: 1500 * time.Millisecond}, true, "", 4, []time.Duration{time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond}},
+		"Bounded":               {[]error{server, server, server, server}, agent.RetryPolicy{}, false, agent.ErrServer, 4, nil},
+		"AuthNotRetried":        {[]error{&agent.Error{Kind: agent.ErrAuth, Status: 401}}, agent.RetryPolicy{}, false, agent.ErrAuth, 1, nil},
+		"RequestNotRetried":     {[]error{&agent.Error{Kind: agent.ErrRequest, Status: 400}}, agent.RetryPolicy{}, false, agent.ErrRequest, 1, nil},
+		"PlainErrorPassed":      {[]error{errors.New("boom")}, agent.RetryPolicy{}, false, "", 1, nil},
 		"RetryAfterPastTheTurn": {[]error{rl(30 * time.Second)}, agent.RetryPolicy{Timeout: 10 * time.Second}, false, agent.ErrRateLimited, 1, nil},
 	}
 	for name, tc := range cases {

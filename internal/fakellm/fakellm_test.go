@@ -78,8 +78,10 @@ type stubTB struct {
 	errors   []string
 }
 
-func (s *stubTB) Cleanup(f func())                  { s.cleanups = append(s.cleanups, f) }
-func (s *stubTB) Errorf(format string, args ...any) { s.errors = append(s.errors, fmt.Sprintf(format, args...)) }
+func (s *stubTB) Cleanup(f func()) { s.cleanups = append(s.cleanups, f) }
+func (s *stubTB) Errorf(format string, args ...any) {
+	s.errors = append(s.errors, fmt.Sprintf(format, args...))
+}
 
 func TestUnscriptedRequestsAreReported(t *testing.T) {
 	srv := fakellm.NewServer()
