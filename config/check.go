@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -49,6 +50,8 @@ func (c *checker) run() {
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
 		c.problem("approvals.ttl", "must be greater than 0")
 	}
+	c.models()
+	c.agents()
 }
 
 func (c *checker) server() {
@@ -258,6 +261,9 @@ func (c *checker) tools() {
 		}
 		if t.Name != "" && !nameRE.MatchString(t.Name) {
 			c.problem(toolPath(i, "name"), "must be 1-64 letters, digits, '_' or '-'")
+		}
+		if t.Name == agent.AskUserTool {
+			c.problem(toolPath(i, "name"), "%s is the agents' built-in question tool; choose another name", t.Name)
 		}
 		switch {
 		case t.Exec == nil && t.HTTP == nil:

@@ -69,6 +69,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		}
 	}
 	setDuration(&c.Approvals.TTL, DefaultApprovalTTL, given("approvals.ttl"))
+	applyAgentDefaults(c, given)
 }
 
 func setString(p *string, def string) {

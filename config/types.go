@@ -31,6 +31,9 @@ type Config struct {
 	Flows     []Flow    `yaml:"flows"`
 	Policy    Policy    `yaml:"policy"`
 	Approvals Approvals `yaml:"approvals"`
+	// Models and Agents are the LLM agents (config/agents.go).
+	Models []Model `yaml:"models"`
+	Agents []Agent `yaml:"agents"`
 }
 
 // Server is the single HTTP listener and where local state lives.
