@@ -68,29 +68,75 @@ func escape(b *strings.Builder, s string, attr bool) {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	for _, r := range s {
-		switch {
-		case r == '&':
-			b.WriteString("&amp;")
-		case r == '<':
-			b.WriteString("&lt;")
-		case r == '>':
-			b.WriteString("&gt;")
-		case attr && r == '"':
-			b.WriteString("&quot;")
-		case attr && r == '\'':
-			b.WriteString("&#39;")
-		case lookalike(r), bidi(r),
-			r < 0x20 && (attr || r != '\n' && r != '\t' && r != '\r'),
-			r == 0x7f || r >= 0x80 && r < 0xa0,
-			r == 0x2028 || r == 0x2029:
-			b.WriteString("&#x")
-			b.WriteString(strings.ToUpper(strconv.FormatInt(int64(r), 16)))
-			b.WriteByte(';')
-		default:
-			b.WriteRune(r)
+	start := 0 // s[start:i] is safe and not yet written
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if safe[attrIndex(attr)][c] {
+				i++
+				continue
+			}
+			b.WriteString(s[start:i])
+			switch {
+			case c == '&':
+				b.WriteString("&amp;")
+			case c == '<':
+				b.WriteString("&lt;")
+			case c == '>':
+				b.WriteString("&gt;")
+			case c == '"':
+				b.WriteString("&quot;")
+			case c == '\'':
+				b.WriteString("&#39;")
+			default:
+				charRef(b, rune(c))
+			}
+			i++
+			start = i
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if lookalike(r) || bidi(r) || r < 0xa0 || r == 0x2028 || r == 0x2029 {
+			b.WriteString(s[start:i])
+			charRef(b, r)
+			start = i + size
+		}
+		i += size
 	}
+	b.WriteString(s[start:])
+}
+
+// safe[0] and safe[1] are safeASCII for content and attributes.
+var safe = func() (t [2][utf8.RuneSelf]bool) {
+	for c := range byte(utf8.RuneSelf) {
+		t[0][c], t[1][c] = safeASCII(c, false), safeASCII(c, true)
+	}
+	return t
+}()
+
+func attrIndex(attr bool) int {
+	if attr {
+		return 1
+	}
+	return 0
+}
+
+// safeASCII reports an ASCII byte that passes unescaped.
+func safeASCII(c byte, attr bool) bool {
+	switch {
+	case c == '&' || c == '<' || c == '>' || c == 0x7f:
+		return false
+	case c >= 0x20:
+		return !attr || c != '"' && c != '\''
+	default: // controls: only tab, newline and CR in content
+		return !attr && (c == '\n' || c == '\t' || c == '\r')
+	}
+}
+
+func charRef(b *strings.Builder, r rune) {
+	b.WriteString("&#x")
+	b.WriteString(strings.ToUpper(strconv.FormatInt(int64(r), 16)))
+	b.WriteByte(';')
 }
 
 // lookalike reports characters a model may read as an angle bracket.

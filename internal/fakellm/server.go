@@ -25,6 +25,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -35,14 +36,25 @@ type Server struct {
 	mu      sync.Mutex
 	scripts map[string]*Script
 	next    int
+	conns   atomic.Int64
 }
 
 // NewServer starts a server on a loopback port.
 func NewServer() *Server {
 	s := &Server{scripts: map[string]*Script{}}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.srv.Start()
 	return s
 }
+
+// Conns is how many connections clients opened so far: a client that
+// reuses its connection opens one for many turns.
+func (s *Server) Conns() int64 { return s.conns.Load() }
 
 // URL is the server's root URL.
 func (s *Server) URL() string { return s.srv.URL }
@@ -86,6 +98,15 @@ type Script struct {
 	replies    []Reply
 	requests   []Request
 	unscripted int
+	discard    bool
+}
+
+// DiscardRequests stops recording requests (benchmarks: only memory).
+func (sc *Script) DiscardRequests() *Script {
+	sc.mu.Lock()
+	sc.discard = true
+	sc.mu.Unlock()
+	return sc
 }
 
 // OpenAIURL is the base_url for provider openai ("…/v1").
@@ -202,7 +223,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	sc.mu.Lock()
-	sc.requests = append(sc.requests, Request{Format: format, Path: "/" + path, Header: r.Header.Clone(), Body: body})
+	if !sc.discard {
+		sc.requests = append(sc.requests, Request{Format: format, Path: "/" + path, Header: r.Header.Clone(), Body: body})
+	}
 	var reply Reply
 	if len(sc.replies) > 0 {
 		reply, sc.replies = sc.replies[0], sc.replies[1:]
