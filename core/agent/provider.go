@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ModelSpec is one configured model (models[] in the config) in the shape
@@ -163,6 +165,31 @@ func rootMessage(err error) string {
 func cleanMessage(s, apiKey string) string {
 	s = Scrub(strings.Join(strings.Fields(s), " "), apiKey)
 	return clipRunes(s, 300)
+}
+
+// BodyMessage pulls an explanation out of an error body in the shapes
+// OpenAI-compatible servers use — {"error":{"message"}}, {"error":"…"}
+// (Ollama), {"message"} (vLLM), {"detail"} — or returns the start of the
+// text itself (a proxy's HTML page, plain text).
+func BodyMessage(body []byte) string {
+	var v map[string]any
+	if json.Unmarshal(body, &v) == nil {
+		if e, ok := v["error"].(map[string]any); ok {
+			if m, ok := e["message"].(string); ok && m != "" {
+				return m
+			}
+		}
+		for _, k := range []string{"error", "message", "detail"} {
+			if m, ok := v[k].(string); ok && m != "" {
+				return m
+			}
+		}
+	}
+	text := strings.TrimSpace(string(body))
+	if !utf8.ValidString(text) {
+		return ""
+	}
+	return clipRunes(text, 200)
 }
 
 // EnsureCallIDs gives every call an id that is unique in the turn: some

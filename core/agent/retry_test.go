@@ -165,3 +165,20 @@ func TestEnsureCallIDs(t *testing.T) {
 		t.Error("a good id was replaced")
 	}
 }
+
+func TestBodyMessage(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"error":{"message":"Rate limit reached","type":"requests"}}`: "Rate limit reached",
+		`{"error":"model \"x\" not found"}`:                            `model "x" not found`,
+		`{"object":"error","message":"context too long"}`:              "context too long",
+		`{"detail":"Not Found"}`:                                       "Not Found",
+		"  upstream connect error\n":                                   "upstream connect error",
+		"\xff\xfe":                                                     "",
+		strings.Repeat("x", 500):                                       strings.Repeat("x", 200) + "…",
+	} {
+		if got := agent.BodyMessage([]byte(body)); got != want {
+			t.Errorf("BodyMessage(%.40q) = %q, want %q", body, got, want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -155,10 +156,10 @@ func (m *Model) Stream(ctx context.Context, req *agent.Request, sink agent.Sink)
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, m.classify(err, httpResp != nil)
+		return nil, m.classify(err, httpResp)
 	}
 	if !finished {
-		return nil, m.classify(agent.ErrNoFinish, true)
+		return nil, agent.TransportError(m.spec, agent.ErrNoFinish, true)
 	}
 	resp := &agent.Response{Text: text.String(), Usage: usage, RawStop: stop, Model: model}
 	for _, b := range order {
@@ -190,24 +191,39 @@ func stopReason(stop string, calls bool) agent.StopReason {
 	return agent.StopOther
 }
 
-func (m *Model) classify(err error, gotResponse bool) error {
+func (m *Model) classify(err error, resp *http.Response) error {
 	var apiErr *ant.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
+		msg := apiErr.Message
+		if msg == "" && apiErr.StatusCode >= 400 {
+			msg = agent.BodyMessage(body(apiErr.Response)) // a proxy's page, not Anthropic's JSON
+		}
 		status := apiErr.StatusCode
 		if status < 400 {
 			// An error event inside a 200 stream (overloaded_error, …):
 			// classify by its type; the server failed mid-turn.
-			e := agent.HTTPError(m.spec, statusOfType(string(apiErr.Type())), nil, apiErr.Message, err)
+			e := agent.HTTPError(m.spec, statusOfType(string(apiErr.Type())), nil, msg, err)
 			e.Status = 0
 			return e
 		}
-		return agent.HTTPError(m.spec, status, h, apiErr.Message, err)
+		return agent.HTTPError(m.spec, status, h, msg, err)
 	}
-	return agent.TransportError(m.spec, err, gotResponse)
+	if resp != nil && resp.StatusCode >= 400 {
+		return agent.HTTPError(m.spec, resp.StatusCode, resp.Header, agent.BodyMessage(body(resp)), err)
+	}
+	return agent.TransportError(m.spec, err, resp != nil)
+}
+
+func body(resp *http.Response) []byte {
+	if resp == nil || resp.Body == nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return b
 }
 
 // statusOfType maps an error event's type to the status Anthropic gives the

@@ -3,6 +3,7 @@ package anthropic_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -343,6 +344,16 @@ func TestCancel(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNonStandardErrorBody(t *testing.T) {
+	t.Parallel()
+	sc, m := setup(t)
+	sc.Push(fakellm.Raw{Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Body: "<html>502 Bad Gateway</html>"})
+	_, err := m.Stream(context.Background(), request(t, "x"), nil)
+	if e := agent.AsError(err); e == nil || e.Kind != agent.ErrServer || e.Status != 502 || !strings.Contains(e.Message, "502 Bad Gateway") {
 		t.Fatalf("err = %v", err)
 	}
 }

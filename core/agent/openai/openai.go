@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -120,10 +121,10 @@ func (m *Model) Stream(ctx context.Context, req *agent.Request, sink agent.Sink)
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return nil, m.classify(err, httpResp != nil)
+		return nil, m.classify(err, httpResp)
 	}
 	if !finished {
-		return nil, m.classify(agent.ErrNoFinish, true)
+		return nil, agent.TransportError(m.spec, agent.ErrNoFinish, true)
 	}
 	resp := &agent.Response{Text: text.String(), ToolCalls: asm.calls(), Usage: usage, RawStop: finish, Model: model}
 	agent.EnsureCallIDs(resp.ToolCalls)
@@ -147,14 +148,26 @@ func stopReason(finish string, calls bool) agent.StopReason {
 	return agent.StopOther
 }
 
-func (m *Model) classify(err error, gotResponse bool) error {
+func (m *Model) classify(err error, resp *http.Response) error {
 	var apiErr *oai.Error
 	if errors.As(err, &apiErr) {
 		var h http.Header
 		if apiErr.Response != nil {
 			h = apiErr.Response.Header
 		}
-		return agent.HTTPError(m.spec, apiErr.StatusCode, h, apiErr.Message, err)
+		msg := apiErr.Message
+		if msg == "" {
+			// Not OpenAI's {"error":{"message"}}: vLLM's {"message"}, a
+			// proxy's page. The SDK put the body back for us to read.
+			msg = agent.BodyMessage(body(apiErr.Response))
+		}
+		return agent.HTTPError(m.spec, apiErr.StatusCode, h, msg, err)
+	}
+	if resp != nil && resp.StatusCode >= 400 {
+		// A body the SDK failed to decode at all, e.g. Ollama's
+		// {"error":"model \"x\" not found"}: still an HTTP error,
+		// classified by its status.
+		return agent.HTTPError(m.spec, resp.StatusCode, resp.Header, agent.BodyMessage(body(resp)), err)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
@@ -163,7 +176,15 @@ func (m *Model) classify(err error, gotResponse bool) error {
 		e.Status = 0
 		return e
 	}
-	return agent.TransportError(m.spec, err, gotResponse)
+	return agent.TransportError(m.spec, err, resp != nil)
+}
+
+func body(resp *http.Response) []byte {
+	if resp == nil || resp.Body == nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return b
 }
 
 func streamMessage(e *ssestream.StreamError) string {

@@ -3,6 +3,7 @@ package openai_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -471,3 +472,33 @@ func TestCancelIsNotAModelError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Error bodies that are not OpenAI's own shape are still HTTP errors,
+// classified by status, with the server's words.
+func TestCompatibleServersErrorBodies(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		reply fakellm.Raw
+		kind  agent.ErrorKind
+		msg   string
+	}{
+		"OllamaModelNotFound": {fakellm.Raw{Status: 404, Header: jsonHeader, Body: `{"error":"model \"qwen3:8b\" not found, try pulling it first"}`}, agent.ErrRequest, `model "qwen3:8b" not found, try pulling it first`},
+		"VLLMError":           {fakellm.Raw{Status: 400, Header: jsonHeader, Body: `{"object":"error","message":"This model's maximum context length is 8192 tokens.","type":"BadRequestError","param":null,"code":400}`}, agent.ErrRequest, "maximum context length is 8192"},
+		"ProxyHTML502":        {fakellm.Raw{Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Body: "<html><body><h1>502 Bad Gateway</h1></body></html>"}, agent.ErrServer, "502 Bad Gateway"},
+		"PlainText503":        {fakellm.Raw{Status: 503, Header: http.Header{"Content-Type": {"text/plain"}}, Body: "upstream connect error"}, agent.ErrServer, "upstream connect error"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, "")
+			b.sc.Push(tc.reply)
+			_, err := b.model.Stream(context.Background(), request(t, "hi"), nil)
+			e := agent.AsError(err)
+			if e == nil || e.Kind != tc.kind || e.Status != tc.reply.Status || !strings.Contains(e.Message, tc.msg) {
+				t.Fatalf("err = %v (%+v)", err, e)
+			}
+		})
+	}
+}
+
+var jsonHeader = http.Header{"Content-Type": {"application/json"}}
