@@ -29,7 +29,9 @@ const (
 
 // Rule matches tool calls by tool-name glob and argument globs ("*" any
 // run of characters, "?" one character). Non-string arguments are matched
-// against their compact JSON; a missing argument never matches.
+// against their compact JSON; a missing argument never matches. Path-like
+// values are matched in their cleaned form (CleanPath); a deny matches the
+// raw form too.
 type Rule struct {
 	Tool      string
 	Args      map[string]string
@@ -117,7 +119,14 @@ func (r Rule) matches(tool string, args map[string]any) bool {
 	}
 	for name, pat := range r.Args {
 		v, ok := args[name]
-		if !ok || !Glob(pat, argText(v)) {
+		if !ok {
+			return false
+		}
+		// Path-like values are matched cleaned (pathclean.go): that is the
+		// form the card shows and the tool receives. A deny also matches the
+		// raw form, so a caller that skipped cleaning cannot get past one.
+		clean := Glob(pat, argText(CleanValue(v)))
+		if !clean && (r.Effect != EffectDeny || !Glob(pat, argText(v))) {
 			return false
 		}
 	}

@@ -36,8 +36,13 @@ type Store interface {
 type ApprovalListParams struct {
 	Status Status
 	RunID  string
-	Limit  int
-	Cursor string
+	// IDPrefix keeps approvals whose id starts with it (the CLI's short
+	// ids); Tool is an exact match; Decided keeps every status but pending.
+	IDPrefix string
+	Tool     string
+	Decided  bool
+	Limit    int
+	Cursor   string
 }
 
 // ApprovalDecideParams drives one ApprovalDecide transaction.
@@ -70,6 +75,11 @@ type AuditListParams struct {
 	Tool       string
 	RunID      string
 	ApprovalID string
+	Kind       string
+	// Newest lists newest first instead: entries with Seq < Before (all
+	// when Before is 0), After ignored.
+	Newest bool
+	Before int64
 }
 
 // ErrDuplicateEvent reports an event already recorded; nothing changed.

@@ -160,15 +160,20 @@ func (c *checker) agents() {
 				c.problem(p, "invalid glob %q", g)
 			case g == agent.AskUserTool:
 				// built in; listing it changes nothing
-			case !strings.ContainsAny(g, `*?[\.`) && !contains(tools, g):
-				// A plain name must be a configured tool. Names with a dot
-				// are upstream MCP tools ("github.search"), known only
-				// once their server answers.
-				msg := fmt.Sprintf("no tool named %q", g)
-				if near := suggest(g, tools); near != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", near)
+			case !strings.ContainsAny(g, `*?[\`):
+				// A plain name is a configured tool or an upstream
+				// "<server>.<tool>" its server's tools globs offer.
+				if msg := c.toolRefProblem(g, tools); msg != "" {
+					if near := suggest(g, tools); near != "" && !strings.Contains(g, ".") {
+						msg += fmt.Sprintf(" (did you mean %q?)", near)
+					}
+					c.problem(p, "%s", msg)
 				}
-				c.problem(p, "%s", msg)
+			default:
+				// "github.*": the server before the dot must exist.
+				if srv, _, dotted := strings.Cut(g, "."); dotted && !strings.ContainsAny(srv, `*?[\`) && !c.hasMCPServer(srv) {
+					c.problem(p, "no mcp_servers entry named %q", srv)
+				}
 			}
 		}
 		if a.MaxSteps < 1 || a.MaxSteps > MaxAgentSteps {
@@ -182,6 +187,15 @@ func (c *checker) agents() {
 			}
 		}
 	}
+}
+
+func (c *checker) hasMCPServer(name string) bool {
+	for _, s := range c.cfg.MCPServers {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Enabled reports whether the model is on.

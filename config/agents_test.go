@@ -81,6 +81,8 @@ func TestAgentProblems(t *testing.T) {
 		"BadGlob":         {validTools + model + "agents:\n  - {name: a, model: default, tools: [\"t[\"]}\n", "agents[0].tools[0]", `invalid glob "t["`},
 		"UnknownTool":     {validTools + model + "agents:\n  - {name: a, model: default, tools: [tt]}\n", "agents[0].tools[0]", `no tool named "tt" (did you mean "t"?)`},
 		"EmptyGlob":       {validTools + model + "agents:\n  - {name: a, model: default, tools: [\"\"]}\n", "agents[0].tools[0]", "must not be empty"},
+		"UnknownServer":   {model + "agents:\n  - {name: a, model: default, tools: [\"gihub.*\"]}\n", "agents[0].tools[0]", `no mcp_servers entry named "gihub"`},
+		"UnknownMCPTool":  {model + "agents:\n  - {name: a, model: default, tools: [gh.search]}\n", "agents[0].tools[0]", `no tool named "gh.search" and no mcp_servers entry named "gh"`},
 		"ZeroSteps":       {model + "agents:\n  - {name: a, model: default, max_steps: 0}\n", "agents[0].max_steps", "between 1 and 1000"},
 		"TooManySteps":    {model + "agents:\n  - {name: a, model: default, max_steps: 1001}\n", "agents[0].max_steps", "between 1 and 1000"},
 		"DupAgent":        {model + "agents:\n  - {name: a, model: default}\n  - {name: a, model: default}\n", "agents[1].name", `duplicate agent name "a"`},
@@ -108,7 +110,10 @@ func TestAgentToolsAccepted(t *testing.T) {
 	src := validTools + `models:
   - {name: default, provider: openai, base_url: "http://127.0.0.1:8000/v1", model: m}
 agents:
-  - {name: a, model: default, tools: [t, "github.*", fs.read_file, ask_user, "*"]}
+  - {name: a, model: default, tools: [t, "github.*", fs.read_file, ask_user, "*", "*.read_*"]}
+mcp_servers:
+  - {name: github, url: "https://mcp.example.com/mcp"}
+  - {name: fs, command: [mcp-fs]}
 `
 	cfg, err := Loader{LookupEnv: envOf(nil)}.Parse("t.yaml", []byte(src))
 	if err != nil {

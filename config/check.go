@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/router"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // checker runs the semantic checks, reporting with the decoder's lines.
@@ -45,6 +47,7 @@ func (c *checker) run() {
 	c.channels()
 	groups := c.approvers()
 	c.tools()
+	c.mcpServers()
 	c.flows()
 	c.policy(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
@@ -198,8 +201,8 @@ func (c *checker) channels() {
 		}
 		// adapters/webhook parses these at startup with no extra functions;
 		// checking them here reports a typo with its line, not a failed serve.
-		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, nil, nil)
-		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, nil, nil)
+		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, router.TemplateFuncs(), nil)
+		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, router.TemplateFuncs(), nil)
 	}
 }
 
@@ -351,7 +354,11 @@ func (c *checker) flows() {
 		}
 		for j, s := range f.Steps {
 			sp := fmt.Sprintf("%s.steps[%d]", p, j)
-			if s.Tool != "" && !tools[s.Tool] {
+			if strings.Contains(s.Tool, ".") {
+				if msg := c.upstreamToolProblem(s.Tool); msg != "" {
+					c.problem(sp+".tool", "%s", msg)
+				}
+			} else if s.Tool != "" && !tools[s.Tool] {
 				msg := fmt.Sprintf("no tool named %q", s.Tool)
 				if near := suggest(s.Tool, toolNames(c.cfg.Tools)); near != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", near)
@@ -363,7 +370,40 @@ func (c *checker) flows() {
 					c.template(joinKey(sp+".args", k), str, nil, vars)
 				}
 			}
+			c.stepDashArgs(sp, s)
 		}
+	}
+}
+
+// stepDashArgs reports a step whose literal argument would start an exec
+// argv element with "-": the runner refuses such a value (it would read as
+// an option), so the step could never run. Templated arguments are tried
+// with a harmless value; what they bring at run time is checked then.
+func (c *checker) stepDashArgs(sp string, s Step) {
+	var x *Exec
+	for _, t := range c.cfg.Tools {
+		if t.Name == s.Tool {
+			x = t.Exec
+		}
+	}
+	if x == nil || x.AllowDashArgs {
+		return
+	}
+	args := map[string]any{}
+	for k, v := range s.Args {
+		if str, ok := v.(string); ok && strings.Contains(str, "{{") {
+			v = "x"
+		}
+		args[k] = v
+	}
+	err := (&tools.Exec{Command: x.Command, DryRun: x.DryRun}).CheckArgs(args)
+	var ae *tools.ArgError
+	if errors.As(err, &ae) {
+		p := sp + ".args"
+		if ae.Arg != "" {
+			p = joinKey(p, ae.Arg)
+		}
+		c.problem(p, "starts with \"-\" where the tool takes an argument, and the tool refuses values that read as options; write the option into exec.command, or set exec.allow_dash_args: true on tool %q", s.Tool)
 	}
 }
 
@@ -391,8 +431,10 @@ func (c *checker) policy(groups map[string][]string) {
 		if r.Match.Tool != "" {
 			if _, err := path.Match(r.Match.Tool, ""); err != nil {
 				c.problem(rulePath(i, "match.tool"), "invalid glob %q", r.Match.Tool)
-			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) && !contains(tools, r.Match.Tool) {
-				c.problem(rulePath(i, "match.tool"), "no tool named %q", r.Match.Tool)
+			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) {
+				if msg := c.toolRefProblem(r.Match.Tool, tools); msg != "" {
+					c.problem(rulePath(i, "match.tool"), "%s", msg)
+				}
 			}
 		}
 		for k, g := range r.Match.Args {

@@ -54,11 +54,19 @@ func TestQuickstart(t *testing.T) {
 	if cfg.Flow("status").Pattern().Command() != "status" {
 		t.Error("status flow pattern not kept")
 	}
-	// The demo scripts the quickstart points at must exist and be executable.
+	// The demo scripts the quickstart points at are the embedded ones
+	// (serve installs them under <data_dir>/demo), and they are executable
+	// in the repository.
 	for _, tool := range cfg.Tools {
-		st, err := os.Stat(filepath.Join("..", tool.Exec.Command[0]))
+		cmd := tool.Exec.Command[0]
+		name, ok := strings.CutPrefix(cmd, "./data/demo/")
+		if !ok {
+			t.Errorf("tool %s: %s is not under ./data/demo/", tool.Name, cmd)
+			continue
+		}
+		st, err := os.Stat(filepath.Join("..", "configs", "demo", name))
 		if err != nil || st.Mode()&0o111 == 0 {
-			t.Errorf("tool %s: %s not executable: %v", tool.Name, tool.Exec.Command[0], err)
+			t.Errorf("tool %s: configs/demo/%s not executable: %v", tool.Name, name, err)
 		}
 	}
 }
@@ -82,6 +90,7 @@ var productionEnv = map[string]string{
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",
+	"GH_MCP":                  "gh-mcp-token",
 }
 
 func TestProduction(t *testing.T) {
@@ -214,6 +223,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("server: {listen: \"${X:-a}:1\"}\n<<: {a: 1}\n"))
 	f.Add([]byte("tools: [{name: t, risk: read, http: {url: 'http://x'}, input_schema: {type: object, $ref: '#/$defs/a', $defs: {a: {}}}}]"))
 	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte(validMCP))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Loader{LookupEnv: envOf(map[string]string{"X": "1"})}.Parse("fuzz.yaml", data)
 		if err == nil {

@@ -20,6 +20,8 @@ import (
 type Config struct {
 	// Source is the file the configuration came from ("" for none); not a key.
 	Source string `yaml:"-"`
+	// lines maps YAML paths to their lines, for Config.Line.
+	lines map[string]int
 
 	Server    Server    `yaml:"server"`
 	Store     Store     `yaml:"store"`
@@ -31,6 +33,10 @@ type Config struct {
 	Flows     []Flow    `yaml:"flows"`
 	Policy    Policy    `yaml:"policy"`
 	Approvals Approvals `yaml:"approvals"`
+
+	// MCPServers are upstream MCP servers whose tools are offered as
+	// "<server>.<tool>" beside Tools (see mcp.go).
+	MCPServers []MCPServer `yaml:"mcp_servers"`
 	// Models and Agents are the LLM agents (config/agents.go).
 	Models []Model `yaml:"models"`
 	Agents []Agent `yaml:"agents"`
@@ -71,7 +77,9 @@ type Engine struct {
 }
 
 // API configures bearer tokens for /api/v1 and /mcp. With no tokens the
-// server generates one at startup and logs it once.
+// server generates one on first start, keeps it in <data_dir>/admin.token
+// (mode 0600, reused on later starts) and logs the file's path, never the
+// token.
 type API struct {
 	Tokens []APIToken `yaml:"tokens"`
 }
@@ -290,6 +298,10 @@ type Exec struct {
 	// Env adds variables to the process environment. Values are literal:
 	// the runner does not render them, so config check refuses "{{" here.
 	Env map[string]string `yaml:"env"`
+	// AllowDashArgs lets an argument value start an argv element with "-".
+	// Default false: such a value would reach the program as an option
+	// ("--upload-pack=…"), so the call is refused as invalid arguments.
+	AllowDashArgs bool `yaml:"allow_dash_args"`
 }
 
 // HTTP makes one HTTP request; URL, header values and Body are templates.

@@ -1,6 +1,7 @@
 package email
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"strings"
@@ -33,10 +34,10 @@ func cardText(c core.Card) string {
 	if len(c.Args) > 0 {
 		b.WriteString("Arguments:\n")
 		for _, a := range c.Args {
-			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Shown())
 		}
 	}
-	fmt.Fprintf(&b, "Reason:       %s\n", orNone(c.Reason))
+	fmt.Fprintf(&b, "Reason:       %s\n", orNone(core.OneLine(c.Reason)))
 	fmt.Fprintf(&b, "Risk:         %s\n", c.Risk)
 	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
 	fmt.Fprintf(&b, "Approvers:    %s%s\n", strings.Join(c.Approvers, ", "), quorumNote(c))
@@ -56,8 +57,8 @@ func cardText(c core.Card) string {
 	b.WriteString("  approve\n\n")
 	b.WriteString("  reject: <reason>\n\n")
 	b.WriteString("  edit\n")
-	for _, a := range c.Args {
-		fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+	for _, l := range editLines(c.Args) {
+		b.WriteString("  " + l + "\n")
 	}
 	b.WriteString("  (edit, then every argument as key: value lines or as one JSON object;\n")
 	b.WriteString("   they replace the proposed arguments as a whole)\n")
@@ -84,11 +85,11 @@ func cardHTML(c core.Card) string {
 	if len(c.Args) > 0 {
 		var args strings.Builder
 		for _, a := range c.Args {
-			fmt.Fprintf(&args, "<code>%s</code>: <code>%s</code><br>", e(a.Name), e(a.Value))
+			fmt.Fprintf(&args, "<code>%s</code>: <code>%s</code><br>", e(a.Name), e(a.Shown()))
 		}
 		row("Arguments", args.String())
 	}
-	row("Reason", e(orNone(c.Reason)))
+	row("Reason", e(orNone(core.OneLine(c.Reason))))
 	row("Risk", "<b>"+e(c.Risk)+"</b>")
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
@@ -105,8 +106,8 @@ func cardHTML(c core.Card) string {
 	b.WriteString("The first line of your reply decides; quoted text is ignored.</p>\n<ul>\n")
 	b.WriteString("<li><code>approve</code></li>\n<li><code>reject: &lt;reason&gt;</code></li>\n")
 	b.WriteString("<li><code>edit</code> followed by every argument as <code>key: value</code> lines or one JSON object, e.g.<pre>edit\n")
-	for _, a := range c.Args {
-		fmt.Fprintf(&b, "%s: %s\n", e(a.Name), e(a.Value))
+	for _, l := range editLines(c.Args) {
+		b.WriteString(e(l) + "\n")
 	}
 	b.WriteString("</pre></li>\n</ul>\n")
 	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
@@ -124,6 +125,25 @@ func outcomeText(c core.Card) string {
 	}
 	return line + ".\n\n" + cardSubject(c) + "\nApproval id: " + c.ApprovalID +
 		"\n\nThis approval is closed; replies to this thread no longer decide anything.\n"
+}
+
+// editLines is the example an approver copies under "edit": key: value
+// lines, or, when a value holds a line break (which would read as another
+// argument: "1.2.3\nenv: prod"), the arguments as one JSON object.
+func editLines(args []core.CardArg) []string {
+	lines := make([]string, 0, len(args))
+	for _, a := range args {
+		if a.Shown() != a.Value {
+			m := make(map[string]string, len(args))
+			for _, a := range args {
+				m[a.Name] = a.Value
+			}
+			b, _ := json.MarshalIndent(m, "", "  ")
+			return strings.Split(string(b), "\n")
+		}
+		lines = append(lines, a.Name+": "+a.Value)
+	}
+	return lines
 }
 
 func quorumNote(c core.Card) string {

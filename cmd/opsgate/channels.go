@@ -165,7 +165,7 @@ func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api
 	for _, t := range tokens {
 		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
 	}
-	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens,
+	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens, Channels: enabledChannels(cfg),
 		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})
 	if err != nil {
 		return nil, fmt.Errorf("build console: %w", err)

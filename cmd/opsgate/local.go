@@ -44,10 +44,10 @@ func describeSource(path string) string {
 // parseConfigFlag parses the one flag a local subcommand takes, --config
 // (described by help), and refuses positional arguments, adding hint to
 // the refusal.
-func parseConfigFlag(name, help, hint string, args []string, stderr io.Writer) (string, error) {
-	fs := newFlags(name, name+" [--config FILE]", stderr)
+func parseConfigFlag(name, about, help, hint string, args []string, stdout, stderr io.Writer) (string, error) {
+	fs := newFlags(name, name+" [--config FILE]", about, stdout, stderr)
 	cfgPath := fs.String("config", "", help)
-	pos, err := parseInterleaved(fs, args)
+	pos, err := fs.parse(args)
 	if err != nil {
 		return "", err
 	}
@@ -73,11 +73,16 @@ func openConfiguredStore(ctx context.Context, cfgPath string, stderr io.Writer) 
 }
 
 func cmdConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: opsgate config check [--config FILE]\n\nsubcommands:\n  check   validate the configuration; print every problem with its file, line and YAML path\n")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsgate config check [--config FILE]")
 	}
-	cfgPath, err := parseConfigFlag("config check", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)",
-		" (use --config FILE)", args[1:], stderr)
+	cfgPath, err := parseConfigFlag("config check", "Validates the configuration and prints every problem as file:line: path: message;\nexit status 1 if there is any. Exec tools whose command does not exist or is not\nexecutable are problems too.",
+		"config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)",
+		" (use --config FILE)", args[1:], stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -85,24 +90,31 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := reportExecProblems(stdout, path, cfg); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
 		describeSource(path), cfg.Store.Driver, len(cfg.Tools), len(cfg.Flows), len(cfg.Policy.Rules))
+	if n := len(cfg.MCPServers); n > 0 {
+		fmt.Fprintf(stdout, "%d mcp_servers: their tools are known once connected; list them with `opsgate mcp tools`\n", n)
+	}
 	return nil
 }
 
 // clientDefaults tells the admin client where the server listens and where
 // its data directory (and generated admin token) is, from the same
-// configuration the server uses.
+// configuration file the server uses, reading only those two values: the
+// rest may name secrets this shell does not have.
 func clientDefaults(flagPath string) (listen, dataDir string, err error) {
-	path, cfg, err := config.Resolve(flagPath)
+	cs, err := config.ResolveClient(flagPath)
 	if err != nil {
-		return "", "", fmt.Errorf("load config %s: %w", describeSource(path), err)
+		return "", "", fmt.Errorf("read config %s: %w", describeSource(cs.Source), err)
 	}
-	return cfg.Server.Listen, cfg.Server.DataDir, nil
+	return cs.Listen, cs.DataDir, nil
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfgPath, err := parseConfigFlag("migrate", "config file", "", args, stderr)
+	cfgPath, err := parseConfigFlag("migrate", "Applies the store's migrations and exits (serve migrates first too).", "config file", "", args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -119,10 +131,15 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: opsgate audit verify [--config FILE]\n\nsubcommands:\n  verify   walk the audit chain in the store; print the first altered entry and the head\n")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "verify" {
 		return usagef("usage: opsgate audit verify [--config FILE]")
 	}
-	cfgPath, err := parseConfigFlag("audit verify", "config file naming the store", "", args[1:], stderr)
+	cfgPath, err := parseConfigFlag("audit verify", "Opens the store directly (the server may be down), walks the whole audit chain and prints\nthe first entry that does not link to the one before, and the chain's head; exit status 1\nif the chain is altered.",
+		"config file naming the store", "", args[1:], stdout, stderr)
 	if err != nil {
 		return err
 	}

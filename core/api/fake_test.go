@@ -115,7 +115,8 @@ func (m *memStore) RunList(_ context.Context, p core.RunListParams) ([]*core.Run
 	var out []*core.Run
 	for i := len(m.runs) - 1; i >= 0; i-- {
 		r := m.runs[i]
-		if (p.Status == "" || r.Status == p.Status) && (p.Thread == "" || r.Thread.String() == p.Thread) {
+		if (p.Status == "" || r.Status == p.Status) && (p.Thread == "" || r.Thread.String() == p.Thread) &&
+			strings.HasPrefix(r.ID, p.IDPrefix) {
 			out = append(out, clone(r))
 		}
 	}
@@ -151,7 +152,8 @@ func (m *memStore) ApprovalList(_ context.Context, p approvals.ApprovalListParam
 	var out []*approvals.Approval
 	for i := len(m.approvals) - 1; i >= 0; i-- {
 		a := m.approvals[i]
-		if (p.Status == "" || a.Status == p.Status) && (p.RunID == "" || a.RunID == p.RunID) {
+		if (p.Status == "" || a.Status == p.Status) && (p.RunID == "" || a.RunID == p.RunID) &&
+			strings.HasPrefix(a.ID, p.IDPrefix) {
 			out = append(out, a.Clone())
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/google/uuid"
@@ -130,6 +131,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Thread = th.String()
 	}
+	prefix, err := idPrefix(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.IDPrefix = prefix
 	limit, err := queryLimit(r, defaultLimit, maxLimit)
 	if err != nil {
 		s.fail(w, r, err)
@@ -258,9 +265,14 @@ var approvalStatuses = map[approvals.Status]bool{
 
 func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	var err error
 	p := approvals.ApprovalListParams{Status: approvals.Status(q.Get("status")), RunID: q.Get("run_id"), Cursor: q.Get("cursor")}
 	if p.Status != "" && !approvalStatuses[p.Status] {
 		s.fail(w, r, invalid("status", "unknown approval status %q", p.Status))
+		return
+	}
+	if p.IDPrefix, err = idPrefix(q); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	limit, err := queryLimit(r, defaultLimit, maxLimit)
@@ -465,4 +477,24 @@ func (s *server) requeueDelivery(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "api: delivery requeued", "id", id, "actor", actorFrom(r.Context()).ID)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": string(core.DeliveryPending)})
+}
+
+// maxIDPrefix is the longest id_prefix accepted: a whole UUID.
+const maxIDPrefix = 36
+
+// idPrefix reads the optional id_prefix filter of the run and approval
+// lists: the start of an id (letters, digits, '-'), as the CLI sends it to
+// resolve a short id the way git and docker do. The list answers every
+// match; the caller decides whether one is unambiguous.
+func idPrefix(q url.Values) (string, error) {
+	p := q.Get("id_prefix")
+	if len(p) > maxIDPrefix {
+		return "", invalid("id_prefix", "id_prefix is longer than an id (%d characters)", maxIDPrefix)
+	}
+	for _, c := range p {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+			return "", invalid("id_prefix", "id_prefix may hold only letters, digits and '-', got %q", p)
+		}
+	}
+	return p, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // Decide applies an approver's decision to an approval: the one path every
@@ -37,7 +38,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		ID:    d.ApprovalID,
 		Event: key,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
-			return approvals.Decide(a, req, e.decisionEnv(a))
+			return approvals.Decide(a, req, e.decisionEnv(ctx, a))
 		},
 	})
 	if err == nil {
@@ -51,13 +52,18 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 
 // decisionEnv gives Decide the tool's schema and the policy re-check for
 // edits, from the live configuration.
-func (e *Engine) decisionEnv(a *approvals.Approval) approvals.Env {
-	t := e.tools[a.Tool]
+func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approvals.Env {
 	return approvals.Env{
 		AllowSelfApproval: e.opts.AllowSelfApproval,
 		Validate: func(args map[string]any) (map[string]any, error) {
-			if t == nil {
+			// Looked up only for an edit: an upstream tool's schema is the
+			// one its server offers now.
+			t, err := e.lookupTool(ctx, a.Tool)
+			if errors.Is(err, ErrUnknownTool) {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
+			}
+			if err != nil {
+				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is unavailable: %v", a.Tool, err)}
 			}
 			return applySchema(t, args)
 		},
@@ -69,13 +75,34 @@ func (e *Engine) decisionEnv(a *approvals.Approval) approvals.Env {
 	}
 }
 
-// applySchema fills defaults and validates; a tool without a schema takes
-// any object.
+// applySchema cleans path-like values (so the schema, the policy, the card
+// and the tool all see one form), fills defaults and validates; a tool
+// without a schema takes any object. Then the tool's own argument check
+// (an exec value that would read as an option, an http value that would
+// walk the URL path) refuses what the runner would refuse, before anyone
+// is asked to approve it.
 func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
-	if t.Schema == nil {
-		return maps.Clone(args), nil
+	args = approvals.CleanArgs(args)
+	if t.Schema != nil {
+		var err error
+		if args, err = t.Schema.Apply(args); err != nil {
+			return nil, err
+		}
+	} else {
+		args = maps.Clone(args)
 	}
-	return t.Schema.Apply(args)
+	if c, ok := t.Runner.(argChecker); ok {
+		if err := c.CheckArgs(args); err != nil {
+			return nil, &approvals.ValidationError{Message: err.Error()}
+		}
+	}
+	return args, nil
+}
+
+// argChecker is implemented by runners that refuse some argument values
+// whatever the schema says (core/tools Exec and HTTP).
+type argChecker interface {
+	CheckArgs(args map[string]any) error
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
@@ -212,7 +239,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		Release:      true,
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
+		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
 		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
@@ -243,7 +270,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 		args = a.ApprovedArgs
 	}
 	c := core.Card{
-		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: a.Reason,
+		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
 		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
 	}
@@ -256,7 +283,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 			o.At = *a.DecidedAt
 		}
 		if a.Status == approvals.StatusRejected {
-			o.Reason = feedback(a)
+			o.Reason = core.OneLine(feedback(a))
 		}
 		if a.Status == approvals.StatusExpired {
 			o.By = nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -71,16 +72,21 @@ func (x *execution) drive(ctx context.Context) error {
 // continues with the next step in this turn.
 func (x *execution) step(ctx context.Context) (more bool, err error) {
 	idx := x.run.StepIndex
-	cs := x.flow.steps[idx]
-	if st := x.stepAt(idx); st != nil {
+	st := x.stepAt(idx)
+	if st != nil && st.Status == core.StepSucceeded {
+		x.run.StepIndex++
+		return true, nil
+	}
+	cs, err := x.bind(ctx, x.flow.steps[idx], st)
+	if err != nil || cs.tool == nil {
+		return false, err
+	}
+	if st != nil {
 		switch st.Status {
 		case core.StepWaitingApproval:
 			return x.resume(ctx, cs, st)
 		case core.StepDispatching:
 			return x.recover(ctx, cs, st)
-		case core.StepSucceeded:
-			x.run.StepIndex++
-			return true, nil
 		}
 	}
 	args, err := renderArgs(cs.args, x.run.Args)
@@ -90,7 +96,8 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		st := &core.Step{Index: idx, Tool: cs.tool.Name, Status: core.StepFailed, Args: args, Error: err.Error()}
 		msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.tool.Name, err)
-		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+msg)
+		// The message may quote the requester's value: text, never markup.
+		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
 	}
 	v := x.e.policy.Evaluate(toolInfo(cs.tool), args)
 	switch v.Effect {
@@ -109,6 +116,36 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
 	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
+}
+
+// bind resolves the step's tool as it is now: a tool from Options.Lookup
+// (an upstream MCP server's) may have changed or gone since the flow was
+// built, or since the ask. One that cannot be had ends the run, and the
+// returned step has no tool: failed, or interrupted when a call of it was
+// in flight, since then its outcome is unknown.
+func (x *execution) bind(ctx context.Context, cs compiledStep, st *core.Step) (compiledStep, error) {
+	if cs.tool != nil {
+		return cs, nil
+	}
+	t, err := x.e.lookupTool(ctx, cs.name)
+	if err == nil {
+		cs.tool = t
+		return cs, nil
+	}
+	if ctx.Err() != nil {
+		return cs, errShutdown
+	}
+	x.log.Warn("tool unavailable", "tool", cs.name, "err", err)
+	if st != nil && st.Status == core.StepDispatching {
+		_, err := x.recover(ctx, compiledStep{name: cs.name, tool: &Tool{Name: cs.name}}, st)
+		return cs, err
+	}
+	msg := fmt.Sprintf("tool %s is unavailable: %v", cs.name, err)
+	failed := &core.Step{Index: x.run.StepIndex, Tool: cs.name, Status: core.StepFailed, Error: msg}
+	if st != nil {
+		failed.Args, failed.ApprovalID = st.Args, st.ApprovalID
+	}
+	return cs, x.end(ctx, failed, core.RunFailed, "tool_unavailable", msg, "❌ "+msg+"; it did not run.")
 }
 
 func toolInfo(t *Tool) approvals.ToolInfo {
@@ -190,9 +227,11 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		fb := feedback(a)
 		next := *st
 		next.Status, next.Output = core.StepRejected, fb
-		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, joinOr(a.Winners(), "an approver"))
+		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, markdown.Escape(joinOr(a.Winners(), "an approver")))
 		if fb != "" {
-			text += ": “" + fb + "”"
+			// People's words: one line, as text, never a link or a
+			// forged line of the reply.
+			text += ": “" + markdown.Escape(core.OneLine(fb)) + "”"
 		}
 		// The code already says rejected; the message is the approver's
 		// feedback alone, so "code: message" reads once.
@@ -276,7 +315,7 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 	next := st.Index + 1
 	if runErr != nil {
 		done.Status, done.Error = core.StepFailed, runErr.Error()
-		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %v", t.Name, x.run.ID, st.Index+1, runErr)
+		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %s", t.Name, x.run.ID, st.Index+1, markdown.Escape(core.OneLine(runErr.Error())))
 		if res.Output != "" {
 			text += "\n" + x.fold(res.Output)
 		}

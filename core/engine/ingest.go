@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -54,7 +55,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
 	case errors.As(err, &nm):
 		p.Replies = []core.OutboxMessage{{
-			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: nm.Error(), CreatedAt: e.now(),
+			// It quotes the sender's words: text, never markup.
+			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: markdown.Escape(nm.Error()), CreatedAt: e.now(),
 		}}
 	default:
 		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)

@@ -120,6 +120,18 @@ func (s *Store) ApprovalList(ctx context.Context, p approvals.ApprovalListParams
 		where += " AND run_id = ?"
 		args = append(args, p.RunID)
 	}
+	if p.IDPrefix != "" {
+		w, a := prefixMatch("id", p.IDPrefix)
+		where, args = where+w, append(args, a...)
+	}
+	if p.Tool != "" {
+		where += " AND tool = ?"
+		args = append(args, p.Tool)
+	}
+	if p.Decided {
+		where += " AND status <> ?"
+		args = append(args, string(approvals.StatusPending))
+	}
 	if p.Cursor != "" {
 		c, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil {

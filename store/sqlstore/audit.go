@@ -201,9 +201,15 @@ func (s *Store) AuditList(ctx context.Context, p approvals.AuditListParams) ([]a
 
 // auditList reads sealed entries only; AuditList seals first.
 func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error) {
-	where, args := "seq > ?", []any{p.After}
+	where, args, order := "seq > ?", []any{p.After}, "seq"
+	if p.Newest {
+		where, args, order = "1 = 1", nil, "seq DESC"
+		if p.Before > 0 {
+			where, args = "seq < ?", []any{p.Before}
+		}
+	}
 	for _, f := range []struct{ col, v string }{
-		{"actor", p.Actor}, {"tool", p.Tool}, {"run_id", p.RunID}, {"approval_id", p.ApprovalID},
+		{"actor", p.Actor}, {"tool", p.Tool}, {"run_id", p.RunID}, {"approval_id", p.ApprovalID}, {"kind", p.Kind},
 	} {
 		if f.v != "" {
 			where += " AND " + f.col + " = ?"
@@ -211,7 +217,7 @@ func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]a
 		}
 	}
 	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT seq, at, kind, actor, run_id, approval_id, tool,
-		detail, prev_hash, hash FROM audit WHERE `+where+` ORDER BY seq LIMIT ?`), append(args, pageLimit(p.Limit))...)
+		detail, prev_hash, hash FROM audit WHERE `+where+` ORDER BY `+order+` LIMIT ?`), append(args, pageLimit(p.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit list: %w", err)
 	}

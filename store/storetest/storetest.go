@@ -82,6 +82,12 @@ func Run(t *testing.T, open Open) {
 		{"ThreadListSameInstant", testThreadListSameInstant},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
+		{"ConsoleSessionRevokeAndCheck", testConsoleSessionRevoke},
+		{"ConsoleSessionPruneKeepsLive", testConsoleSessionPrune},
+		{"OverviewCountsWhatWaitsRanAndFailed", testOverview},
+		{"RunListFilters", testRunListFilters},
+		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},
+		{"AuditListNewestFirst", testAuditListNewest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

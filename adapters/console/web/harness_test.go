@@ -73,6 +73,7 @@ type bundle struct {
 	eng    *engine.Engine
 	store  *sqlite.Store
 	deploy *deployTool
+	dbPath string
 }
 
 type setupOpts struct {
@@ -86,7 +87,8 @@ type setupOpts struct {
 func setup(t *testing.T, so setupOpts) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
+	dbPath := filepath.Join(t.TempDir(), "opsgate.db")
+	st, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 			t.Errorf("engine: %v", err)
 		}
 	})
-	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy}
+	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy, dbPath: dbPath}
 }
 
 // waitRun polls the store until the run has status (or fails the test).

@@ -1,6 +1,7 @@
 // Package web serves opsgate's web console at "/": sign-in with an API
-// token, the chat view of console threads, the approvals queue, run
-// timelines, the audit log and dead-lettered deliveries.
+// token, a home page of what needs attention, the chat view of console
+// threads, the approvals queue, run timelines, the audit log and
+// dead-lettered deliveries.
 //
 // Pages are rendered on the server with html/template (so every value from
 // outside is escaped once, in one place) and work without JavaScript; a
@@ -39,10 +40,24 @@ import (
 type Engine = api.Engine
 
 // Store is the read side the console renders from: the API's Store plus
-// the thread list of the chat view, so any core.Store serves the console.
+// the thread list of the chat view, and the sign-outs (SessionStore).
 type Store interface {
 	api.Store
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
+	SessionStore
+	// Overview backs the home page.
+	core.OverviewStore
+}
+
+// SessionStore keeps signed-out sessions in the store, so a signed-out
+// cookie stops working on every replica and after a restart
+// (store/sqlite and store/postgres implement it; migration 0006).
+type SessionStore interface {
+	// ConsoleSessionRevoke records the session id as signed out until
+	// expires, when its cookie would have expired anyway.
+	ConsoleSessionRevoke(ctx context.Context, id string, expires, now time.Time) error
+	// ConsoleSessionRevoked reports whether the id is signed out at now.
+	ConsoleSessionRevoked(ctx context.Context, id string, now time.Time) (bool, error)
 }
 
 // Token is one configured API credential (CONTRACT.md api.tokens). Signing
@@ -73,6 +88,9 @@ type Options struct {
 	SessionKey []byte
 	// SessionTTL is how long a sign-in lasts; default 12 h.
 	SessionTTL time.Duration
+	// Channels are the enabled channels, for the home page's channel
+	// health; empty lists the channels the store has seen.
+	Channels []string
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
@@ -88,15 +106,16 @@ const Channel = "console"
 const maxMessageText = 16 << 10
 
 type server struct {
-	o       Options
-	log     *slog.Logger
-	key     []byte
-	tokens  []tokenEntry
-	mux     *http.ServeMux
-	tmpl    map[string]*template.Template
-	cop     *http.CrossOriginProtection
-	secure  bool
-	revoked *revocations
+	o      Options
+	log    *slog.Logger
+	key    []byte
+	tokens []tokenEntry
+	mux    *http.ServeMux
+	tmpl   map[string]*template.Template
+	cop    *http.CrossOriginProtection
+	secure bool
+	// sessions is o.Store's sign-out record.
+	sessions SessionStore
 }
 
 type tokenEntry struct {
@@ -125,7 +144,7 @@ func New(o Options) (http.Handler, error) {
 	if o.StreamTick <= 0 {
 		o.StreamTick = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), revoked: newRevocations()}
+	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
 	for i, t := range o.Tokens {
 		if t.Token == "" {
 			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
@@ -197,9 +216,7 @@ func (s *server) routes() {
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
-	m.HandleFunc("GET /{$}", s.authed(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/chat", http.StatusSeeOther)
-	}))
+	m.HandleFunc("GET /{$}", s.authed(s.homePage))
 	m.HandleFunc("GET /chat", s.authed(s.chatPage))
 	m.HandleFunc("POST /chat", s.authed(s.chatSend))
 	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
