@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/opsgate/opsgate/core/redact"
 )
 
 // ModelSpec is one configured model (models[] in the config) in the shape
@@ -160,10 +162,10 @@ func rootMessage(err error) string {
 	}
 }
 
-// cleanMessage makes a server's message fit for a thread: the key scrubbed,
-// one line, bounded.
+// cleanMessage makes a server's message fit for a thread: the key and any
+// credential core/redact recognizes masked, one line, bounded.
 func cleanMessage(s, apiKey string) string {
-	s = Scrub(strings.Join(strings.Fields(s), " "), apiKey)
+	s = Scrub(redact.Text(strings.Join(strings.Fields(s), " ")), apiKey)
 	return clipRunes(s, 300)
 }
 

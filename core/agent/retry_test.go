@@ -129,9 +129,10 @@ func TestErrorsAreSafeToShow(t *testing.T) {
 		t.Errorf("HostOf = %q", h)
 	}
 	spec := agent.ModelSpec{Name: "m", BaseURL: "https://user:pass@llm.internal/v1?key=secret", APIKey: "sk-abcdef"}
-	e := agent.HTTPError(spec, 401, nil, "bad key sk-abcdef\n given", nil)
+	e := agent.HTTPError(spec, 401, nil, "bad key sk-abcdef\n given for https://u:hunter2@llm.internal/v1?api_key=k1", nil)
 	for _, s := range []string{e.Error(), e.ThreadMessage()} {
-		if strings.Contains(s, "sk-abcdef") || strings.Contains(s, "pass") || strings.Contains(s, "secret") || strings.Contains(s, "\n") {
+		if strings.Contains(s, "sk-abcdef") || strings.Contains(s, "pass") || strings.Contains(s, "secret") || strings.Contains(s, "\n") ||
+			strings.Contains(s, "hunter2") || strings.Contains(s, "k1") {
 			t.Errorf("unsafe: %q", s)
 		}
 	}
