@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -62,6 +63,8 @@ func (c *checker) run() {
 	if c.given["audit.key_file"] && strings.TrimSpace(c.cfg.Audit.KeyFile) == "" {
 		c.problem("audit.key_file", "must not be empty (default <data_dir>/audit.key)")
 	}
+	c.models()
+	c.agents()
 }
 
 func (c *checker) server() {
@@ -379,6 +382,9 @@ func (c *checker) tools() {
 		}
 		if t.Name != "" && !nameRE.MatchString(t.Name) {
 			c.problem(toolPath(i, "name"), "must be 1-64 letters, digits, '_' or '-'")
+		}
+		if t.Name == agent.AskUserTool {
+			c.problem(toolPath(i, "name"), "%s is the agents' built-in question tool; choose another name", t.Name)
 		}
 		switch {
 		case t.Exec == nil && t.HTTP == nil:

@@ -79,6 +79,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		c.Channels.Email.RequireDMARC = true
 	}
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
+	applyAgentDefaults(c, given)
 }
 
 func setString(p *string, def string) {

@@ -86,6 +86,8 @@ var productionEnv = map[string]string{
 	"IMAP_PASSWORD":           "imap",
 	"SMTP_PASSWORD":           "smtp",
 	"EMAIL_TOKEN_KEY":         "0123456789abcdef-token-key",
+	"OPENAI_API_KEY":          "sk-test",
+	"ANTHROPIC_API_KEY":       "sk-ant-test",
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",

@@ -42,6 +42,9 @@ type Config struct {
 	// MCPServers are upstream MCP servers whose tools are offered as
 	// "<server>.<tool>" beside Tools (see mcp.go).
 	MCPServers []MCPServer `yaml:"mcp_servers"`
+	// Models and Agents are the LLM agents (config/agents.go).
+	Models []Model `yaml:"models"`
+	Agents []Agent `yaml:"agents"`
 }
 
 // Audit keys the hash chain of the audit log.
