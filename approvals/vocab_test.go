@@ -16,7 +16,7 @@ func TestVocabularyValid(t *testing.T) {
 			t.Errorf("Action %q not Valid", a)
 		}
 	}
-	for _, s := range []Scope{ScopeCall, ScopeSession} {
+	for _, s := range []Scope{ScopeCall, ScopeSession, ScopeForever} {
 		if !s.Valid() {
 			t.Errorf("Scope %q not Valid", s)
 		}
@@ -27,7 +27,8 @@ func TestVocabularyValid(t *testing.T) {
 		}
 	}
 	for _, k := range []AuditKind{AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
-		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditPolicyDenied} {
+		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated, AuditGrantRevoked,
+		AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed} {
 		if !k.Valid() {
 			t.Errorf("AuditKind %q not Valid", k)
 		}

@@ -76,6 +76,7 @@ var productionEnv = map[string]string{
 	"OPSGATE_DATABASE_URL":    "postgres://opsgate:pw@127.0.0.1:5432/opsgate",
 	"OPSGATE_ADMIN_TOKEN":     "admin-token",
 	"OPSGATE_CI_TOKEN":        "ci-token",
+	"OPSGATE_AGENT_TOKEN":     "agent-token",
 	"SLACK_BOT_TOKEN":         "xoxb-1",
 	"SLACK_SIGNING_SECRET":    "sign",
 	"TELEGRAM_BOT_TOKEN":      "123:abcdefghijklmnopqrstuvwxyz", // the shape @BotFather issues: serve refuses others
@@ -85,6 +86,8 @@ var productionEnv = map[string]string{
 	"IMAP_PASSWORD":           "imap",
 	"SMTP_PASSWORD":           "smtp",
 	"EMAIL_TOKEN_KEY":         "0123456789abcdef-token-key",
+	"OPENAI_API_KEY":          "sk-test",
+	"ANTHROPIC_API_KEY":       "sk-ant-test",
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",

@@ -15,6 +15,10 @@ import (
 // Store interface can name it), so one errors.Is check covers every lookup.
 var ErrNotFound = approvals.ErrNotFound
 
+// ErrForbidden is returned when the actor is authenticated but may not do
+// what it asked (cancel someone else's run, use a token scope it lacks).
+var ErrForbidden = errors.New("forbidden")
+
 // ErrNotSupported is returned by an adapter for a capability its platform
 // lacks (editing a message, opening a modal). Callers fall back to plain
 // text or a new message.
@@ -40,6 +44,9 @@ const (
 	DecisionDenied         DecisionCode = "denied_by_policy" // 403
 	DecisionBadRequest     DecisionCode = "bad_request"      // 400
 	DecisionUnverified     DecisionCode = "unverified"       // 403: the surface could not authenticate the decider
+	// DecisionHumanRequired refuses an agent (an "agent:" actor, or a
+	// token without scope decide): approvals are decided by humans.
+	DecisionHumanRequired DecisionCode = "human_confirmation_required" // 403
 )
 
 // HTTPStatus is the one mapping of refusal codes to HTTP statuses, shared by
@@ -52,7 +59,7 @@ func (c DecisionCode) HTTPStatus() int {
 		return http.StatusNotFound
 	case DecisionAlreadyDecided, DecisionAlreadyVoted:
 		return http.StatusConflict
-	case DecisionNotApprover, DecisionSelfApproval, DecisionDenied, DecisionUnverified:
+	case DecisionNotApprover, DecisionSelfApproval, DecisionDenied, DecisionUnverified, DecisionHumanRequired:
 		return http.StatusForbidden
 	case DecisionExpired:
 		return http.StatusGone
@@ -105,6 +112,8 @@ func Refusal(err error) (de *DecisionError, ok bool) {
 		out.Code = DecisionNotApprover
 	case errors.Is(re, approvals.ErrSelfApproval):
 		out.Code = DecisionSelfApproval
+	case errors.Is(re, approvals.ErrHumanRequired):
+		out.Code = DecisionHumanRequired
 	case errors.Is(re, approvals.ErrDeniedByPolicy):
 		out.Code = DecisionDenied
 	case errors.As(re, &ve):

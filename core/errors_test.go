@@ -26,6 +26,7 @@ func TestDecisionCodeHTTPStatus(t *testing.T) {
 		DecisionDenied:         http.StatusForbidden,
 		DecisionBadRequest:     http.StatusBadRequest,
 		DecisionUnverified:     http.StatusForbidden,
+		DecisionHumanRequired:  http.StatusForbidden,
 		"something_new":        http.StatusBadRequest,
 	} {
 		if got := code.HTTPStatus(); got != want {

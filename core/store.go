@@ -155,6 +155,9 @@ type InboxRecordParams struct {
 	Run     *Run
 	Replies []OutboxMessage
 	Events  []RunEvent
+	// Audit entries are appended (sealed into the chain) with the event,
+	// e.g. a request refused because its sender may not start runs.
+	Audit []approvals.AuditEntry
 }
 
 // InboxResult says what InboxRecord did.

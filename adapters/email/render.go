@@ -25,8 +25,9 @@ func cardSubject(c core.Card) string {
 }
 
 // cardText is the plain-text card: complete on its own, read hours later,
-// with the exact ways to answer.
-func cardText(c core.Card) string {
+// with the exact ways to answer. The requester's copy (approver false)
+// says where approvers decide instead: it carries no reply token.
+func cardText(c core.Card, approver bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n", cardSubject(c))
 	fmt.Fprintf(&b, "%s asks to run %s.\n\n", c.Requester, c.Tool)
@@ -52,8 +53,18 @@ func cardText(c core.Card) string {
 		b.WriteString("\n" + c.OutcomeLine() + "\n")
 		return b.String()
 	}
+	if !approver {
+		b.WriteString("\nThis copy is for your information: your request waits for the approvers above, who got\n")
+		b.WriteString("their own mail to answer. Replying to this copy decides nothing.\n")
+		if c.ConsoleURL != "" {
+			fmt.Fprintf(&b, "\nFollow it in the console: %s\n", c.ConsoleURL)
+		}
+		fmt.Fprintf(&b, "\nApproval id: %s\n", c.ApprovalID)
+		return b.String()
+	}
 	b.WriteString("\nHOW TO ANSWER: reply to this mail (keep the address it replies to; it carries\n")
-	b.WriteString("this approval's token). The first line of your reply decides; quoted text is ignored.\n\n")
+	b.WriteString("your own token for this approval, which counts only from your address; do not forward it).\n")
+	b.WriteString("The first line of your reply decides; quoted text is ignored.\n\n")
 	b.WriteString("  approve\n\n")
 	b.WriteString("  reject: <reason>\n\n")
 	b.WriteString("  edit\n")
@@ -71,7 +82,7 @@ func cardText(c core.Card) string {
 
 // cardHTML is the HTML part of the card: the same content, every value
 // escaped.
-func cardHTML(c core.Card) string {
+func cardHTML(c core.Card, approver bool) string {
 	e := html.EscapeString
 	var b strings.Builder
 	b.WriteString(`<div style="font-family:sans-serif">`)
@@ -102,7 +113,17 @@ func cardHTML(c core.Card) string {
 		fmt.Fprintf(&b, "<p><b>%s</b></p></div>\n", e(c.OutcomeLine()))
 		return b.String()
 	}
-	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries this approval's token). ")
+	if !approver {
+		b.WriteString("<p>This copy is for your information: your request waits for the approvers above, who got their own mail to answer. ")
+		b.WriteString("Replying to this copy decides nothing.</p>\n")
+		if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
+			fmt.Fprintf(&b, "<p>Follow it in the <a href=\"%s\">console</a>.</p>\n", e(u))
+		}
+		fmt.Fprintf(&b, "<p style=\"color:#666\">Approval id: %s</p></div>\n", e(c.ApprovalID))
+		return b.String()
+	}
+	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries your own token for this approval, " +
+		"which counts only from your address; do not forward it). ")
 	b.WriteString("The first line of your reply decides; quoted text is ignored.</p>\n<ul>\n")
 	b.WriteString("<li><code>approve</code></li>\n<li><code>reject: &lt;reason&gt;</code></li>\n")
 	b.WriteString("<li><code>edit</code> followed by every argument as <code>key: value</code> lines or one JSON object, e.g.<pre>edit\n")

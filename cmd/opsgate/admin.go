@@ -137,9 +137,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				reasonHelp = "why; returned to the run as the step's output, and shown to the requester"
 			}
 			reason := fs.String("reason", "", reasonHelp)
-			var scope, argsJSON *string
+			var scope, argsJSON, pattern *string
 			if action != "reject" {
-				scope = fs.String("scope", "call", "call, or session to also allow later calls of this tool in the thread")
+				scope = fs.String("scope", "call", "call; session (later calls of the same rule by the same requester in the thread, "+
+					"for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				pattern = fs.String("pattern", "", "with --scope forever: per-argument globs to save instead of the exact arguments, "+
+					"as a JSON object naming every argument")
 			}
 			if action == "edit" {
 				argsJSON = fs.String("args", "", "the new arguments as one JSON object; it replaces the proposed ones as a whole (required)")
@@ -149,9 +152,19 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				body := map[string]any{"action": action, "reason": *reason}
 				if scope != nil {
 					if !approvals.Scope(*scope).Valid() {
-						return usagef("--scope %q: want call or session", *scope)
+						return usagef("--scope %q: want call, session or forever", *scope)
 					}
 					body["scope"] = *scope
+				}
+				if pattern != nil && *pattern != "" {
+					if *scope != "forever" {
+						return usagef("--pattern goes with --scope forever")
+					}
+					var p map[string]string
+					if err := json.Unmarshal([]byte(*pattern), &p); err != nil || p == nil {
+						return usagef("--pattern: want a JSON object of globs like '{\"service\":\"api\",\"version\":\"1.2.*\"}': %v", errOrNull(err))
+					}
+					body["pattern"] = p
 				}
 				if action == "edit" {
 					args, err := parseArgsFlag(*argsJSON)
@@ -229,6 +242,85 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			flags: decide("edit")},
 	}
 	return runAdmin(ctx, "approvals", "Decide the calls that wait for a human, over the server's API.", subs, args, stdout, stderr)
+}
+
+// grantView is a grant as GET /api/v1/grants returns it.
+type grantView struct {
+	ID         string            `json:"id"`
+	Scope      string            `json:"scope"`
+	Tool       string            `json:"tool"`
+	Thread     string            `json:"thread"`
+	Requester  string            `json:"requester"`
+	Args       map[string]any    `json:"args"`
+	Pattern    map[string]string `json:"pattern"`
+	ApprovalID string            `json:"approval_id"`
+	GrantedBy  string            `json:"granted_by"`
+	CreatedAt  time.Time         `json:"created_at"`
+	ExpiresAt  *time.Time        `json:"expires_at"`
+	RevokedAt  *time.Time        `json:"revoked_at"`
+	RevokedBy  string            `json:"revoked_by"`
+	Active     bool              `json:"active"`
+}
+
+func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	subs := []adminSub{
+		{name: "list", summary: "session and forever grants in force (or --all)",
+			about: "Lists grants, newest first: what each covers, for whom, who granted it, when it ends.",
+			flags: func(fs *flagSet) func(context.Context, *adminCall, []string) error {
+				all := fs.Bool("all", false, "revoked and expired grants too")
+				limit := fs.Int("limit", 50, "at most this many")
+				return func(ctx context.Context, a *adminCall, _ []string) error {
+					q := url.Values{"limit": {strconv.Itoa(*limit)}}
+					if *all {
+						q.Set("status", "all")
+					}
+					var page struct {
+						Items []grantView `json:"items"`
+					}
+					if done, err := a.call(ctx, "grants list", "GET", "/api/v1/grants", q, nil, &page); done {
+						return err
+					}
+					tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tSCOPE\tTOOL\tCOVERS\tFOR\tGRANTED BY\tCREATED\tENDS")
+					for _, g := range page.Items {
+						covers := "rule of approval " + g.ApprovalID
+						switch {
+						case g.Pattern != nil:
+							b, _ := json.Marshal(g.Pattern)
+							covers = "pattern " + string(b)
+						case g.Args != nil:
+							covers = "exactly " + compact(g.Args)
+						}
+						who := "anyone"
+						if g.Requester != "" {
+							who = g.Requester + " in " + g.Thread
+						}
+						ends := "when revoked"
+						switch {
+						case g.RevokedAt != nil:
+							ends = "revoked " + fmtTime(*g.RevokedAt) + " by " + g.RevokedBy
+						case g.ExpiresAt != nil:
+							ends = fmtTime(*g.ExpiresAt)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Scope, g.Tool, covers, who, g.GrantedBy, fmtTime(g.CreatedAt), ends)
+					}
+					return tw.Flush()
+				}
+			}},
+		{name: "revoke", args: "ID", summary: "revoke a grant (audited)",
+			about: "Revokes the grant: the calls it covered ask again. Needs scope decide or admin.",
+			flags: func(fs *flagSet) func(context.Context, *adminCall, []string) error {
+				return func(ctx context.Context, a *adminCall, pos []string) error {
+					var g grantView
+					if done, err := a.call(ctx, "grants revoke "+pos[0], "DELETE", "/api/v1/grants/"+url.PathEscape(pos[0]), nil, nil, &g); done {
+						return err
+					}
+					fmt.Fprintf(a.stdout, "grant %s (%s, %s) is revoked\n", g.ID, g.Scope, g.Tool)
+					return nil
+				}
+			}},
+	}
+	return runAdmin(ctx, "grants", "List and revoke session and forever grants, over the server's API.", subs, args, stdout, stderr)
 }
 
 // parseArgsFlag reads --args: one JSON object.

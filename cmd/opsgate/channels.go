@@ -173,7 +173,7 @@ func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Tok
 func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
 	webTokens := make([]web.Token, 0, len(tokens))
 	for _, t := range tokens {
-		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
 	}
 	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens, Channels: enabledChannels(cfg),
 		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})

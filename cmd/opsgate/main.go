@@ -3,7 +3,7 @@
 // One binary does everything so an operator has one thing to deploy and one
 // thing to run at 3 a.m.: `opsgate serve` runs the server, `opsgate migrate`
 // prepares the store, `opsgate config check` validates a configuration, and
-// the admin subcommands (approvals, runs) talk to a running server over its
+// the admin subcommands (approvals, runs, grants) talk to a running server over its
 // HTTP API, the same API scripts use. `opsgate audit verify` opens the store
 // directly, because it must work even when the server is down.
 //
@@ -67,13 +67,15 @@ Usage:
   opsgate config check [--config FILE]
   opsgate approvals list [--status S] [--limit N] [--json]
   opsgate approvals show ID [--json]
-  opsgate approvals approve ID [--reason R] [--scope call|session]
+  opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
   opsgate runs list [--status S] [--limit N] [--json]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
-  opsgate audit verify [--config FILE]
+  opsgate grants list [--all] [--json]
+  opsgate grants revoke ID
+  opsgate audit verify [--config FILE] [--expect SEQ:HASH]
   opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
@@ -83,7 +85,7 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals and runs subcommands call a running server's HTTP API:
+The approvals, runs and grants subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
@@ -130,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdApprovals(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "grants":
+		err = cmdGrants(ctx, rest, stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, rest, stdout, stderr)
 	case "healthcheck":

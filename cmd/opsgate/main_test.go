@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -35,7 +36,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"approvals", "approve", "a", "b"},
 		{"approvals", "edit", "A1", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"approvals", "edit", "A1", "--args", "[1,2]", "--server", "http://127.0.0.1:1", "--token", "x"},
-		{"approvals", "approve", "A1", "--scope", "forever", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"approvals", "approve", "A1", "--scope", "always", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"runs", "show"},
 		{"runs", "list", "--no-such-flag"},
 		{"config"},
@@ -231,4 +232,21 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("ping error %v: status %d, want %d", c.err, rec.Code, c.want)
 		}
 	}
+}
+
+// FuzzParseExpect: --expect SEQ:HASH is parsed without panicking, and
+// only a positive seq with a hash is accepted.
+func FuzzParseExpect(f *testing.F) {
+	for _, s := range []string{"42:hmac:abc", "1:e3b0", "0:x", "-1:x", "x:y", "", ":", "7:", "9999999999999999999:x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		x, err := parseExpect(s)
+		if err != nil {
+			return
+		}
+		if x.seq < 1 || x.hash == "" || !strings.HasPrefix(s, fmt.Sprint(x.seq)+":") {
+			t.Fatalf("parseExpect(%q) = %+v", s, x)
+		}
+	})
 }

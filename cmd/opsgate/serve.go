@@ -121,6 +121,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s store: %w", cfg.Store.Driver, err)
 	}
+	key, err := loadAuditKey(cfg.Audit.KeyFile, true)
+	if err != nil {
+		return err
+	}
+	if err := st.AuditAdoptKey(ctx, key, time.Now()); err != nil {
+		return fmt.Errorf("audit.key_file %s: %w (every replica must use the key the chain was sealed with)", cfg.Audit.KeyFile, err)
+	}
+	log.Info("audit chain keyed", "key_file", cfg.Audit.KeyFile)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -207,6 +215,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
+	go reloadOnHUP(engCtx, cfg, eng, st, log)
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/approvals"
@@ -32,6 +33,11 @@ type store interface {
 	// AuditVerifyReport backs `opsgate audit verify`: the first entry that
 	// does not link, and the chain's head.
 	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+	// SetAuditKey and AuditAdoptKey key the chain (audit.key_file).
+	SetAuditKey(key approvals.AuditKey)
+	AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now time.Time) error
+	// AuditAppend audits what belongs to no run (a configuration reload).
+	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
 	// SessionStore keeps the console's sign-outs for every replica.
 	web.SessionStore
 }

@@ -478,16 +478,16 @@ func TestApprovals(t *testing.T) {
 	})
 	t.Run("BadBodies", func(t *testing.T) {
 		for body, wantStatus := range map[string]int{
-			`{"action":"approve"`:                    400,
-			`{"action":"approve","scop":"call"}`:     400,
-			`nope`:                                   400,
-			`{}`:                                     422,
-			`{"action":"maybe"}`:                     422,
-			`{"action":"approve","scope":"forever"}`: 422,
-			`{"action":"edit"}`:                      422,
-			`{"action":"approve","args":{"a":1}}`:    422,
-			`{"action":"edit","args":[1]}`:           422,
-			`{"action":1}`:                           422,
+			`{"action":"approve"`:                   400,
+			`{"action":"approve","scop":"call"}`:    400,
+			`nope`:                                  400,
+			`{}`:                                    422,
+			`{"action":"maybe"}`:                    422,
+			`{"action":"approve","scope":"always"}`: 422,
+			`{"action":"edit"}`:                     422,
+			`{"action":"approve","args":{"a":1}}`:   422,
+			`{"action":"edit","args":[1]}`:          422,
+			`{"action":1}`:                          422,
 		} {
 			r := b.do(t, "POST", "/api/v1/approvals/a2/decision", adminToken, body)
 			if r.status != wantStatus {

@@ -32,7 +32,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
-		Reason: d.Reason, Scope: d.Scope, At: e.now(), Unverified: d.Unverified,
+		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -50,11 +50,15 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	return a, decisionError(d.ApprovalID, actor.ID, err)
 }
 
-// decisionEnv gives Decide the tool's schema and the policy re-check for
-// edits, from the live configuration.
+// decisionEnv gives Decide the live configuration: who is who, who may
+// decide this approval now, the tool's schema and the policy re-check.
 func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approvals.Env {
+	tr := e.trust()
 	return approvals.Env{
-		AllowSelfApproval: e.opts.AllowSelfApproval,
+		People:            tr.dir,
+		Eligible:          tr.dir.Expand(a.Approvers),
+		SessionTTL:        tr.sessionTTL,
+		ForeverHighImpact: tr.policy.ForeverHighImpact,
 		Validate: func(args map[string]any) (map[string]any, error) {
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.
@@ -69,8 +73,8 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
-			v := e.policy.Evaluate(info, args)
-			return v, approvals.Expand(v.Approvers, e.opts.Groups)
+			v := tr.policy.Evaluate(info, args)
+			return v, tr.dir.Expand(v.Approvers)
 		},
 	}
 }

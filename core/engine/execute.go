@@ -99,20 +99,23 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		// The message may quote the requester's value: text, never markup.
 		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
 	}
-	v := x.e.policy.Evaluate(toolInfo(cs.tool), args)
+	tr := x.e.trust()
+	v := tr.policy.Evaluate(toolInfo(cs.tool), args)
 	switch v.Effect {
 	case approvals.EffectDeny:
 		return false, x.deny(ctx, cs.tool, idx, args, v, "")
 	case approvals.EffectAsk:
-		g, err := x.e.store.GrantFind(ctx, x.run.Thread.String(), cs.tool.Name)
-		if err != nil && !errors.Is(err, core.ErrNotFound) {
+		g, err := x.e.grantFor(ctx, tr, approvals.Call{Tool: cs.tool.Name, Risk: cs.tool.Risk, Thread: x.run.Thread.String(),
+			Requester: x.run.Requester, Args: args, Verdict: v})
+		if err != nil {
 			return false, fmt.Errorf("find grant: %w", err)
 		}
-		if err != nil || g == nil {
-			return false, x.suspend(ctx, cs.tool, idx, args, v)
+		if g == nil {
+			return false, x.suspend(ctx, tr, cs.tool, idx, args, v)
 		}
-		x.log.Info("session grant turns ask into allow", "tool", cs.tool.Name, "grant_approval", g.ApprovalID)
-		audit := x.e.audit(approvals.AuditGrantApplied, g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{"step": idx, "args": args})
+		x.log.Info("grant turns ask into allow", "tool", cs.tool.Name, "grant", g.ID, "scope", g.Scope)
+		audit := x.e.audit(approvals.AuditGrantApplied, g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{
+			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": x.run.Requester})
 		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
 	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
@@ -163,7 +166,7 @@ func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]
 
 // suspend records the ask in ONE checkpoint: the approval, the step and
 // run waiting for it, the card in the outbox, the audit entry.
-func (x *execution) suspend(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
+func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
 	e := x.e
 	preview := x.preview(ctx, t, idx, args)
 	now := e.now()
@@ -171,7 +174,7 @@ func (x *execution) suspend(ctx context.Context, t *Tool, idx int, args map[stri
 		ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
 		Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: args, Preview: preview,
 		Reason: x.run.Reason, Status: approvals.StatusPending, Approvers: v.Approvers,
-		Eligible: approvals.Expand(v.Approvers, e.opts.Groups), Quorum: max(v.Quorum, 1), Rule: v.Rule,
+		Eligible: tr.dir.Expand(v.Approvers), Quorum: max(v.Quorum, 1), Rule: v.Rule,
 		CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
 	}
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepWaitingApproval, Args: args, ApprovalID: a.ID}
@@ -217,7 +220,7 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 			args = a.ProposedArgs
 		}
 		// Deny is final: a rule added since the ask still stops the call.
-		if v := e.policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
+		if v := e.trust().policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
 			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
 		}
 		next := *st

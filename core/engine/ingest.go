@@ -36,6 +36,17 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		return e.handleDecisionEvent(ctx, ev)
 	}
 
+	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
+		p := e.refusedRequest(ev, why)
+		res, err := e.store.InboxRecord(ctx, p)
+		if err != nil {
+			return core.Receipt{}, fmt.Errorf("engine: record refused event %s/%s: %w", ev.Channel, ev.EventID, err)
+		}
+		if !res.Duplicate {
+			e.log.Info("request refused: sender may not start runs here", "channel", ev.Channel, "actor", ev.Actor.ID, "why", why)
+		}
+		return core.Receipt{Duplicate: res.Duplicate, Refused: true}, nil
+	}
 	p := core.InboxRecordParams{Event: ev}
 	rt, err := e.router.Route(ev.Text)
 	var nm *router.NoMatchError

@@ -177,23 +177,6 @@ func (s *Store) ApprovalListExpired(ctx context.Context, now time.Time, limit in
 	return ids, nil
 }
 
-// GrantFind implements approvals.Store. No grant is not an error: it
-// returns (nil, nil), since the question is "is there one?".
-func (s *Store) GrantFind(ctx context.Context, thread, tool string) (*approvals.Grant, error) {
-	var g approvals.Grant
-	var at int64
-	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT thread, tool, approval_id, actor, at FROM grants
-		WHERE thread = ? AND tool = ?`), thread, tool).Scan(&g.Thread, &g.Tool, &g.ApprovalID, &g.Actor, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: grant find: %w", err)
-	}
-	g.At = fromMicros(at)
-	return &g, nil
-}
-
 // ApprovalDecide implements approvals.Store; see the interface for the
 // contract. Write order inside the transaction — approval row, run row,
 // outbox, audit last — matches RunCheckpoint (run row, then audit), so the
@@ -245,10 +228,8 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			}
 		}
 		if out.Grant != nil {
-			if _, err := t.exec(ctx, `INSERT INTO grants (thread, tool, approval_id, actor, at) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (thread, tool) DO UPDATE SET approval_id = excluded.approval_id, actor = excluded.actor, at = excluded.at`,
-				out.Grant.Thread, out.Grant.Tool, out.Grant.ApprovalID, out.Grant.Actor, micros(out.Grant.At)); err != nil {
-				return fmt.Errorf("store: approval decide %s: grant: %w", a.ID, err)
+			if err := insertGrant(ctx, t, out.Grant); err != nil {
+				return fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 			}
 		}
 		if out.Final && out.Approval != nil {

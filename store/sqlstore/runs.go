@@ -84,6 +84,9 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 		if err := insertOutbox(ctx, t, now, p.Replies...); err != nil {
 			return err
 		}
+		if err := appendAudit(ctx, t, p.Audit); err != nil {
+			return err
+		}
 		return appendEvents(ctx, t, events, runID, now)
 	})
 	return res, err

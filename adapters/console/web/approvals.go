@@ -190,7 +190,14 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
 	if d.Scope != "" && !d.Scope.Valid() {
-		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call or session"}
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
+	}
+	if !info.scopes.Has(core.ScopeDecide) {
+		// Through the engine all the same, so the attempt is audited.
+		d.Unverified = fmt.Sprintf("console: token %q has no scope decide (agents and tokens without decide never decide)", info.actor.Name)
+		_, _ = s.o.Engine.Decide(ctx, info.actor, Channel, d)
+		formErr = &core.DecisionError{Code: core.DecisionHumanRequired,
+			Message: "You signed in with a token that may not decide approvals; a person decides, with a token that has scope decide."}
 	}
 	var err error
 	if formErr == nil {

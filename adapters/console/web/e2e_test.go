@@ -22,18 +22,28 @@ import (
 
 const chromiumPath = "/usr/bin/chromium"
 
-// artifactDir is where the screenshots go (docs/console.md names it); they
-// are committed, desktop and phone for each page, so a change to the
-// console shows in review.
+// artifactDir is where the screenshots go. The committed ones under
+// artifacts/console/ (docs/console.md names them: desktop and phone for each
+// page, so a change to the console shows in review) are rewritten only with
+// OPSGATE_UPDATE_SCREENSHOTS=1, so an ordinary test run leaves the work tree
+// clean; otherwise they go to a directory under the system's temp dir, named
+// in the test log.
 func artifactDir(t *testing.T) string {
 	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "..", "..", "artifacts", "console"))
-	if err != nil {
-		t.Fatal(err)
+	var dir string
+	if os.Getenv("OPSGATE_UPDATE_SCREENSHOTS") == "1" {
+		abs, err := filepath.Abs(filepath.Join("..", "..", "..", "artifacts", "console"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = abs
+	} else {
+		dir = filepath.Join(os.TempDir(), "opsgate-console-screenshots")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("screenshots in %s (OPSGATE_UPDATE_SCREENSHOTS=1 writes artifacts/console/)", dir)
 	return dir
 }
 

@@ -81,6 +81,10 @@ type setupOpts struct {
 	previewDelay time.Duration
 	publicURL    string
 	selfApproval bool
+	// tokens are added to admin's and bob's.
+	tokens []Token
+	// foreverHighImpact lets forever grants cover deploy (high_impact).
+	foreverHighImpact bool
 }
 
 // setup builds the console on a real engine and a real SQLite store, with a
@@ -119,7 +123,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 		Policy: &approvals.Policy{Rules: []approvals.Rule{
 			{Tool: "xss", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
-		}},
+		}, ForeverHighImpact: so.foreverHighImpact},
 		Groups:            map[string][]string{"sre": {"console:admin", "console:bob", "slack:U1"}},
 		ApprovalTTL:       time.Hour,
 		AllowSelfApproval: so.selfApproval,
@@ -136,7 +140,8 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	go func() { done <- eng.Run(runCtx) }()
 	h, err := New(Options{Engine: eng, Store: st, PublicURL: so.publicURL, StreamTick: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tokens: []Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}, {Name: "bob", Token: bobToken, Actor: "console:bob"}}})
+		Tokens: append([]Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}, {Name: "bob", Token: bobToken, Actor: "console:bob"}},
+			so.tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,18 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	_, err := s.o.Engine.Cancel(r.Context(), id, infoFrom(r.Context()).actor)
+	info := infoFrom(r.Context())
+	if !info.scopes.Has(core.ScopeAdmin) {
+		switch err := s.o.Engine.CancelAllowed(r.Context(), id, info.actor); {
+		case errors.Is(err, core.ErrForbidden):
+			s.plainError(w, http.StatusForbidden, "Only the run's requester, its approvers or an admin may cancel it.")
+			return
+		case err != nil:
+			s.fail(w, r, fmt.Errorf("web: cancel run %s: %w", id, err))
+			return
+		}
+	}
+	_, err := s.o.Engine.Cancel(r.Context(), id, info.actor)
 	switch {
 	case errors.Is(err, core.ErrConflict):
 		s.plainError(w, http.StatusConflict, "That run has already ended.")
@@ -169,8 +180,20 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
 		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Kind": p.Kind, "Next": nextURL,
-		"Kinds": []string{"approval.requested", "approval.decided", "approval.refused", "approval.expired", "grant.applied",
-			"policy.denied", "run.cancelled", "run.interrupted", "run.redispatched"}})
+		"Kinds": auditFilterKinds})
+}
+
+// auditFilterKinds are the kinds the audit page offers as a filter.
+var auditFilterKinds = kindStrings(approvals.AuditApprovalRequested, approvals.AuditApprovalDecided,
+	approvals.AuditApprovalRefused, approvals.AuditApprovalExpired, approvals.AuditGrantApplied,
+	approvals.AuditPolicyDenied, approvals.AuditRunCancelled, approvals.AuditRunInterrupted, approvals.AuditRunRedispatched)
+
+func kindStrings(kinds ...approvals.AuditKind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // deliveriesPage lists dead-lettered messages (or another status) with a
@@ -222,4 +245,47 @@ func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "web: delivery requeued", "id", id, "actor", infoFrom(r.Context()).actor.ID)
 	http.Redirect(w, r, "/deliveries?done="+url.QueryEscape(id), http.StatusSeeOther)
+}
+
+// grantsPage lists the session and forever grants: the active ones, or
+// every one with ?status=all.
+func (s *server) grantsPage(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	p := approvals.GrantListParams{Limit: 200}
+	switch status {
+	case "", "active":
+		status = "active"
+		p.ActiveAt = s.o.Now().UTC()
+	case "all":
+	default:
+		s.plainError(w, http.StatusBadRequest, "Unknown grant status.")
+		return
+	}
+	gs, _, err := s.o.Store.GrantList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("web: list grants: %w", err))
+		return
+	}
+	now := s.o.Now().UTC()
+	rows := make([]grantRow, 0, len(gs))
+	for _, g := range gs {
+		rows = append(rows, newGrantRow(g, now))
+	}
+	s.render(w, r, http.StatusOK, "grants", map[string]any{"Title": "Grants", "Rows": rows, "Status": status,
+		"Done": r.URL.Query().Get("done")})
+}
+
+// revokeGrant revokes one grant through the engine (audited).
+func (s *server) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := s.o.Engine.RevokeGrant(r.Context(), id, infoFrom(r.Context()).actor)
+	switch {
+	case errors.Is(err, approvals.ErrGrantRevoked):
+		s.plainError(w, http.StatusConflict, "That grant was already revoked.")
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("web: revoke grant %s: %w", id, err))
+		return
+	}
+	http.Redirect(w, r, "/grants?done="+url.QueryEscape(id), http.StatusSeeOther)
 }

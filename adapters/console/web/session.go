@@ -110,9 +110,20 @@ func (s *server) csrfToken(ss session) string { return s.tag("csrf", ss.ID) }
 type ctxKey struct{}
 
 type reqInfo struct {
-	sess  session
-	actor core.Actor
-	csrf  string
+	sess   session
+	actor  core.Actor
+	scopes core.Scopes
+	csrf   string
+}
+
+// scopesOf returns the scopes of the configured token a session names.
+func (s *server) scopesOf(tag string) core.Scopes {
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(t.tag), []byte(tag)) == 1 {
+			return t.scopes
+		}
+	}
+	return nil
 }
 
 func infoFrom(ctx context.Context) reqInfo {
@@ -153,7 +164,7 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(localPath(next, "/chat")), http.StatusSeeOther)
 			return
 		}
-		info := reqInfo{sess: ss, actor: actor, csrf: s.csrfToken(ss)}
+		info := reqInfo{sess: ss, actor: actor, scopes: s.scopesOf(ss.Tag), csrf: s.csrfToken(ss)}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
 			got := r.PostFormValue(csrfField)

@@ -306,6 +306,32 @@ func firstLine(s string) string {
 	return s
 }
 
+// grantRow is one grant on the grants page.
+type grantRow struct {
+	ID, Scope, Tool, Thread, Requester, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
+	Active                                                                                                        bool
+}
+
+func newGrantRow(g *approvals.Grant, now time.Time) grantRow {
+	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester,
+		ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: ts(g.At), RevokedBy: g.RevokedBy, Active: g.Active(now)}
+	switch {
+	case g.Pattern != nil:
+		row.Covers = "pattern " + jsonText(g.Pattern)
+	case g.Args != nil:
+		row.Covers = "exactly " + jsonText(g.Args)
+	default:
+		row.Covers = "rule " + g.RuleKey
+	}
+	if g.ExpiresAt != nil {
+		row.ExpiresAt = ts(*g.ExpiresAt)
+	}
+	if g.RevokedAt != nil {
+		row.RevokedAt = ts(*g.RevokedAt)
+	}
+	return row
+}
+
 // diffLine is one line of an argument diff: Op is " " (the same), "-"
 // (only in the old arguments) or "+" (only in the new).
 type diffLine struct {

@@ -66,6 +66,10 @@ type Token struct {
 	Name  string
 	Token string
 	Actor string
+	// Scopes limit what a session signed in with the token may do (nil:
+	// core.TokenScopes' defaults); a token without decide sees approvals
+	// but its decisions are refused and audited.
+	Scopes []core.Scope
 }
 
 // Options configures New. Engine, Store and Tokens are required.
@@ -118,8 +122,9 @@ type server struct {
 }
 
 type tokenEntry struct {
-	tag   string // hmac(key, token): names the token inside a session
-	actor core.Actor
+	tag    string // hmac(key, token): names the token inside a session
+	actor  core.Actor
+	scopes core.Scopes
 }
 
 // New validates o and returns the console handler, to be mounted at "/"
@@ -157,7 +162,8 @@ func New(o Options) (http.Handler, error) {
 		s.key = deriveKey(o.Tokens)
 	}
 	for _, t := range o.Tokens {
-		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name},
+			scopes: core.TokenScopes(t.Actor, t.Scopes)})
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("web: no API tokens configured; nobody can sign in to the console")
@@ -215,22 +221,43 @@ func (s *server) routes() {
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
-	m.HandleFunc("GET /{$}", s.authed(s.homePage))
-	m.HandleFunc("GET /chat", s.authed(s.chatPage))
-	m.HandleFunc("POST /chat", s.authed(s.chatSend))
-	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
-	m.HandleFunc("GET /approvals/{id}", s.authed(s.approvalPage))
+	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
+	m.HandleFunc("GET /{$}", s.authed(s.need(read, s.homePage)))
+	m.HandleFunc("GET /chat", s.authed(s.need(read, s.chatPage)))
+	m.HandleFunc("POST /chat", s.authed(s.need(request, s.chatSend)))
+	m.HandleFunc("GET /approvals", s.authed(s.need(read, s.approvalsPage)))
+	m.HandleFunc("GET /approvals/{id}", s.authed(s.need(read, s.approvalPage)))
+	// decide checks scope decide itself, so the refusal is audited.
 	m.HandleFunc("POST /approvals/{id}/decision", s.authed(s.decide))
-	m.HandleFunc("GET /runs", s.authed(s.runsPage))
-	m.HandleFunc("GET /runs/{id}", s.authed(s.runPage))
-	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.cancelRun))
-	m.HandleFunc("GET /audit", s.authed(s.auditPage))
-	m.HandleFunc("GET /deliveries", s.authed(s.deliveriesPage))
-	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.requeue))
-	m.HandleFunc("GET /events", s.authed(s.events))
+	m.HandleFunc("GET /runs", s.authed(s.need(read, s.runsPage)))
+	m.HandleFunc("GET /runs/{id}", s.authed(s.need(read, s.runPage)))
+	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.cancelRun)))
+	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
+	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))
+	m.HandleFunc("GET /audit", s.authed(s.need(read, s.auditPage)))
+	m.HandleFunc("GET /deliveries", s.authed(s.need(admin, s.deliveriesPage)))
+	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.need(admin, s.requeue)))
+	m.HandleFunc("GET /events", s.authed(s.need(read, s.events)))
 	m.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
 	}))
+}
+
+// need refuses (403) a request whose session's token holds none of scopes.
+func (s *server) need(scopes []core.Scope, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r.Context())
+		if !info.scopes.Any(scopes...) {
+			names := make([]string, len(scopes))
+			for i, sc := range scopes {
+				names[i] = string(sc)
+			}
+			s.log.InfoContext(r.Context(), "web: refused: missing scope", "path", r.URL.Path, "actor", info.actor.ID, "need", names)
+			s.plainError(w, http.StatusForbidden, "Forbidden: the token you signed in with does not have scope "+strings.Join(names, " or ")+".")
+			return
+		}
+		h(w, r)
+	}
 }
 
 // ServeHTTP sets the security headers every response carries, refuses
