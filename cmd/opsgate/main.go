@@ -70,6 +70,8 @@ Usage:
   opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
+  opsgate approvals watch [--new] [--count N] [--json]   (one line per new approval)
+  opsgate approvals wait ID [--timeout D] [--json]        (exit 0 approved, 1 rejected, 3 expired, 4 cancelled)
   opsgate runs list [--status S] [--limit N] [--json]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
@@ -152,6 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // report prints err for a human and maps it to an exit code.
 func report(err error, stderr io.Writer) int {
+	var ee *exitError
 	switch {
 	case err == nil:
 		return exitOK
@@ -163,11 +166,26 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, errSilent):
 		// The command already printed what went wrong.
 		return exitFail
+	case errors.As(err, &ee):
+		// A command whose exit status is its answer (approvals wait).
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "opsgate: %s\n", ee.msg)
+		}
+		return ee.code
 	default:
 		fmt.Fprintf(stderr, "opsgate: %v\n", err)
 		return exitFail
 	}
 }
+
+// exitError ends a command with a chosen exit status, and a message for
+// stderr when msg is set.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
 
 // errSilent is a failure whose details were already printed (config check,
 // audit verify); report only sets the exit code.
