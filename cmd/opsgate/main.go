@@ -78,6 +78,7 @@ Usage:
   opsgate grants list [--all] [--json]
   opsgate grants revoke ID
   opsgate audit verify [--config FILE] [--expect SEQ:HASH]
+  opsgate tui [--plain]                       (the approvals queue in the terminal)
   opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
@@ -142,6 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdHealthcheck(ctx, rest, stdout, stderr)
 	case "mcp":
 		err = cmdMCP(ctx, rest, stdout, stderr)
+	case "tui":
+		err = cmdTUI(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
