@@ -18,11 +18,13 @@ import (
 // approvals watch and wait here, the TUI under tmux in tui_test.go.
 
 // termConfig is a deploy flow behind an ask, decided by console:admin (the
-// generated token's actor).
+// generated token's actor), with the local channel on.
 func termConfig(e *env, ttl string) {
 	deploy := e.script("deploy.sh", `echo "deployed $1 $2 to $3"`)
 	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`engine:
   poll_interval: 100ms
+channels:
+  local: {enabled: true}
 approvers:
   groups:
     sre: ["console:admin"]
