@@ -79,6 +79,7 @@ Usage:
   opsgate grants revoke ID
   opsgate audit verify [--config FILE] [--expect SEQ:HASH]
   opsgate tui [--plain]                       (the approvals queue in the terminal)
+  opsgate chat [--thread T]                   (a local channel thread: ask and decide in place)
   opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
@@ -88,7 +89,7 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals, runs and grants subcommands call a running server's HTTP API:
+The approvals, runs, grants, tui and chat subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
@@ -145,6 +146,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdMCP(ctx, rest, stdout, stderr)
 	case "tui":
 		err = cmdTUI(ctx, rest, stdout, stderr)
+	case "chat":
+		err = cmdChat(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/internal/chat"
 	"github.com/opsgate/opsgate/internal/client"
 	"github.com/opsgate/opsgate/internal/tui"
 )
@@ -52,4 +55,58 @@ the newest runs as plain text once and exits. See docs/terminal.md.`, stdout, st
 		return tui.Plain(ctx, c, stdout, time.Now())
 	}
 	return tui.Run(ctx, c, os.Stdin, out)
+}
+
+func cmdChat(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("chat", "chat [--thread T] [--server URL] [--token T]", `
+A conversation with opsgate from the terminal, in a thread of the local
+channel: what you type is sent as your token's actor (deploy api 1.2.3,
+help); replies, approval cards and their outcomes appear inline. Decide the
+thread's card in place with /approve, /reject <reason> or /edit key=value
+(the same checks as any decision: who may decide, quorum, expiry, the
+tool's schema). /help lists the commands.
+
+On a terminal it is an inline prompt; otherwise it reads lines from stdin
+and, at their end, waits for the runs it started to finish or to wait for
+a human. The server needs channels.local.enabled: true. See docs/terminal.md.`, stdout, stderr)
+	thread := fs.String("thread", "", "the thread to talk in, local:<key> or <key> (default: your user name)")
+	cf := addClientFlags(fs)
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("chat takes no arguments (use --thread)")
+	}
+	th := *thread
+	if th == "" {
+		th = defaultThread()
+	}
+	if k := strings.TrimPrefix(th, "local:"); k == "" || len(k) > 256 || strings.ContainsAny(k, "\r\n") {
+		return usagef("--thread %q: want local:<key> or <key>, one line of at most 256 bytes", th)
+	}
+	c, err := terminalClient(cf)
+	if err != nil {
+		return err
+	}
+	me, err := c.Me(ctx)
+	if err != nil {
+		return fmt.Errorf("who is this token: %w", err)
+	}
+	s := chat.NewSession(c, me, th, time.Now)
+	out, isFile := stdout.(*os.File)
+	if isFile && tui.IsTerminal(out) && tui.IsTerminal(os.Stdin) {
+		return s.Terminal(ctx, os.Stdin, out)
+	}
+	return s.Lines(ctx, os.Stdin, stdout)
+}
+
+// defaultThread is a thread of one's own: the login name.
+func defaultThread() string {
+	for _, v := range []string{"USER", "LOGNAME"} {
+		if u := os.Getenv(v); u != "" {
+			return u
+		}
+	}
+	return "terminal"
 }

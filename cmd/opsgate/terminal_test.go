@@ -247,3 +247,96 @@ func TestApprovalsWaitExpiredExits3(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestChatDecidesInPlace: `opsgate chat` over a pipe against a real
+// server — a request typed in a local thread runs as the token's actor,
+// its card comes back inline, a bad edit is refused next to its field, an
+// approval in place lets the run finish, and the result is printed before
+// the session ends with its input.
+func TestChatDecidesInPlace(t *testing.T) {
+	e := newEnv(t)
+	termConfig(e, "1h")
+	e.start()
+	cmd := exec.Command(binPath, "chat", "--thread", "dev-1", "--config", e.cfgPath)
+	cmd.Dir = e.dir
+	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &testkit.LogBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 200)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var transcript []string
+	until := func(what string, match func(string) bool) string {
+		t.Helper()
+		deadline := time.After(waitBound)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("chat ended before %s; stderr %s\n%s", what, stderr, strings.Join(transcript, "\n"))
+				}
+				transcript = append(transcript, l)
+				if match(l) {
+					return l
+				}
+			case <-deadline:
+				t.Fatalf("no %s after %s:\n%s", what, waitBound, strings.Join(transcript, "\n"))
+			}
+		}
+	}
+	until("the banner", func(l string) bool { return strings.HasPrefix(l, "opsgate chat in local:dev-1 at http://127.0.0.1:") })
+	fmt.Fprintln(stdin, "deploy api 1.2.3")
+	until("the card", func(l string) bool { return strings.HasPrefix(l, "┌ Approval needed: deploy") })
+	until("the card's decision line", func(l string) bool { return strings.HasPrefix(l, "└ /approve") })
+	fmt.Fprintln(stdin, "/edit version=-1")
+	until("the edit's refusal", func(l string) bool { return strings.HasPrefix(l, "✗ edit refused:") && strings.Contains(l, "422") })
+	fmt.Fprintln(stdin, "/approve")
+	until("the approval", func(l string) bool { return strings.HasSuffix(l, "] approved") })
+	until("the card's outcome", func(l string) bool { return strings.HasPrefix(l, "✓ [") && strings.Contains(l, "Approved by console:admin") })
+	until("the result", func(l string) bool { return strings.Contains(l, "deployed api 1.2.3 to staging") })
+	stdin.Close()
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("chat: %v; stderr %s", err, stderr)
+	}
+	// It ran in the local thread as the token's actor, decided via local.
+	var runs struct {
+		Items []struct {
+			ID, Thread, Requester, Status string
+		} `json:"items"`
+	}
+	e.api("GET", "/api/v1/runs?thread=local:dev-1", nil, &runs)
+	if len(runs.Items) != 1 || runs.Items[0].Requester != "console:admin" || runs.Items[0].Status != "succeeded" {
+		t.Fatalf("runs %+v", runs.Items)
+	}
+	r := e.run(runs.Items[0].ID)
+	var ap struct {
+		Decisions []struct{ Actor, Channel, Action string } `json:"decisions"`
+	}
+	e.api("GET", "/api/v1/approvals/"+r.Steps[0].ApprovalID, nil, &ap)
+	if len(ap.Decisions) != 1 || ap.Decisions[0].Channel != "local" || ap.Decisions[0].Action != "approve" {
+		t.Fatalf("decisions %+v", ap.Decisions)
+	}
+	// Bad usage is exit 2.
+	if _, _, code := e.cli("chat", "--thread", "a\nb"); code != 2 {
+		t.Fatalf("chat --thread with a line break: exit %d", code)
+	}
+}
