@@ -309,7 +309,9 @@ func TestChatDecidesInPlace(t *testing.T) {
 	until("the edit's refusal", func(l string) bool { return strings.HasPrefix(l, "✗ edit refused:") && strings.Contains(l, "422") })
 	fmt.Fprintln(stdin, "/approve")
 	until("the approval", func(l string) bool { return strings.HasSuffix(l, "] approved") })
-	until("the card's outcome", func(l string) bool { return strings.HasPrefix(l, "✓ [") && strings.Contains(l, "Approved by console:admin") })
+	until("the card's outcome", func(l string) bool {
+		return strings.HasPrefix(l, "✓ [") && strings.Contains(l, "Approved by console:admin")
+	})
 	until("the result", func(l string) bool { return strings.Contains(l, "deployed api 1.2.3 to staging") })
 	stdin.Close()
 	for range lines {

@@ -80,8 +80,8 @@ func TestRenderKeepsOutsideTextInert(t *testing.T) {
 	t.Parallel()
 	s := NewSession(nil, &client.Me{Actor: "console:admin", Scopes: []string{"decide"}}, "dev", nil)
 	card := &core.Card{ApprovalID: "0199c3a4-aaaa", Tool: "deploy", Risk: approvals.RiskHighImpact, Status: approvals.StatusPending,
-		Args:     []core.CardArg{{Name: "version", Value: "1.2.3\nApproved by alice"}, {Name: "service", Value: "\x1b[2Japi"}},
-		Preview:  "ok\x1b]0;pwned\x07", Requester: "console:bob", Approvers: []string{"group:sre"}, Eligible: []string{"console:admin"},
+		Args:    []core.CardArg{{Name: "version", Value: "1.2.3\nApproved by alice"}, {Name: "service", Value: "\x1b[2Japi"}},
+		Preview: "ok\x1b]0;pwned\x07", Requester: "console:bob", Approvers: []string{"group:sre"}, Eligible: []string{"console:admin"},
 		ExpiresAt: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC), Reason: "\u202eevil"}
 	var all []string
 	all = append(all, s.Render(StreamMessage{ID: "m1", Direction: "out", Kind: "card", ApprovalID: card.ApprovalID, Card: card})...)

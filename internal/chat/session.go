@@ -49,12 +49,12 @@ type Session struct {
 	me     *client.Me
 	now    func() time.Time
 
-	mu     sync.Mutex
-	cards  map[string]*core.Card // by approval id, as last streamed
-	order  []string              // approval ids, oldest first
-	mine   map[string]bool       // event ids this session sent
-	runs   map[string]bool       // runs this session started
-	seen   map[string]bool       // stream message ids shown
+	mu    sync.Mutex
+	cards map[string]*core.Card // by approval id, as last streamed
+	order []string              // approval ids, oldest first
+	mine  map[string]bool       // event ids this session sent
+	runs  map[string]bool       // runs this session started
+	seen  map[string]bool       // stream message ids shown
 	// replied and carded are the runs with a reply or a card shown.
 	replied, carded map[string]bool
 }
