@@ -231,6 +231,15 @@ func waitApproval(ctx context.Context, c *client.Client, id string, stdout, stde
 				switch ev.Type {
 				case "ready":
 					attempt = 0
+					// Decided between the read above and the stream's first
+					// pass, it is in no snapshot (only pending ones are) and
+					// will not change again: read it once more.
+					if err := check(); err != nil {
+						return err
+					}
+					if final != nil {
+						return errDecided
+					}
 				case "approval":
 					var ap client.Approval
 					if json.Unmarshal(ev.Data, &ap) == nil && ap.ID == id && ap.Status != approvals.StatusPending {
