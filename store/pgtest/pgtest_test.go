@@ -296,3 +296,38 @@ func BenchmarkCreateDropDatabase(b *testing.B) {
 		}
 	}
 }
+
+// TestClusterRestartKeepsData: a private cluster stops (connections break,
+// new ones are refused) and starts again on the same port with its data.
+func TestClusterRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	cl := StartCluster(t)
+	dsn := cl.DSN()
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE kept (id int); INSERT INTO kept VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Fatal("a connection survived the stop")
+	}
+	if c, err := pgx.Connect(t.Context(), dsn); err == nil {
+		c.Close(context.Background())
+		t.Fatal("a stopped cluster accepted a connection")
+	}
+	if err := cl.Stop(); err == nil {
+		t.Fatal("a second Stop succeeded")
+	}
+	if err := cl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if cl.DSN() != dsn {
+		t.Fatalf("DSN changed across the restart: %s, then %s", dsn, cl.DSN())
+	}
+	var v int
+	if err := connect(t, dsn).QueryRow(t.Context(), "SELECT id FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("after the restart: %d, %v; want the row written before", v, err)
+	}
+}
