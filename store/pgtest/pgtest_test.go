@@ -139,25 +139,28 @@ func TestDSNFromEnvironment(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	env := func(require string) func(string) string {
+	env := func(skip, require string) func(string) string {
 		return func(k string) string {
-			if k == EnvRequire {
+			switch k {
+			case EnvSkip:
+				return skip
+			case EnvRequire:
 				return require
 			}
 			return ""
 		}
 	}
 	for _, tc := range []struct {
-		require  string
-		wantSkip bool
+		skip, require string
+		wantSkip      bool
 	}{
-		{"", true}, {"0", true}, {"1", false},
+		{"", "", false}, {"0", "", false}, {"1", "", true}, {"1", "1", false}, {"", "1", false},
 	} {
-		t.Run("require="+tc.require, func(t *testing.T) {
+		t.Run("skip="+tc.skip+",require="+tc.require, func(t *testing.T) {
 			rec := &recorder{TB: t}
 			done := make(chan struct{})
 			// Skip and Fatal end the goroutine with runtime.Goexit, as in a real test.
-			go func() { defer close(done); unavailable(rec, env(tc.require), "no binaries") }()
+			go func() { defer close(done); unavailable(rec, env(tc.skip, tc.require), "no binaries") }()
 			<-done
 			if rec.skipped != tc.wantSkip || rec.fatal == tc.wantSkip {
 				t.Fatalf("skipped=%v fatal=%v, want skipped=%v", rec.skipped, rec.fatal, tc.wantSkip)
@@ -165,8 +168,12 @@ func TestUnavailable(t *testing.T) {
 			if !strings.Contains(rec.msg, "no binaries") {
 				t.Errorf("message %q does not carry the reason", rec.msg)
 			}
+			if rec.fatal && tc.require == "" && !strings.Contains(rec.msg, EnvSkip+"=1") {
+				t.Errorf("failure %q does not say how to skip on purpose", rec.msg)
+			}
 		})
 	}
+	state.skipped.Store(0) // the recorder's skips were not real ones
 }
 
 // recorder captures Skip/Fatal instead of ending the real test.

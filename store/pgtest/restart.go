@@ -26,8 +26,8 @@ type Cluster struct {
 }
 
 // StartCluster starts a private cluster for t. Without Postgres binaries it
-// skips t loudly, or fails it when $OPSGATE_REQUIRE_POSTGRES=1, exactly as
-// DSN does when no server is available.
+// fails t, or skips it under $OPSGATE_SKIP_POSTGRES=1, exactly as DSN does
+// when no server is available.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c, err := startClusterWith(context.Background(), true)
