@@ -450,9 +450,10 @@ func TestQuickDecisionIsNotALapsedLease(t *testing.T) {
 				t.Errorf("decide: %v", err)
 				return
 			}
-			waitFor(t, "the requeued run claimed again", func() bool {
-				r, err := h.store.RunGet(context.Background(), c.RunID)
-				return err == nil && r.Status != core.RunQueued
+			waitFor(t, "the requeued run claimed again while this execution is still active", func() bool {
+				h.eng.mu.Lock()
+				defer h.eng.mu.Unlock()
+				return h.eng.reclaimed[c.RunID]
 			})
 		}
 		fs.mu.Unlock()
