@@ -33,6 +33,9 @@
 //
 // DSN fails the test if the package has no TestMain calling Main: without it
 // a locally started cluster would outlive the test process.
+//
+// A test that stops or restarts the server (store faults) must never do it
+// to that shared one: StartCluster gives it a private cluster of its own.
 package pgtest
 
 import (
