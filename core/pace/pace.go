@@ -318,11 +318,15 @@ func (b *bucket) tokenAt(t time.Time) time.Time {
 	return at
 }
 
-// tokenSlack is the rounding noise of rate.Limiter's float token count
-// (about 1e-15 for the bursts platforms have), well under what a
-// nanosecond is worth at any real rate (1e-13 tokens even at one per
-// hour), so comparing against it tells a truncated delay from an exact one.
-const tokenSlack = 1e-13
+// tokenSlack is above the rounding noise of rate.Limiter's float token
+// count (which drifts by about 1e-16 a grant: 1e-13 after a thousand, 1e-11
+// only after a hundred thousand on one bucket without a pause to refill
+// it) and below what a nanosecond is worth at any rate faster than one
+// token per 100 s (3e-10 tokens at one per 3 s), so comparing against it
+// tells a truncated delay from an exact one. A slower bucket may grant a
+// nanosecond early; a bucket past that much drift may grant a nanosecond
+// late. Neither is anything a platform can measure.
+const tokenSlack = 1e-11
 
 // take spends one token at t (not before b.last), when b holds one then.
 func (b *bucket) take(t time.Time) {
