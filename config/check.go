@@ -44,6 +44,7 @@ func (c *checker) run() {
 	c.channels()
 	groups := c.approvers()
 	c.tools()
+	c.mcpServers()
 	c.flows()
 	c.policy(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
@@ -345,7 +346,11 @@ func (c *checker) flows() {
 		}
 		for j, s := range f.Steps {
 			sp := fmt.Sprintf("%s.steps[%d]", p, j)
-			if s.Tool != "" && !tools[s.Tool] {
+			if strings.Contains(s.Tool, ".") {
+				if msg := c.upstreamToolProblem(s.Tool); msg != "" {
+					c.problem(sp+".tool", "%s", msg)
+				}
+			} else if s.Tool != "" && !tools[s.Tool] {
 				msg := fmt.Sprintf("no tool named %q", s.Tool)
 				if near := suggest(s.Tool, toolNames(c.cfg.Tools)); near != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", near)
@@ -385,8 +390,10 @@ func (c *checker) policy(groups map[string][]string) {
 		if r.Match.Tool != "" {
 			if _, err := path.Match(r.Match.Tool, ""); err != nil {
 				c.problem(rulePath(i, "match.tool"), "invalid glob %q", r.Match.Tool)
-			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) && !contains(tools, r.Match.Tool) {
-				c.problem(rulePath(i, "match.tool"), "no tool named %q", r.Match.Tool)
+			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) {
+				if msg := c.toolRefProblem(r.Match.Tool, tools); msg != "" {
+					c.problem(rulePath(i, "match.tool"), "%s", msg)
+				}
 			}
 		}
 		for k, g := range r.Match.Args {

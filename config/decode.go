@@ -22,6 +22,10 @@ type decoder struct {
 	problems []Problem
 	lines    map[string]int  // YAML path → line, for semantic checks
 	given    map[string]bool // paths of struct keys written with a non-null value
+	// expanded holds the values of the variables ${VAR} substituted, by
+	// path, so credentials taken from the environment can be masked
+	// (MCPServer.Secrets).
+	expanded map[string][]string
 	visited  int
 	overflow bool
 }
@@ -83,10 +87,23 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 		d.add(path, n.Line, "must be %s, not %s", want, kindName(n))
 		return "", false
 	}
-	v, err := expandEnv(n.Value, d.lookup)
+	var vars []string
+	v, err := expandEnv(n.Value, func(k string) (string, bool) {
+		x, ok := d.lookup(k)
+		if ok && x != "" {
+			vars = append(vars, x)
+		}
+		return x, ok
+	})
 	if err != nil {
 		d.add(path, n.Line, "%v", err)
 		return "", false
+	}
+	if len(vars) > 0 {
+		if d.expanded == nil {
+			d.expanded = map[string][]string{}
+		}
+		d.expanded[path] = vars
 	}
 	return v, true
 }

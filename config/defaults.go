@@ -62,6 +62,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 			setDuration(&t.HTTP.Timeout, DefaultToolTimeout, given(toolPath(i, "http.timeout")))
 		}
 	}
+	mcpServerDefaults(c, given)
 	setString(&c.Policy.Default, "auto")
 	for i := range c.Policy.Rules {
 		if r := &c.Policy.Rules[i]; r.Quorum == 0 && !given(rulePath(i, "quorum")) {

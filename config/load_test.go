@@ -80,6 +80,7 @@ var productionEnv = map[string]string{
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",
+	"GH_MCP":                  "gh-mcp-token",
 }
 
 func TestProduction(t *testing.T) {
@@ -212,6 +213,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("server: {listen: \"${X:-a}:1\"}\n<<: {a: 1}\n"))
 	f.Add([]byte("tools: [{name: t, risk: read, http: {url: 'http://x'}, input_schema: {type: object, $ref: '#/$defs/a', $defs: {a: {}}}}]"))
 	f.Add([]byte("a: &a [*a]"))
+	f.Add([]byte(validMCP))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Loader{LookupEnv: envOf(map[string]string{"X": "1"})}.Parse("fuzz.yaml", data)
 		if err == nil {

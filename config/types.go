@@ -31,6 +31,10 @@ type Config struct {
 	Flows     []Flow    `yaml:"flows"`
 	Policy    Policy    `yaml:"policy"`
 	Approvals Approvals `yaml:"approvals"`
+
+	// MCPServers are upstream MCP servers whose tools are offered as
+	// "<server>.<tool>" beside Tools (see mcp.go).
+	MCPServers []MCPServer `yaml:"mcp_servers"`
 }
 
 // Server is the single HTTP listener and where local state lives.

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsgate/opsgate/internal/mcpfake"
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
@@ -30,6 +31,9 @@ import (
 var binPath string
 
 func TestMain(m *testing.M) {
+	// Started again with mcpfake's environment, this binary is the
+	// misbehaving upstream MCP server of upstream_test.go.
+	mcpfake.MainIfRequested()
 	dir, err := os.MkdirTemp("", "opsgate-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "opsgate test: temp dir:", err)

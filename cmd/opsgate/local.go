@@ -87,6 +87,9 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
 		describeSource(path), cfg.Store.Driver, len(cfg.Tools), len(cfg.Flows), len(cfg.Policy.Rules))
+	if n := len(cfg.MCPServers); n > 0 {
+		fmt.Fprintf(stdout, "%d mcp_servers: their tools are known once connected; list them with `opsgate mcp tools`\n", n)
+	}
 	return nil
 }
 

@@ -66,6 +66,7 @@ Usage:
   opsgate runs show ID [--json]
   opsgate runs cancel ID
   opsgate audit verify [--config FILE]
+  opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
 
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
@@ -114,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdRuns(ctx, rest, stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, rest, stdout, stderr)
+	case "mcp":
+		err = cmdMCP(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		printVersion(stdout)
 	case "help", "-h", "-help", "--help":

@@ -59,7 +59,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log.Info("configuration loaded", "config", describeSource(path), "store", cfg.Store.Driver,
-		"tools", len(cfg.Tools), "flows", len(cfg.Flows))
+		"tools", len(cfg.Tools), "flows", len(cfg.Flows), "mcp_servers", len(cfg.MCPServers))
 	if *debugListen != "" {
 		if err := startDebug(ctx, *debugListen, log); err != nil {
 			return err
@@ -118,7 +118,18 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		collectors.NewGoCollector(),
 	)
-	eng, err := buildEngine(cfg, st, log, reg)
+	// Upstream MCP servers connect in the background; their tools fail
+	// their calls (never the server) while one is down. Closed after the
+	// engine has drained, so in-flight calls can finish.
+	up, err := buildUpstream(cfg, log)
+	if err != nil {
+		return err
+	}
+	if up != nil {
+		up.Start(ctx)
+		defer up.Close()
+	}
+	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up))
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		ID:    d.ApprovalID,
 		Event: key,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
-			return approvals.Decide(a, req, e.decisionEnv(a))
+			return approvals.Decide(a, req, e.decisionEnv(ctx, a))
 		},
 	})
 	if err == nil {
@@ -51,13 +51,18 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 
 // decisionEnv gives Decide the tool's schema and the policy re-check for
 // edits, from the live configuration.
-func (e *Engine) decisionEnv(a *approvals.Approval) approvals.Env {
-	t := e.tools[a.Tool]
+func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approvals.Env {
 	return approvals.Env{
 		AllowSelfApproval: e.opts.AllowSelfApproval,
 		Validate: func(args map[string]any) (map[string]any, error) {
-			if t == nil {
+			// Looked up only for an edit: an upstream tool's schema is the
+			// one its server offers now.
+			t, err := e.lookupTool(ctx, a.Tool)
+			if errors.Is(err, ErrUnknownTool) {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
+			}
+			if err != nil {
+				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is unavailable: %v", a.Tool, err)}
 			}
 			return applySchema(t, args)
 		},

@@ -64,6 +64,11 @@ type Options struct {
 	Policy *approvals.Policy
 	// Groups expands "group:<name>" approver entries into identities.
 	Groups map[string][]string
+	// Lookup, when set, resolves the tools Tools does not hold, when a
+	// step runs: upstream MCP servers (core/upstream), whose tools are only
+	// known at run time and may change. Flows may then name tools New
+	// cannot see; a step whose tool cannot be had fails clearly.
+	Lookup ToolLookup
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
@@ -122,6 +127,28 @@ type Tool struct {
 	Runner     Runner
 }
 
+// ToolLookup finds a tool by name as it is now. The static tools of
+// Options.Tools are one; the upstream MCP registry is another.
+type ToolLookup interface {
+	// LookupTool returns the tool named name. An error wrapping
+	// ErrUnknownTool means there is no such tool (it may have disappeared);
+	// any other error says why it cannot be had now (its server is down).
+	LookupTool(ctx context.Context, name string) (*Tool, error)
+}
+
+// ErrUnknownTool is wrapped by a ToolLookup that has no tool of that name.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// staticTools is Options.Tools by name.
+type staticTools map[string]*Tool
+
+func (m staticTools) LookupTool(_ context.Context, name string) (*Tool, error) {
+	if t, ok := m[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+}
+
 // Runner executes a tool (core/tools Exec and HTTP implement it). Preview
 // is the dry run shown on approval cards.
 type Runner interface {
@@ -136,7 +163,7 @@ type Engine struct {
 	opts   Options
 	router *router.Router
 	flows  map[string]*compiledFlow
-	tools  map[string]*Tool
+	tools  staticTools
 	policy *approvals.Policy
 	log    *slog.Logger
 	m      *metrics
@@ -170,12 +197,15 @@ type compiledFlow struct {
 }
 
 type compiledStep struct {
+	name string
+	// tool is nil for a tool Options.Lookup resolves when the step runs.
 	tool *Tool
 	args map[string]any // string values replaced by *template.Template
 }
 
 // New validates the options and builds an Engine. It fails on an unknown
-// tool in a flow, a malformed command pattern or argument template.
+// tool in a flow (unless Options.Lookup may know it when the step runs),
+// a malformed command pattern or argument template.
 func New(o Options) (*Engine, error) {
 	if o.Store == nil {
 		return nil, errors.New("engine: no store")
@@ -208,7 +238,7 @@ func New(o Options) (*Engine, error) {
 		store:      o.Store,
 		opts:       o,
 		flows:      map[string]*compiledFlow{},
-		tools:      map[string]*Tool{},
+		tools:      staticTools{},
 		policy:     o.Policy,
 		log:        o.Logger.With("component", "engine", "owner", o.Owner),
 		active:     map[string]bool{},
@@ -239,14 +269,14 @@ func New(o Options) (*Engine, error) {
 		}
 		for i, s := range f.Steps {
 			t, ok := e.tools[s.Tool]
-			if !ok {
+			if !ok && o.Lookup == nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: unknown tool %q", f.Name, i, s.Tool)
 			}
 			args, err := compileArgs(s.Args)
 			if err != nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: %w", f.Name, i, err)
 			}
-			cf.steps = append(cf.steps, compiledStep{tool: t, args: args})
+			cf.steps = append(cf.steps, compiledStep{name: s.Tool, tool: t, args: args})
 		}
 		e.flows[f.Name] = cf
 		rflows = append(rflows, router.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
@@ -272,6 +302,19 @@ func (e *Engine) Owner() string { return e.opts.Owner }
 func (e *Engine) FlowsHelp() string { return e.router.Help() }
 
 func (e *Engine) now() time.Time { return e.opts.Now().UTC() }
+
+// lookupTool finds a tool among the static ones, then through Options.Lookup.
+func (e *Engine) lookupTool(ctx context.Context, name string) (*Tool, error) {
+	t, err := e.tools.LookupTool(ctx, name)
+	if err == nil || e.opts.Lookup == nil {
+		return t, err
+	}
+	t, err = e.opts.Lookup.LookupTool(ctx, name)
+	if err == nil && t == nil {
+		err = fmt.Errorf("%w %q", ErrUnknownTool, name)
+	}
+	return t, err
+}
 
 func newUUID() string {
 	id, err := uuid.NewV7()

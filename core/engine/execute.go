@@ -73,16 +73,21 @@ func (x *execution) drive(ctx context.Context) error {
 // continues with the next step in this turn.
 func (x *execution) step(ctx context.Context) (more bool, err error) {
 	idx := x.run.StepIndex
-	cs := x.flow.steps[idx]
-	if st := x.stepAt(idx); st != nil {
+	st := x.stepAt(idx)
+	if st != nil && st.Status == core.StepSucceeded {
+		x.run.StepIndex++
+		return true, nil
+	}
+	cs, err := x.bind(ctx, x.flow.steps[idx], st)
+	if err != nil || cs.tool == nil {
+		return false, err
+	}
+	if st != nil {
 		switch st.Status {
 		case core.StepWaitingApproval:
 			return x.resume(ctx, cs, st)
 		case core.StepDispatching:
 			return x.recover(ctx, cs, st)
-		case core.StepSucceeded:
-			x.run.StepIndex++
-			return true, nil
 		}
 	}
 	args, err := renderArgs(cs.args, x.run.Args)
@@ -111,6 +116,36 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
 	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
+}
+
+// bind resolves the step's tool as it is now: a tool from Options.Lookup
+// (an upstream MCP server's) may have changed or gone since the flow was
+// built, or since the ask. One that cannot be had ends the run, and the
+// returned step has no tool: failed, or interrupted when a call of it was
+// in flight, since then its outcome is unknown.
+func (x *execution) bind(ctx context.Context, cs compiledStep, st *core.Step) (compiledStep, error) {
+	if cs.tool != nil {
+		return cs, nil
+	}
+	t, err := x.e.lookupTool(ctx, cs.name)
+	if err == nil {
+		cs.tool = t
+		return cs, nil
+	}
+	if ctx.Err() != nil {
+		return cs, errShutdown
+	}
+	x.log.Warn("tool unavailable", "tool", cs.name, "err", err)
+	if st != nil && st.Status == core.StepDispatching {
+		_, err := x.recover(ctx, compiledStep{name: cs.name, tool: &Tool{Name: cs.name}}, st)
+		return cs, err
+	}
+	msg := fmt.Sprintf("tool %s is unavailable: %v", cs.name, err)
+	failed := &core.Step{Index: x.run.StepIndex, Tool: cs.name, Status: core.StepFailed, Error: msg}
+	if st != nil {
+		failed.Args, failed.ApprovalID = st.Args, st.ApprovalID
+	}
+	return cs, x.end(ctx, failed, core.RunFailed, "tool_unavailable", msg, "❌ "+msg+"; it did not run.")
 }
 
 func toolInfo(t *Tool) approvals.ToolInfo {

@@ -70,3 +70,16 @@ func capText(kept []byte, dropped int64) (string, bool) {
 	}
 	return fmt.Sprintf("%s\n[… truncated %d bytes]", kept, dropped), true
 }
+
+// CapOutput cuts s to max bytes (DefaultMaxOutput when max <= 0) with the
+// same "[… truncated N bytes]" note and UTF-8 care as exec and http
+// output, for tool kinds that receive their output whole (upstream MCP).
+func CapOutput(s string, max int64) (string, bool) {
+	if max <= 0 {
+		max = DefaultMaxOutput
+	}
+	if int64(len(s)) <= max {
+		return s, false
+	}
+	return capText([]byte(s[:max]), int64(len(s))-max)
+}

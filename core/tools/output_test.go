@@ -82,3 +82,18 @@ func BenchmarkHTTPBuild(b *testing.B) {
 		}
 	}
 }
+
+func TestCapOutputMatchesTheCappedBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		max int64
+	}{{"short", 10}, {"exactly10!", 10}, {"0123456789abc", 10}, {"ééééé", 5}, {"日本語テキスト", 7}} {
+		b := newCappedBuffer(tc.max)
+		_, _ = b.Write([]byte(tc.in))
+		want, wantCut := b.result()
+		got, cut := CapOutput(tc.in, tc.max)
+		if got != want || cut != wantCut {
+			t.Errorf("CapOutput(%q, %d) = %q %v, want %q %v", tc.in, tc.max, got, cut, want, wantCut)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/opsgate/opsgate/core/engine"
+)
+
+// Registry holds one client per upstream server. It is an
+// engine.ToolLookup for the names "<server>.<tool>".
+type Registry struct {
+	clients map[string]*client
+	order   []string
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var _ engine.ToolLookup = (*Registry)(nil)
+
+// New validates servers and builds a Registry; nothing connects before
+// Start.
+func New(servers []Server, log *slog.Logger) (*Registry, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Registry{clients: map[string]*client{}, log: log.With("component", "upstream")}
+	for _, s := range servers {
+		s.Command = append([]string(nil), s.Command...)
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		if _, dup := r.clients[s.Name]; dup {
+			return nil, fmt.Errorf("upstream: two servers named %q", s.Name)
+		}
+		r.clients[s.Name] = newClient(s, r.log)
+		r.order = append(r.order, s.Name)
+	}
+	return r, nil
+}
+
+// Start connects every server in the background and keeps them connected
+// until Close; a server that is down is retried with backoff, and its
+// tools fail their calls meanwhile.
+func (r *Registry) Start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return
+	}
+	r.started = true
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	for _, name := range r.order {
+		c := r.clients[name]
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			c.run(ctx)
+		}()
+	}
+}
+
+// Close disconnects every server (stdio processes are stopped) and waits.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.started = true // a Start after Close does nothing
+	r.mu.Unlock()
+	for _, c := range r.clients {
+		c.setState(func() { c.closed = true })
+	}
+	if cancel != nil {
+		cancel()
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// LookupTool implements engine.ToolLookup: "<server>.<tool>" as the server
+// offers it now. A server still making its first connection is waited
+// for (bounded by ctx and its connect timeout).
+func (r *Registry) LookupTool(ctx context.Context, name string) (*engine.Tool, error) {
+	srv, _, ok := strings.Cut(name, ".")
+	c := r.clients[srv]
+	if !ok || c == nil {
+		return nil, fmt.Errorf("%w %q: no upstream MCP server named %q", engine.ErrUnknownTool, name, srv)
+	}
+	return c.lookup(ctx, name)
+}
+
+// Tools returns every tool the servers offer now, sorted by name: what an
+// agent's tools globs match against. It does not wait for connections.
+func (r *Registry) Tools() []*engine.Tool {
+	var out []*engine.Tool
+	for _, name := range r.order {
+		c := r.clients[name]
+		c.mu.Lock()
+		for _, t := range c.tools {
+			out = append(out, t)
+		}
+		c.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b *engine.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Report is one server as a listing shows it.
+type Report struct {
+	Name      string
+	Transport string
+	// Target is the command or URL, credentials masked.
+	Target    string
+	Connected bool
+	// Listed is true once a tools/list succeeded; Tools is that list.
+	Listed bool
+	Tools  []ToolInfo
+	// Err is why the server is not connected, masked ("" when it is).
+	Err string
+}
+
+// Reports describes every server, waiting for each one's first
+// connection attempt (bounded by ctx).
+func (r *Registry) Reports(ctx context.Context) []Report {
+	out := make([]Report, 0, len(r.order))
+	for _, name := range r.order {
+		c := r.clients[name]
+		select {
+		case <-c.first:
+		case <-ctx.Done():
+		}
+		infos, listed, connected, lastErr := c.snapshot()
+		rep := Report{Name: name, Transport: c.srv.Transport(), Target: c.srv.describe(c.m), Connected: connected, Listed: listed, Tools: infos}
+		if lastErr != nil {
+			rep.Err = lastErr.Error()
+		} else if !connected {
+			rep.Err = "not connected yet"
+		}
+		out = append(out, rep)
+	}
+	return out
+}
