@@ -109,10 +109,11 @@ type bucketKey struct {
 
 // bucket is one token bucket plus what the platform told us about it.
 type bucket struct {
-	// lim holds the tokens; nil for pause-only and route buckets. Every
-	// call gives it a time no earlier than the one before (last): a
-	// rate.Limiter handed an earlier time takes the tokens it held at the
-	// later one as current, which would grant early.
+	// lim holds the tokens; nil for pause-only and route buckets. last is
+	// the instant of its latest take (or its creation): lim is only ever
+	// handed that instant or a later one, since a rate.Limiter handed an
+	// earlier time than it last saw takes the tokens it held then as
+	// current, which would grant early.
 	lim         *rate.Limiter
 	every       time.Duration
 	last        time.Time
@@ -246,8 +247,8 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 	}
 
 	// from: the earliest instant this grant may be dated — now, or after a
-	// sleep up to the lateness credit before it; never before what a
-	// bucket was last told (see bucket.last).
+	// sleep up to the lateness credit before it; never before a bucket's
+	// latest take (see bucket.last).
 	credit := maxLateCredit
 	for _, b := range bs[:n] {
 		if b.lim != nil {
@@ -279,7 +280,7 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 			later(b.resetAt)
 		}
 		if b.lim != nil {
-			later(b.tokenAt(from))
+			later(b.nextToken())
 		}
 	}
 	if due.After(now) {
@@ -299,14 +300,18 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 	return time.Time{}
 }
 
-// tokenAt is the earliest instant at or after t at which b holds a whole
-// token: a reservation at t says how long it would wait (DelayFrom), and
-// is cancelled, which gives the token back. t must not precede b.last.
-func (b *bucket) tokenAt(t time.Time) time.Time {
+// nextToken is the earliest instant at which b holds a whole token: a
+// reservation made at b's latest take says how long it would wait
+// (DelayFrom), and is cancelled, which gives the token back and leaves the
+// Limiter as it was. Asking at the latest take, never at now, is what lets
+// concurrent waiters ask in any order: a reservation at now would move the
+// Limiter's clock to now, and a grant dated back by the lateness credit
+// could then no longer be taken before it.
+func (b *bucket) nextToken() time.Time {
+	t := b.last
 	r := b.lim.ReserveN(t, 1)
 	d := r.DelayFrom(t)
 	r.CancelAt(t)
-	b.last = t
 	at := t.Add(d)
 	// rate.Limiter counts tokens in floating point and truncates the delay
 	// to whole nanoseconds: a token due a fraction of a nanosecond after
@@ -318,16 +323,6 @@ func (b *bucket) tokenAt(t time.Time) time.Time {
 	return at
 }
 
-// tokenSlack is above the rounding noise of rate.Limiter's float token
-// count (which drifts by about 1e-16 a grant: 1e-13 after a thousand, 1e-11
-// only after a hundred thousand on one bucket without a pause to refill
-// it) and below what a nanosecond is worth at any rate faster than one
-// token per 100 s (3e-10 tokens at one per 3 s), so comparing against it
-// tells a truncated delay from an exact one. A slower bucket may grant a
-// nanosecond early; a bucket past that much drift may grant a nanosecond
-// late. Neither is anything a platform can measure.
-const tokenSlack = 1e-11
-
 // take spends one token at t (not before b.last), when b holds one then.
 func (b *bucket) take(t time.Time) {
 	b.lim.ReserveN(t, 1)
@@ -338,6 +333,16 @@ func (b *bucket) take(t time.Time) {
 func (b *bucket) full(now time.Time) bool {
 	return !now.Before(b.last) && b.lim.TokensAt(now) >= float64(b.lim.Burst())
 }
+
+// tokenSlack is above the rounding noise of rate.Limiter's float token
+// count (which drifts by about 1e-16 a grant: 1e-13 after a thousand, 1e-11
+// only after a hundred thousand on one bucket without a pause to refill
+// it) and below what a nanosecond is worth at any rate faster than one
+// token per 100 s (3e-10 tokens at one per 3 s), so comparing against it
+// tells a truncated delay from an exact one. A slower bucket may grant a
+// nanosecond early; a bucket past that much drift may grant a nanosecond
+// late. Neither is anything a platform can measure.
+const tokenSlack = 1e-11
 
 // bucket returns the bucket for (scope, key), creating it when the spec has
 // a rate for scope; route buckets exist once observed or paused.
