@@ -30,14 +30,17 @@ const (
 	ActionEdit    Action = "edit"
 )
 
-// Scope says how far an approval reaches: this call only, or later calls of
-// the same tool in the same thread (never over a deny).
+// Scope says how far an approval reaches: this call only, later calls of
+// the same rule from the same requester in the same thread for a while
+// (session), or a stored allow rule for the same arguments (forever). No
+// scope reaches over a deny; see Grant.
 type Scope string
 
 // The decision scopes.
 const (
 	ScopeCall    Scope = "call"
 	ScopeSession Scope = "session"
+	ScopeForever Scope = "forever"
 )
 
 // Risk is a tool's declared risk tier; it drives the default policy and is
@@ -88,7 +91,10 @@ type Approval struct {
 
 // Decision is one approver's recorded answer (or the system's, for expiry).
 type Decision struct {
-	Actor   string         `json:"actor"`
+	Actor string `json:"actor"`
+	// Person is the human behind Actor when the decision was made
+	// ("person:alice", or Actor itself): quorum counts distinct persons.
+	Person  string         `json:"person,omitempty"`
 	Channel string         `json:"channel"`
 	Action  Action         `json:"action"`
 	Args    map[string]any `json:"args,omitempty"`
@@ -118,16 +124,25 @@ func (a *Approval) Winners() []string {
 	return out
 }
 
-// CountedApprovals is the number of distinct approvers whose approval
-// counts toward quorum now.
+// CountedApprovals is the number of distinct persons whose approval
+// counts toward quorum now: two identities of one human count once.
 func (a *Approval) CountedApprovals() int {
 	seen := map[string]bool{}
 	for _, d := range a.Decisions {
 		if !d.Superseded && (d.Action == ActionApprove || d.Action == ActionEdit) {
-			seen[d.Actor] = true
+			seen[d.who()] = true
 		}
 	}
 	return len(seen)
+}
+
+// who is the person a decision counts for (decisions recorded before
+// people existed name only their actor).
+func (d Decision) who() string {
+	if d.Person != "" {
+		return d.Person
+	}
+	return d.Actor
 }
 
 // Clone returns a deep copy, so a decision can be computed on a copy and

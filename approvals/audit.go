@@ -1,19 +1,28 @@
 package approvals
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // AuditEntry is one line of the append-only decision log. Each entry
-// carries the SHA-256 of the previous one, so altering a row, or deleting
-// one before the newest, breaks the chain at the next row and `opsgate
-// audit verify` names it. Deleting the newest rows leaves a shorter chain
-// that is still intact: only a head recorded elsewhere (ChainReport's
-// HeadSeq and HeadHash) shows that.
+// carries the hash of the previous one, so altering a row, or deleting one
+// before the newest, breaks the chain at the next row and `opsgate audit
+// verify` names it. Deleting the newest rows leaves a shorter chain that is
+// still intact: only a head recorded elsewhere (ChainReport's HeadSeq and
+// HeadHash) shows that.
+//
+// The hash is an HMAC-SHA256 under a key kept outside the store
+// (audit.key_file), written "hmac:<hex>": someone who can rewrite rows
+// cannot re-seal them, because the algorithm is public but the key is not.
+// Entries sealed before opsgate had a key carry a bare SHA-256 ("legacy");
+// they verify only as a prefix of the chain, before the first keyed entry,
+// whose link then protects them too.
 type AuditEntry struct {
 	Seq        int64           `json:"seq"`
 	At         time.Time       `json:"at"`
@@ -27,17 +36,47 @@ type AuditEntry struct {
 	Hash       string          `json:"hash"`
 }
 
-// Seal sets the entry's sequence, previous hash and own hash. Stores call it
-// inside the appending transaction, after reading the last entry. Times are
-// truncated to microseconds, the precision both stores keep.
-func (e *AuditEntry) Seal(seq int64, prevHash string) {
+// AuditKey is the secret that keys the audit chain. A nil key seals legacy
+// (unkeyed) entries, for tests and stores opened without one.
+type AuditKey []byte
+
+// keyedPrefix marks a keyed hash.
+const keyedPrefix = "hmac:"
+
+// MinAuditKeyLen is the shortest key NewAuditKey accepts (256 bits).
+const MinAuditKeyLen = 32
+
+// Keyed reports whether hash was made with a key (not a legacy SHA-256).
+func Keyed(hash string) bool { return strings.HasPrefix(hash, keyedPrefix) }
+
+// Seal sets the entry's sequence, previous hash and own legacy (unkeyed)
+// hash; SealKeyed is what stores use once they have a key.
+func (e *AuditEntry) Seal(seq int64, prevHash string) { e.SealKeyed(seq, prevHash, nil) }
+
+// SealKeyed sets the entry's sequence, previous hash and own hash under
+// key (legacy when key is nil). Stores call it inside the appending
+// transaction, after reading the last entry. Times are truncated to
+// microseconds, the precision both stores keep.
+func (e *AuditEntry) SealKeyed(seq int64, prevHash string, key AuditKey) {
 	e.Seq = seq
 	e.At = e.At.UTC().Truncate(time.Microsecond)
 	e.PrevHash = prevHash
-	e.Hash = e.computeHash()
+	e.Hash = e.computeHash(key)
 }
 
-func (e *AuditEntry) computeHash() string {
+// VerifyHash reports whether the entry's own hash is right for its
+// content: a keyed hash under key, a legacy one under SHA-256.
+func (e *AuditEntry) VerifyHash(key AuditKey) bool {
+	if Keyed(e.Hash) {
+		if key == nil {
+			return false
+		}
+		return hmac.Equal([]byte(e.computeHash(key)), []byte(e.Hash))
+	}
+	return e.computeHash(nil) == e.Hash
+}
+
+func (e *AuditEntry) computeHash(key AuditKey) string {
 	// The hashed form is fixed-order JSON of every field but Hash itself.
 	b, err := json.Marshal(struct {
 		Seq        int64           `json:"seq"`
@@ -52,6 +91,11 @@ func (e *AuditEntry) computeHash() string {
 	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, e.detail(), e.PrevHash})
 	if err != nil {
 		panic("approvals: audit hash: " + err.Error())
+	}
+	if key != nil {
+		m := hmac.New(sha256.New, key)
+		m.Write(b)
+		return keyedPrefix + hex.EncodeToString(m.Sum(nil))
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
@@ -72,14 +116,21 @@ func (e *AuditEntry) detail() json.RawMessage {
 	return e.Detail
 }
 
-// VerifyChain checks entries in sequence order, continuing from prevHash
-// (empty for the first entry ever). It returns the sequence number of the
-// first entry that was altered, reordered or whose predecessor was removed,
-// or 0 when the chain is intact.
+// VerifyChain checks a legacy (unkeyed) chain: see VerifyChainKeyed.
 func VerifyChain(prevHash string, entries []AuditEntry) (badSeq int64) {
+	return VerifyChainKeyed(prevHash, entries, nil)
+}
+
+// VerifyChainKeyed checks entries in sequence order, continuing from
+// prevHash (empty for the first entry ever), with keyed hashes checked
+// under key. It returns the sequence number of the first entry that was
+// altered, reordered, whose predecessor was removed, or that is a legacy
+// entry after a keyed one (a row re-sealed with the public algorithm), or 0
+// when the chain is intact.
+func VerifyChainKeyed(prevHash string, entries []AuditEntry, key AuditKey) (badSeq int64) {
 	for i := range entries {
 		e := &entries[i]
-		if e.PrevHash != prevHash || e.computeHash() != e.Hash {
+		if e.PrevHash != prevHash || !e.VerifyHash(key) || (Keyed(prevHash) && !Keyed(e.Hash)) {
 			return e.Seq
 		}
 		prevHash = e.Hash
@@ -97,10 +148,20 @@ type ChainReport struct {
 	BadSeq   int64  `json:"first_bad_seq"`
 	HeadSeq  int64  `json:"head_seq"`
 	HeadHash string `json:"head_hash"`
+	// LegacyUntil is the last entry sealed before the chain had a key (0
+	// when every entry is keyed). It never grows once a keyed entry
+	// exists: record it with the head.
+	LegacyUntil int64 `json:"legacy_until"`
+	// UnkeyedHead is set when the verifier has a key but the newest entry
+	// is not keyed: the chain was re-sealed (or cut back) without the key,
+	// or the store was never served with it. A store that adopts its key
+	// appends a keyed entry at once, so an honest chain never shows it.
+	UnkeyedHead bool `json:"unkeyed_head,omitempty"`
 }
 
-// Intact reports whether every entry links to the one before it.
-func (r ChainReport) Intact() bool { return r.BadSeq == 0 }
+// Intact reports whether every entry links to the one before it and, with
+// a key, the newest entry is keyed.
+func (r ChainReport) Intact() bool { return r.BadSeq == 0 && !r.UnkeyedHead }
 
 // Problem says what a broken link means, for the CLI and the API; "" when
 // the chain is intact. A link breaks at entry N when N itself was altered
@@ -109,6 +170,10 @@ func (r ChainReport) Intact() bool { return r.BadSeq == 0 }
 func (r ChainReport) Problem() string {
 	if r.Intact() {
 		return ""
+	}
+	if r.BadSeq == 0 {
+		return fmt.Sprintf("the newest entry (%d) is not sealed with the audit key: the chain was re-sealed or cut back without the key, "+
+			"or this store was never served with it (start `opsgate serve` once with audit.key_file)", r.HeadSeq)
 	}
 	return fmt.Sprintf("entry %d does not link to the entry before it: it was altered, or an entry before it was removed", r.BadSeq)
 }

@@ -16,7 +16,8 @@ var (
 	ErrDuplicateApproval = errors.New("you already approved this call")
 	ErrExpired           = errors.New("approval expired")
 	ErrNotApprover       = errors.New("not an approver for this call")
-	ErrSelfApproval      = errors.New("requesters may not approve their own high-impact call")
+	ErrSelfApproval      = errors.New("requesters may not approve their own call")
+	ErrHumanRequired     = errors.New("approvals are decided by humans: an agent never decides")
 	ErrDeniedByPolicy    = errors.New("edited arguments are denied by policy")
 	ErrInvalidDecision   = errors.New("invalid decision")
 	ErrUnverified        = errors.New("the decider could not be verified")
@@ -50,29 +51,49 @@ type Request struct {
 	Args    map[string]any
 	Reason  string
 	Scope   Scope
+	// Pattern, with Scope forever, saves the grant as per-argument globs
+	// instead of the exact arguments; it must name every argument and
+	// match the call being approved.
+	Pattern map[string]string
 	At      time.Time
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
 }
 
-// Env is what deciding needs beyond the approval itself.
+// Env is what deciding needs beyond the approval itself, from the live
+// configuration.
 type Env struct {
+	// People resolves identities to persons, for quorum and self-approval;
+	// nil makes every identity its own person.
+	People *Directory
+	// Eligible, when not nil, is who the live configuration lets decide
+	// this approval (its approver entries expanded now). A decider must be
+	// in it and in the approval's stored Eligible (what the card promised),
+	// so removing someone from a group ends their say over pending calls.
+	Eligible []string
+	// AllowSelfApproval lets the requester approve their own call whatever
+	// the policy says (tests; the policy's own setting arrives through
+	// Recheck's verdict).
 	AllowSelfApproval bool
 	// Validate applies the tool's schema to edited arguments.
 	Validate func(args map[string]any) (map[string]any, error)
-	// Recheck evaluates the policy for edited arguments; Eligible in the
-	// result is filled by the caller from the verdict's approvers.
+	// Recheck evaluates the live policy for arguments; Eligible in the
+	// result is the verdict's approvers expanded by the caller. Decide
+	// calls it for the arguments being approved: the verdict says whether
+	// self-approval is allowed and which rule a grant is bound to.
 	Recheck func(args map[string]any) (Verdict, []string)
+	// SessionTTL is how long a session grant lasts (DefaultSessionTTL if 0).
+	SessionTTL time.Duration
+	// ForeverHighImpact lets a forever grant cover a high_impact tool.
+	ForeverHighImpact bool
 }
 
-// Grant lets later calls of Tool in Thread skip asking (never over a deny).
-type Grant struct {
-	Thread     string
-	Tool       string
-	ApprovalID string
-	Actor      string
-	At         time.Time
+func (env Env) recheck(args map[string]any) (Verdict, []string) {
+	if env.Recheck == nil {
+		return Verdict{Effect: EffectAsk, Quorum: 1, RuleKey: DefaultRuleKey}, nil
+	}
+	return env.Recheck(args)
 }
 
 // Outcome is the result of deciding: what to persist, in one transaction.
@@ -84,6 +105,8 @@ type Outcome struct {
 	// Final is true when this decision ended the approval: the run resumes
 	// and every card is updated.
 	Final bool
+	// Grant, when set, is stored with the decision (scope session or
+	// forever).
 	Grant *Grant
 	Audit []AuditEntry
 	// Err is the refusal, returned to the caller after the audit commits.
@@ -115,7 +138,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	default:
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown action %q", r.Action), nil)
 	}
-	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession {
+	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession && r.Scope != ScopeForever {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
 	if a.Status == StatusExpired {
@@ -140,15 +163,24 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
 		return out
 	}
+	if IsAgent(r.Actor) {
+		return refuse(ErrHumanRequired, r.Actor+" may read and ask, never decide", nil)
+	}
 	if !slices.Contains(a.Eligible, r.Actor) {
 		return refuse(ErrNotApprover, r.Actor+" is not among "+fmt.Sprint(a.Approvers), nil)
 	}
-	if r.Action != ActionReject && r.Actor == a.Requester && a.Risk == RiskHighImpact && !env.AllowSelfApproval {
-		return refuse(ErrSelfApproval, "", nil)
+	if env.Eligible != nil && !slices.Contains(env.Eligible, r.Actor) {
+		return refuse(ErrNotApprover, r.Actor+" is no longer among "+fmt.Sprint(a.Approvers)+" in the current configuration", nil)
 	}
+	person := env.People.Person(r.Actor)
+	self := env.People.SamePerson(r.Actor, a.Requester)
 
 	next := a.Clone()
-	d := Decision{Actor: r.Actor, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At}
+	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At}
+	// verdict is the live policy's answer for the arguments this decision
+	// approves: whether self-approval is allowed, and the rule a grant is
+	// bound to.
+	var verdict Verdict
 	switch r.Action {
 	case ActionReject:
 		next.Status = StatusRejected
@@ -162,7 +194,8 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 				}
 			})
 		}
-		verdict, eligible := env.Recheck(args)
+		v, eligible := env.recheck(args)
+		verdict = v
 		if verdict.Effect == EffectDeny {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
@@ -183,9 +216,30 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		next.ApprovedArgs = args
 	case ActionApprove:
 		for _, prev := range next.Decisions {
-			if prev.Actor == r.Actor && !prev.Superseded && (prev.Action == ActionApprove || prev.Action == ActionEdit) {
-				return refuse(ErrDuplicateApproval, fmt.Sprintf("%d of %d approvals so far", next.CountedApprovals(), next.Quorum), nil)
+			if prev.who() == person && !prev.Superseded && (prev.Action == ActionApprove || prev.Action == ActionEdit) {
+				detail := fmt.Sprintf("%d of %d approvals so far", next.CountedApprovals(), next.Quorum)
+				if prev.Actor != r.Actor {
+					detail += "; " + prev.Actor + " is also you"
+				}
+				return refuse(ErrDuplicateApproval, detail, nil)
 			}
+		}
+		args := next.ApprovedArgs
+		if args == nil {
+			args = next.ProposedArgs
+		}
+		verdict, _ = env.recheck(args)
+	}
+	if r.Action != ActionReject && self && !env.AllowSelfApproval && !verdict.AllowSelfApproval {
+		return refuse(ErrSelfApproval, selfDetail(r.Actor, a.Requester), nil)
+	}
+	if r.Action != ActionReject {
+		args := next.ApprovedArgs
+		if args == nil {
+			args = next.ProposedArgs
+		}
+		if why := grantProblem(r.Scope, next, args, r.Pattern, env.ForeverHighImpact); why != "" {
+			return refuse(ErrInvalidDecision, why, nil)
 		}
 	}
 	next.Decisions = append(next.Decisions, d)
@@ -199,20 +253,56 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			next.ApprovedArgs = next.ProposedArgs
 		}
 	}
+	ae := base
+	ae.Kind = "approval.decided"
+	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
+	out.Audit = []AuditEntry{ae}
 	if next.Status.Final() {
 		at := r.At
 		next.DecidedAt = &at
 		out.Final = true
-		if r.Scope == ScopeSession && next.Status != StatusRejected {
-			out.Grant = &Grant{Thread: a.Thread, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At}
+		if next.Status != StatusRejected && (r.Scope == ScopeSession || r.Scope == ScopeForever) {
+			out.Grant = newGrant(next, r, verdict, env.SessionTTL)
+			ge := base
+			ge.Kind = "grant.created"
+			ge.Detail = detailJSON(map[string]any{"grant": out.Grant.ID, "scope": out.Grant.Scope, "thread": out.Grant.Thread,
+				"requester": out.Grant.Requester, "rule": out.Grant.RuleKey, "args": out.Grant.Args, "pattern": out.Grant.Pattern,
+				"expires_at": out.Grant.ExpiresAt})
+			out.Audit = append(out.Audit, ge)
 		}
 	}
-	ae := base
-	ae.Kind = "approval.decided"
-	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
-	out.Audit = []AuditEntry{ae}
 	return out
+}
+
+// selfDetail explains a self-approval refusal, naming the other identity
+// when the requester asked through another one.
+func selfDetail(actor, requester string) string {
+	if actor == requester {
+		return "ask another approver, or allow it on the rule (allow_self_approval: true)"
+	}
+	return actor + " and " + requester + " are the same person; ask another approver"
+}
+
+// newGrant is the grant a final approval with scope session or forever
+// makes, bound to its final arguments and the live rule that asks for them.
+func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
+	g := &Grant{ID: GrantID(a.ID), Scope: r.Scope, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At}
+	switch r.Scope {
+	case ScopeSession:
+		if ttl <= 0 {
+			ttl = DefaultSessionTTL
+		}
+		exp := r.At.Add(ttl)
+		g.Thread, g.Requester, g.RuleKey, g.ExpiresAt = a.Thread, a.Requester, v.RuleKey, &exp
+	case ScopeForever:
+		if r.Pattern != nil {
+			g.Pattern = r.Pattern
+		} else {
+			g.Args = a.ApprovedArgs
+		}
+	}
+	return g
 }
 
 // Expire finalizes a pending approval whose time ran out.

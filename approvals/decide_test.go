@@ -142,10 +142,13 @@ func TestDecideSelfApprovalAllowedWhenConfigured(t *testing.T) {
 	if out := Decide(pending(1), req("console:req", ActionApprove), env); out.Err != nil || !out.Final {
 		t.Fatalf("self-approval with allow_self_approval: %v", out.Err)
 	}
-	a := pending(1)
-	a.Risk = RiskReversible
-	if out := Decide(a, req("console:req", ActionApprove), testEnv(t)); out.Err != nil {
-		t.Fatalf("self-approval below high_impact: %v", out.Err)
+	// A rule may allow it for itself alone.
+	rule := testEnv(t)
+	rule.Recheck = func(map[string]any) (Verdict, []string) {
+		return Verdict{Effect: EffectAsk, Quorum: 1, AllowSelfApproval: true}, nil
+	}
+	if out := Decide(pending(1), req("console:req", ActionApprove), rule); out.Err != nil || !out.Final {
+		t.Fatalf("self-approval under a rule with allow_self_approval: %v", out.Err)
 	}
 }
 
@@ -218,9 +221,16 @@ func TestDecideSessionGrant(t *testing.T) {
 	t.Parallel()
 	r := req("slack:U1", ActionApprove)
 	r.Scope = ScopeSession
-	out := Decide(pending(1), r, testEnv(t))
-	if out.Grant == nil || out.Grant.Thread != "console:t1" || out.Grant.Tool != "deploy" {
-		t.Fatalf("grant = %+v", out.Grant)
+	a := pending(1)
+	a.Risk = RiskExternal
+	out := Decide(a, r, testEnv(t))
+	if out.Err != nil || out.Grant == nil || out.Grant.Thread != "console:t1" || out.Grant.Tool != "deploy" ||
+		out.Grant.Requester != "console:req" || out.Grant.RuleKey == "" || out.Grant.ExpiresAt == nil ||
+		!out.Grant.ExpiresAt.Equal(r.At.Add(DefaultSessionTTL)) {
+		t.Fatalf("grant = %+v, err %v", out.Grant, out.Err)
+	}
+	if len(out.Audit) != 2 || out.Audit[1].Kind != "grant.created" {
+		t.Fatalf("audit = %+v", out.Audit)
 	}
 }
 

@@ -1,6 +1,9 @@
 package approvals
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -29,13 +32,38 @@ const (
 
 // Rule matches tool calls by tool-name glob and argument globs ("*" any
 // run of characters, "?" one character). Non-string arguments are matched
-// against their compact JSON; a missing argument never matches.
+// against their compact JSON; a missing argument never matches. Path-like
+// values are matched in their cleaned form (CleanPath); a deny matches the
+// raw form too.
 type Rule struct {
 	Tool      string
 	Args      map[string]string
 	Effect    Effect
 	Approvers []string
 	Quorum    int
+	// AllowSelfApproval lets the requester approve their own call when
+	// this rule asks (by default nobody approves their own call).
+	AllowSelfApproval bool
+}
+
+// Key identifies the rule by what it says, not by where it stands: a
+// session grant covers later calls only while the very rule that asked
+// still asks for them, so editing the rule (or a reload that changes it)
+// ends the grants made under it.
+func (r Rule) Key() string {
+	b, err := json.Marshal(struct {
+		Tool      string            `json:"tool"`
+		Args      map[string]string `json:"args"`
+		Effect    Effect            `json:"effect"`
+		Approvers []string          `json:"approvers"`
+		Quorum    int               `json:"quorum"`
+		Self      bool              `json:"self"`
+	}{r.Tool, r.Args, r.Effect, r.Approvers, max(r.Quorum, 1), r.AllowSelfApproval})
+	if err != nil {
+		panic("approvals: rule key: " + err.Error()) // strings only
+	}
+	sum := sha256.Sum256(b)
+	return "r" + hex.EncodeToString(sum[:8])
 }
 
 // ToolInfo is what the policy needs to know about a tool.
@@ -52,6 +80,13 @@ type Policy struct {
 	// DefaultApprovers decide calls that ask without naming approvers (the
 	// default, or an ask rule without approvers).
 	DefaultApprovers []string
+	// AllowSelfApproval lets requesters approve their own calls under
+	// every ask (the older, global approvals.allow_self_approval); a rule
+	// may allow it for itself alone.
+	AllowSelfApproval bool
+	// ForeverHighImpact lets a "forever" grant cover a high_impact tool;
+	// without it such grants are refused when made and ignored when found.
+	ForeverHighImpact bool
 }
 
 // Verdict is the policy's answer for one call.
@@ -61,9 +96,17 @@ type Verdict struct {
 	Rule      int
 	Approvers []string
 	Quorum    int
+	// RuleKey is the deciding rule's Key ("default" for the default).
+	RuleKey string
+	// AllowSelfApproval says whether the requester may approve this call
+	// themselves (the rule's or the policy's setting).
+	AllowSelfApproval bool
 	// Why explains the verdict in one line for audit and replies.
 	Why string
 }
+
+// DefaultRuleKey is the RuleKey of a verdict no rule decided.
+const DefaultRuleKey = "default"
 
 // Evaluate applies the rules: any matching deny is final, otherwise the last
 // matching rule wins, otherwise the default. Deny being final means no later
@@ -81,14 +124,15 @@ func (p *Policy) Evaluate(t ToolInfo, args map[string]any) Verdict {
 	}
 	if last >= 0 {
 		r := p.Rules[last]
-		v := Verdict{Effect: r.Effect, Rule: last, Approvers: r.Approvers, Quorum: max(r.Quorum, 1),
-			Why: fmt.Sprintf("policy rule %d (tool %q): %s", last, r.Tool, r.Effect)}
+		v := Verdict{Effect: r.Effect, Rule: last, Approvers: r.Approvers, Quorum: max(r.Quorum, 1), RuleKey: r.Key(),
+			AllowSelfApproval: r.AllowSelfApproval || p.AllowSelfApproval,
+			Why:               fmt.Sprintf("policy rule %d (tool %q): %s", last, r.Tool, r.Effect)}
 		if v.Effect == EffectAsk && len(v.Approvers) == 0 {
 			v.Approvers = p.DefaultApprovers
 		}
 		return v
 	}
-	v := Verdict{Effect: p.defaultEffect(t), Rule: -1, Quorum: 1}
+	v := Verdict{Effect: p.defaultEffect(t), Rule: -1, Quorum: 1, RuleKey: DefaultRuleKey, AllowSelfApproval: p.AllowSelfApproval}
 	v.Why = fmt.Sprintf("no rule matched; default for risk %s%s: %s", t.Risk, map[bool]string{true: ", destructive"}[t.Destructive], v.Effect)
 	if v.Effect == EffectAsk {
 		v.Approvers = p.DefaultApprovers
@@ -96,9 +140,14 @@ func (p *Policy) Evaluate(t ToolInfo, args map[string]any) Verdict {
 	return v
 }
 
+// defaultEffect is the no-match effect. A destructive tool asks under
+// "allow" too: only a rule that matches it lets it run unasked.
 func (p *Policy) defaultEffect(t ToolInfo) Effect {
 	switch p.Default {
 	case DefaultAllow:
+		if t.Destructive {
+			return EffectAsk
+		}
 		return EffectAllow
 	case DefaultAsk:
 		return EffectAsk
@@ -117,7 +166,14 @@ func (r Rule) matches(tool string, args map[string]any) bool {
 	}
 	for name, pat := range r.Args {
 		v, ok := args[name]
-		if !ok || !Glob(pat, argText(v)) {
+		if !ok {
+			return false
+		}
+		// Path-like values are matched cleaned (pathclean.go): that is the
+		// form the card shows and the tool receives. A deny also matches the
+		// raw form, so a caller that skipped cleaning cannot get past one.
+		clean := Glob(pat, argText(CleanValue(v)))
+		if !clean && (r.Effect != EffectDeny || !Glob(pat, argText(v))) {
 			return false
 		}
 	}
@@ -159,27 +215,4 @@ func Glob(pattern, s string) bool {
 		pi++
 	}
 	return pi == len(p)
-}
-
-// Expand turns approver entries ("group:sre", "slack:U1") into identities,
-// in order and without duplicates. Unknown groups expand to nothing.
-func Expand(entries []string, groups map[string][]string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(id string) {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	for _, e := range entries {
-		if g, ok := strings.CutPrefix(e, "group:"); ok {
-			for _, id := range groups[g] {
-				add(id)
-			}
-			continue
-		}
-		add(e)
-	}
-	return out
 }

@@ -26,8 +26,13 @@ type Store interface {
 	// at or before now, for the expiry sweeper (which decides each through
 	// ApprovalDecide with Expire, so expiry races decisions safely).
 	ApprovalListExpired(ctx context.Context, now time.Time, limit int) ([]string, error)
-	// GrantFind reports whether a session grant exists for tool in thread.
-	GrantFind(ctx context.Context, thread, tool string) (*Grant, error)
+	// GrantList lists grants (session and forever) newest first. With
+	// ActiveAt set, only grants active then (not revoked, not expired).
+	GrantList(ctx context.Context, p GrantListParams) (items []*Grant, nextCursor string, err error)
+	// GrantRevoke revokes a grant and appends Audit, in one transaction:
+	// ErrNotFound for an unknown id, ErrGrantRevoked (with the grant) when
+	// it was revoked already.
+	GrantRevoke(ctx context.Context, p GrantRevokeParams) (*Grant, error)
 	// AuditList returns entries with Seq > after, in order.
 	AuditList(ctx context.Context, p AuditListParams) ([]AuditEntry, error)
 }
@@ -36,8 +41,13 @@ type Store interface {
 type ApprovalListParams struct {
 	Status Status
 	RunID  string
-	Limit  int
-	Cursor string
+	// IDPrefix keeps approvals whose id starts with it (the CLI's short
+	// ids); Tool is an exact match; Decided keeps every status but pending.
+	IDPrefix string
+	Tool     string
+	Decided  bool
+	Limit    int
+	Cursor   string
 }
 
 // ApprovalDecideParams drives one ApprovalDecide transaction.
@@ -70,7 +80,32 @@ type AuditListParams struct {
 	Tool       string
 	RunID      string
 	ApprovalID string
+	Kind       string
+	// Newest lists newest first instead: entries with Seq < Before (all
+	// when Before is 0), After ignored.
+	Newest bool
+	Before int64
 }
+
+// GrantListParams filters GrantList. Cursor is opaque.
+type GrantListParams struct {
+	Tool     string
+	ActiveAt time.Time
+	Limit    int
+	Cursor   string
+}
+
+// GrantRevokeParams revokes one grant.
+type GrantRevokeParams struct {
+	ID    string
+	Actor string
+	At    time.Time
+	// Audit is appended in the revoking transaction.
+	Audit []AuditEntry
+}
+
+// ErrGrantRevoked reports a grant that was already revoked.
+var ErrGrantRevoked = errors.New("grant already revoked")
 
 // ErrDuplicateEvent reports an event already recorded; nothing changed.
 var ErrDuplicateEvent = errors.New("event already recorded")

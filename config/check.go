@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,7 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/router"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // checker runs the semantic checks, reporting with the decoder's lines.
@@ -42,7 +47,9 @@ func (c *checker) run() {
 	c.engine()
 	c.api()
 	c.channels()
+	c.people()
 	groups := c.approvers()
+	c.requesters(groups)
 	c.tools()
 	c.mcpServers()
 	c.flows()
@@ -50,6 +57,14 @@ func (c *checker) run() {
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
 		c.problem("approvals.ttl", "must be greater than 0")
 	}
+	if c.given["approvals.session_ttl"] && c.cfg.Approvals.SessionTTL <= 0 {
+		c.problem("approvals.session_ttl", "must be greater than 0")
+	}
+	if c.given["audit.key_file"] && strings.TrimSpace(c.cfg.Audit.KeyFile) == "" {
+		c.problem("audit.key_file", "must not be empty (default <data_dir>/audit.key)")
+	}
+	c.models()
+	c.agents()
 }
 
 func (c *checker) server() {
@@ -107,6 +122,98 @@ func (c *checker) api() {
 		if t.Actor != "" {
 			if msg := identityProblem(t.Actor); msg != "" {
 				c.problem(p+".actor", "%s", msg)
+			}
+		}
+		if c.given[p+".scopes"] && len(t.Scopes) == 0 {
+			c.problem(p+".scopes", "must list at least one scope (read, request, decide, admin, session.run), or be left out for the defaults")
+		}
+		for j, sc := range t.Scopes {
+			if _, err := core.ParseScope(sc); err != nil {
+				msg := err.Error()
+				if near := suggest(sc, scopeNames()); near != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", near)
+				}
+				c.problem(fmt.Sprintf("%s.scopes[%d]", p, j), "%s", msg)
+			} else if sc == string(core.ScopeDecide) && strings.HasPrefix(t.Actor, "agent:") {
+				c.problem(fmt.Sprintf("%s.scopes[%d]", p, j), "an agent (actor %q) never decides: remove decide", t.Actor)
+			}
+		}
+	}
+}
+
+func scopeNames() []string {
+	out := make([]string, len(core.AllScopes))
+	for i, sc := range core.AllScopes {
+		out[i] = string(sc)
+	}
+	return out
+}
+
+// people checks the people map: names, identities (no agents), and that no
+// identity belongs to two persons.
+func (c *checker) people() {
+	owner := map[string]string{}
+	for name, ids := range c.cfg.People {
+		p := joinKey("people", name)
+		if !nameRE.MatchString(name) {
+			c.problem(p, "person name must be 1-64 letters, digits, '_' or '-'")
+		}
+		for i, id := range ids {
+			ip := fmt.Sprintf("%s[%d]", p, i)
+			if msg := humanIdentityProblem(id); msg != "" {
+				c.problem(ip, "%s", msg)
+				continue
+			}
+			if other, dup := owner[id]; dup && other != name {
+				c.problem(ip, "%q is also listed under people.%s: an identity belongs to one person", id, other)
+			}
+			owner[id] = name
+		}
+	}
+}
+
+// entryProblem checks an approver or requester entry: "group:<name>" of a
+// defined group, "person:<name>" of a defined person, or an identity of a
+// human.
+func (c *checker) entryProblem(e string, groups map[string][]string) string {
+	if g, ok := strings.CutPrefix(e, "group:"); ok {
+		if _, exists := groups[g]; !exists {
+			return fmt.Sprintf("unknown approver group %q (define it under approvers.groups)", g)
+		}
+		return ""
+	}
+	if name, ok := strings.CutPrefix(e, "person:"); ok {
+		if _, exists := c.cfg.People[name]; !exists {
+			return fmt.Sprintf("unknown person %q (define it under people)", name)
+		}
+		return ""
+	}
+	if msg := humanIdentityProblem(e); msg != "" {
+		return "must be group:<name>, person:<name> or an identity: " + msg
+	}
+	return ""
+}
+
+// requesters checks channels.<name>.requesters: "anyone" alone, or
+// entries that resolve.
+func (c *checker) requesters(groups map[string][]string) {
+	ch := c.cfg.Channels
+	for name, rq := range map[string]Requesters{"console": ch.Console.Requesters, "slack": ch.Slack.Requesters,
+		"telegram": ch.Telegram.Requesters, "discord": ch.Discord.Requesters, "email": ch.Email.Requesters} {
+		p := "channels." + name + ".requesters"
+		if c.given[p] && len(rq) == 0 {
+			c.problem(p, `must list requesters, or ["anyone"]; leave it out for the default (identities the configuration knows)`)
+		}
+		for i, e := range rq {
+			ep := fmt.Sprintf("%s[%d]", p, i)
+			switch {
+			case e == "anyone" && len(rq) > 1:
+				c.problem(ep, `"anyone" stands alone: with it, every other entry is moot`)
+			case e == "anyone":
+			default:
+				if msg := c.entryProblem(e, groups); msg != "" {
+					c.problem(ep, "%s", msg)
+				}
 			}
 		}
 	}
@@ -180,8 +287,13 @@ func (c *checker) channels() {
 	}
 	c.hostPort("channels.email.imap.addr", ch.Email.IMAP.Addr)
 	c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
-	if ch.Email.RequireDMARC {
-		c.require("channels.email.authserv_id", ch.Email.AuthservID, "require_dmarc is true")
+	if ch.Email.RequireDMARC && ch.Email.AuthservID == "" && (ch.Email.Enabled || c.given["channels.email.require_dmarc"]) {
+		why := "require_dmarc is true"
+		if !c.given["channels.email.require_dmarc"] {
+			why = "require_dmarc defaults to true, so approval replies and requests count only with a DKIM/DMARC pass"
+		}
+		c.problem("channels.email.authserv_id", "missing required value (%s): set it to the authserv-id your receiving MX writes "+
+			"into Authentication-Results (e.g. mx.example.com), or set require_dmarc: false to trust From: alone (forgeable)", why)
 	}
 	c.delivery("channels.email", ch.Email.Delivery)
 	seen := map[string]int{}
@@ -196,8 +308,8 @@ func (c *checker) channels() {
 		}
 		// adapters/webhook parses these at startup with no extra functions;
 		// checking them here reports a typo with its line, not a failed serve.
-		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, nil, nil)
-		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, nil, nil)
+		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, router.TemplateFuncs(), nil)
+		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, router.TemplateFuncs(), nil)
 	}
 }
 
@@ -240,8 +352,19 @@ func (c *checker) approvers() map[string][]string {
 			c.problem(p, "group name must be 1-64 letters, digits, '_' or '-'")
 		}
 		for i, id := range ids {
-			if msg := identityProblem(id); msg != "" {
-				c.problem(fmt.Sprintf("%s[%d]", p, i), "%s", msg)
+			ip := fmt.Sprintf("%s[%d]", p, i)
+			if person, ok := strings.CutPrefix(id, "person:"); ok {
+				if _, exists := c.cfg.People[person]; !exists {
+					c.problem(ip, "unknown person %q (define it under people)", person)
+				}
+				continue
+			}
+			if strings.HasPrefix(id, "group:") {
+				c.problem(ip, "groups do not nest: list the members of %s here, or name both groups in the rule", id)
+				continue
+			}
+			if msg := humanIdentityProblem(id); msg != "" {
+				c.problem(ip, "%s", msg)
 			}
 		}
 	}
@@ -259,6 +382,9 @@ func (c *checker) tools() {
 		}
 		if t.Name != "" && !nameRE.MatchString(t.Name) {
 			c.problem(toolPath(i, "name"), "must be 1-64 letters, digits, '_' or '-'")
+		}
+		if t.Name == agent.AskUserTool {
+			c.problem(toolPath(i, "name"), "%s is the agents' built-in question tool; choose another name", t.Name)
 		}
 		switch {
 		case t.Exec == nil && t.HTTP == nil:
@@ -362,7 +488,40 @@ func (c *checker) flows() {
 					c.template(joinKey(sp+".args", k), str, nil, vars)
 				}
 			}
+			c.stepDashArgs(sp, s)
 		}
+	}
+}
+
+// stepDashArgs reports a step whose literal argument would start an exec
+// argv element with "-": the runner refuses such a value (it would read as
+// an option), so the step could never run. Templated arguments are tried
+// with a harmless value; what they bring at run time is checked then.
+func (c *checker) stepDashArgs(sp string, s Step) {
+	var x *Exec
+	for _, t := range c.cfg.Tools {
+		if t.Name == s.Tool {
+			x = t.Exec
+		}
+	}
+	if x == nil || x.AllowDashArgs {
+		return
+	}
+	args := map[string]any{}
+	for k, v := range s.Args {
+		if str, ok := v.(string); ok && strings.Contains(str, "{{") {
+			v = "x"
+		}
+		args[k] = v
+	}
+	err := (&tools.Exec{Command: x.Command, DryRun: x.DryRun}).CheckArgs(args)
+	var ae *tools.ArgError
+	if errors.As(err, &ae) {
+		p := sp + ".args"
+		if ae.Arg != "" {
+			p = joinKey(p, ae.Arg)
+		}
+		c.problem(p, "starts with \"-\" where the tool takes an argument, and the tool refuses values that read as options; write the option into exec.command, or set exec.allow_dash_args: true on tool %q", s.Tool)
 	}
 }
 
@@ -376,15 +535,11 @@ func toolNames(tools []Tool) []string {
 
 func (c *checker) policy(groups map[string][]string) {
 	for j, a := range c.cfg.Policy.DefaultApprovers {
-		ap := fmt.Sprintf("policy.default_approvers[%d]", j)
-		if g, ok := strings.CutPrefix(a, "group:"); ok {
-			if _, exists := groups[g]; !exists {
-				c.problem(ap, "unknown approver group %q (define it under approvers.groups)", g)
-			}
-		} else if msg := identityProblem(a); msg != "" {
-			c.problem(ap, "must be group:<name> or an identity: %s", msg)
+		if msg := c.entryProblem(a, groups); msg != "" {
+			c.problem(fmt.Sprintf("policy.default_approvers[%d]", j), "%s", msg)
 		}
 	}
+	dir := approvals.NewDirectory(c.cfg.People, groups)
 	tools := toolNames(c.cfg.Tools)
 	for i, r := range c.cfg.Policy.Rules {
 		if r.Match.Tool != "" {
@@ -404,32 +559,22 @@ func (c *checker) policy(groups map[string][]string) {
 		if len(r.Approvers) > 0 && r.Action != "ask" {
 			c.problem(rulePath(i, "approvers"), "approvers only apply to action ask")
 		}
-		eligible := map[string]bool{}
 		before := len(c.problems)
 		for j, a := range r.Approvers {
-			ap := fmt.Sprintf("%s[%d]", rulePath(i, "approvers"), j)
-			if g, ok := strings.CutPrefix(a, "group:"); ok {
-				members, exists := groups[g]
-				if !exists {
-					c.problem(ap, "unknown approver group %q (define it under approvers.groups)", g)
-				}
-				for _, m := range members {
-					eligible[m] = true
-				}
-				continue
+			if msg := c.entryProblem(a, groups); msg != "" {
+				c.problem(fmt.Sprintf("%s[%d]", rulePath(i, "approvers"), j), "%s", msg)
 			}
-			if msg := identityProblem(a); msg != "" {
-				c.problem(ap, "must be group:<name> or an identity: %s", msg)
-			}
-			eligible[a] = true
 		}
-		switch {
+		if r.AllowSelfApproval && r.Action != "ask" {
+			c.problem(rulePath(i, "allow_self_approval"), "only applies to action ask")
+		}
+		switch persons := dir.Persons(dir.Expand(r.Approvers)); {
 		case r.Quorum < 1:
 			c.problem(rulePath(i, "quorum"), "must be at least 1")
 		case len(c.problems) > before:
 			// the approvers are wrong; counting them would only add noise
-		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum > len(eligible):
-			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers", r.Quorum, len(eligible))
+		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum > persons:
+			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers (persons: one human with several identities counts once)", r.Quorum, persons)
 		}
 	}
 }

@@ -116,6 +116,8 @@ func TestProblemKinds(t *testing.T) {
 		"RuleUnknownTool":      {validTools + "policy:\n  rules:\n    - {match: {tool: nope}, action: deny}\n", "policy.rules[0].match.tool", 7, `no tool named "nope"`},
 		"RuleBadGlob":          {validTools + "policy:\n  rules:\n    - {match: {tool: \"[\"}, action: deny}\n", "policy.rules[0].match.tool", 7, "invalid glob"},
 		"RuleApproversOnAllow": {validTools + "policy:\n  rules:\n    - {match: {tool: t}, action: allow, approvers: [\"slack:U1\"]}\n", "policy.rules[0].approvers", 7, "only apply to action ask"},
+		"FlowDashArgToExec": {"tools:\n  - name: t\n    risk: read\n    exec: {command: [echo, \"{{.f}}\"]}\nflows:\n  - name: f\n    command: go\n    steps: [{tool: t, args: {f: \"--force\"}}]\n",
+			"flows[0].steps[0].args.f", 8, "exec.allow_dash_args"},
 		"MergeKeyNeedsMapping": {"server:\n  <<: 5\n", "server", 2, "merge key"},
 		"NonStringKey":         {"server:\n  [a]: 1\n", "server", 2, "keys must be strings"},
 	}
@@ -133,6 +135,21 @@ func TestProblemKinds(t *testing.T) {
 			}
 			t.Fatalf("no problem at %q containing %q; got %+v", tc.path, tc.msg, problems)
 		})
+	}
+}
+
+// TestDashArgsOptIn: a literal option passed to a tool that opts in, or
+// written into exec.command, is no problem.
+func TestDashArgsOptIn(t *testing.T) {
+	t.Parallel()
+	for name, src := range map[string]string{
+		"OptedIn":       "tools:\n  - name: t\n    risk: read\n    exec: {command: [echo, \"{{.f}}\"], allow_dash_args: true}\nflows:\n  - name: f\n    command: go\n    steps: [{tool: t, args: {f: \"--force\"}}]\n",
+		"InTheCommand":  "tools:\n  - name: t\n    risk: read\n    exec: {command: [echo, \"--mode={{.f}}\"]}\nflows:\n  - name: f\n    command: go\n    steps: [{tool: t, args: {f: \"-x\"}}]\n",
+		"FromTemplates": "tools:\n  - name: t\n    risk: read\n    exec: {command: [echo, \"{{.f}}\"]}\nflows:\n  - name: f\n    command: go {v}\n    steps: [{tool: t, args: {f: \"{{.v}}\"}}]\n",
+	} {
+		if _, err := (Loader{LookupEnv: envOf(nil)}).Parse("test.yaml", []byte(src)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
 

@@ -18,6 +18,9 @@ const (
 	DefaultToolTimeout   = time.Minute
 	DefaultDryRunTimeout = 30 * time.Second
 	DefaultApprovalTTL   = time.Hour
+	DefaultSessionTTL    = time.Hour
+	// DefaultAuditKeyFile is the audit key's file name under data_dir.
+	DefaultAuditKeyFile = "audit.key"
 )
 
 // applyDefaults fills omitted values. Values given explicitly (even as 0)
@@ -70,6 +73,13 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		}
 	}
 	setDuration(&c.Approvals.TTL, DefaultApprovalTTL, given("approvals.ttl"))
+	setDuration(&c.Approvals.SessionTTL, DefaultSessionTTL, given("approvals.session_ttl"))
+	if !given("channels.email.require_dmarc") {
+		// From: alone is forgeable: decisions by mail need our MX's word.
+		c.Channels.Email.RequireDMARC = true
+	}
+	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
+	applyAgentDefaults(c, given)
 }
 
 func setString(p *string, def string) {
@@ -98,6 +108,13 @@ func normalizeIdentities(c *Config) {
 	}
 	for _, members := range c.Approvers.Groups {
 		lower(members)
+	}
+	for _, ids := range c.People {
+		lower(ids)
+	}
+	for _, rq := range []Requesters{c.Channels.Console.Requesters, c.Channels.Slack.Requesters, c.Channels.Telegram.Requesters,
+		c.Channels.Discord.Requesters, c.Channels.Email.Requesters} {
+		lower(rq)
 	}
 	for i := range c.Policy.Rules {
 		lower(c.Policy.Rules[i].Approvers)

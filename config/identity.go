@@ -12,7 +12,20 @@ import (
 // of MCP clients. An identity with any other prefix can never match an
 // actor, so an approver group naming "consol:admin" would silently approve
 // nobody; config check refuses it instead.
-var identityChannels = []string{"api", "console", "discord", "email", "mcp", "slack", "telegram", "webhook"}
+var identityChannels = []string{"agent", "api", "console", "discord", "email", "mcp", "slack", "telegram", "webhook"}
+
+// humanIdentityProblem is identityProblem for places that name people who
+// decide (people, approver groups, rule approvers): an "agent:" identity is
+// refused there, because an agent never decides.
+func humanIdentityProblem(id string) string {
+	if msg := identityProblem(id); msg != "" {
+		return msg
+	}
+	if strings.HasPrefix(id, "agent:") {
+		return fmt.Sprintf("%q is an agent: agents may ask but never decide, so they are not listed among people or approvers", id)
+	}
+	return ""
+}
 
 // identityProblem explains why id is not a usable identity, or returns ""
 // when it is one: a known channel prefix, a non-empty id without spaces,

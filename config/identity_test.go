@@ -18,7 +18,7 @@ func TestIdentityProblem(t *testing.T) {
 	bad := map[string]string{
 		"consol:admin":            `did you mean "console"?`,
 		"slak:U1":                 `did you mean "slack"?`,
-		"irc:bob":                 "known: api, console",
+		"irc:bob":                 "known: agent, api, console",
 		"admin":                   "must be an identity like",
 		":U1":                     "must be an identity like",
 		"slack:":                  "no spaces",

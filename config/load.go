@@ -59,6 +59,7 @@ func (l Loader) Parse(name string, data []byte) (*Config, error) {
 	if d.overflow {
 		return nil, &Error{File: name, Problems: d.problems}
 	}
+	cfg.lines = d.lines
 	applyDefaults(cfg, func(p string) bool { return d.given[p] })
 	(&checker{decoder: d, cfg: cfg}).run()
 	if len(d.problems) > 0 {
@@ -130,13 +131,25 @@ func (l Loader) Default() (*Config, error) {
 // quickstart. A file named by the flag or the variable must exist; a missing
 // ./opsgate.yaml just means "use the defaults". path is "" for the defaults.
 func (l Loader) Resolve(flagPath string) (path string, cfg *Config, err error) {
+	path, err = l.locate(flagPath)
+	switch {
+	case err != nil:
+		return path, nil, err
+	case path == "":
+		cfg, err = l.Default()
+		return "", cfg, err
+	}
+	cfg, err = l.Load(path)
+	return path, cfg, err
+}
+
+// locate returns the file Resolve loads, "" for the built-in quickstart.
+func (l Loader) locate(flagPath string) (string, error) {
 	if flagPath != "" {
-		cfg, err = l.Load(flagPath)
-		return flagPath, cfg, err
+		return flagPath, nil
 	}
 	if p, ok := l.lookupEnv()(EnvConfig); ok && p != "" {
-		cfg, err = l.Load(p)
-		return p, cfg, err
+		return p, nil
 	}
 	stat := l.Stat
 	if stat == nil {
@@ -144,13 +157,11 @@ func (l Loader) Resolve(flagPath string) (path string, cfg *Config, err error) {
 	}
 	switch _, err := stat(DefaultFile); {
 	case err == nil:
-		cfg, err = l.Load(DefaultFile)
-		return DefaultFile, cfg, err
+		return DefaultFile, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return DefaultFile, nil, fmt.Errorf("config: %w", err)
+		return DefaultFile, fmt.Errorf("config: %w", err)
 	}
-	cfg, err = l.Default()
-	return "", cfg, err
+	return "", nil
 }
 
 // Parse is Loader{}.Parse: decode and validate data using the process

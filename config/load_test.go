@@ -54,11 +54,19 @@ func TestQuickstart(t *testing.T) {
 	if cfg.Flow("status").Pattern().Command() != "status" {
 		t.Error("status flow pattern not kept")
 	}
-	// The demo scripts the quickstart points at must exist and be executable.
+	// The demo scripts the quickstart points at are the embedded ones
+	// (serve installs them under <data_dir>/demo), and they are executable
+	// in the repository.
 	for _, tool := range cfg.Tools {
-		st, err := os.Stat(filepath.Join("..", tool.Exec.Command[0]))
+		cmd := tool.Exec.Command[0]
+		name, ok := strings.CutPrefix(cmd, "./data/demo/")
+		if !ok {
+			t.Errorf("tool %s: %s is not under ./data/demo/", tool.Name, cmd)
+			continue
+		}
+		st, err := os.Stat(filepath.Join("..", "configs", "demo", name))
 		if err != nil || st.Mode()&0o111 == 0 {
-			t.Errorf("tool %s: %s not executable: %v", tool.Name, tool.Exec.Command[0], err)
+			t.Errorf("tool %s: configs/demo/%s not executable: %v", tool.Name, name, err)
 		}
 	}
 }
@@ -68,6 +76,7 @@ var productionEnv = map[string]string{
 	"OPSGATE_DATABASE_URL":    "postgres://opsgate:pw@127.0.0.1:5432/opsgate",
 	"OPSGATE_ADMIN_TOKEN":     "admin-token",
 	"OPSGATE_CI_TOKEN":        "ci-token",
+	"OPSGATE_AGENT_TOKEN":     "agent-token",
 	"SLACK_BOT_TOKEN":         "xoxb-1",
 	"SLACK_SIGNING_SECRET":    "sign",
 	"TELEGRAM_BOT_TOKEN":      "123:abc",
@@ -77,6 +86,8 @@ var productionEnv = map[string]string{
 	"IMAP_PASSWORD":           "imap",
 	"SMTP_PASSWORD":           "smtp",
 	"EMAIL_TOKEN_KEY":         "0123456789abcdef-token-key",
+	"OPENAI_API_KEY":          "sk-test",
+	"ANTHROPIC_API_KEY":       "sk-ant-test",
 	"ALERT_WEBHOOK_SECRET":    "alert",
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",

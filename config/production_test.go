@@ -10,6 +10,7 @@ import (
 	"testing"
 	"text/template"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/tools"
 	"go.yaml.in/yaml/v3"
 )
@@ -145,5 +146,69 @@ func TestProductionHTTPBodyIsInjectionSafe(t *testing.T) {
 	}
 	if len(body.Matchers) != 1 || body.Matchers[0].Value != hostile {
 		t.Errorf("matchers = %+v, want the one alertname matcher carrying the text verbatim", body.Matchers)
+	}
+}
+
+// TestShippedSchemasForbidLeadingDash: every string argument of an exec
+// tool in the configs we ship is refused by its schema when it starts with
+// "-", so a copied example never hands a program an option (the runner
+// refuses such values too; the schema says so on the card's 422 first).
+func TestShippedSchemasForbidLeadingDash(t *testing.T) {
+	t.Parallel()
+	total := 0
+	for _, file := range []string{"../configs/quickstart.yaml", "../configs/production.yaml", "../deploy/compose/opsgate.yaml", "../deploy/docker/opsgate.yaml", "../deploy/k8s/configmap.yaml"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := yaml.Unmarshal(src, &doc); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if doc.Kind == "ConfigMap" {
+			src = []byte(doc.Data["opsgate.yaml"])
+		}
+		var cfg struct {
+			Tools []struct {
+				Name        string         `yaml:"name"`
+				InputSchema map[string]any `yaml:"input_schema"`
+				Exec        map[string]any `yaml:"exec"`
+			} `yaml:"tools"`
+		}
+		if err := yaml.Unmarshal(src, &cfg); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		checked := 0
+		for _, tool := range cfg.Tools {
+			if tool.Exec == nil {
+				continue
+			}
+			props, _ := tool.InputSchema["properties"].(map[string]any)
+			if len(props) == 0 {
+				t.Errorf("%s: exec tool %s has no schema properties", file, tool.Name)
+			}
+			for name, p := range props {
+				if m, _ := p.(map[string]any); m["type"] != "string" {
+					continue
+				}
+				s, err := approvals.CompileSchema(tool.Name, map[string]any{"type": "object", "properties": map[string]any{name: p}})
+				if err != nil {
+					t.Fatalf("%s: %s: %v", file, tool.Name, err)
+				}
+				for _, v := range []string{"-x", "--upload-pack=evil"} {
+					if _, err := s.Apply(map[string]any{name: v}); err == nil {
+						t.Errorf("%s: tool %s argument %s accepts %q", file, tool.Name, name, v)
+					}
+				}
+				checked++
+			}
+		}
+		total += checked
+	}
+	if total < 10 {
+		t.Fatalf("only %d exec arguments checked: the walk lost the configs' tools", total)
 	}
 }

@@ -20,21 +20,39 @@ import (
 type Config struct {
 	// Source is the file the configuration came from ("" for none); not a key.
 	Source string `yaml:"-"`
+	// lines maps YAML paths to their lines, for Config.Line.
+	lines map[string]int
 
-	Server    Server    `yaml:"server"`
-	Store     Store     `yaml:"store"`
-	Engine    Engine    `yaml:"engine"`
-	API       API       `yaml:"api"`
-	Channels  Channels  `yaml:"channels"`
-	Approvers Approvers `yaml:"approvers"`
-	Tools     []Tool    `yaml:"tools"`
-	Flows     []Flow    `yaml:"flows"`
-	Policy    Policy    `yaml:"policy"`
-	Approvals Approvals `yaml:"approvals"`
+	Server   Server   `yaml:"server"`
+	Store    Store    `yaml:"store"`
+	Engine   Engine   `yaml:"engine"`
+	API      API      `yaml:"api"`
+	Channels Channels `yaml:"channels"`
+	// People maps one human to their identities on several channels
+	// ("alice": ["console:alice", "slack:UALICE"]): quorum, self-approval
+	// and eligibility count persons, not identities.
+	People    map[string][]string `yaml:"people"`
+	Approvers Approvers           `yaml:"approvers"`
+	Tools     []Tool              `yaml:"tools"`
+	Flows     []Flow              `yaml:"flows"`
+	Policy    Policy              `yaml:"policy"`
+	Approvals Approvals           `yaml:"approvals"`
+	Audit     Audit               `yaml:"audit"`
 
 	// MCPServers are upstream MCP servers whose tools are offered as
 	// "<server>.<tool>" beside Tools (see mcp.go).
 	MCPServers []MCPServer `yaml:"mcp_servers"`
+	// Models and Agents are the LLM agents (config/agents.go).
+	Models []Model `yaml:"models"`
+	Agents []Agent `yaml:"agents"`
+}
+
+// Audit keys the hash chain of the audit log.
+type Audit struct {
+	// KeyFile holds the HMAC key of the audit chain, kept outside the
+	// store; generated (mode 0600) on first start when missing; default
+	// <data_dir>/audit.key. Every replica must read the same key.
+	KeyFile string `yaml:"key_file"`
 }
 
 // Server is the single HTTP listener and where local state lives.
@@ -72,7 +90,9 @@ type Engine struct {
 }
 
 // API configures bearer tokens for /api/v1 and /mcp. With no tokens the
-// server generates one at startup and logs it once.
+// server generates one on first start, keeps it in <data_dir>/admin.token
+// (mode 0600, reused on later starts) and logs the file's path, never the
+// token.
 type API struct {
 	Tokens []APIToken `yaml:"tokens"`
 }
@@ -86,7 +106,18 @@ type APIToken struct {
 	// Actor is the identity requests made with the token act as; default
 	// "api:<name>".
 	Actor string `yaml:"actor"`
+	// Scopes limit what the token may do: read, request, decide, admin,
+	// session.run. Without the key a token keeps [read, request, decide,
+	// admin], or [read, request, session.run] for an "agent:" actor; an
+	// agent never decides, whatever its scopes say.
+	Scopes []string `yaml:"scopes"`
 }
+
+// Requesters names who may start runs on a chat channel or by email:
+// "group:<name>", "person:<name>" or identities, or "anyone". Unset: only
+// identities the configuration knows (listed under people or in an approver
+// group).
+type Requesters []string
 
 // Channels configures every chat surface. A channel is off unless enabled.
 type Channels struct {
@@ -120,8 +151,12 @@ type RateLimits struct {
 
 // Console is the built-in web console.
 type Console struct {
-	Enabled  bool `yaml:"enabled"`
-	Delivery `yaml:",inline"`
+	Enabled bool `yaml:"enabled"`
+	// Requesters, when set, limits which token actors may start runs from
+	// the console and POST /api/v1/messages; unset, any token with scope
+	// request may (the token is the authentication).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
 }
 
 // Slack is a Slack app, over the Events API (mode http) or Socket Mode.
@@ -134,8 +169,10 @@ type Slack struct {
 	SigningSecret string `yaml:"signing_secret"`
 	AppToken      string `yaml:"app_token"`
 	// APIURL overrides https://slack.com/api/ (tests, GovSlack, proxies).
-	APIURL   string `yaml:"api_url"`
-	Delivery `yaml:",inline"`
+	APIURL string `yaml:"api_url"`
+	// Requesters limits who may start runs here (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
 }
 
 // Telegram is a Telegram bot.
@@ -149,8 +186,10 @@ type Telegram struct {
 	// to recognise "/cmd@botname" and mentions in groups.
 	BotUsername string `yaml:"bot_username"`
 	// APIURL overrides https://api.telegram.org (tests, a local Bot API server).
-	APIURL   string `yaml:"api_url"`
-	Delivery `yaml:",inline"`
+	APIURL string `yaml:"api_url"`
+	// Requesters limits who may start runs here (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
 }
 
 // Discord is a Discord application (interactions over HTTP, optional Gateway).
@@ -169,8 +208,10 @@ type Discord struct {
 	MessageContent bool `yaml:"message_content"`
 	// GuildID, when set, registers commands in one guild (instant) instead of
 	// globally (which Discord propagates slowly).
-	GuildID  string `yaml:"guild_id"`
-	Delivery `yaml:",inline"`
+	GuildID string `yaml:"guild_id"`
+	// Requesters limits who may start runs here (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
 }
 
 // Email is a mailbox the bot reads (IMAP) and writes from (SMTP).
@@ -180,8 +221,10 @@ type Email struct {
 	Address string `yaml:"address"`
 	IMAP    IMAP   `yaml:"imap"`
 	SMTP    SMTP   `yaml:"smtp"`
-	// RequireDMARC trusts a sender only when Authentication-Results from
-	// AuthservID say DKIM/DMARC passed; From: alone is forgeable.
+	// RequireDMARC trusts a sender (of a request or an approval reply) only
+	// when Authentication-Results from AuthservID say DKIM/DMARC passed;
+	// From: alone is forgeable. Default true: set authserv_id, or
+	// require_dmarc: false explicitly.
 	RequireDMARC bool `yaml:"require_dmarc"`
 	// AuthservID is the authserv-id of the receiving MTA whose
 	// Authentication-Results header is trusted; required with require_dmarc.
@@ -198,7 +241,9 @@ type Email struct {
 	IdleRestart Duration `yaml:"idle_restart"`
 	// PollInterval checks the mailbox when the server lacks IDLE; default 1m.
 	PollInterval Duration `yaml:"poll_interval"`
-	Delivery     `yaml:",inline"`
+	// Requesters limits who may start runs by mail (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
 }
 
 // IMAP is where inbound mail is read.
@@ -235,8 +280,8 @@ type Webhook struct {
 	Thread string `yaml:"thread"`
 }
 
-// Approvers names groups of identities ("slack:U1", "email:a@b.c") that
-// policy rules refer to as "group:<name>".
+// Approvers names groups of identities ("slack:U1", "email:a@b.c") or
+// persons ("person:alice") that policy rules refer to as "group:<name>".
 type Approvers struct {
 	Groups map[string][]string `yaml:"groups"`
 }
@@ -291,6 +336,10 @@ type Exec struct {
 	// Env adds variables to the process environment. Values are literal:
 	// the runner does not render them, so config check refuses "{{" here.
 	Env map[string]string `yaml:"env"`
+	// AllowDashArgs lets an argument value start an argv element with "-".
+	// Default false: such a value would reach the program as an option
+	// ("--upload-pack=…"), so the call is refused as invalid arguments.
+	AllowDashArgs bool `yaml:"allow_dash_args"`
 }
 
 // HTTP makes one HTTP request; URL, header values and Body are templates.
@@ -338,6 +387,9 @@ type Policy struct {
 	// no-match default, or an ask rule with no approvers. When empty, every
 	// member of every approver group may decide them.
 	DefaultApprovers []string `yaml:"default_approvers"`
+	// ForeverHighImpact lets an approver's "forever" grant (a stored allow
+	// rule) cover a high_impact tool; default false.
+	ForeverHighImpact bool `yaml:"forever_high_impact"`
 }
 
 // Rule is one policy rule.
@@ -346,8 +398,11 @@ type Rule struct {
 	Action string `yaml:"action" cfg:"required" enum:"allow|ask|deny"`
 	// Approvers are "group:<name>" references or identities ("slack:U1").
 	Approvers []string `yaml:"approvers"`
-	// Quorum is how many distinct approvers must approve; default 1.
+	// Quorum is how many distinct persons must approve; default 1.
 	Quorum int `yaml:"quorum"`
+	// AllowSelfApproval lets the requester approve their own call when this
+	// rule asks; by default nobody does.
+	AllowSelfApproval bool `yaml:"allow_self_approval"`
 }
 
 // Match selects tool calls: Tool is a glob over the tool name (path.Match
@@ -361,6 +416,10 @@ type Match struct {
 type Approvals struct {
 	// TTL is how long an approval stays pending before it expires; default 1h.
 	TTL Duration `yaml:"ttl"`
-	// AllowSelfApproval lets a requester approve their own call.
+	// AllowSelfApproval lets requesters approve their own calls under every
+	// rule (older configs, the one-user quickstart); prefer the rule-level
+	// allow_self_approval.
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
+	// SessionTTL is how long a session grant lasts; default 1h.
+	SessionTTL Duration `yaml:"session_ttl"`
 }

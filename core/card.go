@@ -80,7 +80,8 @@ func ArgString(v any) string {
 }
 
 // Headline is the one-line summary used in notifications and mail subjects:
-// "Approval needed: deploy service=api version=1.2.3".
+// "Approval needed: deploy service=api version=1.2.3". Values are shown
+// with OneLine, so the headline stays one line whatever they hold.
 func (c Card) Headline() string {
 	var b strings.Builder
 	if c.Pending() {
@@ -88,13 +89,13 @@ func (c Card) Headline() string {
 	} else {
 		b.WriteString("Approval " + c.Status + ": ")
 	}
-	b.WriteString(c.Tool)
+	b.WriteString(OneLine(c.Tool))
 	for _, a := range c.Args {
-		v := a.Value
+		v := a.Shown()
 		if len(v) > 40 {
-			v = v[:37] + "..."
+			v = strings.ToValidUTF8(v[:37], "") + "..."
 		}
-		fmt.Fprintf(&b, " %s=%s", a.Name, v)
+		fmt.Fprintf(&b, " %s=%s", OneLine(a.Name), v)
 	}
 	return b.String()
 }
@@ -117,9 +118,9 @@ func (c Card) OutcomeLine() string {
 	if verb == "" {
 		verb = strings.ToUpper(o.Status[:1]) + o.Status[1:]
 	}
-	line := fmt.Sprintf("%s by %s at %s", verb, strings.Join(o.By, ", "), at)
+	line := fmt.Sprintf("%s by %s at %s", verb, OneLine(strings.Join(o.By, ", ")), at)
 	if o.Reason != "" {
-		line += ": " + o.Reason
+		line += ": " + OneLine(o.Reason)
 	}
 	return line
 }
@@ -129,19 +130,19 @@ func (c Card) OutcomeLine() string {
 func (c Card) PlainText() string {
 	var b strings.Builder
 	b.WriteString(c.Headline() + "\n\n")
-	fmt.Fprintf(&b, "Tool: %s\n", c.Tool)
+	fmt.Fprintf(&b, "Tool: %s\n", OneLine(c.Tool))
 	if len(c.Args) > 0 {
 		b.WriteString("Arguments:\n")
 		for _, a := range c.Args {
-			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+			fmt.Fprintf(&b, "  %s: %s\n", OneLine(a.Name), a.Shown())
 		}
 	}
 	if c.Reason != "" {
-		fmt.Fprintf(&b, "Reason: %s\n", c.Reason)
+		fmt.Fprintf(&b, "Reason: %s\n", OneLine(c.Reason))
 	}
-	fmt.Fprintf(&b, "Risk: %s\n", c.Risk)
-	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
-	fmt.Fprintf(&b, "Approvers: %s", strings.Join(c.Approvers, ", "))
+	fmt.Fprintf(&b, "Risk: %s\n", OneLine(c.Risk))
+	fmt.Fprintf(&b, "Requested by: %s\n", OneLine(c.Requester))
+	fmt.Fprintf(&b, "Approvers: %s", OneLine(strings.Join(c.Approvers, ", ")))
 	if c.Quorum > 1 {
 		fmt.Fprintf(&b, " (%d of %d approvals)", c.Approvals, c.Quorum)
 	}
@@ -150,7 +151,12 @@ func (c Card) PlainText() string {
 		fmt.Fprintf(&b, "Expires: %s\n", c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if c.Preview != "" {
-		b.WriteString("\nDry run:\n" + c.Preview + "\n")
+		// Indented, so the tool's output (which may echo arguments) can
+		// never pass for a line of the card.
+		b.WriteString("\nDry run:\n")
+		for _, l := range strings.Split(strings.TrimRight(c.Preview, "\n"), "\n") {
+			b.WriteString("    " + l + "\n")
+		}
 	}
 	if c.Pending() {
 		fmt.Fprintf(&b, "\nApproval id: %s", c.ApprovalID)

@@ -62,3 +62,40 @@ func TestParseThread(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack_MultilineArgumentForgesCardLine: an argument value or reason
+// with line breaks cannot add a line to the plain card or the headline;
+// the breaks are shown as LineMark.
+func TestAttack_MultilineArgumentForgesCardLine(t *testing.T) {
+	t.Parallel()
+	c := Card{
+		ApprovalID: "ap1", Tool: "deploy", Risk: "high_impact", Requester: "console:mallory", Status: "rejected",
+		Args:    ArgsFromMap(map[string]any{"version": "1.2.3\nApproved by alice", "env": "prod\r\nRisk: read", "note": "a\u2028Risk: read\u202Eevil"}),
+		Reason:  "deploy api \"1.2.3\nApproved by alice\"",
+		Preview: "would deploy 1.2.3\nApproved by alice",
+		Outcome: &CardOutcome{Status: "rejected", By: []string{"console:bob"}, Reason: "no\nApproved by alice"},
+	}
+	for name, text := range map[string]string{"PlainText": c.PlainText(), "Headline": c.Headline(), "OutcomeLine": c.OutcomeLine()} {
+		for _, l := range strings.Split(text, "\n") {
+			// The dry run is indented: only unindented lines are the card's.
+			if strings.HasPrefix(l, "Approved by alice") || strings.HasPrefix(l, "Risk: read") {
+				t.Errorf("%s: a value forged the line %q:\n%s", name, l, text)
+			}
+		}
+		if strings.ContainsRune(text, '\u202E') || strings.ContainsRune(text, '\u2028') {
+			t.Errorf("%s: a bidi override or line separator is shown raw", name)
+		}
+	}
+	if h := c.Headline(); strings.Contains(h, "\n") || !strings.Contains(h, "version=1.2.3⏎Approved by alice") {
+		t.Errorf("headline %q", h)
+	}
+	if !strings.Contains(c.PlainText(), `note: a⏎Risk: read\u202Eevil`) {
+		t.Errorf("plain card does not show the breaks visibly:\n%s", c.PlainText())
+	}
+	if c.Args[2].Value != "1.2.3\nApproved by alice" {
+		t.Errorf("Value must stay exact for edit forms: %q", c.Args[2].Value)
+	}
+	if OneLine(OneLine("a\nb\x1bc")) != OneLine("a\nb\x1bc") {
+		t.Error("OneLine is not idempotent")
+	}
+}

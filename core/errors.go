@@ -9,6 +9,10 @@ import (
 // ErrNotFound is returned by stores and the engine for unknown ids.
 var ErrNotFound = errors.New("not found")
 
+// ErrForbidden is returned when the actor is authenticated but may not do
+// what it asked (cancel someone else's run, use a token scope it lacks).
+var ErrForbidden = errors.New("forbidden")
+
 // ErrNotSupported is returned by an adapter for a capability its platform
 // lacks (editing a message, opening a modal). Callers fall back to plain
 // text or a new message.
@@ -34,6 +38,9 @@ const (
 	DecisionDenied         DecisionCode = "denied_by_policy" // 403
 	DecisionBadRequest     DecisionCode = "bad_request"      // 400
 	DecisionUnverified     DecisionCode = "unverified"       // 403: the surface could not authenticate the decider
+	// DecisionHumanRequired refuses an agent (an "agent:" actor, or a
+	// token without scope decide): approvals are decided by humans.
+	DecisionHumanRequired DecisionCode = "human_confirmation_required" // 403
 )
 
 // DecisionError is a decision the core refused. Nothing changed except the

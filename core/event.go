@@ -94,7 +94,10 @@ type Decision struct {
 	Action     string         `json:"action"` // approve | reject | edit
 	Args       map[string]any `json:"args,omitempty"`
 	Reason     string         `json:"reason,omitempty"`
-	Scope      string         `json:"scope,omitempty"` // call (default) | session
+	Scope      string         `json:"scope,omitempty"` // call (default) | session | forever
+	// Pattern, with scope forever, saves the grant as per-argument globs
+	// instead of the exact arguments (it must name every argument).
+	Pattern map[string]string `json:"pattern,omitempty"`
 	// Unverified, when set, says why the surface could not authenticate
 	// the decider (an email reply without its token, a failed DMARC
 	// check). The core then refuses the decision without judging it and
@@ -128,4 +131,8 @@ type Receipt struct {
 	Run *Run
 	// ApprovalStatus is the approval's status after a decision event.
 	ApprovalStatus string
+	// Refused is true when the sender may not start runs on this channel
+	// (channels.<name>.requesters): the event was recorded and answered
+	// politely, and started nothing.
+	Refused bool
 }

@@ -159,6 +159,9 @@ type InboxRecordParams struct {
 	Run     *Run
 	Replies []OutboxMessage
 	Events  []RunEvent
+	// Audit entries are appended (sealed into the chain) with the event,
+	// e.g. a request refused because its sender may not start runs.
+	Audit []approvals.AuditEntry
 }
 
 // InboxResult says what InboxRecord did.
@@ -216,8 +219,15 @@ type Checkpoint struct {
 type RunListParams struct {
 	Status RunStatus
 	Thread string
-	Limit  int
-	Cursor string
+	// IDPrefix keeps runs whose id starts with it (the CLI's short ids).
+	IDPrefix string
+	// Channel keeps runs whose thread is in this channel; Flow and
+	// Requester are exact matches (the console's filters).
+	Channel   string
+	Flow      string
+	Requester string
+	Limit     int
+	Cursor    string
 }
 
 // DeliveryStatus is an outbox message's delivery state.

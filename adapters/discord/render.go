@@ -48,8 +48,9 @@ var noMentions = &discordapi.MessageAllowedMentions{Parse: []discordapi.AllowedM
 func renderMarkdown(md string) string { return markdown.Convert(md, markdown.DiscordMarkdown) }
 
 // plain renders outside text (arguments, reasons, names) as inert Discord
-// text: the Markdown renderer escapes what would format or mention.
-func plain(s string) string { return strings.TrimRight(renderMarkdown(s), "\n") }
+// text: escaped first, so "[click](url)" is not read as a link, then the
+// renderer escapes what would format or mention.
+func plain(s string) string { return strings.TrimRight(renderMarkdown(markdown.Escape(s)), "\n") }
 
 // inlineCode shows s verbatim in an inline code span; backticks, which a
 // span cannot hold, are replaced by a look-alike.
@@ -97,7 +98,7 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	}
 	var desc strings.Builder
 	if c.Reason != "" {
-		desc.WriteString("**Reason:** " + cut(plain(c.Reason), 1500) + "\n")
+		desc.WriteString("**Reason:** " + cut(plain(core.OneLine(c.Reason)), 1500) + "\n")
 	}
 	if c.Preview != "" {
 		desc.WriteString("**Dry run:**\n" + codeBlock(c.Preview, 2000) + "\n")
@@ -124,7 +125,7 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 		args = append(args[:maxEmbedFields-fixed-1:maxEmbedFields-fixed-1], core.CardArg{Name: "…more", Value: string(rest)})
 	}
 	for _, a := range args {
-		field(plain(a.Name), inlineCode(cut(a.Value, maxFieldValue-4)), true)
+		field(plain(a.Name), inlineCode(cut(a.Shown(), maxFieldValue-4)), true)
 	}
 	field("Requested by", inlineCode(c.Requester), true)
 	approvers := inlineCode(strings.Join(c.Approvers, ", "))

@@ -63,9 +63,9 @@ func TestAnswersOnlyOnFirstSighting(t *testing.T) {
 	twice(testMail{From: bob, To: token, MessageID: "unreadable@mail.example.com", Body: "maybe tomorrow"})
 	check("unreadable", func(m sent) bool { return strings.Contains(m.Text, "not understood") }, "unreadable reply")
 
-	// Refused by the core: not an approver.
+	// Refused: bob's token, carol's address.
 	twice(testMail{From: carol, To: token, MessageID: "carol@mail.example.com", Body: "approve"})
-	check("not an approver", func(m sent) bool { return strings.Contains(m.Text, "not among the approvers") }, "not an approver")
+	check("wrong sender", func(m sent) bool { return strings.Contains(m.Text, "sent to another approver") }, "sender_mismatch")
 
 	if got, err := e.h.Store.ApprovalGet(t.Context(), ap.ID); err != nil || got.Status != approvals.StatusPending {
 		t.Fatalf("approval %v, %v after refused replies, want pending", got, err)

@@ -11,7 +11,8 @@ import (
 )
 
 // The whole walk over real IMAP and SMTP: a request mail, the card mail to
-// the approver (Cc the requester) in the request's thread, a Gmail-shaped
+// the approver (and a copy without a reply token to the requester) in the
+// request's thread, a Gmail-shaped
 // "approve" reply with the card quoted below it, the tool runs once, and
 // the result and the closing "Approved by" mail are threaded under the
 // request.
@@ -24,11 +25,16 @@ func TestApproveByReply(t *testing.T) {
 			req := e.Request("deploy api 1.2.3")
 			card, ap := e.Card()
 
-			if card.Rcpt == nil || !slices.Contains(card.Rcpt, bob) || !slices.Contains(card.Rcpt, alice) {
-				t.Errorf("card envelope recipients %v, want bob and alice", card.Rcpt)
+			if !slices.Equal(card.Rcpt, []string{bob}) {
+				t.Errorf("card envelope recipients %v, want the approver alone", card.Rcpt)
 			}
-			if to, cc := card.Header.Get("To"), card.Header.Get("Cc"); !strings.Contains(to, bob) || !strings.Contains(cc, alice) {
-				t.Errorf("card To %q Cc %q: want To the approver, Cc the requester", to, cc)
+			if to, cc := card.Header.Get("To"), card.Header.Get("Cc"); !strings.Contains(to, bob) || cc != "" {
+				t.Errorf("card To %q Cc %q: want To the approver, no Cc", to, cc)
+			}
+			copyMail := e.WaitMail("the requester's copy", func(m sent) bool { return slices.Equal(m.Rcpt, []string{alice}) && m.Subject == card.Subject })
+			if copyMail.Header.Get("Reply-To") != "" || strings.Contains(copyMail.Text+copyMail.HTML, "ops+") ||
+				!strings.Contains(copyMail.Text, "for your information") {
+				t.Errorf("the requester's copy carries a way to decide: Reply-To %q\n%s", copyMail.Header.Get("Reply-To"), copyMail.Text)
 			}
 			if len(card.InReplyTo) != 1 || card.InReplyTo[0] != req || card.References[0] != req {
 				t.Errorf("card not in the request's thread: In-Reply-To %v References %v", card.InReplyTo, card.References)
@@ -139,8 +145,8 @@ func TestRefusedReplies(t *testing.T) {
 		References: "<" + card.MessageID + ">", Body: "approve"}
 	e.Deliver(forged)
 
-	e.ReplyTo(card, "outlook_reply.eml", carol, "", "approve") // token, wrong person
-	e.WaitMail("the non-approver refusal", func(m sent) bool { return strings.Contains(m.Text, "not among the approvers") })
+	e.ReplyTo(card, "outlook_reply.eml", carol, "", "approve") // bob's token, another sender
+	e.WaitMail("the wrong-sender refusal", func(m sent) bool { return strings.Contains(m.Text, "sent to another approver") })
 
 	e.h.Eventually("three refusals audited", func() bool { return len(e.Audit("approval.refused")) >= 3 })
 	refused := e.Audit("approval.refused")
@@ -254,9 +260,10 @@ func TestQuorumByReply(t *testing.T) {
 		{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{Actor(bob), Actor(dave)}, Quorum: 2},
 	}}})
 	e.Request("deploy api 1.2.3")
-	card, _ := e.Card()
-	if !slices.Contains(card.Rcpt, dave) || !slices.Contains(card.Rcpt, bob) {
-		t.Errorf("card recipients %v, want both approvers", card.Rcpt)
+	e.Card()
+	card, daves := e.CardFor(bob), e.CardFor(dave)
+	if replyAddress(t, card) == replyAddress(t, daves) {
+		t.Errorf("both approvers got the same reply token: %s", replyAddress(t, card))
 	}
 	e.ReplyTo(card, "gmail_reply.eml", bob, "", "approve")
 	counted := e.WaitMail("the counted answer", func(m sent) bool { return strings.Contains(m.Text, "counted") })
@@ -268,7 +275,7 @@ func TestQuorumByReply(t *testing.T) {
 	if len(e.h.Dispatches()) != 0 {
 		t.Fatal("dispatched before the quorum")
 	}
-	e.ReplyTo(card, "outlook_reply.eml", dave, "", "approve")
+	e.ReplyTo(daves, "outlook_reply.eml", dave, "", "approve")
 	e.h.WaitRun(e.OnlyRun().ID, core.RunSucceeded)
 	if n := len(e.h.Dispatches()); n != 1 {
 		t.Errorf("%d dispatches", n)

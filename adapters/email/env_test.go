@@ -202,12 +202,26 @@ func (e *env) OnlyRun() *core.Run {
 	return e.Runs()[0]
 }
 
-// Card waits for the card mail of the only run's pending approval.
+// Card waits for the card mails of the only run's pending approval — an
+// approver's (returned) and the requester's token-less copy, which is sent
+// last — so that counts of later mails see only what came after.
 func (e *env) Card() (sent, *approvals.Approval) {
 	e.t.Helper()
 	ap := e.h.WaitApprovalPending(e.OnlyRun().ID)
 	card := e.WaitMail("the card mail", func(m sent) bool { return strings.Contains(m.Header.Get("Reply-To"), "+") })
+	e.WaitMail("the requester's copy of the card", func(m sent) bool {
+		return m.Subject == card.Subject && !strings.Contains(m.Header.Get("Reply-To"), "+") && !slices.Equal(m.Rcpt, card.Rcpt)
+	})
 	return card, ap
+}
+
+// CardFor waits for the card mail sent to approver addr (each approver
+// gets their own, with their own reply token).
+func (e *env) CardFor(addr string) sent {
+	e.t.Helper()
+	return e.WaitMail("the card mail to "+addr, func(m sent) bool {
+		return strings.Contains(m.Header.Get("Reply-To"), "+") && slices.Equal(m.Rcpt, []string{addr})
+	})
 }
 
 // ReplyTo answers mail m from sender with answer, shaped by the testdata

@@ -15,13 +15,19 @@ import (
 
 // Two independent secrets protect an approval by reply: the reply token in
 // the plus-addressed Reply-To, and the tag in our Message-ID that a reply
-// echoes in In-Reply-To. Both are HMACs of the approval id under keys
-// derived from Config.TokenKey, with different labels, so a leaked
-// Message-ID (quoted in a forward, a References header, a log) does not
-// reveal the reply token.
+// echoes in In-Reply-To. Both are HMACs under keys derived from
+// Config.TokenKey, with different labels, so a leaked Message-ID (quoted in
+// a forward, a References header, a log) does not reveal the reply token.
+//
+// The reply token is bound to the approval AND to the one approver it was
+// mailed to: each eligible approver gets their own card mail with their own
+// token, and a reply counts only from the address its token was issued to.
+// The requester never gets one. (Tokens of the first version were bound to
+// the approval alone and shared by everyone the card reached; they no
+// longer verify.)
 const (
 	labelKey   = "opsgate-email-v1"
-	labelReply = "reply\x00"
+	labelReply = "reply2\x00"
 	labelMsgID = "msgid\x00"
 	// tokenLen is 26 base32 characters: 130 bits, lowercase so that a
 	// server folding the local part's case keeps it valid.
@@ -39,22 +45,25 @@ func newTokens(secret string) tokens {
 	return tokens{key: m.Sum(nil)}
 }
 
-func (t tokens) mac(label, approvalID string) string {
+func (t tokens) mac(label, data string) string {
 	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte(label + approvalID))
+	m.Write([]byte(label + data))
 	return strings.ToLower(b32.EncodeToString(m.Sum(nil)))[:tokenLen]
 }
 
-// replyToken is the plus-address tag of an approval's Reply-To.
-func (t tokens) replyToken(approvalID string) string { return t.mac(labelReply, approvalID) }
+// replyToken is the plus-address tag of the Reply-To of the card mailed to
+// recipient about an approval.
+func (t tokens) replyToken(approvalID, recipient string) string {
+	return t.mac(labelReply, approvalID+"\x00"+strings.ToLower(strings.TrimSpace(recipient)))
+}
 
 // msgTag is the tag inside the Message-IDs of mail about an approval.
 func (t tokens) msgTag(approvalID string) string { return t.mac(labelMsgID, approvalID) }
 
-// validReply reports in constant time whether tok is approvalID's reply
-// token.
-func (t tokens) validReply(approvalID, tok string) bool {
-	return hmac.Equal([]byte(t.replyToken(approvalID)), []byte(strings.ToLower(tok)))
+// validReply reports in constant time whether tok is the reply token
+// issued to recipient for approvalID.
+func (t tokens) validReply(approvalID, recipient, tok string) bool {
+	return hmac.Equal([]byte(t.replyToken(approvalID, recipient)), []byte(strings.ToLower(tok)))
 }
 
 // validTag reports in constant time whether tag is approvalID's Message-ID
@@ -132,9 +141,9 @@ func isOurMessageID(id, domain string) bool {
 	return found && strings.EqualFold(right, domain) && strings.HasPrefix(left, "og.")
 }
 
-// plusAddress is the Reply-To of mail about an approval.
-func (t tokens) plusAddress(bot, approvalID string) string {
-	return localPart(bot) + "+" + t.replyToken(approvalID) + "@" + domainPart(bot)
+// plusAddress is the Reply-To of mail about an approval sent to recipient.
+func (t tokens) plusAddress(bot, approvalID, recipient string) string {
+	return localPart(bot) + "+" + t.replyToken(approvalID, recipient) + "@" + domainPart(bot)
 }
 
 // plusTag returns the tag of addr when it is bot plus-addressed

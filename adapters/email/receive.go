@@ -165,9 +165,10 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 	switch {
 	case !tagged:
 		refusal = "bad_message_tag"
-	case !a.hasReplyToken(in, apID):
-		refusal = "missing_reply_token"
-	case authFail != "":
+	default:
+		refusal = a.replyTokenProblem(in, apID, card)
+	}
+	if refusal == "" && authFail != "" {
 		refusal = "sender_not_authenticated"
 	}
 	ans, parseErr := ParseAnswer(StripQuotes(in.Text))
@@ -233,15 +234,28 @@ func threadKeyOf(a *Adapter, in *inbound) threadKey {
 	return k
 }
 
-// hasReplyToken reports whether the mail was sent to the approval's
-// plus-address (To, Cc, or the delivery headers our server adds).
-func (a *Adapter) hasReplyToken(in *inbound, apID string) bool {
+// replyTokenProblem checks the reply token among the mail's recipients (To,
+// Cc, or the delivery headers our server adds): "" when one was issued to
+// the sender for this approval, "sender_mismatch" when the mail carries a
+// token issued to someone else (a forwarded card, or a forged From), and
+// "missing_reply_token" otherwise.
+func (a *Adapter) replyTokenProblem(in *inbound, apID string, card core.Card) string {
+	problem := "missing_reply_token"
 	for _, r := range in.Recipients {
-		if tag, ok := plusTag(r, a.cfg.Address); ok && a.tok.validReply(apID, tag) {
-			return true
+		tag, ok := plusTag(r, a.cfg.Address)
+		if !ok {
+			continue
+		}
+		if a.tok.validReply(apID, in.From, tag) {
+			return ""
+		}
+		for _, addr := range approverAddresses(card) {
+			if a.tok.validReply(apID, addr, tag) {
+				problem = "sender_mismatch"
+			}
 		}
 	}
-	return false
+	return problem
 }
 
 const answerHelp = "Reply to the approval mail with one of:\n\n  approve\n  reject: <reason>\n  edit\n  <name>: <value>   (one line per argument, or one JSON object)\n"
@@ -253,6 +267,9 @@ func refusalText(code, authFail string) string {
 			"Use \"Reply\" on the approval mail itself, so that it goes to the address the mail asks replies to go to.\n"
 	case "sender_not_authenticated":
 		return "Your reply was not counted: its sender could not be authenticated (" + authFail + ").\n"
+	case "sender_mismatch":
+		return "Your reply was not counted: the approval mail it answers was sent to another approver, and each " +
+			"approver's reply address counts only from that approver's own address. Reply to the approval mail you received yourself.\n"
 	default:
 		return "Your reply was not counted: it does not answer an approval mail sent by opsgate.\n"
 	}
@@ -298,7 +315,7 @@ func (a *Adapter) answer(ctx context.Context, in *inbound, apID, text string) {
 		Text: text, HTML: textToHTML(text),
 	}
 	if apID != "" {
-		m.ReplyTo = a.tok.plusAddress(a.cfg.Address, apID)
+		m.ReplyTo = a.tok.plusAddress(a.cfg.Address, apID, in.From)
 	}
 	if err := a.pace(ctx); err != nil {
 		return

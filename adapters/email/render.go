@@ -1,6 +1,7 @@
 package email
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"strings"
@@ -24,8 +25,9 @@ func cardSubject(c core.Card) string {
 }
 
 // cardText is the plain-text card: complete on its own, read hours later,
-// with the exact ways to answer.
-func cardText(c core.Card) string {
+// with the exact ways to answer. The requester's copy (approver false)
+// says where approvers decide instead: it carries no reply token.
+func cardText(c core.Card, approver bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n", cardSubject(c))
 	fmt.Fprintf(&b, "%s asks to run %s.\n\n", c.Requester, c.Tool)
@@ -33,10 +35,10 @@ func cardText(c core.Card) string {
 	if len(c.Args) > 0 {
 		b.WriteString("Arguments:\n")
 		for _, a := range c.Args {
-			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Shown())
 		}
 	}
-	fmt.Fprintf(&b, "Reason:       %s\n", orNone(c.Reason))
+	fmt.Fprintf(&b, "Reason:       %s\n", orNone(core.OneLine(c.Reason)))
 	fmt.Fprintf(&b, "Risk:         %s\n", c.Risk)
 	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
 	fmt.Fprintf(&b, "Approvers:    %s%s\n", strings.Join(c.Approvers, ", "), quorumNote(c))
@@ -51,13 +53,23 @@ func cardText(c core.Card) string {
 		b.WriteString("\n" + c.OutcomeLine() + "\n")
 		return b.String()
 	}
+	if !approver {
+		b.WriteString("\nThis copy is for your information: your request waits for the approvers above, who got\n")
+		b.WriteString("their own mail to answer. Replying to this copy decides nothing.\n")
+		if c.ConsoleURL != "" {
+			fmt.Fprintf(&b, "\nFollow it in the console: %s\n", c.ConsoleURL)
+		}
+		fmt.Fprintf(&b, "\nApproval id: %s\n", c.ApprovalID)
+		return b.String()
+	}
 	b.WriteString("\nHOW TO ANSWER: reply to this mail (keep the address it replies to; it carries\n")
-	b.WriteString("this approval's token). The first line of your reply decides; quoted text is ignored.\n\n")
+	b.WriteString("your own token for this approval, which counts only from your address; do not forward it).\n")
+	b.WriteString("The first line of your reply decides; quoted text is ignored.\n\n")
 	b.WriteString("  approve\n\n")
 	b.WriteString("  reject: <reason>\n\n")
 	b.WriteString("  edit\n")
-	for _, a := range c.Args {
-		fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Value)
+	for _, l := range editLines(c.Args) {
+		b.WriteString("  " + l + "\n")
 	}
 	b.WriteString("  (edit, then every argument as key: value lines or as one JSON object;\n")
 	b.WriteString("   they replace the proposed arguments as a whole)\n")
@@ -70,7 +82,7 @@ func cardText(c core.Card) string {
 
 // cardHTML is the HTML part of the card: the same content, every value
 // escaped.
-func cardHTML(c core.Card) string {
+func cardHTML(c core.Card, approver bool) string {
 	e := html.EscapeString
 	var b strings.Builder
 	b.WriteString(`<div style="font-family:sans-serif">`)
@@ -84,11 +96,11 @@ func cardHTML(c core.Card) string {
 	if len(c.Args) > 0 {
 		var args strings.Builder
 		for _, a := range c.Args {
-			fmt.Fprintf(&args, "<code>%s</code>: <code>%s</code><br>", e(a.Name), e(a.Value))
+			fmt.Fprintf(&args, "<code>%s</code>: <code>%s</code><br>", e(a.Name), e(a.Shown()))
 		}
 		row("Arguments", args.String())
 	}
-	row("Reason", e(orNone(c.Reason)))
+	row("Reason", e(orNone(core.OneLine(c.Reason))))
 	row("Risk", "<b>"+e(c.Risk)+"</b>")
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
@@ -101,12 +113,22 @@ func cardHTML(c core.Card) string {
 		fmt.Fprintf(&b, "<p><b>%s</b></p></div>\n", e(c.OutcomeLine()))
 		return b.String()
 	}
-	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries this approval's token). ")
+	if !approver {
+		b.WriteString("<p>This copy is for your information: your request waits for the approvers above, who got their own mail to answer. ")
+		b.WriteString("Replying to this copy decides nothing.</p>\n")
+		if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
+			fmt.Fprintf(&b, "<p>Follow it in the <a href=\"%s\">console</a>.</p>\n", e(u))
+		}
+		fmt.Fprintf(&b, "<p style=\"color:#666\">Approval id: %s</p></div>\n", e(c.ApprovalID))
+		return b.String()
+	}
+	b.WriteString("<p><b>How to answer:</b> reply to this mail (keep the address it replies to; it carries your own token for this approval, " +
+		"which counts only from your address; do not forward it). ")
 	b.WriteString("The first line of your reply decides; quoted text is ignored.</p>\n<ul>\n")
 	b.WriteString("<li><code>approve</code></li>\n<li><code>reject: &lt;reason&gt;</code></li>\n")
 	b.WriteString("<li><code>edit</code> followed by every argument as <code>key: value</code> lines or one JSON object, e.g.<pre>edit\n")
-	for _, a := range c.Args {
-		fmt.Fprintf(&b, "%s: %s\n", e(a.Name), e(a.Value))
+	for _, l := range editLines(c.Args) {
+		b.WriteString(e(l) + "\n")
 	}
 	b.WriteString("</pre></li>\n</ul>\n")
 	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
@@ -124,6 +146,25 @@ func outcomeText(c core.Card) string {
 	}
 	return line + ".\n\n" + cardSubject(c) + "\nApproval id: " + c.ApprovalID +
 		"\n\nThis approval is closed; replies to this thread no longer decide anything.\n"
+}
+
+// editLines is the example an approver copies under "edit": key: value
+// lines, or, when a value holds a line break (which would read as another
+// argument: "1.2.3\nenv: prod"), the arguments as one JSON object.
+func editLines(args []core.CardArg) []string {
+	lines := make([]string, 0, len(args))
+	for _, a := range args {
+		if a.Shown() != a.Value {
+			m := make(map[string]string, len(args))
+			for _, a := range args {
+				m[a.Name] = a.Value
+			}
+			b, _ := json.MarshalIndent(m, "", "  ")
+			return strings.Split(string(b), "\n")
+		}
+		lines = append(lines, a.Name+": "+a.Value)
+	}
+	return lines
 }
 
 func quorumNote(c core.Card) string {

@@ -56,7 +56,12 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			InReplyTo: key.Root, References: []string{key.Root},
 			Text: htmlToText(m.Text), HTML: `<div style="font-family:sans-serif">` + m.Text + "</div>\n",
 		}
-	case core.KindCard, core.KindCardUpdate:
+	case core.KindCard:
+		if m.Card == nil {
+			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("email: %s without a card", m.Kind)}
+		}
+		return a.sendCard(ctx, *m.Card, key)
+	case core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("email: %s without a card", m.Kind)}
 		}
@@ -64,21 +69,14 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		to, cc := cardRecipients(c, key)
 		mail = outMail{
 			To: to, Cc: cc, MessageID: a.tok.newMessageID(a.domain, c.ApprovalID),
-			InReplyTo: key.Root, References: []string{key.Root},
+			InReplyTo: key.Root, References: []string{key.Root}, Subject: "Re: " + cardSubject(c),
 		}
-		if m.Kind == core.KindCard {
-			mail.Subject = cardSubject(c)
-			mail.ReplyTo = a.tok.plusAddress(a.cfg.Address, c.ApprovalID)
-			mail.Text, mail.HTML = cardText(c), cardHTML(c)
-		} else {
-			mail.Subject = "Re: " + cardSubject(c)
-			if m.Edit != nil && m.Edit.ID != "" {
-				mail.InReplyTo = m.Edit.ID
-				mail.References = append(mail.References, m.Edit.ID)
-			}
-			t := outcomeText(c)
-			mail.Text, mail.HTML = t, textToHTML(t)
+		if m.Edit != nil && m.Edit.ID != "" {
+			mail.InReplyTo = m.Edit.ID
+			mail.References = append(mail.References, m.Edit.ID)
 		}
+		t := outcomeText(c)
+		mail.Text, mail.HTML = t, textToHTML(t)
 	default:
 		return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("email: unknown message kind %q", m.Kind)}
 	}
@@ -103,23 +101,73 @@ func (a *Adapter) deliver(ctx context.Context, m outMail) error {
 	return a.submit(ctx, rcpts, raw)
 }
 
-// cardRecipients: To the eligible approvers that have email identities,
-// Cc the requester (CONTRACT.md "Where cards go"). With no approver
-// reachable by mail, the requester alone gets it, to see what waits and
-// where it can be decided.
-func cardRecipients(c core.Card, key threadKey) (to, cc []string) {
+// sendCard mails a new card: one mail to each eligible approver with an
+// email identity, each with a reply token bound to that approver alone, and
+// a token-less copy to the requester (who may not approve their own call,
+// and must not hold a token someone could use in their name). With no
+// approver reachable by mail, the requester's copy says where to decide.
+// The reference returned is the first mail's, for the closing mail to
+// thread under. A failure part-way is retried whole: an approver may then
+// get the card twice, each copy with the same valid token.
+func (a *Adapter) sendCard(ctx context.Context, c core.Card, key threadKey) (core.MessageRef, error) {
+	requester := requesterAddress(c, key)
+	var mails []outMail
+	for _, addr := range approverAddresses(c) {
+		if addr == requester {
+			continue
+		}
+		mails = append(mails, outMail{
+			To: []string{addr}, MessageID: a.tok.newMessageID(a.domain, c.ApprovalID), InReplyTo: key.Root,
+			References: []string{key.Root}, Subject: cardSubject(c), ReplyTo: a.tok.plusAddress(a.cfg.Address, c.ApprovalID, addr),
+			Text: cardText(c, true), HTML: cardHTML(c, true),
+		})
+	}
+	mails = append(mails, outMail{
+		To: []string{requester}, MessageID: a.tok.newMessageID(a.domain, c.ApprovalID), InReplyTo: key.Root,
+		References: []string{key.Root}, Subject: cardSubject(c), Text: cardText(c, false), HTML: cardHTML(c, false),
+	})
+	for i, mail := range mails {
+		if i > 0 {
+			if err := a.pace(ctx); err != nil {
+				return core.MessageRef{}, err
+			}
+		}
+		if err := a.deliver(ctx, mail); err != nil {
+			return core.MessageRef{}, err
+		}
+	}
+	return core.MessageRef{Channel: ChannelName, ID: mails[0].MessageID}, nil
+}
+
+// approverAddresses are the mail addresses among the card's eligible
+// approvers, lowercased, without duplicates.
+func approverAddresses(c core.Card) []string {
+	var out []string
 	for _, id := range c.Eligible {
 		if addr, ok := strings.CutPrefix(id, ChannelName+":"); ok && strings.Contains(addr, "@") {
 			addr = strings.ToLower(addr)
-			if !slices.Contains(to, addr) {
-				to = append(to, addr)
+			if !slices.Contains(out, addr) {
+				out = append(out, addr)
 			}
 		}
 	}
-	requester := key.Addr
+	return out
+}
+
+// requesterAddress is where the requester reads mail: their email identity,
+// else the thread's correspondent.
+func requesterAddress(c core.Card, key threadKey) string {
 	if addr, ok := strings.CutPrefix(c.Requester, ChannelName+":"); ok && strings.Contains(addr, "@") {
-		requester = strings.ToLower(addr)
+		return strings.ToLower(addr)
 	}
+	return strings.ToLower(key.Addr)
+}
+
+// cardRecipients addresses the closing mail of an approval (no token in
+// it): To the approvers reachable by mail, Cc the requester.
+func cardRecipients(c core.Card, key threadKey) (to, cc []string) {
+	to = approverAddresses(c)
+	requester := requesterAddress(c, key)
 	if len(to) == 0 {
 		return []string{requester}, nil
 	}

@@ -92,17 +92,22 @@ func TestTokens(t *testing.T) {
 	tk := newTokens("a-long-enough-secret")
 	other := newTokens("another-long-secret")
 	id := "0d8f7a2e-5c1b-4b9e-9f59-5b3c2a1d0e4f"
-	tok := tk.replyToken(id)
+	tok := tk.replyToken(id, "Bob@Example.com")
 	if len(tok) != tokenLen || strings.ToLower(tok) != tok {
 		t.Fatalf("token %q: want %d lowercase characters", tok, tokenLen)
 	}
 	if tok == tk.msgTag(id) {
 		t.Error("reply token and Message-ID tag are the same secret")
 	}
-	if !tk.validReply(id, strings.ToUpper(tok)) || tk.validReply(id+"x", tok) || other.validReply(id, tok) {
+	if !tk.validReply(id, "bob@example.com", strings.ToUpper(tok)) || tk.validReply(id+"x", "bob@example.com", tok) ||
+		other.validReply(id, "bob@example.com", tok) {
 		t.Error("reply token check accepts or refuses wrongly")
 	}
-	addr := tk.plusAddress("ops@example.com", id)
+	// A token is bound to the approver it was mailed to.
+	if tk.validReply(id, "alice@example.com", tok) || tk.replyToken(id, "alice@example.com") == tok {
+		t.Error("one approver's token is valid for another")
+	}
+	addr := tk.plusAddress("ops@example.com", id, "bob@example.com")
 	if tag, ok := plusTag(strings.ToUpper(addr), "ops@example.com"); !ok || tag != tok {
 		t.Errorf("plusTag(%q) = %q, %v", addr, tag, ok)
 	}

@@ -78,7 +78,7 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 	}
 	head = append(head, slackapi.NewSectionBlock(nil, fields, nil))
 	if c.Reason != "" {
-		head = append(head, section("*Reason*\n"+quote(clip(c.Reason, 1500))))
+		head = append(head, section("*Reason*\n"+quote(clip(core.OneLine(c.Reason), 1500))))
 	}
 
 	// The tail is the decision area: buttons or the outcome, and the id.
@@ -111,7 +111,7 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 		cur := "*Arguments*"
 		shown := 0
 		for _, arg := range c.Args {
-			line := "\n• " + codeSpan(clip(arg.Name, 200)) + ": " + foldValue(arg.Value)
+			line := "\n• " + codeSpan(clip(arg.Name, 200)) + ": " + foldValue(arg.Shown())
 			if utf8.RuneCountInString(cur)+utf8.RuneCountInString(line) > sectionTextMax {
 				secs = append(secs, cur)
 				cur = strings.TrimPrefix(line, "\n")
@@ -203,7 +203,7 @@ func outcomeMrkdwn(c core.Card) string {
 	}
 	line := "*" + escapeMrkdwn(verb) + "* by " + peopleMrkdwn(o.By) + " at " + at
 	if o.Reason != "" {
-		line += ": " + escapeMrkdwn(clip(o.Reason, 1500))
+		line += ": " + escapeMrkdwn(clip(core.OneLine(o.Reason), 1500))
 	}
 	return line
 }

@@ -101,11 +101,11 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	if len(c.Args) > 0 {
 		b.WriteString("<b>Arguments:</b>\n")
 		for _, a := range c.Args {
-			fmt.Fprintf(&b, "• %s: <code>%s</code>\n", esc(a.Name), esc(cutUTF16(a.Value, argMax)))
+			fmt.Fprintf(&b, "• %s: <code>%s</code>\n", esc(a.Name), esc(cutUTF16(a.Shown(), argMax)))
 		}
 	}
 	if c.Reason != "" {
-		fmt.Fprintf(&b, "<b>Reason:</b> %s\n", esc(cutUTF16(c.Reason, 1000)))
+		fmt.Fprintf(&b, "<b>Reason:</b> %s\n", esc(cutUTF16(core.OneLine(c.Reason), 1000)))
 	}
 	fmt.Fprintf(&b, "<b>Risk:</b> %s\n", esc(c.Risk))
 	fmt.Fprintf(&b, "<b>Requested by:</b> %s\n", esc(c.Requester))
@@ -212,13 +212,36 @@ func promptHTML(who tgUser, c core.Card, action approvalref.Action, ref, problem
 }
 
 // argLines renders arguments as key=value lines, the form an approver can
-// copy, change and send back.
+// copy, change and send back. When a value holds a line break, key=value
+// lines would let it pass for another argument ("1.2.3\nenv=prod"), so
+// the arguments are shown as one JSON object instead (parseArgs reads both).
 func argLines(args []core.CardArg) string {
 	lines := make([]string, 0, len(args))
 	for _, a := range args {
+		if strings.ContainsAny(a.Value, "\r\n") || a.Shown() != a.Value {
+			return argsJSON(args)
+		}
 		lines = append(lines, a.Name+"="+a.Value)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// argsJSON is the arguments as one indented JSON object of their values
+// (strings stay strings; what the card showed as JSON is decoded).
+func argsJSON(args []core.CardArg) string {
+	m := make(map[string]any, len(args))
+	for _, a := range args {
+		var v any
+		if err := json.Unmarshal([]byte(a.Value), &v); err == nil {
+			if _, isString := v.(string); !isString {
+				m[a.Name] = v
+				continue
+			}
+		}
+		m[a.Name] = a.Value
+	}
+	b, _ := json.MarshalIndent(m, "", "  ")
+	return string(b)
 }
 
 // parseArgs reads edited arguments: a JSON object, or key=value lines

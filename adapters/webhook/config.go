@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/router"
 )
 
 // Channel is the webhook channel's name in thread addresses and actor ids.
@@ -112,9 +113,11 @@ func compile(cfg Config) (map[string]*hook, error) {
 
 // parseTemplate parses src, or returns nil for an empty one. missingkey=error
 // turns a field the body lacks into a refusal rather than "<no value>".
+// quote (router.TemplateFuncs) writes a body value as one command-line
+// token: {{quote .labels.alertname}}.
 func parseTemplate(name, src string) (*template.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	return template.New(name).Option("missingkey=error").Parse(src)
+	return template.New(name).Option("missingkey=error").Funcs(router.TemplateFuncs()).Parse(src)
 }

@@ -140,6 +140,34 @@ func TestAlertmanagerTemplate(t *testing.T) {
 	}
 }
 
+// TestAttack_WebhookLabelSetsEnv: an alert label that reads as two words,
+// the second "env=prod", must not move the deploy to production. With
+// {{quote}} each label stays one value and env keeps its default; written
+// without it (the old docs' way) the label binds env by name.
+func TestAttack_WebhookLabelSetsEnv(t *testing.T) {
+	t.Parallel()
+	e := setup(t, Config{Hooks: []Hook{
+		{Name: "quoted", Secret: amSecret, Text: `deploy {{quote .labels.service}} {{quote .labels.version}}`},
+		{Name: "bare", Secret: amSecret, Text: `deploy {{.labels.service}} {{.labels.version}}`},
+	}})
+	body := []byte(`{"labels":{"service":"api","version":"1.2.3 env=prod"}}`)
+	r := e.post(t, "quoted", body, Sign(amSecret, body), "")
+	if r.status != http.StatusAccepted || r.resp.RunID == "" {
+		t.Fatalf("got %d %s, want 202 with a run", r.status, r.body)
+	}
+	run, err := e.h.Store.RunGet(context.Background(), r.resp.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Args["env"] != "staging" || run.Args["version"] != "1.2.3 env=prod" || run.Args["service"] != "api" {
+		t.Fatalf("quoted labels routed to %v; want env left at staging", run.Args)
+	}
+	r = e.post(t, "bare", body, Sign(amSecret, body), "")
+	if run, err = e.h.Store.RunGet(context.Background(), r.resp.RunID); err != nil || run.Args["env"] != "prod" {
+		t.Fatalf("unquoted template: %v %v; the attack this guards against no longer reproduces", run, err)
+	}
+}
+
 // TestRefusalsRecordNothing posts every kind of bad request and checks the
 // status, and that the store holds nothing afterwards.
 func TestRefusalsRecordNothing(t *testing.T) {

@@ -29,6 +29,9 @@ import (
 func engineOptions(cfg *config.Config) (engine.Options, error) {
 	o := engine.Options{
 		Groups:            cfg.Approvers.Groups,
+		People:            cfg.People,
+		Requesters:        buildRequesters(cfg),
+		SessionTTL:        cfg.Approvals.SessionTTL.D(),
 		ApprovalTTL:       cfg.Approvals.TTL.D(),
 		AllowSelfApproval: cfg.Approvals.AllowSelfApproval,
 		Concurrency:       cfg.Engine.Concurrency,
@@ -53,6 +56,40 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	}
 	o.Policy = buildPolicy(cfg.Policy, cfg.Approvers.Groups)
 	return o, nil
+}
+
+// buildTrust maps the parts of cfg a reload (SIGHUP) may change: people,
+// groups, policy, requesters, self-approval, session grants.
+func buildTrust(cfg *config.Config) engine.Trust {
+	p := buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	p.AllowSelfApproval = cfg.Approvals.AllowSelfApproval
+	return engine.Trust{Policy: p, People: cfg.People, Groups: cfg.Approvers.Groups, Requesters: buildRequesters(cfg),
+		SessionTTL: cfg.Approvals.SessionTTL.D()}
+}
+
+// buildRequesters says who may start runs per channel. The chat channels
+// and email are gated: without a requesters list, only identities the
+// configuration knows (people, approver groups) may start runs; "anyone"
+// opts out. The console (and the API, and MCP, whose messages are console
+// messages) is open to every token with scope request unless a list is
+// given: the token is the authentication. Webhooks are not people: a hook
+// that knows its secret may start runs, as its own actor.
+func buildRequesters(cfg *config.Config) map[string]engine.Requesters {
+	rq := func(list config.Requesters) engine.Requesters {
+		if slices.Contains(list, "anyone") {
+			return engine.Requesters{Anyone: true}
+		}
+		return engine.Requesters{Entries: list}
+	}
+	ch := cfg.Channels
+	out := map[string]engine.Requesters{
+		"slack": rq(ch.Slack.Requesters), "telegram": rq(ch.Telegram.Requesters),
+		"discord": rq(ch.Discord.Requesters), "email": rq(ch.Email.Requesters),
+	}
+	if len(ch.Console.Requesters) > 0 {
+		out["console"] = rq(ch.Console.Requesters)
+	}
+	return out
 }
 
 // toolDir is where relative tool commands are resolved and tools run: the
@@ -91,6 +128,7 @@ func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
 			DryRun:         t.Exec.DryRun,
 			Timeout:        t.Exec.Timeout.D(),
 			Env:            t.Exec.Env,
+			AllowDashArgs:  t.Exec.AllowDashArgs,
 			Dir:            dir,
 			MaxOutput:      int64(t.MaxOutput),
 			PreviewTimeout: t.DryRunTimeout.D(),
@@ -122,7 +160,8 @@ func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
 // every approver group may decide asks that name no approvers (as the
 // config reference documents), so such an ask is never undecidable.
 func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy {
-	out := &approvals.Policy{Default: approvals.DefaultMode(p.Default), DefaultApprovers: p.DefaultApprovers}
+	out := &approvals.Policy{Default: approvals.DefaultMode(p.Default), DefaultApprovers: p.DefaultApprovers,
+		ForeverHighImpact: p.ForeverHighImpact}
 	if len(out.DefaultApprovers) == 0 {
 		for _, g := range slices.Sorted(maps.Keys(groups)) {
 			out.DefaultApprovers = append(out.DefaultApprovers, "group:"+g)
@@ -135,6 +174,8 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 			Effect:    approvals.Effect(r.Action),
 			Approvers: r.Approvers,
 			Quorum:    r.Quorum,
+
+			AllowSelfApproval: r.AllowSelfApproval,
 		})
 	}
 	return out
@@ -159,7 +200,14 @@ func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg promet
 func apiTokens(cfg *config.Config) []api.Token {
 	var out []api.Token
 	for _, t := range cfg.API.Tokens {
-		out = append(out, api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
+		if t.Scopes != nil {
+			tok.Scopes = make([]core.Scope, 0, len(t.Scopes))
+			for _, sc := range t.Scopes {
+				tok.Scopes = append(tok.Scopes, core.Scope(sc))
+			}
+		}
+		out = append(out, tok)
 	}
 	return out
 }

@@ -126,7 +126,7 @@ func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *s
 func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
 	mt := make([]mcp.Token, 0, len(tokens))
 	for _, t := range tokens {
-		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
 	}
 	flows := make([]mcp.Flow, 0, len(cfg.Flows))
 	for _, f := range cfg.Flows {
@@ -163,9 +163,9 @@ func discordFlows(flows []config.Flow) ([]discord.FlowCommand, error) {
 func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
 	webTokens := make([]web.Token, 0, len(tokens))
 	for _, t := range tokens {
-		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor})
+		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
 	}
-	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens,
+	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens, Channels: enabledChannels(cfg),
 		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})
 	if err != nil {
 		return nil, fmt.Errorf("build console: %w", err)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/configs"
 )
@@ -44,10 +47,10 @@ func describeSource(path string) string {
 // parseConfigFlag parses the one flag a local subcommand takes, --config
 // (described by help), and refuses positional arguments, adding hint to
 // the refusal.
-func parseConfigFlag(name, help, hint string, args []string, stderr io.Writer) (string, error) {
-	fs := newFlags(name, name+" [--config FILE]", stderr)
+func parseConfigFlag(name, about, help, hint string, args []string, stdout, stderr io.Writer) (string, error) {
+	fs := newFlags(name, name+" [--config FILE]", about, stdout, stderr)
 	cfgPath := fs.String("config", "", help)
-	pos, err := parseInterleaved(fs, args)
+	pos, err := fs.parse(args)
 	if err != nil {
 		return "", err
 	}
@@ -73,16 +76,24 @@ func openConfiguredStore(ctx context.Context, cfgPath string, stderr io.Writer) 
 }
 
 func cmdConfig(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: opsgate config check [--config FILE]\n\nsubcommands:\n  check   validate the configuration; print every problem with its file, line and YAML path\n")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
 		return usagef("usage: opsgate config check [--config FILE]")
 	}
-	cfgPath, err := parseConfigFlag("config check", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)",
-		" (use --config FILE)", args[1:], stderr)
+	cfgPath, err := parseConfigFlag("config check", "Validates the configuration and prints every problem as file:line: path: message;\nexit status 1 if there is any. Exec tools whose command does not exist or is not\nexecutable are problems too.",
+		"config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)",
+		" (use --config FILE)", args[1:], stdout, stderr)
 	if err != nil {
 		return err
 	}
 	path, cfg, err := loadConfig(cfgPath, stdout)
 	if err != nil {
+		return err
+	}
+	if err := reportExecProblems(stdout, path, cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
@@ -95,17 +106,18 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 
 // clientDefaults tells the admin client where the server listens and where
 // its data directory (and generated admin token) is, from the same
-// configuration the server uses.
+// configuration file the server uses, reading only those two values: the
+// rest may name secrets this shell does not have.
 func clientDefaults(flagPath string) (listen, dataDir string, err error) {
-	path, cfg, err := config.Resolve(flagPath)
+	cs, err := config.ResolveClient(flagPath)
 	if err != nil {
-		return "", "", fmt.Errorf("load config %s: %w", describeSource(path), err)
+		return "", "", fmt.Errorf("read config %s: %w", describeSource(cs.Source), err)
 	}
-	return cfg.Server.Listen, cfg.Server.DataDir, nil
+	return cs.Listen, cs.DataDir, nil
 }
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfgPath, err := parseConfigFlag("migrate", "config file", "", args, stderr)
+	cfgPath, err := parseConfigFlag("migrate", "Applies the store's migrations and exits (serve migrates first too).", "config file", "", args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -122,35 +134,109 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "verify" {
-		return usagef("usage: opsgate audit verify [--config FILE]")
+	const usage = "audit verify [--config FILE] [--expect SEQ:HASH]"
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: opsgate "+usage+"\n\nsubcommands:\n  verify   walk the audit chain in the store; print the first altered entry and the head\n")
+		return nil
 	}
-	cfgPath, err := parseConfigFlag("audit verify", "config file naming the store", "", args[1:], stderr)
+	if len(args) == 0 || args[0] != "verify" {
+		return usagef("usage: opsgate %s", usage)
+	}
+	fs := newFlags("audit verify", usage, "Opens the store directly (the server may be down), walks the whole audit chain (keyed with\n"+
+		"audit.key_file) and prints the first entry that does not link to the one before, and the chain's\n"+
+		"head; exit status 1 if the chain is altered, or if --expect names an entry that is gone or changed.",
+		stdout, stderr)
+	cfgPath := fs.String("config", "", "config file naming the store and audit.key_file")
+	expectFlag := fs.String("expect", "", "a head recorded earlier, SEQ:HASH: fail unless that entry is still in the chain, unchanged")
+	pos, err := fs.parse(args[1:])
 	if err != nil {
 		return err
 	}
-	_, _, st, err := openConfiguredStore(ctx, cfgPath, stderr)
+	if len(pos) != 0 {
+		return usagef("audit verify takes no arguments")
+	}
+	var expect *expectedHead
+	if *expectFlag != "" {
+		if expect, err = parseExpect(*expectFlag); err != nil {
+			return err
+		}
+	}
+	_, cfg, st, err := openConfiguredStore(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	key, err := loadAuditKey(cfg.Audit.KeyFile, false)
+	missingKey := errors.Is(err, errAuditKeyMissing)
+	if err != nil && !missingKey {
+		return fmt.Errorf("audit verify: %w", err)
+	}
+	st.SetAuditKey(key)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	rep, err := st.AuditVerifyReport(ctx)
 	if err != nil {
 		return fmt.Errorf("audit verify: %w", err)
 	}
+	if missingKey && (rep.BadSeq != 0 || approvals.Keyed(rep.HeadHash)) {
+		return fmt.Errorf("audit verify: the chain is keyed, and the key is not at %s (audit.key_file): copy the key the servers use, "+
+			"or point audit.key_file at it", cfg.Audit.KeyFile)
+	}
 	// The head is printed either way: a chain cannot show that its newest
 	// entries were removed, so operators compare it with the head they
-	// recorded last time.
+	// recorded last time (--expect).
 	head := fmt.Sprintf("head: seq %d, hash %s", rep.HeadSeq, rep.HeadHash)
 	if rep.HeadSeq == 0 {
 		head = "head: seq 0 (the audit log is empty)"
+	}
+	if rep.LegacyUntil > 0 {
+		head += fmt.Sprintf("\nentries 1-%d were sealed before the chain had a key; the keyed entry after them protects them (this number never grows)", rep.LegacyUntil)
 	}
 	if !rep.Intact() {
 		fmt.Fprintf(stdout, "ALTERED: audit %s\n%s\n", rep.Problem(), head)
 		return errSilent
 	}
+	if expect != nil {
+		if problem, err := expect.check(ctx, st); err != nil {
+			return fmt.Errorf("audit verify: %w", err)
+		} else if problem != "" {
+			fmt.Fprintf(stdout, "ALTERED: audit %s\n%s\n", problem, head)
+			return errSilent
+		}
+		head += fmt.Sprintf("\nexpected entry %d is in the chain, unchanged", expect.seq)
+	}
 	fmt.Fprintf(stdout, "OK: the audit chain is intact\n%s\n", head)
 	return nil
+}
+
+// expectedHead is a chain head recorded elsewhere (--expect SEQ:HASH).
+type expectedHead struct {
+	seq  int64
+	hash string
+}
+
+// parseExpect reads SEQ:HASH (the hash may itself hold a colon: "hmac:…").
+func parseExpect(s string) (*expectedHead, error) {
+	num, hash, ok := strings.Cut(s, ":")
+	seq, err := strconv.ParseInt(num, 10, 64)
+	if !ok || err != nil || seq < 1 || hash == "" || num != strconv.FormatInt(seq, 10) {
+		return nil, usagef("--expect %q: want SEQ:HASH as audit verify printed it (e.g. 42:hmac:9f86…)", s)
+	}
+	return &expectedHead{seq: seq, hash: hash}, nil
+}
+
+// check reports what is wrong with the recorded entry, "" when it is in
+// the chain unchanged.
+func (x *expectedHead) check(ctx context.Context, st store) (string, error) {
+	es, err := st.AuditList(ctx, approvals.AuditListParams{After: x.seq - 1, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(es) == 0 || es[0].Seq != x.seq:
+		return fmt.Sprintf("entry %d, recorded as a head, is no longer in the chain: the newest entries were removed", x.seq), nil
+	case es[0].Hash != x.hash:
+		return fmt.Sprintf("entry %d is not the one recorded (hash %s, recorded %s): the chain was rewritten", x.seq, es[0].Hash, x.hash), nil
+	}
+	return "", nil
 }

@@ -3,7 +3,7 @@
 // One binary does everything so an operator has one thing to deploy and one
 // thing to run at 3 a.m.: `opsgate serve` runs the server, `opsgate migrate`
 // prepares the store, `opsgate config check` validates a configuration, and
-// the admin subcommands (approvals, runs) talk to a running server over its
+// the admin subcommands (approvals, runs, grants) talk to a running server over its
 // HTTP API, the same API scripts use. `opsgate audit verify` opens the store
 // directly, because it must work even when the server is down.
 //
@@ -19,14 +19,22 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
-// "dev" marks a build from a working tree.
-var version = "dev"
+// version, commit and date are set at build time (the release config and
+// deploy/Dockerfile pass -ldflags "-X main.version=v1.2.3 -X main.commit=…
+// -X main.date=…"). A binary built without them (`go install …@v1.2.3`,
+// `go build`) falls back to what the Go toolchain recorded: the module
+// version and the VCS revision and time; see buildVersion.
+var (
+	version = "dev"
+	commit  = ""
+	date    = ""
+)
 
 // Exit codes, kept few and stable so scripts can branch on them.
 const (
@@ -59,23 +67,30 @@ Usage:
   opsgate config check [--config FILE]
   opsgate approvals list [--status S] [--limit N] [--json]
   opsgate approvals show ID [--json]
-  opsgate approvals approve ID [--reason R] [--scope call|session]
+  opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
   opsgate runs list [--status S] [--limit N] [--json]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
-  opsgate audit verify [--config FILE]
+  opsgate grants list [--all] [--json]
+  opsgate grants revoke ID
+  opsgate audit verify [--config FILE] [--expect SEQ:HASH]
+  opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
+
+Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --help.
 
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals and runs subcommands call a running server's HTTP API:
+The approvals, runs and grants subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
+They read only server.listen and server.data_dir of the config. An ID may be
+shortened to any prefix that is unique, as with git: opsgate approvals show 0199c3a4.
 
 Exit status: 0 success, 1 failure, 2 bad usage.
 `
@@ -101,10 +116,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "help" && len(rest) > 0 {
+		// `opsgate help approvals list` is `opsgate approvals list --help`.
+		cmd, rest = rest[0], append(rest[1:], "--help")
+	}
 	var err error
 	switch cmd {
 	case "serve":
-		err = cmdServe(ctx, rest, stderr)
+		err = cmdServe(ctx, rest, stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, rest, stdout, stderr)
 	case "config":
@@ -113,12 +132,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdApprovals(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "grants":
+		err = cmdGrants(ctx, rest, stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, rest, stdout, stderr)
+	case "healthcheck":
+		err = cmdHealthcheck(ctx, rest, stdout, stderr)
 	case "mcp":
 		err = cmdMCP(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
-		printVersion(stdout)
+		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 	default:
@@ -150,21 +173,60 @@ func report(err error, stderr io.Writer) int {
 // audit verify); report only sets the exit code.
 var errSilent = errors.New("failed (details above)")
 
-// newFlags makes a FlagSet that reports errors instead of exiting, with the
-// usage line of the subcommand.
-func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
+// flagSet is a subcommand's flags: parse errors go to stderr with the
+// usage; --help prints the usage and the flag list to stdout and ends the
+// command with exit status 0.
+type flagSet struct {
+	*flag.FlagSet
+	stdout io.Writer
+}
+
+// newFlags makes the flags of `opsgate <name>`; usage is the synopsis after
+// "opsgate ", about an optional paragraph printed under it by --help.
+func newFlags(name, usage, about string, stdout, stderr io.Writer) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: opsgate %s\n", usage)
-		fs.PrintDefaults()
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: opsgate %s\n", usage)
+		if about != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(about))
+		}
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
 	}
-	return fs
+	return &flagSet{FlagSet: fs, stdout: stdout}
 }
 
-// parseInterleaved parses flags that may come before, between or after
-// positional arguments (`approvals reject ID --reason R`), which the flag
-// package alone stops at. It returns the positional arguments.
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// parse parses flags that may come before, between or after positional
+// arguments (`approvals reject ID --reason R`), which the flag package
+// alone stops at, and returns the positional arguments. -h, -help or
+// --help anywhere before "--" prints the usage to stdout and returns
+// flag.ErrHelp (exit status 0).
+func (fs *flagSet) parse(args []string) ([]string, error) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(fs.stdout)
+			fs.Usage()
+			return nil, flag.ErrHelp
+		}
+	}
+	return parseInterleaved(fs.FlagSet, args)
+}
+
+// parseInterleaved is flagSet.parse without the help handling.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -186,26 +248,69 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// printVersion prints the release version and what the Go toolchain recorded
-// about the build, so a bug report names the exact binary.
-func printVersion(w io.Writer) {
-	fmt.Fprintf(w, "opsgate %s\n", version)
+func cmdVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("version", "version", "Prints the version, the commit and the build date of this binary.", stdout, stderr)
+	pos, err := fs.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("version takes no arguments")
+	}
+	printVersion(stdout)
+	return nil
+}
+
+// buildVersion is the version, commit and build date of this binary: the
+// -ldflags values when set, else what the toolchain recorded (the module
+// version for `go install …@vX`, the VCS revision and commit time for a
+// build in a git checkout).
+func buildVersion() (ver, rev, built string, modified bool) {
 	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return
+	return versionFrom(bi, ok)
+}
+
+// versionFrom is buildVersion over the given build information.
+func versionFrom(bi *debug.BuildInfo, ok bool) (ver, rev, built string, modified bool) {
+	ver, rev, built = version, commit, date
+	if !ok || bi == nil {
+		return ver, rev, built, false
 	}
-	fmt.Fprintf(w, "go: %s\n", bi.GoVersion)
-	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		fmt.Fprintf(w, "module: %s %s\n", bi.Main.Path, bi.Main.Version)
+	if ver == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		ver = bi.Main.Version
 	}
-	var vcs []string
 	for _, s := range bi.Settings {
 		switch s.Key {
-		case "vcs.revision", "vcs.time", "vcs.modified":
-			vcs = append(vcs, strings.TrimPrefix(s.Key, "vcs.")+"="+s.Value)
+		case "vcs.revision":
+			if rev == "" {
+				rev = s.Value
+			}
+		case "vcs.time":
+			if built == "" {
+				built = s.Value
+			}
+		case "vcs.modified":
+			modified = s.Value == "true" && commit == ""
 		}
 	}
-	if len(vcs) > 0 {
-		fmt.Fprintf(w, "vcs: %s\n", strings.Join(vcs, " "))
+	return ver, rev, built, modified
+}
+
+// printVersion prints what buildVersion knows and the Go toolchain, so a
+// bug report names the exact binary.
+func printVersion(w io.Writer) {
+	ver, rev, built, modified := buildVersion()
+	fmt.Fprintf(w, "opsgate %s\n", ver)
+	if rev == "" {
+		rev = "unknown"
+	} else if modified {
+		rev += " (modified)"
+	}
+	if built == "" {
+		built = "unknown"
+	}
+	fmt.Fprintf(w, "commit: %s\nbuilt:  %s\n", rev, built)
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		fmt.Fprintf(w, "go:     %s %s/%s\n", bi.GoVersion, runtime.GOOS, runtime.GOARCH)
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opsgate/opsgate/config"
 )
 
 func runInProcess(t *testing.T, args ...string) (string, string, int) {
@@ -32,7 +36,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"approvals", "approve", "a", "b"},
 		{"approvals", "edit", "A1", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"approvals", "edit", "A1", "--args", "[1,2]", "--server", "http://127.0.0.1:1", "--token", "x"},
-		{"approvals", "approve", "A1", "--scope", "forever", "--server", "http://127.0.0.1:1", "--token", "x"},
+		{"approvals", "approve", "A1", "--scope", "always", "--server", "http://127.0.0.1:1", "--token", "x"},
 		{"runs", "show"},
 		{"runs", "list", "--no-such-flag"},
 		{"config"},
@@ -98,12 +102,42 @@ func TestServerURLFromListen(t *testing.T) {
 
 func TestRedactDSN(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://og:s3cret@db:5432/opsgate": "postgres://og:xxxxx@db:5432/opsgate",
-		"host=db user=og password=s3cret":      "host=db user=og password=xxxxx",
-		"./data/opsgate.db":                    "./data/opsgate.db",
+		"postgres://og:s3cret@db:5432/opsgate":                          "postgres://og:****@db:5432/opsgate",
+		"postgres://og@db:5432/opsgate?password=s3cret&sslmode=require": "postgres://og@db:5432/opsgate?password=****&sslmode=require",
+		"host=db user=og password=s3cret":                               "host=db user=og password=****",
+		"./data/opsgate.db":                                             "./data/opsgate.db",
 	} {
 		if got := redactDSN(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("redactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestAttack_DSNPasswordPrintedAtStartup: serve prints the store's open
+// error and exits; a DSN's password, in the userinfo or as ?password=,
+// must not be in it (it lands in the journal and the deploy logs).
+func TestAttack_DSNPasswordPrintedAtStartup(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there: the open fails at once
+	for _, dsn := range []string{
+		"postgres://og:s3cretA@" + addr + "/opsgate?sslmode=disable&connect_timeout=5",
+		"postgres://og@" + addr + "/opsgate?password=s3cretB&sslmode=disable&connect_timeout=5",
+		"host=127.0.0.1 port=" + addr[strings.LastIndexByte(addr, ':')+1:] + " user=og password=s3cretC dbname=opsgate sslmode=disable connect_timeout=5",
+		"postgres://og:s3cretD@" + addr + "/opsgate?sslmode=bogus", // a parse error quotes the DSN
+	} {
+		cfg := &config.Config{}
+		cfg.Store.Driver, cfg.Store.DSN = "postgres", dsn
+		st, err := openStore(context.Background(), cfg)
+		if err == nil {
+			st.Close()
+			t.Fatalf("open %q succeeded", dsn)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("open error shows the password: %v", err)
 		}
 	}
 }
@@ -198,4 +232,21 @@ func TestReadyz(t *testing.T) {
 			t.Errorf("ping error %v: status %d, want %d", c.err, rec.Code, c.want)
 		}
 	}
+}
+
+// FuzzParseExpect: --expect SEQ:HASH is parsed without panicking, and
+// only a positive seq with a hash is accepted.
+func FuzzParseExpect(f *testing.F) {
+	for _, s := range []string{"42:hmac:abc", "1:e3b0", "0:x", "-1:x", "x:y", "", ":", "7:", "9999999999999999999:x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		x, err := parseExpect(s)
+		if err != nil {
+			return
+		}
+		if x.seq < 1 || x.hash == "" || !strings.HasPrefix(s, fmt.Sprint(x.seq)+":") {
+			t.Fatalf("parseExpect(%q) = %+v", s, x)
+		}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMigrateFreshSQLite: `opsgate migrate` on a SQLite path that does not
@@ -81,15 +82,39 @@ func sqliteSchema(t *testing.T, path string) (map[string]bool, int) {
 
 // TestServeWithoutConfig: `opsgate serve` with no --config, no
 // $OPSGATE_CONFIG and no ./opsgate.yaml runs the built-in quickstart —
-// SQLite under ./data, the console, the demo tools from ./configs/demo —
-// in a directory that holds only a copy of configs/demo: ready, an admin
-// token written, and `deploy api 1.2.3` asks for approval.
+// SQLite under ./data, the console, the demo tools the binary installs
+// under ./data/demo — in an empty directory: ready, an admin token
+// written, `deploy api 1.2.3` asks for approval, and once approved the
+// demo script runs.
 func TestServeWithoutConfig(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.cfgPath = "" // start runs plain `opsgate serve`; OPSGATE_LISTEN moves it to e.port
-	copyDir(t, filepath.Join("..", "..", "configs", "demo"), filepath.Join(e.dir, "configs", "demo"))
+	if out, _, code := runOpsgate(t, e.dir, []string{"config", "check"}); code != 0 || !strings.Contains(out, "OK") {
+		t.Fatalf("config check of the built-in quickstart before the first start: exit %d\n%s", code, out)
+	}
 	e.start()
+	// The start-up log says where the console is and where the token is,
+	// never the token.
+	// /healthz may answer a moment before the line is written.
+	want := fmt.Sprintf("console at http://127.0.0.1:%d/, sign in with the admin token in data/admin.token", e.port)
+	deadline := time.Now().Add(waitBound)
+	for !strings.Contains(e.srv.logs.String(), want) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	logs := e.srv.logs.String()
+	if !strings.Contains(logs, want) {
+		t.Errorf("start-up log lacks %q:\n%s", want, logs)
+	}
+	if strings.Contains(logs, e.token()) {
+		t.Errorf("the start-up log holds the admin token")
+	}
+	for _, name := range []string{"status.sh", "deploy.sh"} {
+		info, err := os.Stat(filepath.Join(e.dir, "data", "demo", name))
+		if err != nil || info.Mode().Perm()&0o100 == 0 {
+			t.Fatalf("demo tool %s: %v %v; want an executable file", name, info, err)
+		}
+	}
 
 	resp, err := http.Get(e.baseURL() + "/readyz")
 	if err != nil {
@@ -120,33 +145,81 @@ func TestServeWithoutConfig(t *testing.T) {
 	if appr.Status != "pending" || appr.Tool != "deploy" {
 		t.Errorf("approval = %+v, want a pending deploy", appr)
 	}
+	if code := e.api("POST", "/api/v1/approvals/"+r.Steps[0].ApprovalID+"/decision", map[string]string{"action": "approve"}, nil); code != 200 {
+		t.Fatalf("approve: HTTP %d", code)
+	}
+	done := e.waitStatus(run.ID, "succeeded")
+	if !strings.Contains(done.Steps[0].Output, "deployed api 1.2.3 to staging") {
+		t.Errorf("output %q", done.Steps[0].Output)
+	}
+	// A demo script changed by hand is put back at the next start: serve
+	// owns them.
+	p := filepath.Join(e.dir, "data", "demo", "status.sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\necho tampered\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.stop()
+	e.start()
+	if b, err := os.ReadFile(p); err != nil || strings.Contains(string(b), "tampered") {
+		t.Errorf("status.sh after a restart: %q %v", b, err)
+	}
 	e.stop()
 }
 
-// copyDir copies the regular files of src into dst, keeping their modes.
-func copyDir(t *testing.T, src, dst string) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+// TestConfigCheckReportsMissingCommands: exec commands that do not exist,
+// are not executable or are not on $PATH are problems with their YAML
+// path and line; a production-like config with no demo tool gets no demo
+// directory.
+func TestConfigCheckReportsMissingCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.script("ok.sh", "echo ok\n")
+	if err := os.WriteFile(filepath.Join(e.dir, "noexec.sh"), []byte("#!/bin/sh\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ents, err := os.ReadDir(src)
-	if err != nil {
+	tool := func(name, cmd string) string {
+		return fmt.Sprintf("  - name: %s\n    risk: read\n    exec:\n      command: [%q]\n", name, cmd)
+	}
+	e.writeConfig(e.storeYAML(""), "tools:\n"+tool("good", "./ok.sh")+tool("bare", "sh")+tool("templated", "{{.x}}")+
+		tool("missing", "./nope.sh")+tool("noexec", "./noexec.sh")+tool("notonpath", "no-such-binary-opsgate")+
+		tool("dir", "./data")+tool("demo", "./data/demo/status.sh"))
+	if err := os.MkdirAll(filepath.Join(e.dir, "data"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, ent := range ents {
-		if !ent.Type().IsRegular() {
-			continue
+	out, _, code := e.cli("config", "check")
+	if code != exitFail {
+		t.Fatalf("config check: exit %d, want 1\n%s", code, out)
+	}
+	for _, want := range []string{
+		":23: tools[3].exec.command[0]: command " + filepath.Join(e.dir, "nope.sh") + " does not exist (resolved against " + e.dir + ")",
+		"tools[4].exec.command[0]: command " + filepath.Join(e.dir, "noexec.sh") + " is not executable",
+		`tools[5].exec.command[0]: command "no-such-binary-opsgate" is not found in $PATH`,
+		"tools[6].exec.command[0]: command " + filepath.Join(e.dir, "data") + " is a directory",
+		"4 problem(s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check lacks %q:\n%s", want, out)
 		}
-		info, err := ent.Info()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(src, ent.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, ent.Name()), b, info.Mode().Perm()); err != nil {
-			t.Fatal(err)
-		}
+	}
+	if strings.Contains(out, "tools[0]") || strings.Contains(out, "tools[1]") || strings.Contains(out, "tools[2]") {
+		t.Errorf("a good, a bare or a templated command is reported:\n%s", out)
+	}
+	// The demo path outside the data dir's demo folder is not special: it
+	// is reported as missing only when it is not where serve installs.
+	if strings.Contains(out, "tools[7]") {
+		t.Errorf("./data/demo/status.sh under this config's data_dir is installed by serve, not missing:\n%s", out)
+	}
+}
+
+// TestProductionConfigGetsNoDemoDir: serve writes the demo scripts only
+// when a tool runs one.
+func TestProductionConfigGetsNoDemoDir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	deployConfig(e, "")
+	e.start()
+	e.stop()
+	if _, err := os.Stat(filepath.Join(e.dir, "data", "demo")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("data/demo exists for a config without demo tools: %v", err)
 	}
 }

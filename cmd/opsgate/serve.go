@@ -37,13 +37,14 @@ const (
 
 func adminTokenPath(dataDir string) string { return filepath.Join(dataDir, adminTokenFile) }
 
-func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error] [--debug-listen 127.0.0.1:PORT]", stderr)
+func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [--config FILE] [--log-format text|json] [--log-level debug|info|warn|error] [--debug-listen 127.0.0.1:PORT]",
+		"Runs the server: migrates the store, then serves the API, the console, MCP and every enabled channel\non server.listen until SIGINT or SIGTERM.", stdout, stderr)
 	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	debugListen := fs.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this loopback host:port; off when empty")
-	pos, err := parseInterleaved(fs, args)
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}
@@ -92,6 +93,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
 		return fmt.Errorf("create data_dir: %w", err)
 	}
+	if err := installDemo(cfg, log); err != nil {
+		return err
+	}
 	// Listen before anything slow, so "address already in use" is the first
 	// thing an operator sees, not a timeout.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -99,6 +103,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("listen on server.listen %s: %w", cfg.Server.Listen, err)
 	}
 	defer ln.Close()
+	lock, err := lockStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
 
 	st, err := openStore(ctx, cfg)
 	if err != nil {
@@ -112,6 +121,14 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s store: %w", cfg.Store.Driver, err)
 	}
+	key, err := loadAuditKey(cfg.Audit.KeyFile, true)
+	if err != nil {
+		return err
+	}
+	if err := st.AuditAdoptKey(ctx, key, time.Now()); err != nil {
+		return fmt.Errorf("audit.key_file %s: %w (every replica must use the key the chain was sealed with)", cfg.Audit.KeyFile, err)
+	}
+	log.Info("audit chain keyed", "key_file", cfg.Audit.KeyFile)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -135,12 +152,15 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 
 	tokens := apiTokens(cfg)
+	// Where a person finds a token to sign in with; never the token itself.
+	tokenHint := "one of api.tokens"
 	if len(tokens) == 0 {
 		t, path, err := adminToken(cfg.Server.DataDir, log)
 		if err != nil {
 			return err
 		}
 		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor}}
+		tokenHint = "the admin token in " + path
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
@@ -195,6 +215,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
+	go reloadOnHUP(engCtx, cfg, eng, st, log)
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
@@ -205,7 +226,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- srv.Serve(ln) }()
-	log.Info("opsgate serving", "listen", ln.Addr().String(), "version", version, "owner", eng.Owner())
+	console := consoleURL(cfg.Server.PublicURL, ln.Addr().String())
+	log.Info(fmt.Sprintf("opsgate serving: console at %s, sign in with %s", console, tokenHint),
+		"console", console, "listen", ln.Addr().String(), "version", version, "owner", eng.Owner())
 
 	var runErr error
 	select {
@@ -342,4 +365,13 @@ func generateAdminToken(dataDir string) (token, path string, err error) {
 		return "", "", fmt.Errorf("write admin token %s: %w", path, err)
 	}
 	return strings.TrimSpace(token), path, nil
+}
+
+// consoleURL is the address people open: server.public_url when set, else
+// the listener as a local client reaches it.
+func consoleURL(publicURL, listen string) string {
+	if publicURL != "" {
+		return strings.TrimRight(publicURL, "/") + "/"
+	}
+	return serverURLFromListen(listen) + "/"
 }

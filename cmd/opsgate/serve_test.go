@@ -162,7 +162,7 @@ func TestDeployApproveViaCLI(t *testing.T) {
 		}
 		// Unknown ids are a clear 404, exit 1.
 		_, errOut, code = e.cli("runs", "show", "no-such-run")
-		if code != 1 || !strings.Contains(errOut, "404") {
+		if code != 1 || !strings.Contains(errOut, `no run id starts with "no-such-run"`) {
 			t.Errorf("unknown run: exit %d, stderr %q", code, errOut)
 		}
 		e.stop()

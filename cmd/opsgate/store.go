@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/redact"
 	"github.com/opsgate/opsgate/store/postgres"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
@@ -22,12 +24,21 @@ import (
 // provide it; this is the only place that names them.
 type store interface {
 	core.Store
+	// Overview backs the web console's home page.
+	core.OverviewStore
 	Migrate(ctx context.Context) error
 	// AuditVerify is what the web console's store needs.
 	AuditVerify(ctx context.Context) (badSeq int64, err error)
 	// AuditVerifyReport backs `opsgate audit verify`: the first entry that
 	// does not link, and the chain's head.
 	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+	// SetAuditKey and AuditAdoptKey key the chain (audit.key_file).
+	SetAuditKey(key approvals.AuditKey)
+	AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now time.Time) error
+	// AuditAppend audits what belongs to no run (a configuration reload).
+	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
+	// SessionStore keeps the console's sign-outs for every replica.
+	web.SessionStore
 }
 
 var (
@@ -45,7 +56,7 @@ func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 	case "postgres":
 		st, err := postgres.Open(ctx, cfg.Store.DSN)
 		if err != nil {
-			return nil, fmt.Errorf("open Postgres store %s: %w", redactDSN(cfg.Store.DSN), err)
+			return nil, redact.Error(fmt.Errorf("open Postgres store %s: %w", redactDSN(cfg.Store.DSN), err))
 		}
 		return st, nil
 	default:
@@ -64,19 +75,19 @@ func openSQLite(ctx context.Context, dsn string) (*sqlite.Store, error) {
 	path := sqlitePath(dsn)
 	if path != "" {
 		if err := makePrivateDir(filepath.Dir(path)); err != nil {
-			return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+			return nil, fmt.Errorf("open SQLite store %s: %w", redactDSN(dsn), err)
 		}
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 		switch {
 		case err == nil:
 			f.Close()
 		case !errors.Is(err, fs.ErrExist):
-			return nil, fmt.Errorf("open SQLite store %s: create database file: %w", dsn, err)
+			return nil, fmt.Errorf("open SQLite store %s: create database file: %w", redactDSN(dsn), err)
 		}
 	}
 	st, err := sqlite.Open(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+		return nil, fmt.Errorf("open SQLite store %s: %w", redactDSN(dsn), err)
 	}
 	if path == "" {
 		return st, nil
@@ -84,11 +95,11 @@ func openSQLite(ctx context.Context, dsn string) (*sqlite.Store, error) {
 	// Connect once, so the files SQLite creates on open exist to chmod.
 	if err := st.DB().PingContext(ctx); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+		return nil, fmt.Errorf("open SQLite store %s: %w", redactDSN(dsn), err)
 	}
 	if err := chmodSQLiteFiles(path); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("open SQLite store %s: %w", dsn, err)
+		return nil, fmt.Errorf("open SQLite store %s: %w", redactDSN(dsn), err)
 	}
 	return st, nil
 }
@@ -125,21 +136,6 @@ func makePrivateDir(dir string) error {
 	return nil
 }
 
-// redactDSN hides a password in a DSN so it can be logged and printed.
-func redactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return u.String()
-	}
-	// keyword=value form: blank out password=...
-	fields := strings.Fields(dsn)
-	for i, f := range fields {
-		if strings.HasPrefix(strings.ToLower(f), "password=") {
-			fields[i] = "password=xxxxx"
-		}
-	}
-	return strings.Join(fields, " ")
-}
+// redactDSN masks the credentials of a DSN (user:pass@, ?password=,
+// ?sslpassword=, keyword password=…) so it can be logged and printed.
+func redactDSN(dsn string) string { return redact.DSN(dsn) }

@@ -70,13 +70,19 @@ func toolLookup(r *upstream.Registry) engine.ToolLookup {
 // server (nothing else: no store, no listener), list what each offers as
 // opsgate will treat it, and exit 1 when a server cannot be reached.
 func cmdMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, "usage: opsgate mcp tools [--config FILE] [--json]\n\nsubcommands:\n  tools   connect to each mcp_servers entry and list its tools as opsgate treats them\n")
+		return nil
+	}
 	if len(args) == 0 || args[0] != "tools" {
 		return usagef("usage: opsgate mcp tools [--config FILE] [--json]")
 	}
-	fs := newFlags("mcp tools", "mcp tools [--config FILE] [--json]", stderr)
+	fs := newFlags("mcp tools", "mcp tools [--config FILE] [--json]",
+		"Connects to each mcp_servers entry only and lists its tools as opsgate treats them; exit status 1 if one is unreachable.",
+		stdout, stderr)
 	cfgPath := fs.String("config", "", "config file (default $OPSGATE_CONFIG, ./opsgate.yaml, built-in quickstart)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseInterleaved(fs, args[1:])
+	pos, err := fs.parse(args[1:])
 	if err != nil {
 		return err
 	}

@@ -115,6 +115,9 @@ flows:
   - {name: write, command: write, steps: [{tool: fake.slow_write}]}
 policy:
   default: allow
+  rules:
+    # slow_write is destructive: it asks under default allow unless a rule allows it.
+    - {match: {tool: "fake.*"}, action: allow}
 `, os.Args[0], envYAML))
 }
 

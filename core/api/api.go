@@ -35,6 +35,14 @@ type Engine interface {
 	// Cancel stops a run: core.ErrNotFound for an unknown run,
 	// core.ErrConflict when it is already final.
 	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
+	// CancelAllowed reports whether actor may cancel the run without
+	// scope admin (its requester or one of its approvers): nil, or an
+	// error matching core.ErrForbidden or core.ErrNotFound.
+	CancelAllowed(ctx context.Context, runID string, actor core.Actor) error
+	// RevokeGrant revokes a session or forever grant, audited:
+	// core.ErrNotFound for an unknown grant, approvals.ErrGrantRevoked
+	// (with the grant) when it was revoked already.
+	RevokeGrant(ctx context.Context, id string, actor core.Actor) (*approvals.Grant, error)
 }
 
 // Store is the read side the API serves from, plus the two admin writes it
@@ -55,6 +63,7 @@ type Store interface {
 	// that does not link (0 when intact) and the chain's head, which
 	// operators record to detect removal of the newest entries.
 	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+	GrantList(ctx context.Context, p approvals.GrantListParams) ([]*approvals.Grant, string, error)
 	OutboxList(ctx context.Context, p core.OutboxListParams) ([]*core.Delivery, string, error)
 	OutboxRequeue(ctx context.Context, id string, now time.Time) error
 	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)
@@ -63,11 +72,13 @@ type Store interface {
 
 // Token is one configured API credential (CONTRACT.md api.tokens). Every
 // request made with it acts as Actor, so approvals and audit entries name a
-// person or system, never "the API".
+// person or system, never "the API". Scopes limit what it may do; nil
+// means the defaults of core.TokenScopes.
 type Token struct {
-	Name  string
-	Token string
-	Actor string
+	Name   string
+	Token  string
+	Actor  string
+	Scopes []core.Scope
 }
 
 // Options configures New. Engine, Store and at least a valid Token list are
@@ -122,6 +133,7 @@ type TokenSet struct {
 type tokenEntry struct {
 	digest [sha256.Size]byte
 	actor  core.Actor
+	scopes core.Scopes
 }
 
 // NewTokenSet validates ts (a non-empty token, an actor "<channel>:<id>")
@@ -136,7 +148,13 @@ func NewTokenSet(ts []Token) (*TokenSet, error) {
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
 		}
-		set.entries = append(set.entries, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+		for _, sc := range t.Scopes {
+			if _, err := core.ParseScope(string(sc)); err != nil {
+				return nil, fmt.Errorf("token %d (%q): %w", i, t.Name, err)
+			}
+		}
+		set.entries = append(set.entries, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name},
+			scopes: core.TokenScopes(t.Actor, t.Scopes)})
 	}
 	return set, nil
 }
@@ -149,8 +167,14 @@ func (ts *TokenSet) Len() int { return len(ts.entries) }
 // without branching on a comparison, so the time taken reveals neither a
 // match nor its position. An empty tok never matches.
 func (ts *TokenSet) Match(tok string) (core.Actor, bool) {
+	a, _, ok := ts.MatchScopes(tok)
+	return a, ok
+}
+
+// MatchScopes is Match that also returns the token's scopes.
+func (ts *TokenSet) MatchScopes(tok string) (core.Actor, core.Scopes, bool) {
 	if tok == "" {
-		return core.Actor{}, false
+		return core.Actor{}, nil, false
 	}
 	d := sha256.Sum256([]byte(tok))
 	idx := -1
@@ -159,9 +183,9 @@ func (ts *TokenSet) Match(tok string) (core.Actor, bool) {
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
 	if idx < 0 {
-		return core.Actor{}, false
+		return core.Actor{}, nil, false
 	}
-	return ts.entries[idx].actor, true
+	return ts.entries[idx].actor, ts.entries[idx].scopes, true
 }
 
 // New validates o and returns the API handler. It serves absolute
@@ -200,30 +224,66 @@ func New(o Options) (http.Handler, error) {
 	return s, nil
 }
 
+// routes registers every endpoint with the scopes it needs (any one of
+// them); the decision endpoint checks decide itself, so a refusal is
+// audited like every other refused decision.
 func (s *server) routes() {
 	m := s.mux
-	m.HandleFunc("POST /api/v1/messages", s.postMessage)
-	m.HandleFunc("GET /api/v1/messages", s.listMessages)
-	m.HandleFunc("GET /api/v1/runs", s.listRuns)
-	m.HandleFunc("GET /api/v1/runs/{id}", s.getRun)
-	m.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancelRun)
-	m.HandleFunc("GET /api/v1/runs/{id}/events", s.runEvents)
-	m.HandleFunc("GET /api/v1/approvals", s.listApprovals)
-	m.HandleFunc("GET /api/v1/approvals/{id}", s.getApproval)
+	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
+	route := func(pattern string, h http.HandlerFunc, scopes []core.Scope) { m.Handle(pattern, needScope(scopes, h)) }
+	route("POST /api/v1/messages", s.postMessage, request)
+	route("GET /api/v1/messages", s.listMessages, read)
+	route("GET /api/v1/runs", s.listRuns, read)
+	route("GET /api/v1/runs/{id}", s.getRun, read)
+	route("POST /api/v1/runs/{id}/cancel", s.cancelRun, []core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin})
+	route("GET /api/v1/runs/{id}/events", s.runEvents, read)
+	route("GET /api/v1/approvals", s.listApprovals, read)
+	route("GET /api/v1/approvals/{id}", s.getApproval, read)
 	m.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
-	m.HandleFunc("GET /api/v1/audit", s.listAudit)
-	m.HandleFunc("GET /api/v1/audit/verify", s.verifyAudit)
-	m.HandleFunc("GET /api/v1/deliveries", s.listDeliveries)
-	m.HandleFunc("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery)
+	route("GET /api/v1/grants", s.listGrants, read)
+	route("DELETE /api/v1/grants/{id}", s.revokeGrant, []core.Scope{core.ScopeDecide, core.ScopeAdmin})
+	route("GET /api/v1/audit", s.listAudit, read)
+	route("GET /api/v1/audit/verify", s.verifyAudit, read)
+	route("GET /api/v1/deliveries", s.listDeliveries, admin)
+	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, admin)
 }
 
 type actorKey struct{}
+
+type scopesKey struct{}
 
 // actorFrom returns the authenticated actor; the auth step always sets it
 // before a route handler runs.
 func actorFrom(ctx context.Context) core.Actor {
 	a, _ := ctx.Value(actorKey{}).(core.Actor)
 	return a
+}
+
+// scopesFrom returns the authenticated token's scopes.
+func scopesFrom(ctx context.Context) core.Scopes {
+	sc, _ := ctx.Value(scopesKey{}).(core.Scopes)
+	return sc
+}
+
+// needScope refuses (403 missing_scope) a request whose token holds none
+// of scopes.
+func needScope(scopes []core.Scope, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !scopesFrom(r.Context()).Any(scopes...) {
+			writeError(w, http.StatusForbidden, "missing_scope", fmt.Sprintf("this token may not %s %s: it needs scope %s",
+				r.Method, r.URL.Path, joinScopes(scopes)))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func joinScopes(scopes []core.Scope) string {
+	parts := make([]string, len(scopes))
+	for i, sc := range scopes {
+		parts[i] = string(sc)
+	}
+	return strings.Join(parts, " or ")
 }
 
 // ServeHTTP authenticates, then routes; unmatched routes and wrong methods
@@ -245,14 +305,15 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
-	actor, ok := s.authenticate(r)
+	actor, scopes, ok := s.authenticate(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
 		return
 	}
 	who = actor.ID
-	r = r.WithContext(context.WithValue(r.Context(), actorKey{}, actor))
+	ctx := context.WithValue(r.Context(), actorKey{}, actor)
+	r = r.WithContext(context.WithValue(ctx, scopesKey{}, scopes))
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
 	}
@@ -274,14 +335,14 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// authenticate checks the request's bearer token with TokenSet.Match.
-func (s *server) authenticate(r *http.Request) (core.Actor, bool) {
+// authenticate checks the request's bearer token with TokenSet.MatchScopes.
+func (s *server) authenticate(r *http.Request) (core.Actor, core.Scopes, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return core.Actor{}, false
+		return core.Actor{}, nil, false
 	}
-	return s.tokens.Match(strings.TrimSpace(tok))
+	return s.tokens.MatchScopes(strings.TrimSpace(tok))
 }
 
 // statusRecorder captures what the mux's fallback handlers write.

@@ -376,11 +376,16 @@ func TestRuns(t *testing.T) {
 		if items := r.body["items"].([]any); len(items) != 5 {
 			t.Fatalf("thread filter %d items", len(items))
 		}
+		r = b.do(t, "GET", "/api/v1/runs?id_prefix=rc", adminToken, nil)
+		if items := r.body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["id"] != "rc" {
+			t.Fatalf("id_prefix filter %s", r.raw)
+		}
 	})
 	t.Run("BadQueryIs422", func(t *testing.T) {
 		for q, field := range map[string]string{
 			"status=bogus": "status", "limit=0": "limit", "limit=x": "limit",
 			"thread=nocolon": "thread", "cursor=forged": "cursor",
+			"id_prefix=a%25": "id_prefix", "id_prefix=" + strings.Repeat("a", 37): "id_prefix",
 		} {
 			r := b.do(t, "GET", "/api/v1/runs?"+q, adminToken, nil)
 			want(t, r, 422, "invalid")
@@ -444,6 +449,14 @@ func TestApprovals(t *testing.T) {
 			t.Errorf("approvers %v", ap)
 		}
 	})
+	t.Run("IDPrefix", func(t *testing.T) {
+		r := b.do(t, "GET", "/api/v1/approvals?id_prefix=a", adminToken, nil)
+		want(t, r, 200, "")
+		if items := r.body["items"].([]any); len(items) != 2 {
+			t.Fatalf("id_prefix=a: %s", r.raw)
+		}
+		want(t, b.do(t, "GET", "/api/v1/approvals?id_prefix=a_", adminToken, nil), 422, "invalid")
+	})
 	t.Run("UnknownIs404", func(t *testing.T) {
 		want(t, b.do(t, "GET", "/api/v1/approvals/nope", adminToken, nil), 404, "not_found")
 		want(t, b.do(t, "POST", "/api/v1/approvals/nope/decision", adminToken, map[string]string{"action": "approve"}), 404, "not_found")
@@ -464,16 +477,16 @@ func TestApprovals(t *testing.T) {
 	})
 	t.Run("BadBodies", func(t *testing.T) {
 		for body, wantStatus := range map[string]int{
-			`{"action":"approve"`:                    400,
-			`{"action":"approve","scop":"call"}`:     400,
-			`nope`:                                   400,
-			`{}`:                                     422,
-			`{"action":"maybe"}`:                     422,
-			`{"action":"approve","scope":"forever"}`: 422,
-			`{"action":"edit"}`:                      422,
-			`{"action":"approve","args":{"a":1}}`:    422,
-			`{"action":"edit","args":[1]}`:           422,
-			`{"action":1}`:                           422,
+			`{"action":"approve"`:                   400,
+			`{"action":"approve","scop":"call"}`:    400,
+			`nope`:                                  400,
+			`{}`:                                    422,
+			`{"action":"maybe"}`:                    422,
+			`{"action":"approve","scope":"always"}`: 422,
+			`{"action":"edit"}`:                     422,
+			`{"action":"approve","args":{"a":1}}`:   422,
+			`{"action":"edit","args":[1]}`:          422,
+			`{"action":1}`:                          422,
 		} {
 			r := b.do(t, "POST", "/api/v1/approvals/a2/decision", adminToken, body)
 			if r.status != wantStatus {

@@ -24,6 +24,7 @@ type memStore struct {
 	audit      []approvals.AuditEntry
 	badSeq     int64
 	deliveries []*core.Delivery
+	grants     []*approvals.Grant
 	subs       map[int]chan struct{}
 	nextSub    int
 	subsEver   int
@@ -115,7 +116,8 @@ func (m *memStore) RunList(_ context.Context, p core.RunListParams) ([]*core.Run
 	var out []*core.Run
 	for i := len(m.runs) - 1; i >= 0; i-- {
 		r := m.runs[i]
-		if (p.Status == "" || r.Status == p.Status) && (p.Thread == "" || r.Thread.String() == p.Thread) {
+		if (p.Status == "" || r.Status == p.Status) && (p.Thread == "" || r.Thread.String() == p.Thread) &&
+			strings.HasPrefix(r.ID, p.IDPrefix) {
 			out = append(out, clone(r))
 		}
 	}
@@ -151,7 +153,8 @@ func (m *memStore) ApprovalList(_ context.Context, p approvals.ApprovalListParam
 	var out []*approvals.Approval
 	for i := len(m.approvals) - 1; i >= 0; i-- {
 		a := m.approvals[i]
-		if (p.Status == "" || a.Status == p.Status) && (p.RunID == "" || a.RunID == p.RunID) {
+		if (p.Status == "" || a.Status == p.Status) && (p.RunID == "" || a.RunID == p.RunID) &&
+			strings.HasPrefix(a.ID, p.IDPrefix) {
 			out = append(out, a.Clone())
 		}
 	}
@@ -246,6 +249,8 @@ type fakeEngine struct {
 	seen   map[string]string // event id → run id
 	nrun   int
 	panic  bool
+	// decisions are every Decide call, refused ones included.
+	decisions []core.Decision
 }
 
 func (e *fakeEngine) HandleEvent(_ context.Context, ev core.ChannelEvent) (core.Receipt, error) {
@@ -282,7 +287,10 @@ func (e *fakeEngine) Decide(_ context.Context, actor core.Actor, channel string,
 		}
 	}
 	now := e.now()
+	e.decisions = append(e.decisions, d)
 	switch {
+	case d.Unverified != "":
+		return nil, &core.DecisionError{Code: core.DecisionUnverified, Message: d.Unverified}
 	case a == nil:
 		return nil, &core.DecisionError{Code: core.DecisionNotFound, Message: "approval not found"}
 	case a.Status.Final():
@@ -325,3 +333,46 @@ func (e *fakeEngine) Cancel(_ context.Context, runID string, actor core.Actor) (
 }
 
 func nowFunc() time.Time { return testNow }
+
+// CancelAllowed lets the run's requester cancel it; anyone else is
+// forbidden (admin tokens never ask).
+func (e *fakeEngine) CancelAllowed(ctx context.Context, runID string, actor core.Actor) error {
+	r, err := e.st.RunGet(ctx, runID)
+	if err != nil {
+		return err
+	}
+	if r.Requester != actor.ID {
+		return fmt.Errorf("fake: %w", core.ErrForbidden)
+	}
+	return nil
+}
+
+func (e *fakeEngine) RevokeGrant(_ context.Context, id string, actor core.Actor) (*approvals.Grant, error) {
+	e.st.mu.Lock()
+	defer e.st.mu.Unlock()
+	for _, g := range e.st.grants {
+		if g.ID != id {
+			continue
+		}
+		if g.RevokedAt != nil {
+			return clone(g), approvals.ErrGrantRevoked
+		}
+		now := e.now()
+		g.RevokedAt, g.RevokedBy = &now, actor.ID
+		return clone(g), nil
+	}
+	return nil, fmt.Errorf("fake: grant %s: %w", id, core.ErrNotFound)
+}
+
+func (m *memStore) GrantList(_ context.Context, p approvals.GrantListParams) ([]*approvals.Grant, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*approvals.Grant
+	for i := len(m.grants) - 1; i >= 0; i-- {
+		g := m.grants[i]
+		if (p.Tool == "" || g.Tool == p.Tool) && (p.ActiveAt.IsZero() || g.Active(p.ActiveAt)) {
+			out = append(out, clone(g))
+		}
+	}
+	return page(out, p.Cursor, max(p.Limit, 1))
+}

@@ -20,7 +20,9 @@ func FuzzDecisionBody(f *testing.F) {
 		`{"action":"edit","args":{"service":"api","n":1.5e300}}`, `{"action":"edit","args":null}`,
 		`{"action":"approve","scope":"session"}`, `{"action":"approve"`, `[]`, `null`, `"x"`, ``,
 		`{"action":"edit","args":{"service":"forbidden"}}`, `{"args":{"a":[{"b":{}}]}}`, "{\"action\":\"\xff\"}",
-		`{"action":"approve"} trailing`, `{"action":1e999}`, `{"reason":"` + string(make([]byte, 5000)) + `"}`,
+		`{"action":"approve"} trailing`, `{"action":1e999}`,
+		`{"action":"approve","scope":"forever","pattern":{"service":"a*"}}`, `{"action":"reject","scope":"forever","pattern":{}}`,
+		`{"action":"approve","scope":"call","pattern":{"x":"*"}}`, `{"action":"approve","pattern":{"x":1}}`, `{"reason":"` + string(make([]byte, 5000)) + `"}`,
 	} {
 		f.Add([]byte(s))
 	}

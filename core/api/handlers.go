@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/google/uuid"
@@ -130,6 +131,12 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Thread = th.String()
 	}
+	prefix, err := idPrefix(q)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.IDPrefix = prefix
 	limit, err := queryLimit(r, defaultLimit, maxLimit)
 	if err != nil {
 		s.fail(w, r, err)
@@ -230,8 +237,24 @@ func notFound(err error, what, id string) error {
 	return fmt.Errorf("api: get %s %s: %w", what, id, err)
 }
 
+// cancelRun stops a run: an admin token may cancel any run; otherwise the
+// actor must be the run's requester or one of its approvers.
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !scopesFrom(r.Context()).Has(core.ScopeAdmin) {
+		err := s.o.Engine.CancelAllowed(r.Context(), id, actorFrom(r.Context()))
+		switch {
+		case isNotFound(err):
+			s.fail(w, r, errf(http.StatusNotFound, "not_found", "run %q not found", id))
+			return
+		case errors.Is(err, core.ErrForbidden):
+			s.fail(w, r, errf(http.StatusForbidden, "forbidden", "only the run's requester, its approvers or a token with scope admin may cancel run %q", id))
+			return
+		case err != nil:
+			s.fail(w, r, fmt.Errorf("api: cancel run %s: %w", id, err))
+			return
+		}
+	}
 	run, err := s.o.Engine.Cancel(r.Context(), id, actorFrom(r.Context()))
 	switch {
 	case isNotFound(err):
@@ -258,9 +281,14 @@ var approvalStatuses = map[approvals.Status]bool{
 
 func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	var err error
 	p := approvals.ApprovalListParams{Status: approvals.Status(q.Get("status")), RunID: q.Get("run_id"), Cursor: q.Get("cursor")}
 	if p.Status != "" && !approvalStatuses[p.Status] {
 		s.fail(w, r, invalid("status", "unknown approval status %q", p.Status))
+		return
+	}
+	if p.IDPrefix, err = idPrefix(q); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	limit, err := queryLimit(r, defaultLimit, maxLimit)
@@ -306,6 +334,9 @@ type decisionBody struct {
 	Args   map[string]any `json:"args"`
 	Reason string         `json:"reason"`
 	Scope  string         `json:"scope"`
+	// Pattern, with scope forever, saves per-argument globs instead of
+	// the exact arguments.
+	Pattern map[string]string `json:"pattern"`
 }
 
 // validate checks the shape of a decision; whether the actor may make it,
@@ -326,9 +357,15 @@ func (b *decisionBody) validate() error {
 		return invalid("action", "unknown action %q: want approve, reject or edit", b.Action)
 	}
 	switch approvals.Scope(b.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession:
+	case "", approvals.ScopeCall, approvals.ScopeSession, approvals.ScopeForever:
 	default:
-		return invalid("scope", "unknown scope %q: want call or session", b.Scope)
+		return invalid("scope", "unknown scope %q: want call, session or forever", b.Scope)
+	}
+	if b.Pattern != nil && approvals.Scope(b.Scope) != approvals.ScopeForever {
+		return invalid("pattern", "pattern is only accepted with scope %q", approvals.ScopeForever)
+	}
+	if b.Pattern != nil && approvals.Action(b.Action) == approvals.ActionReject {
+		return invalid("pattern", "a reject saves no grant")
 	}
 	if len(b.Reason) > maxReasonLen {
 		return invalid("reason", "reason is longer than %d bytes", maxReasonLen)
@@ -349,8 +386,21 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope}
-	a, err := s.o.Engine.Decide(r.Context(), actorFrom(r.Context()), DecisionChannel, d)
+	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope, Pattern: b.Pattern}
+	actor := actorFrom(r.Context())
+	if !scopesFrom(r.Context()).Has(core.ScopeDecide) {
+		// Refused, but through the engine, so the attempt is audited
+		// like every other refused decision.
+		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
+		if _, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+			s.fail(w, r, fmt.Errorf("api: decide %s: %w", id, err))
+			return
+		}
+		s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
+			"this token may not decide approvals: a person decides, with a token that has scope decide"))
+		return
+	}
+	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
 	if err != nil {
 		var de *core.DecisionError
 		if errors.As(err, &de) || errors.As(err, new(*approvals.RefusedError)) {
@@ -368,6 +418,64 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeApproval(w, r, a)
+}
+
+// isRefusal reports whether err is a decision refusal.
+func isRefusal(err error) bool {
+	_, _, ok := RefusalBody(err)
+	return ok
+}
+
+// listGrants lists session and forever grants, newest first: the active
+// ones, or every one with ?status=all (revoked and expired included).
+func (s *server) listGrants(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := approvals.GrantListParams{Tool: q.Get("tool"), Cursor: q.Get("cursor")}
+	switch q.Get("status") {
+	case "", "active":
+		p.ActiveAt = s.o.Now().UTC()
+	case "all":
+	default:
+		s.fail(w, r, invalid("status", "unknown grant status %q: want active or all", q.Get("status")))
+		return
+	}
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Limit = limit
+	gs, next, err := listPage(r.Context(), "grants", p.Cursor, s.o.Store.GrantList, p, approvals.GrantListParams{Limit: 1})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.o.Now().UTC()
+	writeJSON(w, http.StatusOK, listView[*GrantView]{Items: viewsOf(gs, func(g *approvals.Grant) *GrantView { return NewGrantView(g, now) }),
+		NextCursor: next})
+}
+
+// revokeGrant revokes one grant: 200 with it, 404 unknown, 409 revoked
+// already (the body names by whom).
+func (s *server) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	g, err := s.o.Engine.RevokeGrant(r.Context(), id, actorFrom(r.Context()))
+	switch {
+	case errors.Is(err, approvals.ErrGrantRevoked):
+		msg := fmt.Sprintf("grant %q was already revoked", id)
+		if g != nil && g.RevokedAt != nil {
+			msg += fmt.Sprintf(" by %s at %s", g.RevokedBy, rfc3339(*g.RevokedAt))
+		}
+		s.fail(w, r, errf(http.StatusConflict, "already_revoked", "%s", msg))
+		return
+	case isNotFound(err):
+		s.fail(w, r, errf(http.StatusNotFound, "not_found", "grant %q not found", id))
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("api: revoke grant %s: %w", id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, NewGrantView(g, s.o.Now().UTC()))
 }
 
 func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
@@ -414,6 +522,8 @@ type verifyResponse struct {
 	Problem     string `json:"problem,omitempty"`
 	HeadSeq     int64  `json:"head_seq"`
 	HeadHash    string `json:"head_hash"`
+	// LegacyUntil is the last entry sealed before the chain had a key.
+	LegacyUntil int64 `json:"legacy_until"`
 }
 
 func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
@@ -423,7 +533,7 @@ func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, verifyResponse{OK: rep.Intact(), FirstBadSeq: rep.BadSeq, Problem: rep.Problem(),
-		HeadSeq: rep.HeadSeq, HeadHash: rep.HeadHash})
+		HeadSeq: rep.HeadSeq, HeadHash: rep.HeadHash, LegacyUntil: rep.LegacyUntil})
 }
 
 var deliveryStatuses = map[core.DeliveryStatus]bool{core.DeliveryPending: true, core.DeliverySent: true, core.DeliveryDead: true}
@@ -465,4 +575,24 @@ func (s *server) requeueDelivery(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "api: delivery requeued", "id", id, "actor", actorFrom(r.Context()).ID)
 	writeJSON(w, http.StatusOK, map[string]string{"id": id, "status": string(core.DeliveryPending)})
+}
+
+// maxIDPrefix is the longest id_prefix accepted: a whole UUID.
+const maxIDPrefix = 36
+
+// idPrefix reads the optional id_prefix filter of the run and approval
+// lists: the start of an id (letters, digits, '-'), as the CLI sends it to
+// resolve a short id the way git and docker do. The list answers every
+// match; the caller decides whether one is unambiguous.
+func idPrefix(q url.Values) (string, error) {
+	p := q.Get("id_prefix")
+	if len(p) > maxIDPrefix {
+		return "", invalid("id_prefix", "id_prefix is longer than an id (%d characters)", maxIDPrefix)
+	}
+	for _, c := range p {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+			return "", invalid("id_prefix", "id_prefix may hold only letters, digits and '-', got %q", p)
+		}
+	}
+	return p, nil
 }

@@ -115,6 +115,7 @@ var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionDenied:         http.StatusForbidden,
 	core.DecisionBadRequest:     http.StatusBadRequest,
 	core.DecisionUnverified:     http.StatusForbidden,
+	core.DecisionHumanRequired:  http.StatusForbidden,
 }
 
 // RefusalBody maps a decision refusal anywhere in err's chain, a
@@ -161,6 +162,8 @@ func refusedDecision(re *approvals.RefusedError) *core.DecisionError {
 		code = core.DecisionNotApprover
 	case errors.Is(re, approvals.ErrSelfApproval):
 		code = core.DecisionSelfApproval
+	case errors.Is(re, approvals.ErrHumanRequired):
+		code = core.DecisionHumanRequired
 	case errors.Is(re, approvals.ErrDeniedByPolicy):
 		code = core.DecisionDenied
 	case re.Field != "":

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -272,4 +273,30 @@ func newDeliveryView(d *core.Delivery) deliveryView {
 		ApprovalID: d.ApprovalID, RunID: d.RunID, Status: d.Status, Attempts: d.Attempts,
 		ChunksSent: d.ChunksSent, Refs: refsOf(d.Refs), LastError: d.LastError, CreatedAt: rfc3339(d.CreatedAt),
 		NextAttemptAt: rfc3339Ptr(&d.NextAttemptAt), SentAt: rfc3339Ptr(d.SentAt)}
+}
+
+// GrantView is a session or forever grant as GET /api/v1/grants shows it.
+type GrantView struct {
+	ID         string            `json:"id"`
+	Scope      approvals.Scope   `json:"scope"`
+	Tool       string            `json:"tool"`
+	Thread     string            `json:"thread,omitempty"`
+	Requester  string            `json:"requester,omitempty"`
+	Rule       string            `json:"rule,omitempty"`
+	Args       map[string]any    `json:"args,omitempty"`
+	Pattern    map[string]string `json:"pattern,omitempty"`
+	ApprovalID string            `json:"approval_id"`
+	GrantedBy  string            `json:"granted_by"`
+	CreatedAt  string            `json:"created_at"`
+	ExpiresAt  *string           `json:"expires_at"`
+	RevokedAt  *string           `json:"revoked_at"`
+	RevokedBy  string            `json:"revoked_by,omitempty"`
+	Active     bool              `json:"active"`
+}
+
+// NewGrantView renders g as of now.
+func NewGrantView(g *approvals.Grant, now time.Time) *GrantView {
+	return &GrantView{ID: g.ID, Scope: g.Scope, Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, Rule: g.RuleKey,
+		Args: g.Args, Pattern: g.Pattern, ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: rfc3339(g.At),
+		ExpiresAt: rfc3339Ptr(g.ExpiresAt), RevokedAt: rfc3339Ptr(g.RevokedAt), RevokedBy: g.RevokedBy, Active: g.Active(now)}
 }

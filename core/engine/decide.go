@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // Decide applies an approver's decision to an approval: the one path every
@@ -31,7 +32,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: approvals.Action(d.Action), Args: d.Args,
-		Reason: d.Reason, Scope: approvals.Scope(d.Scope), At: e.now(), Unverified: d.Unverified,
+		Reason: d.Reason, Scope: approvals.Scope(d.Scope), Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -49,11 +50,15 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	return a, decisionError(d.ApprovalID, actor.ID, err)
 }
 
-// decisionEnv gives Decide the tool's schema and the policy re-check for
-// edits, from the live configuration.
+// decisionEnv gives Decide the live configuration: who is who, who may
+// decide this approval now, the tool's schema and the policy re-check.
 func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approvals.Env {
+	tr := e.trust()
 	return approvals.Env{
-		AllowSelfApproval: e.opts.AllowSelfApproval,
+		People:            tr.dir,
+		Eligible:          tr.dir.Expand(a.Approvers),
+		SessionTTL:        tr.sessionTTL,
+		ForeverHighImpact: tr.policy.ForeverHighImpact,
 		Validate: func(args map[string]any) (map[string]any, error) {
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.
@@ -68,19 +73,40 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
-			v := e.policy.Evaluate(info, args)
-			return v, approvals.Expand(v.Approvers, e.opts.Groups)
+			v := tr.policy.Evaluate(info, args)
+			return v, tr.dir.Expand(v.Approvers)
 		},
 	}
 }
 
-// applySchema fills defaults and validates; a tool without a schema takes
-// any object.
+// applySchema cleans path-like values (so the schema, the policy, the card
+// and the tool all see one form), fills defaults and validates; a tool
+// without a schema takes any object. Then the tool's own argument check
+// (an exec value that would read as an option, an http value that would
+// walk the URL path) refuses what the runner would refuse, before anyone
+// is asked to approve it.
 func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
-	if t.Schema == nil {
-		return maps.Clone(args), nil
+	args = approvals.CleanArgs(args)
+	if t.Schema != nil {
+		var err error
+		if args, err = t.Schema.Apply(args); err != nil {
+			return nil, err
+		}
+	} else {
+		args = maps.Clone(args)
 	}
-	return t.Schema.Apply(args)
+	if c, ok := t.Runner.(argChecker); ok {
+		if err := c.CheckArgs(args); err != nil {
+			return nil, &approvals.ValidationError{Message: err.Error()}
+		}
+	}
+	return args, nil
+}
+
+// argChecker is implemented by runners that refuse some argument values
+// whatever the schema says (core/tools Exec and HTTP).
+type argChecker interface {
+	CheckArgs(args map[string]any) error
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
@@ -125,6 +151,8 @@ func decisionError(id, actor string, err error) error {
 		out.Code = core.DecisionNotApprover
 	case errors.Is(re, approvals.ErrSelfApproval):
 		out.Code = core.DecisionSelfApproval
+	case errors.Is(re, approvals.ErrHumanRequired):
+		out.Code = core.DecisionHumanRequired
 	case errors.Is(re, approvals.ErrDeniedByPolicy):
 		out.Code = core.DecisionDenied
 	case errors.As(re, &ve):
@@ -217,7 +245,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		Release:      true,
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, who))},
+		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
 		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
@@ -248,7 +276,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 		args = a.ApprovedArgs
 	}
 	c := core.Card{
-		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: a.Reason,
+		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
 		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
 	}
@@ -261,7 +289,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 			o.At = *a.DecidedAt
 		}
 		if a.Status == approvals.StatusRejected {
-			o.Reason = feedback(a)
+			o.Reason = core.OneLine(feedback(a))
 		}
 		if a.Status == approvals.StatusExpired {
 			o.By = nil

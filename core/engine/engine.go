@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -64,6 +65,13 @@ type Options struct {
 	Policy *approvals.Policy
 	// Groups expands "group:<name>" approver entries into identities.
 	Groups map[string][]string
+	// People maps a person to their identities; quorum, self-approval and
+	// eligibility count persons.
+	People map[string][]string
+	// Requesters says who may start runs per channel (see Trust).
+	Requesters map[string]Requesters
+	// SessionTTL is how long a session grant lasts; default 1h.
+	SessionTTL time.Duration
 	// Lookup, when set, resolves the tools Tools does not hold, when a
 	// step runs: upstream MCP servers (core/upstream), whose tools are only
 	// known at run time and may change. Flows may then name tools New
@@ -72,7 +80,9 @@ type Options struct {
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
-	// AllowSelfApproval lets a requester approve their own high_impact call.
+	// AllowSelfApproval lets requesters approve their own calls under every
+	// rule (the global approvals.allow_self_approval); a rule may allow it
+	// for itself (approvals.Rule.AllowSelfApproval).
 	AllowSelfApproval bool
 
 	// Concurrency bounds the runs this replica executes at once.
@@ -164,9 +174,10 @@ type Engine struct {
 	router *router.Router
 	flows  map[string]*compiledFlow
 	tools  staticTools
-	policy *approvals.Policy
 	log    *slog.Logger
 	m      *metrics
+	// trustNow is the live policy, people and requesters (Reload).
+	trustNow atomic.Pointer[trustState]
 
 	// running tracks the runs this replica executes, to bound concurrency
 	// and to wait for them on shutdown.
@@ -239,16 +250,18 @@ func New(o Options) (*Engine, error) {
 		opts:       o,
 		flows:      map[string]*compiledFlow{},
 		tools:      staticTools{},
-		policy:     o.Policy,
 		log:        o.Logger.With("component", "engine", "owner", o.Owner),
 		active:     map[string]bool{},
 		reclaimed:  map[string]bool{},
 		released:   map[string]bool{},
 		abandoning: map[string]bool{},
 	}
-	if e.policy == nil {
-		e.policy = &approvals.Policy{}
+	pol := approvals.Policy{}
+	if o.Policy != nil {
+		pol = *o.Policy
 	}
+	pol.AllowSelfApproval = pol.AllowSelfApproval || o.AllowSelfApproval
+	e.trustNow.Store(newTrustState(Trust{Policy: &pol, People: o.People, Groups: o.Groups, Requesters: o.Requesters, SessionTTL: o.SessionTTL}))
 	for _, t := range o.Tools {
 		if t == nil || t.Name == "" {
 			return nil, errors.New("engine: tool without a name")

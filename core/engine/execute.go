@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -97,22 +98,26 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		st := &core.Step{Index: idx, Tool: cs.tool.Name, Status: core.StepFailed, Args: args, Error: err.Error()}
 		msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.tool.Name, err)
-		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+msg)
+		// The message may quote the requester's value: text, never markup.
+		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
 	}
-	v := x.e.policy.Evaluate(toolInfo(cs.tool), args)
+	tr := x.e.trust()
+	v := tr.policy.Evaluate(toolInfo(cs.tool), args)
 	switch v.Effect {
 	case approvals.EffectDeny:
 		return false, x.deny(ctx, cs.tool, idx, args, v, "")
 	case approvals.EffectAsk:
-		g, err := x.e.store.GrantFind(ctx, x.run.Thread.String(), cs.tool.Name)
-		if err != nil && !errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+		g, err := x.e.grantFor(ctx, tr, approvals.Call{Tool: cs.tool.Name, Risk: cs.tool.Risk, Thread: x.run.Thread.String(),
+			Requester: x.run.Requester, Args: args, Verdict: v})
+		if err != nil {
 			return false, fmt.Errorf("find grant: %w", err)
 		}
-		if err != nil || g == nil {
-			return false, x.suspend(ctx, cs.tool, idx, args, v)
+		if g == nil {
+			return false, x.suspend(ctx, tr, cs.tool, idx, args, v)
 		}
-		x.log.Info("session grant turns ask into allow", "tool", cs.tool.Name, "grant_approval", g.ApprovalID)
-		audit := x.e.audit("grant.applied", g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{"step": idx, "args": args})
+		x.log.Info("grant turns ask into allow", "tool", cs.tool.Name, "grant", g.ID, "scope", g.Scope)
+		audit := x.e.audit("grant.applied", g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{
+			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": x.run.Requester})
 		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
 	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
@@ -163,7 +168,7 @@ func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]
 
 // suspend records the ask in ONE checkpoint: the approval, the step and
 // run waiting for it, the card in the outbox, the audit entry.
-func (x *execution) suspend(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
+func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
 	e := x.e
 	preview := x.preview(ctx, t, idx, args)
 	now := e.now()
@@ -171,7 +176,7 @@ func (x *execution) suspend(ctx context.Context, t *Tool, idx int, args map[stri
 		ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
 		Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: args, Preview: preview,
 		Reason: x.run.Reason, Status: approvals.StatusPending, Approvers: v.Approvers,
-		Eligible: approvals.Expand(v.Approvers, e.opts.Groups), Quorum: max(v.Quorum, 1), Rule: v.Rule,
+		Eligible: tr.dir.Expand(v.Approvers), Quorum: max(v.Quorum, 1), Rule: v.Rule,
 		CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
 	}
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepWaitingApproval, Args: args, ApprovalID: a.ID}
@@ -217,7 +222,7 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 			args = a.ProposedArgs
 		}
 		// Deny is final: a rule added since the ask still stops the call.
-		if v := e.policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
+		if v := e.trust().policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
 			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
 		}
 		next := *st
@@ -227,9 +232,11 @@ func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) 
 		fb := feedback(a)
 		next := *st
 		next.Status, next.Output = core.StepRejected, fb
-		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, joinOr(a.Winners(), "an approver"))
+		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, markdown.Escape(joinOr(a.Winners(), "an approver")))
 		if fb != "" {
-			text += ": “" + fb + "”"
+			// People's words: one line, as text, never a link or a
+			// forged line of the reply.
+			text += ": “" + markdown.Escape(core.OneLine(fb)) + "”"
 		}
 		// The code already says rejected; the message is the approver's
 		// feedback alone, so "code: message" reads once.
@@ -313,7 +320,7 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 	next := st.Index + 1
 	if runErr != nil {
 		done.Status, done.Error = core.StepFailed, runErr.Error()
-		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %v", t.Name, x.run.ID, st.Index+1, runErr)
+		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %s", t.Name, x.run.ID, st.Index+1, markdown.Escape(core.OneLine(runErr.Error())))
 		if res.Output != "" {
 			text += "\n" + x.fold(res.Output)
 		}

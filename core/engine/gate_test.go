@@ -511,22 +511,25 @@ func TestExpiry(t *testing.T) {
 func TestSessionGrantSkipsLaterAsks(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b)
-		rc := h.send("console:req", "console:t1", "deploy api 1")
+		rc := h.send("console:req", "console:t1", "scale api 1")
 		a := h.waitApproval(rc.RunID)
 		if _, err := h.decide("console:alice", a.ID, "approve", func(d *core.Decision) { d.Scope = "session" }); err != nil {
 			t.Fatal(err)
 		}
 		h.waitRun(rc.RunID, core.RunSucceeded)
-		rc2 := h.send("console:req", "console:t1", "deploy api 2")
+		rc2 := h.send("console:req", "console:t1", "scale api 2")
 		if run := h.waitRun(rc2.RunID, core.RunSucceeded, core.RunWaitingApproval); run.Status != core.RunSucceeded {
 			t.Fatalf("granted call asked again: %s", run.Status)
 		}
+		if es := h.auditKinds(approvals.AuditListParams{RunID: rc2.RunID}); len(es) == 0 || es[0].Kind != "grant.applied" {
+			t.Fatalf("audit of the granted call: %+v", es)
+		}
 		// Deny stays final under a grant; other threads still ask.
-		rc3 := h.send("console:req", "console:t1", "deploy api 3 dr-west")
+		rc3 := h.send("console:req", "console:t1", "scale api 3 dr-west")
 		if run := h.waitRun(rc3.RunID, core.RunFailed, core.RunSucceeded); run.ErrorCode != "denied" {
 			t.Fatalf("grant let a denied call through: %+v", run)
 		}
-		rc4 := h.send("console:req", "console:t2", "deploy api 4")
+		rc4 := h.send("console:req", "console:t2", "scale api 4")
 		h.waitApproval(rc4.RunID)
 	})
 }

@@ -170,13 +170,14 @@ func (r *recorder) total() int {
 
 // fixture is the configuration every engine test shares.
 type fixture struct {
-	status, deploy, drop, restart *recorder
+	status, deploy, drop, restart, scale, wipe *recorder
 }
 
 func newFixture() *fixture {
 	return &fixture{
 		status: &recorder{name: "status"}, deploy: &recorder{name: "deploy"},
 		drop: &recorder{name: "delete_db"}, restart: &recorder{name: "restart"},
+		scale: &recorder{name: "scale"}, wipe: &recorder{name: "wipe"},
 	}
 }
 
@@ -210,6 +211,8 @@ func (f *fixture) options(t testing.TB, store core.Store, clk *clock) Options {
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: f.deploy},
 			{Name: "delete_db", Risk: approvals.RiskHighImpact, Destructive: true, Runner: f.drop},
 			{Name: "restart", Risk: approvals.RiskReversible, Idempotent: true, Runner: f.restart},
+			{Name: "scale", Risk: approvals.RiskExternal, Runner: f.scale},
+			{Name: "wipe", Risk: approvals.RiskReversible, Destructive: true, Runner: f.wipe},
 		},
 		Flows: []Flow{
 			{Name: "status", Command: "status {service}", Steps: []FlowStep{{Tool: "status", Args: map[string]any{"service": "{{.service}}"}}}},
@@ -221,6 +224,9 @@ func (f *fixture) options(t testing.TB, store core.Store, clk *clock) Options {
 				{Tool: "status", Args: map[string]any{"service": "{{.service}}"}},
 				{Tool: "restart", Args: map[string]any{"service": "{{.service}}"}},
 			}},
+			{Name: "scale", Command: "scale {service} {replicas} {env=staging}", Steps: []FlowStep{{Tool: "scale",
+				Args: map[string]any{"service": "{{.service}}", "replicas": "{{.replicas}}", "env": "{{.env}}"}}}},
+			{Name: "wipe", Command: "wipe {name}", Steps: []FlowStep{{Tool: "wipe", Args: map[string]any{"name": "{{.name}}"}}}},
 			{Name: "bigdeploy", Command: "bigdeploy {service}", Steps: []FlowStep{{Tool: "deploy", Args: map[string]any{"service": "{{.service}}", "version": "1", "env": "big"}}}},
 		},
 		Policy: &approvals.Policy{Rules: []approvals.Rule{
@@ -230,6 +236,10 @@ func (f *fixture) options(t testing.TB, store core.Store, clk *clock) Options {
 			{Tool: "deploy", Args: map[string]string{"env": "big"}, Effect: approvals.EffectAsk, Approvers: []string{"group:many"}},
 			{Tool: "deploy", Args: map[string]string{"env": "dr*"}, Effect: approvals.EffectDeny},
 			{Tool: "delete_*", Effect: approvals.EffectDeny},
+			{Tool: "scale", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
+			{Tool: "scale", Args: map[string]string{"env": "prod*"}, Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}, Quorum: 2},
+			{Tool: "scale", Args: map[string]string{"env": "qa*"}, Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
+			{Tool: "scale", Args: map[string]string{"env": "dr*"}, Effect: approvals.EffectDeny},
 		}},
 		Groups:       groups,
 		ApprovalTTL:  time.Hour,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -35,6 +36,17 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		return e.handleDecisionEvent(ctx, ev)
 	}
 
+	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
+		p := e.refusedRequest(ev, why)
+		res, err := e.store.InboxRecord(ctx, p)
+		if err != nil {
+			return core.Receipt{}, fmt.Errorf("engine: record refused event %s/%s: %w", ev.Channel, ev.EventID, err)
+		}
+		if !res.Duplicate {
+			e.log.Info("request refused: sender may not start runs here", "channel", ev.Channel, "actor", ev.Actor.ID, "why", why)
+		}
+		return core.Receipt{Duplicate: res.Duplicate, Refused: true}, nil
+	}
 	p := core.InboxRecordParams{Event: ev}
 	rt, err := e.router.Route(ev.Text)
 	var nm *router.NoMatchError
@@ -54,7 +66,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
 	case errors.As(err, &nm):
 		p.Replies = []core.OutboxMessage{{
-			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: nm.Error(), CreatedAt: e.now(),
+			// It quotes the sender's words: text, never markup.
+			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: markdown.Escape(nm.Error()), CreatedAt: e.now(),
 		}}
 	default:
 		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)

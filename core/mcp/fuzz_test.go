@@ -93,11 +93,8 @@ func FuzzToolCall(f *testing.F) {
 				t.Fatalf("unvalidated event reached the engine: %+v", ev)
 			}
 		}
-		for _, d := range fc.decisions {
-			ok := (d.Action == "approve" || d.Action == "reject") && d.Args == nil || d.Action == "edit" && d.Args != nil
-			if !ok || d.ApprovalID == "" || (d.Scope != "" && d.Scope != "call" && d.Scope != "session") {
-				t.Fatalf("unvalidated decision reached the engine: %+v", d)
-			}
+		if len(fc.decisions) > 0 {
+			t.Fatalf("a decision reached the engine over MCP: %+v", fc.decisions)
 		}
 		fc.events, fc.decisions = nil, nil
 	})

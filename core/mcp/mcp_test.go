@@ -31,9 +31,11 @@ var (
 )
 
 const (
-	agentToken = "agent-token"
-	aliceToken = "alice-token"
-	eveToken   = "eve-token"
+	agentToken       = "agent-token"
+	aliceToken       = "alice-token"
+	eveToken         = "eve-token"
+	claudeToken      = "claude-token"
+	requestOnlyToken = "request-only-token"
 )
 
 // hostile is tool output that tries to close the data block and talk to
@@ -64,6 +66,7 @@ func (f *fakeTool) count() int {
 type env struct {
 	url    string
 	store  *sqlite.Store
+	eng    *engine.Engine
 	deploy *fakeTool
 }
 
@@ -113,13 +116,15 @@ func setup(t *testing.T) *env {
 		{Name: "agent", Token: agentToken, Actor: "console:agent"},
 		{Name: "alice", Token: aliceToken, Actor: "console:alice"},
 		{Name: "eve", Token: eveToken, Actor: "console:eve"},
+		{Name: "claude", Token: claudeToken, Actor: "agent:claude"},
+		{Name: "requester", Token: requestOnlyToken, Actor: "console:ci", Scopes: []core.Scope{core.ScopeRequest}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{url: srv.URL, store: st, deploy: deploy}
+	return &env{url: srv.URL, store: st, eng: eng, deploy: deploy}
 }
 
 // bearer adds the token to every request of the MCP client.
@@ -223,10 +228,13 @@ func TestDeployApprovedOverMCP(t *testing.T) {
 			t.Errorf("tool %s has no output schema", tool.Name)
 		}
 	}
-	for _, n := range []string{"list_flows", "send_message", "get_run", "list_approvals", "get_approval", "decide"} {
+	for _, n := range []string{"list_flows", "send_message", "get_run", "list_approvals", "get_approval"} {
 		if !names[n] {
 			t.Errorf("tool %s missing from %v", n, names)
 		}
+	}
+	if names["decide"] {
+		t.Error("the MCP surface offers a decision tool")
 	}
 
 	var flows flowsOut
@@ -253,33 +261,14 @@ func TestDeployApprovedOverMCP(t *testing.T) {
 		t.Fatalf("pending approvals = %+v", pending.Items)
 	}
 	apID := pending.Items[0].ID
-
-	// Not an approver: an error result that keeps the refusal's code.
-	var refused approvalOut
-	res = call(t, e.session(t, eveToken), "decide", map[string]any{"approval_id": apID, "action": "approve"}, &refused)
-	if !res.IsError || refused.Error == nil || refused.Error.Code != string(core.DecisionNotApprover) || refused.Approval != nil {
-		t.Fatalf("eve's decision = isError %v %+v %q; want not_approver", res.IsError, refused.Error, text(res))
-	}
-	if !strings.Contains(text(res), "not_approver") {
-		t.Errorf("refusal text %q lacks the code", text(res))
-	}
-	// The requester's own agent is not an approver either.
-	res = call(t, agent, "decide", map[string]any{"approval_id": apID, "action": "approve"}, &refused)
-	if !res.IsError || refused.Error == nil || refused.Error.Code != string(core.DecisionNotApprover) {
-		t.Fatalf("agent's decision = %q; want not_approver", text(res))
-	}
 	if e.deploy.count() != 0 {
 		t.Fatal("deploy ran before an approver decided")
 	}
 
-	alice := e.session(t, aliceToken)
-	var decided approvalOut
-	res = call(t, alice, "decide", map[string]any{"approval_id": apID, "action": "approve", "reason": "looks fine"}, &decided)
-	if res.IsError || decided.Approval == nil || decided.Approval.Status != approvals.StatusApproved {
-		t.Fatalf("alice's decision = %q", text(res))
-	}
-	if d := decided.Approval.Decisions; len(d) != 1 || d[0].Actor != "console:alice" || d[0].Channel != DecisionChannel {
-		t.Errorf("decisions = %+v, want alice's via mcp", d)
+	// A person decides, elsewhere (here: the console).
+	decided, err := e.eng.Decide(ctx, core.Actor{ID: "console:alice"}, "console", core.Decision{ApprovalID: apID, Action: "approve"})
+	if err != nil || decided.Status != approvals.StatusApproved {
+		t.Fatalf("alice's decision = %+v, %v", decided, err)
 	}
 
 	run := waitRun(t, agent, runID, core.RunSucceeded)
@@ -295,11 +284,66 @@ func TestDeployApprovedOverMCP(t *testing.T) {
 	if got.Approval == nil || got.Approval.Status != approvals.StatusApproved || got.Approval.ExecutedArgs == nil {
 		t.Errorf("get_approval = %+v, want approved with executed args", got.Approval)
 	}
+}
 
-	// A second decision loses and says who won.
-	res = call(t, alice, "decide", map[string]any{"approval_id": apID, "action": "reject"}, &refused)
-	if !res.IsError || refused.Error == nil || refused.Error.Code != string(core.DecisionAlreadyDecided) || !strings.Contains(refused.Error.By+refused.Error.Message, "alice") {
-		t.Errorf("late decision = %+v, want already_decided naming alice", refused.Error)
+// TestAttack_MCPDecidesApproval: an approver's token used by an MCP client
+// approved other people's calls, and an agent approved its own destructive
+// call. No token decides over MCP.
+func TestAttack_MCPDecidesApproval(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	claude := e.session(t, claudeToken)
+	var sent messageOut
+	call(t, claude, "send_message", map[string]any{"thread": "ops-9", "text": "deploy api 9"}, &sent)
+	if sent.Run == nil {
+		t.Fatal("no run")
+	}
+	waitRun(t, claude, sent.Run.ID, core.RunWaitingApproval)
+	var pending approvalsOut
+	call(t, claude, "list_approvals", map[string]any{"run_id": sent.Run.ID}, &pending)
+	if len(pending.Items) != 1 {
+		t.Fatalf("pending = %+v", pending.Items)
+	}
+	apID := pending.Items[0].ID
+	for _, tok := range []string{aliceToken, claudeToken} {
+		cs := e.session(t, tok)
+		for _, name := range []string{"decide", "approve", "decide_approval"} {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"approval_id": apID, "action": "approve"}})
+			if err == nil && !res.IsError {
+				t.Fatalf("%s decided over MCP with %s", name, tok)
+			}
+		}
+	}
+	a, err := e.store.ApprovalGet(ctx, apID)
+	if err != nil || a.Status != approvals.StatusPending || len(a.Decisions) != 0 {
+		t.Fatalf("approval after MCP attempts = %+v, %v", a, err)
+	}
+	if e.deploy.count() != 0 {
+		t.Fatal("deploy ran")
+	}
+}
+
+// TestAttack_MCPReadsWithoutScope: a token that may only request reads
+// nothing, approvals included.
+func TestAttack_MCPReadsWithoutScope(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	cs := e.session(t, requestOnlyToken)
+	var sent messageOut
+	if res := call(t, cs, "send_message", map[string]any{"thread": "ops-3", "text": "deploy api 3"}, &sent); res.IsError || sent.Run == nil {
+		t.Fatalf("send_message with scope request: %s", text(res))
+	}
+	for tool, args := range map[string]map[string]any{
+		"get_run": {"id": sent.Run.ID}, "list_approvals": {}, "get_approval": {"id": "x"},
+	} {
+		var out struct {
+			Error *toolError `json:"error"`
+		}
+		res := call(t, cs, tool, args, &out)
+		if !res.IsError || out.Error == nil || out.Error.Code != "missing_scope" || strings.Contains(text(res), "deploy api 3") {
+			t.Errorf("%s without scope read: isError %v %+v %q", tool, res.IsError, out.Error, text(res))
+		}
 	}
 }
 
@@ -315,9 +359,6 @@ func TestToolErrorsKeepTheirCode(t *testing.T) {
 	}{
 		{"get_run", map[string]any{"id": "nope"}, "not_found", ""},
 		{"get_approval", map[string]any{"id": "nope"}, "not_found", ""},
-		{"decide", map[string]any{"approval_id": "nope", "action": "approve"}, string(core.DecisionNotFound), ""},
-		{"decide", map[string]any{"approval_id": "x", "action": "maybe"}, "invalid", "action"},
-		{"decide", map[string]any{"approval_id": "x", "action": "edit"}, "invalid", "args"},
 		{"send_message", map[string]any{"thread": "", "text": "deploy api 1"}, "invalid", "thread"},
 		{"send_message", map[string]any{"thread": "t", "text": strings.Repeat("x", MaxMessageText+1)}, "too_large", "text"},
 		{"list_approvals", map[string]any{"status": "weird"}, "invalid", "status"},

@@ -45,18 +45,11 @@ type listApprovalsIn struct {
 	Cursor string `json:"cursor,omitempty" jsonschema:"next_cursor from the previous page"`
 }
 
-type decideIn struct {
-	ApprovalID string         `json:"approval_id" jsonschema:"the approval to decide"`
-	Action     string         `json:"action" jsonschema:"approve, reject or edit"`
-	Args       map[string]any `json:"args,omitempty" jsonschema:"for edit only: the complete new arguments object (it replaces the proposed one)"`
-	Reason     string         `json:"reason,omitempty" jsonschema:"why; for reject it is handed to the run as feedback"`
-	Scope      string         `json:"scope,omitempty" jsonschema:"call (default) or session"`
-}
-
 // Tool outputs: each may carry error instead of its value.
 
 type flowsOut struct {
 	Flows []flowView `json:"flows"`
+	Error *toolError `json:"error,omitempty"`
 }
 
 type messageOut struct {
@@ -99,12 +92,20 @@ func (s *server) addTools(srv *sdk.Server) {
 		Description: "List approvals (default: pending ones), newest first, with the proposed arguments, dry-run preview and who may decide."},
 		s.listApprovals)
 	sdk.AddTool(srv, &sdk.Tool{Name: "get_approval", Annotations: readOnly,
-		Description: "Get an approval by id."},
+		Description: "Get an approval by id (approvals are decided by people, not through this server)."},
 		s.getApproval)
-	sdk.AddTool(srv, &sdk.Tool{Name: "decide", Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)},
-		Description: "Approve, reject or edit a pending approval as your token's identity. A refusal (not an approver, " +
-			"already decided, expired, invalid arguments) comes back as an error result with its code."},
-		s.decide)
+}
+
+// missingScope is the refusal of a tool the token's scopes do not cover.
+func missingScope(req *sdk.CallToolRequest, tool string, need ...core.Scope) *toolError {
+	if scopesOf(req).Any(need...) {
+		return nil
+	}
+	names := make([]string, len(need))
+	for i, sc := range need {
+		names[i] = string(sc)
+	}
+	return &toolError{Code: "missing_scope", Message: fmt.Sprintf("this token may not use %s: it needs scope %s", tool, strings.Join(names, " or "))}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -144,7 +145,10 @@ func isNotFound(err error) bool {
 
 var errUnauthenticated = errors.New("mcp: request carries no authenticated actor")
 
-func (s *server) listFlows(_ context.Context, _ *sdk.CallToolRequest, _ noInput) (*sdk.CallToolResult, flowsOut, error) {
+func (s *server) listFlows(_ context.Context, req *sdk.CallToolRequest, _ noInput) (*sdk.CallToolResult, flowsOut, error) {
+	if te := missingScope(req, "list_flows", core.ScopeRead, core.ScopeRequest); te != nil {
+		return refusal(te), flowsOut{Flows: []flowView{}, Error: te}, nil
+	}
 	out := flowsOut{Flows: append([]flowView{}, s.flows...)}
 	return result(fmt.Sprintf("%d flows.", len(out.Flows)), out), out, nil
 }
@@ -155,6 +159,9 @@ func (s *server) sendMessage(ctx context.Context, req *sdk.CallToolRequest, in s
 	actor, ok := actorOf(req)
 	if !ok {
 		return nil, messageOut{}, errUnauthenticated
+	}
+	if te := missingScope(req, "send_message", core.ScopeRequest); te != nil {
+		return refusal(te), messageOut{Error: te}, nil
 	}
 	key := strings.TrimPrefix(strings.TrimSpace(in.Thread), ConsoleChannel+":")
 	var te *toolError
@@ -203,7 +210,10 @@ func (s *server) sendMessage(ctx context.Context, req *sdk.CallToolRequest, in s
 	return result(summary, out), out, nil
 }
 
-func (s *server) getRun(ctx context.Context, _ *sdk.CallToolRequest, in idIn) (*sdk.CallToolResult, runOut, error) {
+func (s *server) getRun(ctx context.Context, req *sdk.CallToolRequest, in idIn) (*sdk.CallToolResult, runOut, error) {
+	if te := missingScope(req, "get_run", core.ScopeRead); te != nil {
+		return refusal(te), runOut{Error: te}, nil
+	}
 	if in.ID == "" || len(in.ID) > maxIDLen {
 		te := invalid("id", "id is required (at most %d bytes)", maxIDLen)
 		return refusal(te), runOut{Error: te}, nil
@@ -225,7 +235,10 @@ var approvalStatuses = map[approvals.Status]bool{
 	approvals.StatusEdited: true, approvals.StatusExpired: true,
 }
 
-func (s *server) listApprovals(ctx context.Context, _ *sdk.CallToolRequest, in listApprovalsIn) (*sdk.CallToolResult, approvalsOut, error) {
+func (s *server) listApprovals(ctx context.Context, req *sdk.CallToolRequest, in listApprovalsIn) (*sdk.CallToolResult, approvalsOut, error) {
+	if te := missingScope(req, "list_approvals", core.ScopeRead); te != nil {
+		return refusal(te), approvalsOut{Items: []*approvalView{}, Error: te}, nil
+	}
 	p := approvals.ApprovalListParams{Status: approvals.Status(in.Status), RunID: in.RunID, Cursor: in.Cursor, Limit: in.Limit}
 	switch {
 	case p.Status == "":
@@ -262,7 +275,10 @@ func (s *server) listApprovals(ctx context.Context, _ *sdk.CallToolRequest, in l
 	return result(fmt.Sprintf("%d approvals.", len(out.Items)), out), out, nil
 }
 
-func (s *server) getApproval(ctx context.Context, _ *sdk.CallToolRequest, in idIn) (*sdk.CallToolResult, approvalOut, error) {
+func (s *server) getApproval(ctx context.Context, req *sdk.CallToolRequest, in idIn) (*sdk.CallToolResult, approvalOut, error) {
+	if te := missingScope(req, "get_approval", core.ScopeRead); te != nil {
+		return refusal(te), approvalOut{Error: te}, nil
+	}
 	if in.ID == "" || len(in.ID) > maxIDLen {
 		te := invalid("id", "id is required (at most %d bytes)", maxIDLen)
 		return refusal(te), approvalOut{Error: te}, nil
@@ -299,79 +315,4 @@ func (s *server) approvalView(ctx context.Context, a *approvals.Approval) (*appr
 		executed = api.ExecutedArgs(run, a.ID)
 	}
 	return api.NewApprovalView(a, executed), nil
-}
-
-// validate checks the decision's shape; whether the actor may make it is
-// the engine's call.
-func (in *decideIn) validate() *toolError {
-	switch {
-	case in.ApprovalID == "" || len(in.ApprovalID) > maxIDLen:
-		return invalid("approval_id", "approval_id is required (at most %d bytes)", maxIDLen)
-	case len(in.Reason) > maxReasonLen:
-		return invalid("reason", "reason is longer than %d bytes", maxReasonLen)
-	}
-	switch approvals.Action(in.Action) {
-	case approvals.ActionApprove, approvals.ActionReject:
-		if in.Args != nil {
-			return invalid("args", "args are only accepted with action %q", approvals.ActionEdit)
-		}
-	case approvals.ActionEdit:
-		if in.Args == nil {
-			return invalid("args", "action %q needs args: the complete new arguments object", approvals.ActionEdit)
-		}
-	default:
-		return invalid("action", "unknown action %q: want approve, reject or edit", in.Action)
-	}
-	switch approvals.Scope(in.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession:
-	default:
-		return invalid("scope", "unknown scope %q: want call or session", in.Scope)
-	}
-	return nil
-}
-
-// decide goes through the engine like every other surface; a refusal is
-// an error result carrying the refusal's code (already_decided,
-// not_approver, self_approval, expired, invalid_args, ...) and, for a lost
-// race, who won.
-func (s *server) decide(ctx context.Context, req *sdk.CallToolRequest, in decideIn) (*sdk.CallToolResult, approvalOut, error) {
-	actor, ok := actorOf(req)
-	if !ok {
-		return nil, approvalOut{}, errUnauthenticated
-	}
-	if te := in.validate(); te != nil {
-		return refusal(te), approvalOut{Error: te}, nil
-	}
-	a, err := s.o.Engine.Decide(ctx, actor, DecisionChannel, core.Decision{
-		ApprovalID: in.ApprovalID, Action: in.Action, Args: in.Args, Reason: in.Reason, Scope: in.Scope,
-	})
-	if err != nil {
-		te := decisionRefusal(err)
-		if te == nil {
-			if isNotFound(err) {
-				te = &toolError{Code: string(core.DecisionNotFound), Message: fmt.Sprintf("approval %q not found", in.ApprovalID)}
-			} else {
-				return nil, approvalOut{}, fmt.Errorf("mcp: decide %s: %w", in.ApprovalID, err)
-			}
-		}
-		s.log.InfoContext(ctx, "mcp: decision refused", "approval", in.ApprovalID, "actor", actor.ID, "code", te.Code)
-		return refusal(te), approvalOut{Error: te}, nil
-	}
-	if a == nil {
-		if a, err = s.o.Store.ApprovalGet(ctx, in.ApprovalID); err != nil {
-			return nil, approvalOut{}, fmt.Errorf("mcp: approval %s after decision: %w", in.ApprovalID, err)
-		}
-	}
-	return s.approvalResult(ctx, a)
-}
-
-// decisionRefusal maps the core's refusal (or the approvals package's own,
-// if an engine passes it through) to its code, as the HTTP API does; nil
-// for anything else.
-func decisionRefusal(err error) *toolError {
-	body, _, ok := api.RefusalBody(err)
-	if !ok {
-		return nil
-	}
-	return &body
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"text/template"
 	"unicode"
 	"unicode/utf8"
 )
@@ -168,17 +169,18 @@ func (p *Pattern) Usage() string {
 // keeps its spaces ("fix \"the\" bug" style escapes: \" and \\). Literal words
 // match case-insensitively, because chat keyboards capitalize the first word.
 // Optional placeholders may be given positionally or as name=value in any
-// order after the required ones. Extra tokens or an unterminated quote mean no
-// match.
+// order after the required ones; an "=" inside quotes does not bind
+// ("\"env=prod\"" is a value, as Quote writes it). Extra tokens or an
+// unterminated quote mean no match.
 func (p *Pattern) Match(text string) (map[string]string, bool) {
-	tokens, err := Tokenize(text)
+	tokens, err := tokenize(text)
 	if err != nil {
 		return nil, false
 	}
 	return p.matchTokens(tokens)
 }
 
-func (p *Pattern) matchTokens(tokens []string) (map[string]string, bool) {
+func (p *Pattern) matchTokens(tokens []token) (map[string]string, bool) {
 	args := make(map[string]string)
 	ti := 0
 	i := 0
@@ -189,8 +191,8 @@ func (p *Pattern) matchTokens(tokens []string) (map[string]string, bool) {
 		}
 		pt := p.parts[i]
 		if pt.placeholder {
-			args[pt.name] = tokens[ti]
-		} else if !strings.EqualFold(pt.literal, tokens[ti]) {
+			args[pt.name] = tokens[ti].text
+		} else if !strings.EqualFold(pt.literal, tokens[ti].text) {
 			return nil, false
 		}
 		ti++
@@ -202,12 +204,14 @@ func (p *Pattern) matchTokens(tokens []string) (map[string]string, bool) {
 	next := 0
 	for ; ti < len(tokens); ti++ {
 		tok := tokens[ti]
-		if k, v, ok := strings.Cut(tok, "="); ok && p.isOptional(k) {
-			if set[k] {
-				return nil, false
+		if tok.eq >= 0 {
+			if k, v := tok.text[:tok.eq], tok.text[tok.eq+1:]; p.isOptional(k) {
+				if set[k] {
+					return nil, false
+				}
+				args[k], set[k] = v, true
+				continue
 			}
-			args[k], set[k] = v, true
-			continue
 		}
 		for next < len(optional) && set[optional[next].name] {
 			next++
@@ -215,7 +219,7 @@ func (p *Pattern) matchTokens(tokens []string) (map[string]string, bool) {
 		if next >= len(optional) {
 			return nil, false
 		}
-		args[optional[next].name], set[optional[next].name] = tok, true
+		args[optional[next].name], set[optional[next].name] = tok.text, true
 		next++
 	}
 	for _, pt := range optional {
@@ -238,15 +242,35 @@ func (p *Pattern) isOptional(name string) bool {
 // ErrUnterminatedQuote is returned by Tokenize for text with an odd quote.
 var ErrUnterminatedQuote = errors.New("unterminated double quote")
 
+// token is one word of a command line. eq is the index in text of the
+// first "=" written outside quotes (name=value binding), or -1.
+type token struct {
+	text string
+	eq   int
+}
+
 // Tokenize splits a command line on whitespace, keeping double-quoted runs
 // together (quotes removed; \" and \\ are escapes inside quotes). A quote may
 // start mid-token (env="us east") and joins with the surrounding text.
 func Tokenize(text string) ([]string, error) {
+	toks, err := tokenize(text)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(toks))
+	for i, t := range toks {
+		out[i] = t.text
+	}
+	return out, nil
+}
+
+func tokenize(text string) ([]token, error) {
 	var (
-		tokens  []string
+		tokens  []token
 		cur     strings.Builder
 		inTok   bool
 		inQuote bool
+		eq      = -1
 	)
 	for i := 0; i < len(text); {
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -260,11 +284,14 @@ func Tokenize(text string) ([]string, error) {
 			inTok = true
 		case !inQuote && unicode.IsSpace(r):
 			if inTok {
-				tokens = append(tokens, cur.String())
+				tokens = append(tokens, token{text: cur.String(), eq: eq})
 				cur.Reset()
-				inTok = false
+				inTok, eq = false, -1
 			}
 		default:
+			if r == '=' && !inQuote && eq < 0 {
+				eq = cur.Len()
+			}
 			cur.WriteString(text[i-size : i]) // keep invalid UTF-8 bytes as they were
 			inTok = true
 		}
@@ -273,7 +300,29 @@ func Tokenize(text string) ([]string, error) {
 		return nil, ErrUnterminatedQuote
 	}
 	if inTok {
-		tokens = append(tokens, cur.String())
+		tokens = append(tokens, token{text: cur.String(), eq: eq})
 	}
 	return tokens, nil
+}
+
+// Quote writes s as one token that Tokenize reads back exactly: in double
+// quotes, with \ and " escaped. Whitespace, "=" and quotes inside s stay
+// part of the value, so a webhook template's {{quote .labels.x}} cannot add
+// words or bind another placeholder by name ("HighCPU duration=720h" stays
+// one value).
+func Quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// TemplateFuncs are the functions of templates that write command lines
+// (webhook text templates): quote writes any value as one token, so a value
+// from outside never adds words. `opsgate config check` parses those
+// templates with the same set.
+func TemplateFuncs() template.FuncMap {
+	return template.FuncMap{"quote": func(v any) string {
+		if v == nil {
+			return Quote("")
+		}
+		return Quote(fmt.Sprint(v))
+	}}
 }

@@ -30,6 +30,11 @@ type NoMatchError struct {
 	Reason  string // short machine-independent reason, e.g. "unterminated double quote"
 	Help    string // usage of Flow, or the list of all flows
 	Unknown bool   // true when no flow has the first word as its command
+	// Suggestion is the command word the unknown one is a typo of, if any.
+	Suggestion string
+	// Asked is true when the text was a request for help ("help",
+	// "help deploy"): Help is the answer, not an error.
+	Asked bool
 }
 
 // Error returns the help text, prefixed by the reason when there is one.
@@ -85,7 +90,7 @@ func New(flows []Flow) (*Router, error) {
 // ignored so "/deploy api 1" works where a platform passes it through.
 // On failure it returns a *NoMatchError.
 func (r *Router) Route(text string) (Route, error) {
-	tokens, err := Tokenize(text)
+	tokens, err := tokenize(text)
 	if err != nil {
 		first, _, _ := strings.Cut(strings.TrimSpace(text), " ")
 		return Route{}, r.noMatch(text, strings.TrimPrefix(first, "/"), err.Error())
@@ -93,13 +98,97 @@ func (r *Router) Route(text string) (Route, error) {
 	if len(tokens) == 0 {
 		return Route{}, r.noMatch(text, "", "")
 	}
-	tokens[0] = strings.TrimPrefix(tokens[0], "/")
+	if t, ok := strings.CutPrefix(tokens[0].text, "/"); ok {
+		tokens[0] = token{text: t, eq: max(tokens[0].eq-1, -1)}
+	}
 	for _, e := range r.entries {
 		if args, ok := e.pattern.matchTokens(tokens); ok {
 			return Route{Flow: e.flow.Name, Args: args}, nil
 		}
 	}
-	return Route{}, r.noMatch(text, tokens[0], "")
+	words := make([]string, len(tokens))
+	for i, t := range tokens {
+		words[i] = t.text
+	}
+	if h, ok := r.help(words); ok {
+		return Route{}, &NoMatchError{Text: text, Help: h, Asked: true}
+	}
+	return Route{}, r.noMatch(text, tokens[0].text, "")
+}
+
+// help answers "help" (or "?"), alone or followed by a command word, when
+// no flow claims the word itself: the list of every flow, or the usage
+// and description of the flows of that command.
+func (r *Router) help(tokens []string) (string, bool) {
+	if w := strings.ToLower(tokens[0]); (w != "help" && w != "?") || len(tokens) > 2 {
+		return "", false
+	}
+	if len(tokens) == 1 {
+		return r.Help(), true
+	}
+	var lines []string
+	for _, e := range r.byName {
+		if strings.EqualFold(e.pattern.Command(), strings.TrimPrefix(tokens[1], "/")) {
+			line := "usage: " + e.pattern.Usage()
+			if e.flow.Description != "" {
+				line += " — " + e.flow.Description
+			}
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		return fmt.Sprintf("no command %q\n%s", tokens[1], r.Help()), true
+	}
+	return strings.Join(lines, "\n"), true
+}
+
+// suggest returns the command word closest to word — a typo away: one
+// edit for short words, two for words of six letters or more — or "".
+func (r *Router) suggest(word string) string {
+	word = strings.ToLower(word)
+	best, bestD := "", 0
+	limit := 1
+	if len([]rune(word)) >= 6 {
+		limit = 2
+	}
+	for _, e := range r.byName {
+		c := strings.ToLower(e.pattern.Command())
+		if d := editDistance(word, c); d <= limit && (best == "" || d < bestD) {
+			best, bestD = e.pattern.Command(), d
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau–Levenshtein distance (optimal string
+// alignment: insert, delete, substitute, swap two neighbours) over runes,
+// bounded in work by the length of command words.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 64 || len(rb) > 64 {
+		return 1 << 30
+	}
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // Flows returns the flows in configuration order with their parsed
@@ -146,6 +235,10 @@ func (r *Router) noMatch(text, first, reason string) *NoMatchError {
 	e.Unknown = true
 	if first != "" && e.Reason == "" {
 		e.Reason = fmt.Sprintf("unknown command %q", first)
+		if s := r.suggest(first); s != "" {
+			e.Suggestion = s
+			e.Reason += fmt.Sprintf(" — did you mean `%s`?", s)
+		}
 	}
 	e.Help = r.Help()
 	return e

@@ -148,3 +148,87 @@ func TestFlowsKeepsConfigOrder(t *testing.T) {
 		t.Fatalf("Flows() order = %v", names)
 	}
 }
+
+// TestHelpIsACommand: "help" lists the flows without calling itself
+// unknown; "help deploy" gives that command's usages; a flow named help
+// wins over the built-in.
+func TestHelpIsACommand(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	for text, want := range map[string][]string{
+		"help":           {"commands:", "deploy <service> <version> [env=staging] — Deploy a version", "status <service>"},
+		"HELP":           {"commands:"},
+		"/help":          {"commands:"},
+		"?":              {"commands:"},
+		"help deploy":    {"usage: deploy <service> <version> [env=staging] — Deploy a version", "usage: deploy rollback <service> — Roll back"},
+		"help frobulate": {`no command "frobulate"`, "commands:"},
+	} {
+		_, err := r.Route(text)
+		var nm *NoMatchError
+		if !errors.As(err, &nm) || !nm.Asked || nm.Unknown {
+			t.Fatalf("Route(%q) = %v; want a help answer", text, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(nm.Error(), w) {
+				t.Errorf("Route(%q) = %q, lacks %q", text, nm.Error(), w)
+			}
+		}
+		if strings.Contains(nm.Error(), "unknown command") {
+			t.Errorf("Route(%q) calls help unknown: %q", text, nm.Error())
+		}
+	}
+	own, err := New([]Flow{{Name: "help", Command: "help {topic}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt, err := own.Route("help deploys"); err != nil || rt.Flow != "help" {
+		t.Fatalf("a flow named help: %+v, %v", rt, err)
+	}
+}
+
+// TestTypoGetsDidYouMean: a command word an edit or two from a flow's gets
+// the suggestion; a word far from every command gets none.
+func TestTypoGetsDidYouMean(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	for text, want := range map[string]string{
+		"deplyo api 1.2.3": "deploy", // swapped letters
+		"depoy api 1":      "deploy", // one missing
+		"Deploi api 1":     "deploy",
+		"stauts web":       "status",
+		"statsu web":       "status",
+		"frobnicate now":   "",
+		"de api":           "",
+		"x":                "",
+	} {
+		_, err := r.Route(text)
+		var nm *NoMatchError
+		if !errors.As(err, &nm) || !nm.Unknown {
+			t.Fatalf("Route(%q) = %v; want an unknown command", text, err)
+		}
+		if nm.Suggestion != want {
+			t.Errorf("Route(%q) suggests %q, want %q", text, nm.Suggestion, want)
+		}
+		if want != "" && !strings.Contains(nm.Error(), "did you mean `"+want+"`?") {
+			t.Errorf("Route(%q) = %q, lacks the suggestion", text, nm.Error())
+		}
+		if !strings.Contains(nm.Error(), "commands:") {
+			t.Errorf("Route(%q) = %q, lacks the flow list", text, nm.Error())
+		}
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"deploy", "deploy", 0}, {"deplyo", "deploy", 1}, {"depoy", "deploy", 1}, {"kitten", "sitting", 3}, {"ab", "ba", 1}, {"é", "e", 1}} {
+		if got := editDistance(c.a, c.b); got != c.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
+		}
+	}
+	if editDistance(strings.Repeat("a", 100), "a") < 1000 {
+		t.Error("long words are not bounded")
+	}
+}

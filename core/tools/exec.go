@@ -57,6 +57,10 @@ type Exec struct {
 	PreviewTimeout time.Duration
 	// PreviewMax caps the preview text; zero means DefaultPreviewMax.
 	PreviewMax int64
+	// AllowDashArgs lets an argument value start an argv element with "-"
+	// (exec.allow_dash_args). Off, such a value is refused (ArgError): it
+	// would reach the program as an option ("--upload-pack=…", "-rf").
+	AllowDashArgs bool
 
 	once     sync.Once
 	compiled *execTemplates
@@ -126,6 +130,20 @@ func renderArgv(ts []*template.Template, args map[string]any) ([]string, error) 
 	return argv, nil
 }
 
+// argv renders ts and refuses a value that would read as an option.
+func (e *Exec) argv(ts []*template.Template, args map[string]any) ([]string, error) {
+	argv, err := renderArgv(ts, args)
+	if err != nil {
+		return nil, err
+	}
+	if !e.AllowDashArgs {
+		if err := checkDash(ts, argv, args); err != nil {
+			return nil, err
+		}
+	}
+	return argv, nil
+}
+
 // environ builds the child's environment: the inherited minimum, the tool's
 // Env, then the run identifiers (which the tool's Env cannot override).
 func (e *Exec) environ(c Call) []string {
@@ -157,7 +175,7 @@ func (e *Exec) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	argv, err := renderArgv(ts.command, c.Args)
+	argv, err := e.argv(ts.command, c.Args)
 	if err != nil {
 		return Result{}, fmt.Errorf("exec: %w", err)
 	}
@@ -181,7 +199,7 @@ func (e *Exec) Preview(ctx context.Context, c Call) (string, error) {
 	if len(ts.dryRun) == 0 {
 		return "", nil
 	}
-	argv, err := renderArgv(ts.dryRun, c.Args)
+	argv, err := e.argv(ts.dryRun, c.Args)
 	if err != nil {
 		return "", fmt.Errorf("exec dry run: %w", err)
 	}

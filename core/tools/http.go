@@ -12,6 +12,8 @@ import (
 	"sync"
 	"text/template"
 	"time"
+
+	"github.com/opsgate/opsgate/core/redact"
 )
 
 // Headers opsgate sets on every request; a tool's config may not set them,
@@ -178,6 +180,9 @@ func (t *httpTemplates) build(c Call) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDotSegments(u, c.Args); err != nil {
+		return nil, err
+	}
 	r := &request{method: method, url: u, headers: http.Header{}, names: t.names}
 	for _, name := range t.names {
 		v, err := render(t.headers[name], plain)
@@ -199,17 +204,22 @@ func (t *httpTemplates) build(c Call) (*request, error) {
 	return r, nil
 }
 
-// checkURL parses a rendered URL and insists on http(s) with a host.
+// checkURL parses a rendered URL and insists on http(s) with a host. Its
+// errors show the URL masked (redact): a URL may carry a credential.
 func checkURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("url: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its message quotes the whole URL
+		}
+		return nil, fmt.Errorf("url %q: %w", redact.URL(s), err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("url %q: scheme must be http or https", u.Redacted())
+		return nil, fmt.Errorf("url %q: scheme must be http or https", redact.ParsedURL(u))
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("url %q: no host", u.Redacted())
+		return nil, fmt.Errorf("url %q: no host", redact.ParsedURL(u))
 	}
 	return u, nil
 }
@@ -218,7 +228,14 @@ func checkURL(s string) (*url.URL, error) {
 // Result (Status, capped body) and a *StatusError; the tool's timeout
 // returns an error wrapping ErrTimeout; cancelling ctx returns an error
 // wrapping ctx.Err(); a redirect to another host wraps ErrRedirectRefused.
+// Error messages name the URL with its credentials masked (redact), since
+// they are posted into the thread.
 func (h *HTTP) Run(ctx context.Context, c Call) (Result, error) {
+	res, err := h.run(ctx, c)
+	return res, redact.Error(err)
+}
+
+func (h *HTTP) run(ctx context.Context, c Call) (Result, error) {
 	t, err := h.templates()
 	if err != nil {
 		return Result{}, err
@@ -255,14 +272,20 @@ func (h *HTTP) Run(ctx context.Context, c Call) (Result, error) {
 		return res, h.sendErr(ctx, runCtx, r, timeout, fmt.Errorf("read body: %w", readErr))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return res, fmt.Errorf("http %s %s: %w", r.method, r.url.Redacted(), &StatusError{Code: resp.StatusCode})
+		return res, fmt.Errorf("http %s %s: %w", r.method, redact.ParsedURL(r.url), &StatusError{Code: resp.StatusCode})
 	}
 	return res, nil
 }
 
-// sendErr classifies a transport or read failure.
+// sendErr classifies a transport or read failure. net/http's *url.Error
+// quotes the whole request URL (query credentials included), so only what
+// it wraps is kept, under the masked URL.
 func (h *HTTP) sendErr(ctx, runCtx context.Context, r *request, timeout time.Duration, err error) error {
-	where := r.method + " " + r.url.Redacted()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	where := r.method + " " + redact.ParsedURL(r.url)
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("http %s: cancelled: %w", where, ctx.Err())

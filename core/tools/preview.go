@@ -5,29 +5,17 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/opsgate/opsgate/core/redact"
 )
 
 // mask replaces a secret in a preview. Previews go onto approval cards in
 // shared chats, so credentials in a tool's config must not appear there.
-const mask = "****"
-
-// secretWords mark a header or query parameter name as holding a secret.
-var secretWords = []string{"auth", "token", "secret", "passw", "cookie", "key", "signature", "credential", "session"}
+const mask = redact.Mask
 
 // secretName reports whether a header or parameter name looks like it holds
-// a secret. Idempotency-Key is opsgate's own and not secret.
-func secretName(name string) bool {
-	n := strings.ToLower(name)
-	if n == strings.ToLower(headerIdempotencyKey) {
-		return false
-	}
-	for _, w := range secretWords {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
+// a secret (redact.SecretName).
+func secretName(name string) bool { return redact.SecretName(name) }
 
 // maskValue masks a header value, keeping an authorization scheme
 // ("Bearer ****") so the approver still sees which kind of credential goes.
@@ -45,30 +33,7 @@ func maskValue(name, v string) string {
 }
 
 // maskURL hides a password in the userinfo and secret-looking query values.
-func maskURL(u *url.URL) string {
-	cp := *u
-	if cp.User != nil {
-		if _, has := cp.User.Password(); has {
-			cp.User = url.UserPassword(cp.User.Username(), mask)
-		}
-	}
-	if cp.RawQuery != "" {
-		q := cp.Query()
-		changed := false
-		for k, vs := range q {
-			if secretName(k) {
-				for i := range vs {
-					vs[i] = mask
-				}
-				changed = true
-			}
-		}
-		if changed {
-			cp.RawQuery = q.Encode()
-		}
-	}
-	return strings.Replace(cp.String(), url.QueryEscape(mask), mask, -1)
-}
+func maskURL(u *url.URL) string { return redact.ParsedURL(u) }
 
 // Preview renders the request (method, URL, headers with secret-looking
 // values masked, body) without sending it, capped at PreviewMax. An error
@@ -84,7 +49,7 @@ func (h *HTTP) Preview(ctx context.Context, c Call) (string, error) {
 	}
 	r, err := t.build(c)
 	if err != nil {
-		return "", fmt.Errorf("http preview: %w", err)
+		return "", redact.Error(fmt.Errorf("http preview: %w", err))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s\n", r.method, maskURL(r.url))

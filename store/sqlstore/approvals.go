@@ -120,6 +120,18 @@ func (s *Store) ApprovalList(ctx context.Context, p approvals.ApprovalListParams
 		where += " AND run_id = ?"
 		args = append(args, p.RunID)
 	}
+	if p.IDPrefix != "" {
+		w, a := prefixMatch("id", p.IDPrefix)
+		where, args = where+w, append(args, a...)
+	}
+	if p.Tool != "" {
+		where += " AND tool = ?"
+		args = append(args, p.Tool)
+	}
+	if p.Decided {
+		where += " AND status <> ?"
+		args = append(args, string(approvals.StatusPending))
+	}
 	if p.Cursor != "" {
 		c, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil {
@@ -163,23 +175,6 @@ func (s *Store) ApprovalListExpired(ctx context.Context, now time.Time, limit in
 		return nil, fmt.Errorf("store: approval list expired: %w", err)
 	}
 	return ids, nil
-}
-
-// GrantFind implements approvals.Store. No grant is not an error: it
-// returns (nil, nil), since the question is "is there one?".
-func (s *Store) GrantFind(ctx context.Context, thread, tool string) (*approvals.Grant, error) {
-	var g approvals.Grant
-	var at int64
-	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT thread, tool, approval_id, actor, at FROM grants
-		WHERE thread = ? AND tool = ?`), thread, tool).Scan(&g.Thread, &g.Tool, &g.ApprovalID, &g.Actor, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: grant find: %w", err)
-	}
-	g.At = fromMicros(at)
-	return &g, nil
 }
 
 // ApprovalDecide implements approvals.Store; see the interface for the
@@ -233,10 +228,8 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			}
 		}
 		if out.Grant != nil {
-			if _, err := t.exec(ctx, `INSERT INTO grants (thread, tool, approval_id, actor, at) VALUES (?, ?, ?, ?, ?)
-				ON CONFLICT (thread, tool) DO UPDATE SET approval_id = excluded.approval_id, actor = excluded.actor, at = excluded.at`,
-				out.Grant.Thread, out.Grant.Tool, out.Grant.ApprovalID, out.Grant.Actor, micros(out.Grant.At)); err != nil {
-				return fmt.Errorf("store: approval decide %s: grant: %w", a.ID, err)
+			if err := insertGrant(ctx, t, out.Grant); err != nil {
+				return fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 			}
 		}
 		if out.Final && out.Approval != nil {

@@ -56,16 +56,37 @@ func appendAudit(ctx context.Context, t *tx, entries []approvals.AuditEntry) err
 // sealOnto reads the chain's tail and appends entries sealed after it, in
 // one statement. The caller holds whatever serializes appends.
 func sealOnto(ctx context.Context, t *tx, entries []approvals.AuditEntry) error {
-	var seq int64
-	var hash string
-	err := t.queryRow(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
+	var tail approvals.AuditEntry
+	var at int64
+	var detail sql.NullString
+	err := t.queryRow(ctx, `SELECT seq, at, kind, actor, run_id, approval_id, tool, detail, prev_hash, hash
+		FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&tail.Seq, &at, &tail.Kind, &tail.Actor, &tail.RunID, &tail.ApprovalID,
+		&tail.Tool, &detail, &tail.PrevHash, &tail.Hash)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("store: audit append: read tail: %w", err)
+	}
+	seq, hash := tail.Seq, tail.Hash
+	if approvals.Keyed(hash) {
+		if t.key == nil {
+			// A legacy entry after a keyed one would break the chain for
+			// good; a process without the key must not write (entries
+			// pending on Postgres wait for a sealer that has it).
+			return fmt.Errorf("store: audit append: %w", ErrAuditKeyMissing)
+		}
+		tail.At = fromMicros(at)
+		if detail.Valid {
+			tail.Detail = json.RawMessage(detail.String)
+		}
+		if !tail.VerifyHash(t.key) {
+			// Another process seals with another key: appending would
+			// fork the chain. Refuse loudly instead.
+			return fmt.Errorf("store: audit append after entry %d: %w", tail.Seq, ErrAuditKeyMismatch)
+		}
 	}
 	args := make([]any, 0, len(entries)*10)
 	for _, e := range entries {
 		e.At = orNow(e.At)
-		e.Seal(seq+1, hash)
+		e.SealKeyed(seq+1, hash, t.key)
 		args = append(args, e.Seq, micros(e.At), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail), e.PrevHash, e.Hash)
 		seq, hash = e.Seq, e.Hash
 	}
@@ -190,6 +211,98 @@ const (
 	sealerTimeout  = 30 * time.Second
 )
 
+// SetAuditKey makes the store seal new audit entries with key (HMAC) and
+// verify keyed entries with it. Call it right after opening, before the
+// first write: entries appended without a key are legacy entries, which
+// verify only before the first keyed one. A nil key means no key.
+func (s *Store) SetAuditKey(key approvals.AuditKey) {
+	s.keyMu.Lock()
+	s.auditKey = append(approvals.AuditKey(nil), key...)
+	if key == nil {
+		s.auditKey = nil
+	}
+	s.keyMu.Unlock()
+}
+
+func (s *Store) key() approvals.AuditKey {
+	s.keyMu.RLock()
+	defer s.keyMu.RUnlock()
+	return s.auditKey
+}
+
+// ErrAuditKeyMismatch reports an audit chain whose newest keyed entry was
+// not sealed with the key this process has: another key (a replica
+// configured differently, a regenerated key file) would fork the chain.
+var ErrAuditKeyMismatch = errors.New("the audit chain was sealed with a different key")
+
+// ErrAuditKeyMissing refuses an audit append by a store without a key onto
+// a chain whose newest entry is keyed.
+var ErrAuditKeyMissing = errors.New("the audit chain is keyed and this process has no audit key (audit.key_file)")
+
+// AuditAdoptKey sets the audit key (SetAuditKey) and checks it against the
+// chain: when the newest entry is keyed it must verify under key (else
+// ErrAuditKeyMismatch, and the store's key is left as it was); when the chain holds
+// only legacy entries, one keyed "audit.keyed" entry is appended at once,
+// so the head is keyed from the first start with a key and its link
+// protects every legacy entry before it. serve calls it at start.
+func (s *Store) AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now time.Time) error {
+	if len(key) == 0 {
+		return errors.New("store: audit adopt key: empty key")
+	}
+	// Check the sealed head before sealing anything pending with key.
+	head, err := s.auditHead(ctx)
+	if err != nil {
+		return fmt.Errorf("store: audit adopt key: %w", err)
+	}
+	if head != nil && approvals.Keyed(head.Hash) && !head.VerifyHash(key) {
+		return fmt.Errorf("store: audit entry %d: %w", head.Seq, ErrAuditKeyMismatch)
+	}
+	s.SetAuditKey(key)
+	if err := s.SealAudit(ctx); err != nil {
+		return fmt.Errorf("store: audit adopt key: %w", err)
+	}
+	if head, err = s.auditHead(ctx); err != nil {
+		return fmt.Errorf("store: audit adopt key: %w", err)
+	}
+	if head == nil || approvals.Keyed(head.Hash) {
+		return nil
+	}
+	entry := approvals.AuditEntry{At: now, Kind: "audit.keyed", Actor: "system",
+		Detail: json.RawMessage(fmt.Sprintf(`{"legacy_until":%d}`, head.Seq))}
+	if err := s.inTx(ctx, "audit adopt key", func(t *tx) error {
+		return appendAudit(ctx, t, []approvals.AuditEntry{entry})
+	}); err != nil {
+		return err
+	}
+	return s.SealAudit(ctx)
+}
+
+// auditHead reads the newest sealed entry, nil for an empty chain.
+func (s *Store) auditHead(ctx context.Context) (*approvals.AuditEntry, error) {
+	var e approvals.AuditEntry
+	var at int64
+	var detail sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT seq, at, kind, actor, run_id, approval_id, tool, detail, prev_hash, hash
+		FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&e.Seq, &at, &e.Kind, &e.Actor, &e.RunID, &e.ApprovalID, &e.Tool, &detail, &e.PrevHash, &e.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read audit head: %w", err)
+	}
+	e.At = fromMicros(at)
+	if detail.Valid {
+		e.Detail = json.RawMessage(detail.String)
+	}
+	return &e, nil
+}
+
+// AuditAppend appends entries that belong to no run or approval (a
+// configuration reload, a refused token) to the chain, in one transaction.
+func (s *Store) AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error {
+	return s.inTx(ctx, "audit append", func(t *tx) error { return appendAudit(ctx, t, entries) })
+}
+
 // AuditList implements approvals.Store. Filters are exact matches; a page
 // holds at most 1000 entries.
 func (s *Store) AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error) {
@@ -201,9 +314,15 @@ func (s *Store) AuditList(ctx context.Context, p approvals.AuditListParams) ([]a
 
 // auditList reads sealed entries only; AuditList seals first.
 func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error) {
-	where, args := "seq > ?", []any{p.After}
+	where, args, order := "seq > ?", []any{p.After}, "seq"
+	if p.Newest {
+		where, args, order = "1 = 1", nil, "seq DESC"
+		if p.Before > 0 {
+			where, args = "seq < ?", []any{p.Before}
+		}
+	}
 	for _, f := range []struct{ col, v string }{
-		{"actor", p.Actor}, {"tool", p.Tool}, {"run_id", p.RunID}, {"approval_id", p.ApprovalID},
+		{"actor", p.Actor}, {"tool", p.Tool}, {"run_id", p.RunID}, {"approval_id", p.ApprovalID}, {"kind", p.Kind},
 	} {
 		if f.v != "" {
 			where += " AND " + f.col + " = ?"
@@ -211,7 +330,7 @@ func (s *Store) auditList(ctx context.Context, p approvals.AuditListParams) ([]a
 		}
 	}
 	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT seq, at, kind, actor, run_id, approval_id, tool,
-		detail, prev_hash, hash FROM audit WHERE `+where+` ORDER BY seq LIMIT ?`), append(args, pageLimit(p.Limit))...)
+		detail, prev_hash, hash FROM audit WHERE `+where+` ORDER BY `+order+` LIMIT ?`), append(args, pageLimit(p.Limit))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit list: %w", err)
 	}
@@ -259,6 +378,7 @@ func (s *Store) AuditVerifyReport(ctx context.Context) (approvals.ChainReport, e
 	}
 	var after int64
 	prev := ""
+	key := s.key()
 	for {
 		page, err := s.auditList(ctx, approvals.AuditListParams{After: after, Limit: maxPage})
 		if err != nil {
@@ -266,9 +386,19 @@ func (s *Store) AuditVerifyReport(ctx context.Context) (approvals.ChainReport, e
 		}
 		if len(page) == 0 {
 			r.HeadSeq, r.HeadHash = after, prev
+			r.UnkeyedHead = key != nil && after > 0 && !approvals.Keyed(prev)
 			return r, nil
 		}
-		if bad := approvals.VerifyChain(prev, page); bad != 0 {
+		bad := approvals.VerifyChainKeyed(prev, page, key)
+		for _, e := range page {
+			if bad != 0 && e.Seq >= bad {
+				break
+			}
+			if !approvals.Keyed(e.Hash) {
+				r.LegacyUntil = e.Seq
+			}
+		}
+		if bad != 0 {
 			r.BadSeq = bad
 			err := s.read.QueryRowContext(ctx, `SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1`).Scan(&r.HeadSeq, &r.HeadHash)
 			if err != nil {

@@ -131,7 +131,7 @@ func (w *groupWriter) run(batch []*groupJob) {
 			j.err = fmt.Errorf("store: %s: %w", j.op, err)
 			continue
 		}
-		j.t = &tx{tx: sqlTx, d: w.s.dialect, shared: true}
+		j.t = &tx{tx: sqlTx, d: w.s.dialect, shared: true, key: w.s.key()}
 		if alone {
 			j.err = j.call()
 			if j.err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -157,6 +158,15 @@ func outboxRows(ms []core.OutboxMessage, now time.Time) ([][]any, error) {
 	return rows, nil
 }
 
+// auditRows are the audit_pending rows of entries.
+func auditRows(entries []approvals.AuditEntry) [][]any {
+	var rows [][]any
+	for _, e := range entries {
+		rows = append(rows, []any{micros(orNow(e.At)), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail)})
+	}
+	return rows
+}
+
 // inboxRecordOne is InboxRecord as one statement (see the file comment).
 func (s *Store) inboxRecordOne(ctx context.Context, p core.InboxRecordParams, now time.Time, events []core.RunEvent, run *core.Run) (core.InboxResult, error) {
 	ev := p.Event
@@ -192,11 +202,14 @@ func (s *Store) inboxRecordOne(ctx context.Context, p core.InboxRecordParams, no
 	for _, id := range runs {
 		b.wake(core.TopicEvents, id)
 	}
+	arows := auditRows(p.Audit)
+	b.insert("g", "audit_pending", pendingCols, pendingTypes, arows, "")
 	var n int64
 	if err := s.db.QueryRowContext(ctx, b.sql(), b.args...).Scan(&n); err != nil {
 		return core.InboxResult{}, fmt.Errorf("store: inbox record: %w", err)
 	}
 	if n == 1 {
+		b.woken.audited = len(arows) > 0
 		s.afterCommit(&b.woken)
 		return core.InboxResult{RunID: runID}, nil
 	}
@@ -287,10 +300,7 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 	for _, id := range runs {
 		b.wake(core.TopicEvents, id)
 	}
-	var arows [][]any
-	for _, e := range c.Audit {
-		arows = append(arows, []any{micros(orNow(e.At)), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail)})
-	}
+	arows := auditRows(c.Audit)
 	b.insert("g", "audit_pending", pendingCols, pendingTypes, arows, "")
 	var n int64
 	if err := s.db.QueryRowContext(ctx, b.sql(), b.args...).Scan(&n); err != nil {

@@ -84,6 +84,9 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 		if err := insertOutbox(ctx, t, now, p.Replies...); err != nil {
 			return err
 		}
+		if err := appendAudit(ctx, t, p.Audit); err != nil {
+			return err
+		}
 		return appendEvents(ctx, t, events, runID, now)
 	})
 	return res, err
@@ -495,6 +498,22 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 		where += " AND thread = ?"
 		args = append(args, p.Thread)
 	}
+	if p.IDPrefix != "" {
+		w, a := prefixMatch("id", p.IDPrefix)
+		where, args = where+w, append(args, a...)
+	}
+	if p.Channel != "" {
+		w, a := prefixMatch("thread", p.Channel+":")
+		where, args = where+w, append(args, a...)
+	}
+	if p.Flow != "" {
+		where += " AND flow = ?"
+		args = append(args, p.Flow)
+	}
+	if p.Requester != "" {
+		where += " AND requester = ?"
+		args = append(args, p.Requester)
+	}
 	if p.Cursor != "" {
 		c, err := strconv.ParseInt(p.Cursor, 10, 64)
 		if err != nil {
@@ -598,4 +617,12 @@ func closeRows(rows *sql.Rows) error {
 		err = cerr
 	}
 	return err
+}
+
+// prefixMatch is a WHERE fragment keeping rows whose col starts with
+// prefix: an exact, case-sensitive comparison of the first characters on
+// both backends (LIKE is case-insensitive in SQLite and treats _ and % as
+// wildcards), with no escaping to get wrong.
+func prefixMatch(col, prefix string) (string, []any) {
+	return " AND substr(" + col + ", 1, ?) = ?", []any{len([]rune(prefix)), prefix}
 }

@@ -67,6 +67,12 @@ type Store struct {
 	// instance tells this store's own notifications apart.
 	notifier *notifier
 	instance string
+
+	// keyMu guards auditKey, the HMAC key new audit entries are sealed
+	// and keyed entries verified with (SetAuditKey); nil seals legacy
+	// entries.
+	keyMu    sync.RWMutex
+	auditKey approvals.AuditKey
 }
 
 // New builds a Store over already-open handles. It does not own them:
@@ -188,6 +194,8 @@ type tx struct {
 	eventRuns []string
 	// shared is set for a unit of work inside a group commit (groupWriter).
 	shared bool
+	// key seals audit entries appended inline (Store.SetAuditKey).
+	key approvals.AuditKey
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
@@ -243,7 +251,7 @@ func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w", op, err)
 	}
-	t := &tx{tx: sqlTx, d: s.dialect}
+	t := &tx{tx: sqlTx, d: s.dialect, key: s.key()}
 	// A panic in fn must not leak the transaction: it would keep its
 	// pooled connection and any lock it took (the audit lock) for good.
 	defer func() {

@@ -26,12 +26,21 @@ func approval(runID string, th core.Thread, eligible []string, quorum int) *appr
 // checkpoint does, and returns the approval.
 func suspended(t *testing.T, s core.Store, th core.Thread, eligible []string, quorum int) *approvals.Approval {
 	t.Helper()
+	return suspendedWith(t, s, th, eligible, quorum, nil)
+}
+
+// suspendedWith is suspended with the approval adjusted by mod first.
+func suspendedWith(t *testing.T, s core.Store, th core.Thread, eligible []string, quorum int, mod func(*approvals.Approval)) *approvals.Approval {
+	t.Helper()
 	id := queueRun(t, s, th)
 	runs, err := s.RunClaim(ctx(t), core.RunClaimParams{Owner: "engine", Limit: 100, Now: t0, LeaseUntil: t0.Add(time.Hour)})
 	if err != nil || !slices.ContainsFunc(runs, func(r *core.Run) bool { return r.ID == id }) {
 		t.Fatalf("claim %s: %v, %v", id, runs, err)
 	}
 	a := approval(id, th, eligible, quorum)
+	if mod != nil {
+		mod(a)
+	}
 	if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Owner: "engine", Now: t0, Status: core.RunWaitingApproval,
 		Release: true, Approval: a, Step: &core.Step{Index: 0, Tool: "deploy", Status: core.StepWaitingApproval, ApprovalID: a.ID},
 		Outbox: []core.OutboxMessage{{ID: newID("card"), Thread: th, Kind: core.KindCard, ApprovalID: a.ID, RunID: id}}}); err != nil {
@@ -307,26 +316,77 @@ func testDecideQuorum(t *testing.T, s core.Store) {
 
 func testDecideGrant(t *testing.T, s core.Store) {
 	th := thread("grant")
-	a := suspended(t, s, th, []string{"console:bob"}, 1)
-	g, err := s.GrantFind(ctx(t), th.String(), "deploy")
-	if err != nil || g != nil {
-		t.Fatalf("GrantFind before = %+v, %v; want nil, nil", g, err)
+	external := func(a *approvals.Approval) { a.Risk, a.Tool = approvals.RiskExternal, newID("tool") }
+	a := suspendedWith(t, s, th, []string{"console:bob"}, 1, external)
+	if gs, _, err := s.GrantList(ctx(t), approvals.GrantListParams{Tool: a.Tool}); err != nil || len(gs) != 0 {
+		t.Fatalf("GrantList before = %+v, %v; want none", gs, err)
 	}
 	r := approve("console:bob")
 	r.Scope = approvals.ScopeSession
 	if _, err := decideAs(t, s, a.ID, r); err != nil {
 		t.Fatal(err)
 	}
-	g, err = s.GrantFind(ctx(t), th.String(), "deploy")
-	if err != nil || g == nil {
-		t.Fatalf("GrantFind after = %+v, %v", g, err)
+	gs, next, err := s.GrantList(ctx(t), approvals.GrantListParams{Tool: a.Tool, ActiveAt: t0.Add(2 * time.Minute)})
+	if err != nil || len(gs) != 1 || next != "" {
+		t.Fatalf("GrantList after = %+v, %q, %v", gs, next, err)
 	}
-	want := approvals.Grant{Thread: th.String(), Tool: "deploy", ApprovalID: a.ID, Actor: "console:bob", At: t0.Add(time.Minute)}
-	if *g != want {
-		t.Errorf("grant = %+v, want %+v", *g, want)
+	g := gs[0]
+	exp := t0.Add(time.Minute + approvals.DefaultSessionTTL)
+	if g.ID != approvals.GrantID(a.ID) || g.Scope != approvals.ScopeSession || g.Thread != th.String() || g.Tool != a.Tool ||
+		g.Requester != "console:alice" || g.ApprovalID != a.ID || g.Actor != "console:bob" || !g.At.Equal(t0.Add(time.Minute)) ||
+		g.ExpiresAt == nil || !g.ExpiresAt.Equal(exp) || g.RevokedAt != nil || g.Args != nil {
+		t.Errorf("grant = %+v", g)
 	}
-	if g, err := s.GrantFind(ctx(t), th.String(), "other_tool"); err != nil || g != nil {
-		t.Errorf("GrantFind(other tool) = %+v, %v", g, err)
+	// Expired grants are not active.
+	if gs, _, _ := s.GrantList(ctx(t), approvals.GrantListParams{Tool: a.Tool, ActiveAt: exp}); len(gs) != 0 {
+		t.Errorf("expired grant listed as active: %+v", gs)
+	}
+	if gs, _, _ := s.GrantList(ctx(t), approvals.GrantListParams{Tool: "other_tool"}); len(gs) != 0 {
+		t.Errorf("GrantList(other tool) = %+v", gs)
+	}
+	// A forever grant keeps its exact arguments and has no expiry.
+	b := suspendedWith(t, s, thread("grant-forever"), []string{"console:bob"}, 1, external)
+	r.Scope = approvals.ScopeForever
+	if _, err := decideAs(t, s, b.ID, r); err != nil {
+		t.Fatal(err)
+	}
+	gs, _, err = s.GrantList(ctx(t), approvals.GrantListParams{Tool: b.Tool, ActiveAt: t0.Add(1000 * time.Hour)})
+	if err != nil || len(gs) != 1 || gs[0].Scope != approvals.ScopeForever || gs[0].ExpiresAt != nil ||
+		fmt.Sprint(gs[0].Args) != fmt.Sprint(b.ProposedArgs) || gs[0].Thread != "" {
+		t.Fatalf("forever grant = %+v, %v", gs, err)
+	}
+}
+
+func testGrantRevoke(t *testing.T, s core.Store) {
+	a := suspendedWith(t, s, thread("grant-revoke"), []string{"console:bob"}, 1, func(a *approvals.Approval) {
+		a.Risk, a.Tool = approvals.RiskExternal, newID("tool")
+	})
+	r := approve("console:bob")
+	r.Scope, r.Pattern = approvals.ScopeForever, map[string]string{"env": "prod*"}
+	if _, err := decideAs(t, s, a.ID, r); err != nil {
+		t.Fatal(err)
+	}
+	id := approvals.GrantID(a.ID)
+	before := len(allAudit(t, s))
+	at := t0.Add(time.Hour)
+	audit := []approvals.AuditEntry{{At: at, Kind: "grant.revoked", Actor: "console:carol", Detail: []byte(`{"grant":"` + id + `"}`)}}
+	g, err := s.GrantRevoke(ctx(t), approvals.GrantRevokeParams{ID: id, Actor: "console:carol", At: at, Audit: audit})
+	if err != nil || g.RevokedAt == nil || !g.RevokedAt.Equal(at) || g.RevokedBy != "console:carol" || g.Pattern["env"] != "prod*" {
+		t.Fatalf("GrantRevoke = %+v, %v", g, err)
+	}
+	mustEqual(t, "audit entries added by the revoke", len(allAudit(t, s))-before, 1)
+	if gs, _, _ := s.GrantList(ctx(t), approvals.GrantListParams{Tool: a.Tool, ActiveAt: at}); len(gs) != 0 {
+		t.Errorf("revoked grant listed as active: %+v", gs)
+	}
+	if gs, _, _ := s.GrantList(ctx(t), approvals.GrantListParams{Tool: a.Tool}); len(gs) != 1 || gs[0].RevokedAt == nil {
+		t.Errorf("revoked grant missing from the full list: %+v", gs)
+	}
+	if _, err := s.GrantRevoke(ctx(t), approvals.GrantRevokeParams{ID: id, Actor: "console:carol", At: at, Audit: audit}); !errors.Is(err, approvals.ErrGrantRevoked) {
+		t.Errorf("second revoke err = %v, want ErrGrantRevoked", err)
+	}
+	mustEqual(t, "audit entries after a refused revoke", len(allAudit(t, s))-before, 1)
+	if _, err := s.GrantRevoke(ctx(t), approvals.GrantRevokeParams{ID: "g-nope", Actor: "x", At: at}); !errors.Is(err, approvals.ErrNotFound) {
+		t.Errorf("unknown grant err = %v, want ErrNotFound", err)
 	}
 }
 

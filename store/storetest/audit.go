@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -180,5 +181,163 @@ func testAuditListFilters(t *testing.T, s core.Store) {
 	all := allAudit(t, s)
 	if len(all) == 3 && (!all[0].At.Equal(t0) || all[0].At != t0) {
 		t.Errorf("audit time = %v, want %v exactly", all[0].At, t0)
+	}
+}
+
+// AuditKeyer is implemented by stores that key the audit chain (HMAC with
+// a key kept outside the store, audit.key_file).
+type AuditKeyer interface {
+	SetAuditKey(key approvals.AuditKey)
+	AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now time.Time) error
+	AuditVerifyReport(ctx context.Context) (approvals.ChainReport, error)
+}
+
+func keyer(t *testing.T, s core.Store) AuditKeyer {
+	t.Helper()
+	k, ok := s.(AuditKeyer)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.AuditKeyer (the audit chain must be keyed)", s)
+	}
+	return k
+}
+
+var testAuditKey = approvals.AuditKey("storetest audit key, 32+ bytes long")
+
+// auditRun appends n entries through checkpoints of one run.
+func auditRun(t *testing.T, s core.Store, key string, n int) {
+	t.Helper()
+	id := queueRun(t, s, thread(key))
+	for i := range n {
+		if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: []approvals.AuditEntry{
+			{At: t0, Kind: "approval.decided", Actor: "console:bob", RunID: id, Detail: json.RawMessage(fmt.Sprintf(`{"status":"approved","i":%d}`, i))},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reseal rewrites entries from seq from to seq to (0: the newest) with mod
+// applied to the first, each re-sealed with the public (unkeyed)
+// algorithm, as someone with write access to the database but not the key
+// can.
+func reseal(t *testing.T, s core.Store, from, to int64, mod func(*approvals.AuditEntry)) {
+	t.Helper()
+	raw, ok := s.(RawDB)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.RawDB", s)
+	}
+	all := allAudit(t, s)
+	prev := ""
+	for i := range all {
+		e := all[i]
+		if e.Seq < from {
+			prev = e.Hash
+			continue
+		}
+		if to != 0 && e.Seq > to {
+			break
+		}
+		if e.Seq == from {
+			mod(&e)
+		}
+		e.Seal(e.Seq, prev)
+		prev = e.Hash
+		q := fmt.Sprintf(`UPDATE audit SET actor = '%s', detail = '%s', prev_hash = '%s', hash = '%s' WHERE seq = %d`,
+			e.Actor, string(e.Detail), e.PrevHash, e.Hash, e.Seq)
+		if _, err := raw.DB().ExecContext(ctx(t), q); err != nil {
+			t.Fatalf("reseal %d: %v", e.Seq, err)
+		}
+	}
+}
+
+func testAuditKeyedReseal(t *testing.T, s core.Store) {
+	k := keyer(t, s)
+	if err := k.AuditAdoptKey(ctx(t), testAuditKey, t0); err != nil {
+		t.Fatal(err)
+	}
+	auditRun(t, s, "keyed", 5)
+	all := allAudit(t, s)
+	for _, e := range all {
+		if !approvals.Keyed(e.Hash) {
+			t.Fatalf("entry %d sealed without the key: %s", e.Seq, e.Hash)
+		}
+	}
+	rep, err := k.AuditVerifyReport(ctx(t))
+	if err != nil || !rep.Intact() || rep.HeadSeq != 5 || rep.LegacyUntil != 0 {
+		t.Fatalf("keyed chain report = %+v, %v", rep, err)
+	}
+	// Rewrite a decision and re-seal the chain with the public algorithm.
+	reseal(t, s, 3, 0, func(e *approvals.AuditEntry) { e.Detail = json.RawMessage(`{"status":"rejected","i":2}`) })
+	rep, err = k.AuditVerifyReport(ctx(t))
+	if err != nil || rep.BadSeq != 3 {
+		t.Fatalf("re-sealed chain report = %+v, %v; want bad 3", rep, err)
+	}
+}
+
+func testAuditAdoptKey(t *testing.T, s core.Store) {
+	// A chain written before opsgate had a key (read back, so a store that
+	// seals after commit has sealed it).
+	auditRun(t, s, "legacy", 3)
+	mustEqual(t, "legacy entries", len(allAudit(t, s)), 3)
+	k := keyer(t, s)
+	if err := k.AuditAdoptKey(ctx(t), testAuditKey, t0); err != nil {
+		t.Fatal(err)
+	}
+	all := allAudit(t, s)
+	if len(all) != 4 || all[3].Kind != "audit.keyed" || !approvals.Keyed(all[3].Hash) || approvals.Keyed(all[2].Hash) {
+		t.Fatalf("after adopting the key: %+v", all)
+	}
+	auditRun(t, s, "after", 1)
+	rep, err := k.AuditVerifyReport(ctx(t))
+	if err != nil || !rep.Intact() || rep.LegacyUntil != 3 || rep.HeadSeq != 5 || !approvals.Keyed(rep.HeadHash) {
+		t.Fatalf("report = %+v, %v; want intact, legacy until 3, head 5 keyed", rep, err)
+	}
+	// Adopting again with the same key adds nothing; another key is refused.
+	if err := k.AuditAdoptKey(ctx(t), testAuditKey, t0); err != nil || len(allAudit(t, s)) != 5 {
+		t.Fatalf("second adoption: %v, %d entries", err, len(allAudit(t, s)))
+	}
+	if err := k.AuditAdoptKey(ctx(t), approvals.AuditKey("a different key of 32 bytes or so"), t0); err == nil {
+		t.Fatal("a key the chain was not sealed with was adopted")
+	}
+	k.SetAuditKey(testAuditKey)
+	// The legacy prefix is protected by the first keyed link.
+	reseal(t, s, 2, 3, func(e *approvals.AuditEntry) { e.Actor = "console:mallory" })
+	if rep, err := k.AuditVerifyReport(ctx(t)); err != nil || rep.BadSeq != 4 {
+		t.Fatalf("report after rewriting a legacy entry = %+v, %v; want bad 4", rep, err)
+	}
+	// Rewriting a legacy entry and re-sealing everything after it without
+	// the key leaves no keyed entry: the head gives it away.
+	reseal(t, s, 2, 0, func(e *approvals.AuditEntry) { e.Actor = "console:mallory" })
+	rep, err = k.AuditVerifyReport(ctx(t))
+	if err != nil || rep.Intact() || !rep.UnkeyedHead || rep.Problem() == "" {
+		t.Fatalf("report after re-sealing the whole chain without the key = %+v, %v; want not intact", rep, err)
+	}
+}
+
+// testAuditRefusesAnotherKey: a process sealing with another key (a
+// replica configured differently) must not fork the chain: its appends
+// fail (or, sealed after commit, stay pending) until a sealer with the
+// chain's key seals them.
+func testAuditRefusesAnotherKey(t *testing.T, s core.Store) {
+	k := keyer(t, s)
+	k.SetAuditKey(testAuditKey)
+	auditRun(t, s, "key-a", 2)
+	mustEqual(t, "entries", len(allAudit(t, s)), 2)
+	k.SetAuditKey(approvals.AuditKey("a second, different key of 32+ bytes"))
+	id := queueRun(t, s, thread("key-b"))
+	cerr := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Now: t0, Audit: []approvals.AuditEntry{{At: t0, Kind: "k", Actor: "x", RunID: id}}})
+	_, rerr := k.AuditVerifyReport(ctx(t))
+	if cerr == nil && rerr == nil {
+		t.Fatal("an entry was sealed under another key")
+	}
+	k.SetAuditKey(testAuditKey)
+	rep, err := k.AuditVerifyReport(ctx(t))
+	if err != nil || !rep.Intact() {
+		t.Fatalf("chain after the refused append = %+v, %v", rep, err)
+	}
+	for _, e := range allAudit(t, s) {
+		if !e.VerifyHash(testAuditKey) {
+			t.Fatalf("entry %d does not verify under the chain's key", e.Seq)
+		}
 	}
 }

@@ -522,3 +522,30 @@ func testRunEventList(t *testing.T, s core.Store) {
 		t.Errorf("events after %d = %+v", all[2].Seq, rest)
 	}
 }
+
+func testInboxRecordsAudit(t *testing.T, s core.Store) {
+	th := thread("refused-request")
+	ev := event(th)
+	ev.Actor = core.Actor{ID: "telegram:666"}
+	entry := approvals.AuditEntry{At: t0, Kind: "request.refused", Actor: "telegram:666", Detail: []byte(`{"channel":"console"}`)}
+	reply := core.OutboxMessage{ID: newID("reply"), Thread: th, Kind: core.KindReply, Text: "not allowed", CreatedAt: t0}
+	res, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: ev, Replies: []core.OutboxMessage{reply}, Audit: []approvals.AuditEntry{entry}})
+	if err != nil || res.Duplicate || res.RunID != "" {
+		t.Fatalf("InboxRecord = %+v, %v", res, err)
+	}
+	// A redelivery records nothing more.
+	if res, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: ev, Replies: []core.OutboxMessage{{ID: newID("reply"), Thread: th,
+		Kind: core.KindReply, Text: "again"}}, Audit: []approvals.AuditEntry{entry}}); err != nil || !res.Duplicate {
+		t.Fatalf("redelivery = %+v, %v", res, err)
+	}
+	var got []approvals.AuditEntry
+	for _, e := range allAudit(t, s) {
+		if e.Kind == "request.refused" && e.Actor == "telegram:666" {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("refusal audit entries = %+v, want exactly one", got)
+	}
+	mustEqual(t, "replies", len(allOutbox(t, s)), 1)
+}

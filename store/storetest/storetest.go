@@ -62,7 +62,12 @@ func Run(t *testing.T, open Open) {
 		{"DecideRefusalIsAuditedOnly", testDecideRefusal},
 		{"DecideQuorumTwo", testDecideQuorum},
 		{"DecideConcurrentVotesAllCount", testDecideConcurrentQuorum},
-		{"DecideSessionGrant", testDecideGrant},
+		{"DecideSessionAndForeverGrants", testDecideGrant},
+		{"GrantRevokeIsAuditedOnce", testGrantRevoke},
+		{"InboxRecordsAudit", testInboxRecordsAudit},
+		{"AuditKeyedChainRefusesReseal", testAuditKeyedReseal},
+		{"AuditAdoptKeyAfterLegacyEntries", testAuditAdoptKey},
+		{"AuditRefusesAnotherKey", testAuditRefusesAnotherKey},
 		{"DecideCompareAndSetOnPending", testDecideCAS},
 		{"ApprovalExpiry", testApprovalExpiry},
 		{"CheckpointRecordsExecutedArgs", testCheckpointRecordsExecutedArgs},
@@ -83,6 +88,12 @@ func Run(t *testing.T, open Open) {
 		{"ThreadListSameInstant", testThreadListSameInstant},
 		{"SubscribeCoalescesAndCancels", testSubscribe},
 		{"Ping", testPing},
+		{"ConsoleSessionRevokeAndCheck", testConsoleSessionRevoke},
+		{"ConsoleSessionPruneKeepsLive", testConsoleSessionPrune},
+		{"OverviewCountsWhatWaitsRanAndFailed", testOverview},
+		{"RunListFilters", testRunListFilters},
+		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},
+		{"AuditListNewestFirst", testAuditListNewest},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -36,50 +36,113 @@ func (s *server) cards(ctx context.Context, as []*approvals.Approval) ([]*cardVi
 	return out, nil
 }
 
-// approvalsPage shows the pending queue, or decided approvals with
-// ?status=decided (or one final status).
+// decidedRow is one line of the decided approvals table.
+type decidedRow struct {
+	ID, Tool, Status, Requester, Thread, RunID, Args string
+	DecidedBy, Via, DecidedAt, CreatedAt             string
+}
+
+// approvalsPage shows the pending queue as cards (to decide), or decided
+// approvals as a compact table with ?status=decided (or one final status),
+// filtered by tool (in the store) and by who decided, through which
+// channel, and requester (on the page of results).
 func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	status := r.URL.Query().Get("status")
-	var as []*approvals.Approval
-	switch status {
-	case "", "pending":
-		status = "pending"
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status == "" || status == "pending" {
 		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: approvalsPerPage})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 			return
 		}
-		as = list
+		cards, err := s.cards(ctx, list)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Approvals", "Status": "pending", "Cards": cards,
+			"Done": q.Get("done")})
+		return
+	}
+	p := approvals.ApprovalListParams{Limit: 100, Cursor: q.Get("cursor"), Tool: strings.TrimSpace(q.Get("tool"))}
+	switch status {
 	case "decided":
-		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Limit: approvalsPerPage * 2})
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
-			return
-		}
-		for _, a := range list {
-			if a.Status.Final() {
-				as = append(as, a)
-			}
-		}
+		p.Decided = true
 	case "approved", "rejected", "edited", "expired":
-		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.Status(status), Limit: approvalsPerPage})
-		if err != nil {
-			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
-			return
-		}
-		as = list
+		p.Status = approvals.Status(status)
 	default:
 		s.plainError(w, http.StatusBadRequest, "Unknown approval status.")
 		return
 	}
-	cards, err := s.cards(ctx, as)
+	list, next, err := s.o.Store.ApprovalList(ctx, p)
 	if err != nil {
-		s.fail(w, r, err)
+		if p.Cursor != "" {
+			s.plainError(w, http.StatusBadRequest, "That page link is no longer valid; start from the first page.")
+			return
+		}
+		s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 		return
 	}
-	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Approvals", "Status": status, "Cards": cards,
-		"Done": r.URL.Query().Get("done")})
+	actor, via, who := strings.TrimSpace(q.Get("actor")), strings.TrimSpace(q.Get("channel")), strings.TrimSpace(q.Get("requester"))
+	var rows []decidedRow
+	for _, a := range list {
+		row := decidedRow{ID: a.ID, Tool: a.Tool, Status: string(a.Status), Requester: a.Requester, Thread: a.Thread,
+			RunID: a.RunID, DecidedAt: tsPtr(a.DecidedAt), CreatedAt: ts(a.CreatedAt)}
+		args := a.ApprovedArgs
+		if args == nil {
+			args = a.ProposedArgs
+		}
+		row.Args = compactArgs(args)
+		var by, chans []string
+		matchActor, matchVia := actor == "", via == ""
+		for _, d := range a.Decisions {
+			if d.Superseded {
+				continue
+			}
+			by, chans = appendNew(by, d.Actor), appendNew(chans, d.Channel)
+			matchActor = matchActor || d.Actor == actor
+			matchVia = matchVia || d.Channel == via
+		}
+		if !matchActor || !matchVia || (who != "" && a.Requester != who) {
+			continue
+		}
+		row.DecidedBy, row.Via = strings.Join(by, ", "), strings.Join(chans, ", ")
+		rows = append(rows, row)
+	}
+	nextURL := ""
+	if next != "" {
+		v := url.Values{}
+		for k, vs := range q {
+			v[k] = vs
+		}
+		v.Set("cursor", next)
+		nextURL = "/approvals?" + v.Encode()
+	}
+	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Decided approvals", "Status": status, "Rows": rows,
+		"Tool": p.Tool, "ActorQ": actor, "Via": via, "Requester": who, "Next": nextURL, "Done": q.Get("done"),
+		"Statuses": []string{"decided", "approved", "edited", "rejected", "expired"}})
+}
+
+// compactArgs is a one-line view of arguments for a table cell.
+func compactArgs(m map[string]any) string {
+	if len(m) == 0 {
+		return ""
+	}
+	s := jsonText(m)
+	if len(s) > 120 {
+		s = strings.ToValidUTF8(s[:117], "") + "…"
+	}
+	return s
+}
+
+func appendNew(list []string, v string) []string {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
 }
 
 // approvalPage is where card links in chat messages and emails land. It
@@ -116,6 +179,8 @@ var decisionStatus = map[core.DecisionCode]int{
 	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
 	core.DecisionDenied:         http.StatusForbidden,
 	core.DecisionBadRequest:     http.StatusBadRequest,
+	core.DecisionUnverified:     http.StatusForbidden,
+	core.DecisionHumanRequired:  http.StatusForbidden,
 }
 
 // decide applies Approve, Reject (with feedback) or Edit through the
@@ -140,8 +205,17 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
-	if d.Scope != "" && d.Scope != string(approvals.ScopeCall) && d.Scope != string(approvals.ScopeSession) {
-		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call or session"}
+	switch approvals.Scope(d.Scope) {
+	case "", approvals.ScopeCall, approvals.ScopeSession, approvals.ScopeForever:
+	default:
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
+	}
+	if !info.scopes.Has(core.ScopeDecide) {
+		// Through the engine all the same, so the attempt is audited.
+		d.Unverified = fmt.Sprintf("console: token %q has no scope decide (agents and tokens without decide never decide)", info.actor.Name)
+		_, _ = s.o.Engine.Decide(ctx, info.actor, Channel, d)
+		formErr = &core.DecisionError{Code: core.DecisionHumanRequired,
+			Message: "You signed in with a token that may not decide approvals; a person decides, with a token that has scope decide."}
 	}
 	var err error
 	if formErr == nil {

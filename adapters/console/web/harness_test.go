@@ -73,12 +73,17 @@ type bundle struct {
 	eng    *engine.Engine
 	store  *sqlite.Store
 	deploy *deployTool
+	dbPath string
 }
 
 type setupOpts struct {
 	previewDelay time.Duration
 	publicURL    string
 	selfApproval bool
+	// tokens are added to admin's and bob's.
+	tokens []Token
+	// foreverHighImpact lets forever grants cover deploy (high_impact).
+	foreverHighImpact bool
 }
 
 // setup builds the console on a real engine and a real SQLite store, with a
@@ -86,7 +91,8 @@ type setupOpts struct {
 func setup(t *testing.T, so setupOpts) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
+	dbPath := filepath.Join(t.TempDir(), "opsgate.db")
+	st, err := sqlite.Open(ctx, dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 		Policy: &approvals.Policy{Rules: []approvals.Rule{
 			{Tool: "xss", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
-		}},
+		}, ForeverHighImpact: so.foreverHighImpact},
 		Groups:            map[string][]string{"sre": {"console:admin", "console:bob", "slack:U1"}},
 		ApprovalTTL:       time.Hour,
 		AllowSelfApproval: so.selfApproval,
@@ -137,7 +143,8 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	go func() { done <- eng.Run(runCtx) }()
 	h, err := New(Options{Engine: eng, Store: st, PublicURL: so.publicURL, StreamTick: time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Tokens: []Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}, {Name: "bob", Token: bobToken, Actor: "console:bob"}}})
+		Tokens: append([]Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}, {Name: "bob", Token: bobToken, Actor: "console:bob"}},
+			so.tokens...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +159,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 			t.Errorf("engine: %v", err)
 		}
 	})
-	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy}
+	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy, dbPath: dbPath}
 }
 
 // waitRun polls the store until the run has status (or fails the test).

@@ -19,8 +19,8 @@ type runRow struct {
 	ID, Flow, Thread, Requester, Status, Reason, CreatedAt, UpdatedAt string
 }
 
-// runsPage lists runs newest first, filtered by status and thread (in the
-// store) and by flow or requester (on this page of results).
+// runsPage lists runs newest first, filtered (in the store) by status,
+// thread, channel, flow and requester.
 func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.RunListParams{Limit: 50, Cursor: q.Get("cursor")}
@@ -43,6 +43,8 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Thread = th.String()
 	}
+	flow, who, ch := strings.TrimSpace(q.Get("flow")), strings.TrimSpace(q.Get("requester")), strings.TrimSpace(q.Get("channel"))
+	p.Flow, p.Requester, p.Channel = flow, who, ch
 	runs, next, err := s.o.Store.RunList(r.Context(), p)
 	if err != nil {
 		if p.Cursor != "" {
@@ -52,12 +54,8 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("web: list runs: %w", err))
 		return
 	}
-	flow, who := strings.TrimSpace(q.Get("flow")), strings.TrimSpace(q.Get("requester"))
 	var rows []runRow
 	for _, run := range runs {
-		if (flow != "" && run.Flow != flow) || (who != "" && run.Requester != who) {
-			continue
-		}
 		rows = append(rows, runRow{ID: run.ID, Flow: run.Flow, Thread: run.Thread.String(), Requester: run.Requester,
 			Status: string(run.Status), Reason: run.Reason, CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt)})
 	}
@@ -71,7 +69,7 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		nextURL = "/runs?" + v.Encode()
 	}
 	s.render(w, r, http.StatusOK, "runs", map[string]any{"Title": "Runs", "Runs": rows, "Statuses": runStatuses,
-		"Status": q.Get("status"), "Thread": q.Get("thread"), "Flow": flow, "Requester": who, "Next": nextURL})
+		"Status": q.Get("status"), "Thread": q.Get("thread"), "Flow": flow, "Requester": who, "Channel": ch, "Next": nextURL})
 }
 
 // runPage is one run's timeline: its steps with folded output, the
@@ -113,7 +111,18 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	_, err := s.o.Engine.Cancel(r.Context(), id, infoFrom(r.Context()).actor)
+	info := infoFrom(r.Context())
+	if !info.scopes.Has(core.ScopeAdmin) {
+		switch err := s.o.Engine.CancelAllowed(r.Context(), id, info.actor); {
+		case errors.Is(err, core.ErrForbidden):
+			s.plainError(w, http.StatusForbidden, "Only the run's requester, its approvers or an admin may cancel it.")
+			return
+		case err != nil:
+			s.fail(w, r, fmt.Errorf("web: cancel run %s: %w", id, err))
+			return
+		}
+	}
+	_, err := s.o.Engine.Cancel(r.Context(), id, info.actor)
 	switch {
 	case errors.Is(err, core.ErrConflict):
 		s.plainError(w, http.StatusConflict, "That run has already ended.")
@@ -125,19 +134,19 @@ func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"?done=cancelled", http.StatusSeeOther)
 }
 
-// auditPage lists the decision log, filtered by actor, tool and run, with
-// the chain's verification state.
+// auditPage lists the decision log newest first, filtered by actor, tool,
+// kind and run, with the chain's verification state.
 func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := approvals.AuditListParams{Limit: 100, Actor: strings.TrimSpace(q.Get("actor")), Tool: strings.TrimSpace(q.Get("tool")),
-		RunID: strings.TrimSpace(q.Get("run"))}
-	if a := q.Get("after"); a != "" {
-		n, err := strconv.ParseInt(a, 10, 64)
-		if err != nil || n < 0 {
-			s.plainError(w, http.StatusBadRequest, "after must be an audit sequence number.")
+		RunID: strings.TrimSpace(q.Get("run")), Kind: strings.TrimSpace(q.Get("kind")), Newest: true}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n <= 0 {
+			s.plainError(w, http.StatusBadRequest, "before must be an audit sequence number.")
 			return
 		}
-		p.After = n
+		p.Before = n
 	}
 	entries, err := s.o.Store.AuditList(r.Context(), p)
 	if err != nil {
@@ -165,11 +174,14 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	nextURL := ""
 	if len(entries) == p.Limit {
-		v := url.Values{"actor": {p.Actor}, "tool": {p.Tool}, "run": {p.RunID}, "after": {strconv.FormatInt(entries[len(entries)-1].Seq, 10)}}
+		v := url.Values{"actor": {p.Actor}, "tool": {p.Tool}, "run": {p.RunID}, "kind": {p.Kind},
+			"before": {strconv.FormatInt(entries[len(entries)-1].Seq, 10)}}
 		nextURL = "/audit?" + v.Encode()
 	}
 	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
-		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Next": nextURL})
+		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Kind": p.Kind, "Next": nextURL,
+		"Kinds": []string{"approval.requested", "approval.decided", "approval.refused", "approval.expired", "grant.applied",
+			"policy.denied", "run.cancelled", "run.interrupted", "run.redispatched"}})
 }
 
 // deliveriesPage lists dead-lettered messages (or another status) with a
@@ -221,4 +233,47 @@ func (s *server) requeue(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "web: delivery requeued", "id", id, "actor", infoFrom(r.Context()).actor.ID)
 	http.Redirect(w, r, "/deliveries?done="+url.QueryEscape(id), http.StatusSeeOther)
+}
+
+// grantsPage lists the session and forever grants: the active ones, or
+// every one with ?status=all.
+func (s *server) grantsPage(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	p := approvals.GrantListParams{Limit: 200}
+	switch status {
+	case "", "active":
+		status = "active"
+		p.ActiveAt = s.o.Now().UTC()
+	case "all":
+	default:
+		s.plainError(w, http.StatusBadRequest, "Unknown grant status.")
+		return
+	}
+	gs, _, err := s.o.Store.GrantList(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("web: list grants: %w", err))
+		return
+	}
+	now := s.o.Now().UTC()
+	rows := make([]grantRow, 0, len(gs))
+	for _, g := range gs {
+		rows = append(rows, newGrantRow(g, now))
+	}
+	s.render(w, r, http.StatusOK, "grants", map[string]any{"Title": "Grants", "Rows": rows, "Status": status,
+		"Done": r.URL.Query().Get("done")})
+}
+
+// revokeGrant revokes one grant through the engine (audited).
+func (s *server) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	_, err := s.o.Engine.RevokeGrant(r.Context(), id, infoFrom(r.Context()).actor)
+	switch {
+	case errors.Is(err, approvals.ErrGrantRevoked):
+		s.plainError(w, http.StatusConflict, "That grant was already revoked.")
+		return
+	case err != nil:
+		s.fail(w, r, fmt.Errorf("web: revoke grant %s: %w", id, err))
+		return
+	}
+	http.Redirect(w, r, "/grants?done="+url.QueryEscape(id), http.StatusSeeOther)
 }

@@ -9,10 +9,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
@@ -57,9 +57,29 @@ func (s *server) encodeSession(ss session) string {
 	return p + "." + s.tag("session", p)
 }
 
-// decodeSession verifies a cookie value: signature, expiry, revocation,
-// and that its token is still configured.
-func (s *server) decodeSession(v string, now time.Time) (session, core.Actor, error) {
+// decodeSession verifies a cookie value: signature, expiry, that its token
+// is still configured, and (in the store, so a sign-out anywhere counts)
+// that it was not signed out. Any cookie that does not verify is
+// ErrBadSession; a store that cannot answer is another error, so a
+// database blip does not sign everybody out.
+func (s *server) decodeSession(ctx context.Context, v string, now time.Time) (session, core.Actor, error) {
+	ss, actor, err := s.verifyCookie(v, now)
+	if err != nil {
+		return ss, actor, err
+	}
+	revoked, err := s.sessions.ConsoleSessionRevoked(ctx, ss.ID, now)
+	if err != nil {
+		return session{}, core.Actor{}, fmt.Errorf("web: check session: %w", err)
+	}
+	if revoked {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	return ss, actor, nil
+}
+
+// verifyCookie is decodeSession without the store: signature, expiry, and
+// that the token is still configured.
+func (s *server) verifyCookie(v string, now time.Time) (session, core.Actor, error) {
 	if len(v) > maxCookieLen {
 		return session{}, core.Actor{}, ErrBadSession
 	}
@@ -72,7 +92,7 @@ func (s *server) decodeSession(v string, now time.Time) (session, core.Actor, er
 		return session{}, core.Actor{}, ErrBadSession
 	}
 	var ss session
-	if err := json.Unmarshal(b, &ss); err != nil || ss.ID == "" || now.Unix() >= ss.Exp || s.revoked.has(ss.ID, now) {
+	if err := json.Unmarshal(b, &ss); err != nil || ss.ID == "" || now.Unix() >= ss.Exp {
 		return session{}, core.Actor{}, ErrBadSession
 	}
 	for _, t := range s.tokens {
@@ -90,9 +110,20 @@ func (s *server) csrfToken(ss session) string { return s.tag("csrf", ss.ID) }
 type ctxKey struct{}
 
 type reqInfo struct {
-	sess  session
-	actor core.Actor
-	csrf  string
+	sess   session
+	actor  core.Actor
+	scopes core.Scopes
+	csrf   string
+}
+
+// scopesOf returns the scopes of the configured token a session names.
+func (s *server) scopesOf(tag string) core.Scopes {
+	for _, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(t.tag), []byte(tag)) == 1 {
+			return t.scopes
+		}
+	}
+	return nil
 }
 
 func infoFrom(ctx context.Context) reqInfo {
@@ -111,7 +142,12 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 		var ss session
 		var actor core.Actor
 		if err == nil {
-			ss, actor, err = s.decodeSession(c.Value, now)
+			ss, actor, err = s.decodeSession(r.Context(), c.Value, now)
+		}
+		if err != nil && c != nil && !errors.Is(err, ErrBadSession) {
+			s.log.ErrorContext(r.Context(), "web: session check failed", "err", err)
+			s.plainError(w, http.StatusServiceUnavailable, "The console cannot check your session right now; try again in a moment.")
+			return
 		}
 		if err != nil {
 			if c != nil {
@@ -128,7 +164,7 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(localPath(next, "/chat")), http.StatusSeeOther)
 			return
 		}
-		info := reqInfo{sess: ss, actor: actor, csrf: s.csrfToken(ss)}
+		info := reqInfo{sess: ss, actor: actor, scopes: s.scopesOf(ss.Tag), csrf: s.csrfToken(ss)}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
 			got := r.PostFormValue(csrfField)
@@ -215,38 +251,18 @@ func (s *server) signin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, localPath(r.PostFormValue("next"), "/chat"), http.StatusSeeOther)
 }
 
-// signout forgets the session in this process and in the browser. Another
-// replica still accepts a copied cookie until it expires; rotating the
-// token ends it everywhere (docs/console.md).
+// signout ends the session for every replica and restart: its id is
+// stored as revoked until it would have expired (migration 0006), and the
+// browser's cookie is cleared. If the store cannot record it, the user is
+// told so rather than shown a sign-out that a copied cookie would outlive.
 func (s *server) signout(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
-	s.revoked.add(info.sess.ID, time.Unix(info.sess.Exp, 0), s.o.Now())
-	s.clearCookie(w, r, sessionCookie)
-	http.Redirect(w, r, "/signin", http.StatusSeeOther)
-}
-
-// revocations remembers signed-out sessions until they would have expired.
-type revocations struct {
-	mu  sync.Mutex
-	ids map[string]time.Time
-}
-
-func newRevocations() *revocations { return &revocations{ids: map[string]time.Time{}} }
-
-func (rv *revocations) add(id string, exp, now time.Time) {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	for k, e := range rv.ids {
-		if !now.Before(e) {
-			delete(rv.ids, k)
-		}
+	if err := s.sessions.ConsoleSessionRevoke(r.Context(), info.sess.ID, time.Unix(info.sess.Exp, 0), s.o.Now()); err != nil {
+		s.log.ErrorContext(r.Context(), "web: record sign-out", "actor", info.actor.ID, "err", err)
+		s.plainError(w, http.StatusServiceUnavailable, "Sign-out could not be recorded; try again in a moment.")
+		return
 	}
-	rv.ids[id] = exp
-}
-
-func (rv *revocations) has(id string, now time.Time) bool {
-	rv.mu.Lock()
-	defer rv.mu.Unlock()
-	e, ok := rv.ids[id]
-	return ok && now.Before(e)
+	s.clearCookie(w, r, sessionCookie)
+	s.log.InfoContext(r.Context(), "web: signed out", "actor", info.actor.ID)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }

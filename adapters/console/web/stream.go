@@ -52,6 +52,10 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		case <-obWake:
 		case <-tick.C:
 			kind = "tick"
+			// A session signed out elsewhere ends its open streams too.
+			if gone, err := s.sessions.ConsoleSessionRevoked(ctx, infoFrom(ctx).sess.ID, s.o.Now()); err == nil && gone {
+				return
+			}
 		}
 		n++
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %d\n\n", n, kind, n); err != nil {

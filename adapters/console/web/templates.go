@@ -22,7 +22,7 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-var pages = []string{"signin", "chat", "approvals", "approval", "runs", "run", "audit", "deliveries", "error"}
+var pages = []string{"signin", "home", "chat", "approvals", "approval", "runs", "run", "grants", "audit", "deliveries", "error"}
 
 var funcs = template.FuncMap{
 	"join": strings.Join,
@@ -41,6 +41,15 @@ var funcs = template.FuncMap{
 			return s
 		}
 		return t.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	// rel is the relative form of an RFC 3339 time ("3 min ago"); the
+	// script keeps it current, the title attribute holds the absolute one.
+	"rel": func(s string) string {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return s
+		}
+		return relTime(t, time.Now())
 	},
 	"short": func(s string) string {
 		if len(s) > 13 {

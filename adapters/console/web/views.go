@@ -37,8 +37,13 @@ type cardView struct {
 	Quorum, Counted                                                   int
 	Proposed                                                          []argField
 	ApprovedJSON, ExecutedJSON, ProposedJSON                          string
-	Decisions                                                         []decisionRow
-	CreatedAt, ExpiresAt, DecidedAt                                   string
+	// EditDiff is proposed → approved when an edit changed them; ExecDiff
+	// approved (or proposed) → executed when what ran differs; Executed
+	// says the call was dispatched at all.
+	EditDiff, ExecDiff              []diffLine
+	Executed                        bool
+	Decisions                       []decisionRow
+	CreatedAt, ExpiresAt, DecidedAt string
 	// Version changes whenever the card would render differently, so the
 	// live updater swaps only the cards that changed.
 	Version string
@@ -98,7 +103,7 @@ func argFields(args map[string]any) []argField {
 func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 	v := &cardView{
 		ID: a.ID, RunID: a.RunID, Thread: a.Thread, Requester: a.Requester, Tool: a.Tool, Risk: string(a.Risk),
-		Reason: a.Reason, Preview: a.Preview, Status: string(a.Status), Destructive: a.Destructive,
+		Reason: core.OneLine(a.Reason), Preview: a.Preview, Status: string(a.Status), Destructive: a.Destructive,
 		Pending: a.Status == approvals.StatusPending, Approvers: a.Approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Counted: a.CountedApprovals(), Proposed: argFields(a.ProposedArgs),
 		ProposedJSON: prettyJSON(emptyIfNil(a.ProposedArgs)), ApprovedJSON: prettyJSON(a.ApprovedArgs),
@@ -109,6 +114,15 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 		executed = executedArgs(run, a.ID)
 	}
 	v.ExecutedJSON = prettyJSON(executed)
+	base := emptyIfNil(a.ProposedArgs)
+	if a.ApprovedArgs != nil {
+		v.EditDiff = argDiff(base, a.ApprovedArgs)
+		base = a.ApprovedArgs
+	}
+	if executed != nil {
+		v.Executed = true
+		v.ExecDiff = argDiff(base, executed)
+	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, decisionRow{Actor: d.Actor, Channel: d.Channel, Action: string(d.Action),
 			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), Superseded: d.Superseded})
@@ -151,16 +165,25 @@ const (
 type stepView struct {
 	Index                                 int
 	Tool, Status, ArgsJSON, Output, Error string
-	Head                                  string
-	Folded                                bool
-	Attempts                              int
-	StartedAt, FinishedAt                 string
-	Card                                  *cardView
+	// SameAsRun: the step's arguments are the run's, shown once above;
+	// ShowArgs: they are shown in the step (not the run's, and not shown
+	// by its approval's card or diff).
+	SameAsRun, ShowArgs bool
+	// Duration of the tool call, when it finished.
+	Duration              string
+	Head                  string
+	Folded                bool
+	Attempts              int
+	StartedAt, FinishedAt string
+	Card                  *cardView
 }
 
 type eventRow struct {
 	Seq               int64
 	Type, At, Summary string
+	// Kind picks the timeline marker: start, ask, decide, tool, reply, end,
+	// fail.
+	Kind string
 }
 
 type runView struct {
@@ -210,13 +233,18 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *r
 		sv := stepView{Index: st.Index, Tool: st.Tool, Status: string(st.Status), ArgsJSON: prettyJSON(emptyIfNil(st.Args)),
 			Output: st.Output, Error: st.Error, Attempts: st.Attempts, StartedAt: tsPtr(st.StartedAt), FinishedAt: tsPtr(st.FinishedAt)}
 		sv.Head, sv.Folded = fold(st.Output)
+		sv.SameAsRun = jsonEqual(emptyIfNil(st.Args), emptyIfNil(r.Args))
+		if st.StartedAt != nil && st.FinishedAt != nil {
+			sv.Duration = st.FinishedAt.Sub(*st.StartedAt).Round(time.Millisecond).String()
+		}
 		if st.ApprovalID != "" {
 			sv.Card = cards[st.ApprovalID]
 		}
+		sv.ShowArgs = !sv.SameAsRun && (sv.Card == nil || (!sv.Card.Pending && len(sv.Card.EditDiff) == 0))
 		v.Steps = append(v.Steps, sv)
 	}
 	for _, ev := range evs {
-		v.Events = append(v.Events, eventRow{Seq: ev.Seq, Type: ev.Type, At: ts(ev.At), Summary: eventSummary(ev)})
+		v.Events = append(v.Events, eventRow{Seq: ev.Seq, Type: ev.Type, At: ts(ev.At), Summary: eventSummary(ev), Kind: eventKind(ev)})
 	}
 	last := int64(0)
 	if len(evs) > 0 {
@@ -276,4 +304,152 @@ func firstLine(s string) string {
 		return s[:i] + " …"
 	}
 	return s
+}
+
+// grantRow is one grant on the grants page.
+type grantRow struct {
+	ID, Scope, Tool, Thread, Requester, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
+	Active                                                                                                        bool
+}
+
+func newGrantRow(g *approvals.Grant, now time.Time) grantRow {
+	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester,
+		ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: ts(g.At), RevokedBy: g.RevokedBy, Active: g.Active(now)}
+	switch {
+	case g.Pattern != nil:
+		row.Covers = "pattern " + jsonText(g.Pattern)
+	case g.Args != nil:
+		row.Covers = "exactly " + jsonText(g.Args)
+	default:
+		row.Covers = "rule " + g.RuleKey
+	}
+	if g.ExpiresAt != nil {
+		row.ExpiresAt = ts(*g.ExpiresAt)
+	}
+	if g.RevokedAt != nil {
+		row.RevokedAt = ts(*g.RevokedAt)
+	}
+	return row
+}
+
+// diffLine is one line of an argument diff: Op is " " (the same), "-"
+// (only in the old arguments) or "+" (only in the new).
+type diffLine struct {
+	Op, Key, Value string
+}
+
+// argDiff compares two argument objects key by key, sorted: unchanged
+// keys once, a changed key as - old / + new. It returns nil when they are
+// equal, so the page shows arguments once unless something changed.
+func argDiff(old, cur map[string]any) []diffLine {
+	if old == nil || cur == nil || jsonEqual(old, cur) {
+		return nil
+	}
+	keys := map[string]bool{}
+	for k := range old {
+		keys[k] = true
+	}
+	for k := range cur {
+		keys[k] = true
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var out []diffLine
+	for _, k := range sorted {
+		ov, inOld := old[k]
+		nv, inNew := cur[k]
+		switch {
+		case inOld && inNew && jsonEqual(ov, nv):
+			out = append(out, diffLine{Op: " ", Key: k, Value: jsonText(ov)})
+		default:
+			if inOld {
+				out = append(out, diffLine{Op: "-", Key: k, Value: jsonText(ov)})
+			}
+			if inNew {
+				out = append(out, diffLine{Op: "+", Key: k, Value: jsonText(nv)})
+			}
+		}
+	}
+	return out
+}
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func jsonEqual(a, b any) bool { return jsonText(a) == jsonText(b) }
+
+// relTime says how long ago (or how soon) t is from now, the way people
+// read a dashboard: "just now", "3 min ago", "in 12 min", "2 h ago",
+// "5 d ago". The absolute time goes in the element's title.
+func relTime(t, now time.Time) string {
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < 45*time.Second:
+		return "just now"
+	case d < 90*time.Minute:
+		s = fmt.Sprintf("%d min", max(1, int((d+30*time.Second)/time.Minute)))
+	case d < 36*time.Hour:
+		s = fmt.Sprintf("%d h", int((d+30*time.Minute)/time.Hour))
+	default:
+		s = fmt.Sprintf("%d d", int((d+12*time.Hour)/(24*time.Hour)))
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// eventKind sorts run events into the timeline's markers.
+func eventKind(ev core.RunEvent) string {
+	switch ev.Type {
+	case core.EventRunQueued, core.EventTurnStarted:
+		return "start"
+	case core.EventPermissionRequested:
+		return "ask"
+	case core.EventPermissionDecided:
+		var d struct {
+			Status string `json:"status"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if d.Status == "rejected" || d.Status == "expired" {
+			return "fail"
+		}
+		return "decide"
+	case core.EventToolStarted:
+		return "tool"
+	case core.EventToolFinished:
+		var d struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if d.Error != "" {
+			return "fail"
+		}
+		return "tool"
+	case core.EventMessageCommitted:
+		return "reply"
+	case core.EventTurnFinished:
+		var d struct {
+			Status string `json:"status"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if d.Status != string(core.RunSucceeded) {
+			return "fail"
+		}
+		return "end"
+	}
+	return "start"
 }

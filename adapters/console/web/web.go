@@ -1,6 +1,7 @@
 // Package web serves opsgate's web console at "/": sign-in with an API
-// token, the chat view of console threads, the approvals queue, run
-// timelines, the audit log and dead-lettered deliveries.
+// token, a home page of what needs attention, the chat view of console
+// threads, the approvals queue, run timelines, the audit log and
+// dead-lettered deliveries.
 //
 // Pages are rendered on the server with html/template (so every value from
 // outside is escaped once, in one place) and work without JavaScript; a
@@ -39,10 +40,24 @@ import (
 type Engine = api.Engine
 
 // Store is the read side the console renders from: the API's Store plus
-// the thread list of the chat view, so any core.Store serves the console.
+// the thread list of the chat view, and the sign-outs (SessionStore).
 type Store interface {
 	api.Store
 	ThreadList(ctx context.Context, p core.ThreadListParams) ([]core.ThreadSummary, string, error)
+	SessionStore
+	// Overview backs the home page.
+	core.OverviewStore
+}
+
+// SessionStore keeps signed-out sessions in the store, so a signed-out
+// cookie stops working on every replica and after a restart
+// (store/sqlite and store/postgres implement it; migration 0006).
+type SessionStore interface {
+	// ConsoleSessionRevoke records the session id as signed out until
+	// expires, when its cookie would have expired anyway.
+	ConsoleSessionRevoke(ctx context.Context, id string, expires, now time.Time) error
+	// ConsoleSessionRevoked reports whether the id is signed out at now.
+	ConsoleSessionRevoked(ctx context.Context, id string, now time.Time) (bool, error)
 }
 
 // Token is one configured API credential (CONTRACT.md api.tokens). Signing
@@ -52,6 +67,10 @@ type Token struct {
 	Name  string
 	Token string
 	Actor string
+	// Scopes limit what a session signed in with the token may do (nil:
+	// core.TokenScopes' defaults); a token without decide sees approvals
+	// but its decisions are refused and audited.
+	Scopes []core.Scope
 }
 
 // Options configures New. Engine, Store and Tokens are required.
@@ -73,6 +92,9 @@ type Options struct {
 	SessionKey []byte
 	// SessionTTL is how long a sign-in lasts; default 12 h.
 	SessionTTL time.Duration
+	// Channels are the enabled channels, for the home page's channel
+	// health; empty lists the channels the store has seen.
+	Channels []string
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
@@ -88,20 +110,22 @@ const Channel = "console"
 const maxMessageText = 16 << 10
 
 type server struct {
-	o       Options
-	log     *slog.Logger
-	key     []byte
-	tokens  []tokenEntry
-	mux     *http.ServeMux
-	tmpl    map[string]*template.Template
-	cop     *http.CrossOriginProtection
-	secure  bool
-	revoked *revocations
+	o      Options
+	log    *slog.Logger
+	key    []byte
+	tokens []tokenEntry
+	mux    *http.ServeMux
+	tmpl   map[string]*template.Template
+	cop    *http.CrossOriginProtection
+	secure bool
+	// sessions is o.Store's sign-out record.
+	sessions SessionStore
 }
 
 type tokenEntry struct {
-	tag   string // hmac(key, token): names the token inside a session
-	actor core.Actor
+	tag    string // hmac(key, token): names the token inside a session
+	actor  core.Actor
+	scopes core.Scopes
 }
 
 // New validates o and returns the console handler, to be mounted at "/"
@@ -125,7 +149,7 @@ func New(o Options) (http.Handler, error) {
 	if o.StreamTick <= 0 {
 		o.StreamTick = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), revoked: newRevocations()}
+	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
 	for i, t := range o.Tokens {
 		if t.Token == "" {
 			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
@@ -139,7 +163,8 @@ func New(o Options) (http.Handler, error) {
 		s.key = deriveKey(o.Tokens)
 	}
 	for _, t := range o.Tokens {
-		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name}})
+		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name},
+			scopes: core.TokenScopes(t.Actor, t.Scopes)})
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("web: no API tokens configured; nobody can sign in to the console")
@@ -197,24 +222,43 @@ func (s *server) routes() {
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
-	m.HandleFunc("GET /{$}", s.authed(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/chat", http.StatusSeeOther)
-	}))
-	m.HandleFunc("GET /chat", s.authed(s.chatPage))
-	m.HandleFunc("POST /chat", s.authed(s.chatSend))
-	m.HandleFunc("GET /approvals", s.authed(s.approvalsPage))
-	m.HandleFunc("GET /approvals/{id}", s.authed(s.approvalPage))
+	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
+	m.HandleFunc("GET /{$}", s.authed(s.need(read, s.homePage)))
+	m.HandleFunc("GET /chat", s.authed(s.need(read, s.chatPage)))
+	m.HandleFunc("POST /chat", s.authed(s.need(request, s.chatSend)))
+	m.HandleFunc("GET /approvals", s.authed(s.need(read, s.approvalsPage)))
+	m.HandleFunc("GET /approvals/{id}", s.authed(s.need(read, s.approvalPage)))
+	// decide checks scope decide itself, so the refusal is audited.
 	m.HandleFunc("POST /approvals/{id}/decision", s.authed(s.decide))
-	m.HandleFunc("GET /runs", s.authed(s.runsPage))
-	m.HandleFunc("GET /runs/{id}", s.authed(s.runPage))
-	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.cancelRun))
-	m.HandleFunc("GET /audit", s.authed(s.auditPage))
-	m.HandleFunc("GET /deliveries", s.authed(s.deliveriesPage))
-	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.requeue))
-	m.HandleFunc("GET /events", s.authed(s.events))
+	m.HandleFunc("GET /runs", s.authed(s.need(read, s.runsPage)))
+	m.HandleFunc("GET /runs/{id}", s.authed(s.need(read, s.runPage)))
+	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.cancelRun)))
+	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
+	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))
+	m.HandleFunc("GET /audit", s.authed(s.need(read, s.auditPage)))
+	m.HandleFunc("GET /deliveries", s.authed(s.need(admin, s.deliveriesPage)))
+	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.need(admin, s.requeue)))
+	m.HandleFunc("GET /events", s.authed(s.need(read, s.events)))
 	m.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
 	}))
+}
+
+// need refuses (403) a request whose session's token holds none of scopes.
+func (s *server) need(scopes []core.Scope, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		info := infoFrom(r.Context())
+		if !info.scopes.Any(scopes...) {
+			names := make([]string, len(scopes))
+			for i, sc := range scopes {
+				names[i] = string(sc)
+			}
+			s.log.InfoContext(r.Context(), "web: refused: missing scope", "path", r.URL.Path, "actor", info.actor.ID, "need", names)
+			s.plainError(w, http.StatusForbidden, "Forbidden: the token you signed in with does not have scope "+strings.Join(names, " or ")+".")
+			return
+		}
+		h(w, r)
+	}
 }
 
 // ServeHTTP sets the security headers every response carries, refuses

@@ -273,8 +273,15 @@ func TestEditShowsValidatorMessageNextToField(t *testing.T) {
 		t.Fatalf("executed args %v", run.Steps[0].Args)
 	}
 	r = c2.do("GET", "/runs/"+a.RunID, nil, nil)
-	if !regexp.MustCompile(`(?s)data-field="cmp-executed">[^<]*&#34;version&#34;: &#34;1.2.4&#34;`).MatchString(r.body) {
-		t.Fatalf("timeline lacks the executed args:\n%s", r.body)
+	// The run page shows the arguments once and the edit as a diff.
+	diff := regexp.MustCompile(`(?s)data-field="edit-diff">(.*?)</pre>`).FindStringSubmatch(r.body)
+	if diff == nil || !strings.Contains(diff[1], `<span class="d del">- version: &#34;1.2.3&#34;</span>`) ||
+		!strings.Contains(diff[1], `<span class="d add">&#43; version: &#34;1.2.4&#34;</span>`) ||
+		!strings.Contains(diff[1], `<span class="d">  service: &#34;api&#34;</span>`) {
+		t.Fatalf("run page lacks the edit diff:\n%s", r.body)
+	}
+	if strings.Contains(r.body, `data-field="exec-diff"`) || strings.Contains(r.body, `data-field="step-args"`) {
+		t.Errorf("run page repeats arguments that did not change after the edit")
 	}
 	r = c2.do("GET", "/approvals?status=decided", nil, nil)
 	if !strings.Contains(r.body, "console:admin") || !strings.Contains(r.body, ">edit") {

@@ -1,4 +1,5 @@
-// opsgate console: live updates and expiry countdowns.
+// opsgate console: live updates, expiry countdowns, relative times and
+// keyboard shortcuts on an approval.
 //
 // Rules this file keeps (docs/console.md):
 //  - It never builds HTML from strings. Live updates re-read the page the
@@ -30,8 +31,78 @@
       el.classList.toggle("soon", left > 0 && left < 5 * 60 * 1000);
     }
   }
-  tick();
+  // --- relative times ("3 min ago"); the absolute one is the title ------
+  function rel(ms) {
+    const future = ms < 0, d = Math.abs(ms) / 1000;
+    let s;
+    if (d < 45) return "just now";
+    if (d < 90 * 60) s = Math.max(1, Math.round(d / 60)) + " min";
+    else if (d < 36 * 3600) s = Math.round(d / 3600) + " h";
+    else s = Math.round(d / 86400) + " d";
+    return future ? "in " + s : s + " ago";
+  }
+  function relTimes() {
+    for (const el of document.querySelectorAll("time[data-rel]")) {
+      const at = Date.parse(el.getAttribute("datetime"));
+      if (!isNaN(at)) el.textContent = rel(Date.now() - at);
+    }
+  }
+  // Bars: each segment's share of the row (set through the CSSOM, which
+  // the CSP allows; without script the segments are equal).
+  function bars() {
+    for (const seg of document.querySelectorAll(".bar .seg[data-count]")) {
+      seg.style.flexGrow = String(Number(seg.dataset.count) || 0);
+    }
+  }
+  function decorate() { tick(); relTimes(); bars(); }
+  decorate();
   setInterval(tick, 1000);
+  setInterval(relTimes, 30000);
+
+  // --- keyboard shortcuts on an approval ------------------------------------
+  // a: focus Approve (Enter then approves: one key never decides), r: open
+  // Reject with the feedback box focused, e: open Edit with the first
+  // argument focused, Esc: close both. Keys typed into a field are text.
+  const shortcutArea = document.querySelector("[data-shortcuts]");
+  if (shortcutArea) {
+    document.addEventListener("keydown", (e) => {
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      const t = e.target;
+      if (t && /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)) {
+        if (e.key === "Escape") t.blur();
+        return;
+      }
+      const card = shortcutArea.querySelector("article.card");
+      if (!card) return;
+      const open = (sel, focus) => {
+        const d = card.querySelector(sel);
+        if (!d) return;
+        for (const other of card.querySelectorAll("details.reject, details.edit")) if (other !== d) other.open = false;
+        d.open = true;
+        for (const sel of focus) {
+          const f = d.querySelector(sel);
+          if (f) { f.focus(); break; }
+        }
+        e.preventDefault();
+      };
+      switch (e.key) {
+        case "a": {
+          const b = card.querySelector('button[data-action="approve"]');
+          if (b) { b.focus(); b.classList.add("armed"); e.preventDefault(); }
+          break;
+        }
+        case "r": open("details.reject", ["textarea"]); break;
+        case "e": open("details.edit", ["input[data-arg]", "input:not([type=hidden])"]); break;
+        case "Escape":
+          for (const d of card.querySelectorAll("details.reject, details.edit")) d.open = false;
+          for (const b of card.querySelectorAll("button.armed")) { b.classList.remove("armed"); b.blur(); }
+          break;
+      }
+    });
+    document.addEventListener("focusout", (e) => {
+      if (e.target && e.target.classList) e.target.classList.remove("armed");
+    });
+  }
 
   // --- forms: remember which ones hold unsent input -----------------------
   document.addEventListener("input", (e) => {
@@ -90,7 +161,7 @@
         const next = doc.getElementById(cur.id);
         if (next) reconcile(cur, next);
       }
-      tick();
+      decorate();
       if (atBottom) scrollChat();
       body.dataset.refreshed = String(Number(body.dataset.refreshed || "0") + 1);
     } catch (err) {
