@@ -16,5 +16,5 @@
 // refusals are error results that keep their code. Text that came from
 // outside opsgate (tool output, chat text, reasons, previews) is returned as
 // data inside an <external_content> block, never as instructions
-// (ARCHITECTURE.md invariant 6).
+// (docs/architecture.md, invariant 6).
 package mcp

@@ -35,7 +35,7 @@ type Store interface {
 	ApprovalList(ctx context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error)
 }
 
-// Token is one configured API credential (CONTRACT.md api.tokens): the
+// Token is one configured API credential (api.tokens in the README): the
 // same tokens the HTTP API accepts, so an MCP client acts as a named
 // person or system, never as "the MCP server".
 type Token = api.Token

@@ -140,7 +140,7 @@ func invalid(field, format string, args ...any) *toolError {
 }
 
 func isNotFound(err error) bool {
-	return errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound)
+	return errors.Is(err, core.ErrNotFound)
 }
 
 var errUnauthenticated = errors.New("mcp: request carries no authenticated actor")

@@ -5,7 +5,7 @@ import (
 	"github.com/opsgate/opsgate/core/api"
 )
 
-// The result shapes. Runs and approvals are the HTTP API's (CONTRACT.md),
+// The result shapes. Runs and approvals are the HTTP API's (the README),
 // so a client can switch between the two; each tool's output wraps them
 // with an optional "error" so a refusal is structured content too.
 
