@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,13 @@ type faultStore struct {
 
 func newFaultStore(s core.Store) *faultStore { return &faultStore{Store: s, failed: map[string]int{}} }
 
+// onCheckpoint sets the fault picker of RunCheckpoint calls.
+func (f *faultStore) onCheckpoint(pick func(core.Checkpoint) fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checkpoint = pick
+}
+
 // fail reports whether a call of method fails now, counting it.
 func (f *faultStore) fail(method string) bool {
 	if !f.down.Load() {
@@ -63,6 +71,13 @@ func (f *faultStore) fail(method string) bool {
 	f.failed[method]++
 	f.mu.Unlock()
 	return true
+}
+
+// failedCopy copies the failure counts, for messages.
+func (f *faultStore) failedCopy() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.failed)
 }
 
 func (f *faultStore) failures(methods ...string) int {
@@ -86,10 +101,14 @@ func (f *faultStore) RunCheckpoint(ctx context.Context, c core.Checkpoint) error
 	if pick != nil {
 		what = pick(c)
 	}
-	if what == faultBefore {
+	if what != faultNone {
+		// Counted before the commit, so a test that sees the commit's
+		// effect sees the count too.
 		f.mu.Lock()
 		f.failed["RunCheckpoint"]++
 		f.mu.Unlock()
+	}
+	if what == faultBefore {
 		return errInjected
 	}
 	if err := f.Store.RunCheckpoint(ctx, c); err != nil {
@@ -99,9 +118,6 @@ func (f *faultStore) RunCheckpoint(ctx context.Context, c core.Checkpoint) error
 		after(c)
 	}
 	if what == faultAfter {
-		f.mu.Lock()
-		f.failed["RunCheckpoint"]++
-		f.mu.Unlock()
 		return errInjected
 	}
 	return nil
@@ -222,11 +238,11 @@ func checkOnce(t *testing.T, h *harness, rec *recorder, runID string) {
 func TestDispatchCommitAnswerLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h, fs := setupFaults(t, b)
-		fs.checkpoint = onceFault(faultAfter, stepStatus(core.StepDispatching))
+		fs.onCheckpoint(onceFault(faultAfter, stepStatus(core.StepDispatching)))
 		rc := h.send("console:req", "console:t1", "status api")
 		checkOnce(t, h, h.fx.status, rc.RunID)
 		if fs.failures("RunCheckpoint") != 1 {
-			t.Fatalf("fault not injected: %v", fs.failed)
+			t.Fatalf("fault not injected: %v", fs.failedCopy())
 		}
 	})
 }
@@ -237,7 +253,7 @@ func TestDispatchCommitAnswerLost(t *testing.T) {
 func TestDispatchCommitFailedIsRetried(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h, fs := setupFaults(t, b)
-		fs.checkpoint = onceFault(faultBefore, stepStatus(core.StepDispatching))
+		fs.onCheckpoint(onceFault(faultBefore, stepStatus(core.StepDispatching)))
 		rc := h.send("console:req", "console:t1", "deploy api 1")
 		a := h.waitApproval(rc.RunID)
 		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
@@ -259,13 +275,13 @@ func TestResultCheckpointRetried(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			eachBackend(t, func(t *testing.T, b backend) {
 				h, fs := setupFaults(t, b)
-				fs.checkpoint = onceFault(what, func(c core.Checkpoint) bool {
+				fs.onCheckpoint(onceFault(what, func(c core.Checkpoint) bool {
 					return c.Step != nil && c.Step.Status == core.StepSucceeded
-				})
+				}))
 				rc := h.send("console:req", "console:t1", "status api")
 				checkOnce(t, h, h.fx.status, rc.RunID)
 				if fs.failures("RunCheckpoint") != 1 {
-					t.Fatalf("fault not injected: %v", fs.failed)
+					t.Fatalf("fault not injected: %v", fs.failedCopy())
 				}
 			})
 		})
@@ -279,9 +295,9 @@ func TestResultCheckpointRetried(t *testing.T) {
 func TestIntermediateResultAnswerLost(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h, fs := setupFaults(t, b)
-		fs.checkpoint = onceFault(faultAfter, func(c core.Checkpoint) bool {
+		fs.onCheckpoint(onceFault(faultAfter, func(c core.Checkpoint) bool {
 			return c.Step != nil && c.Step.Index == 0 && c.Step.Status == core.StepSucceeded
-		})
+		}))
 		rc := h.send("console:req", "console:t1", "check api")
 		run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed, core.RunInterrupted)
 		if run.Status != core.RunSucceeded || len(run.Steps) != 2 {
