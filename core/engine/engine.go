@@ -41,12 +41,18 @@ const (
 // Bounds that keep one misbehaving tool or a huge backlog from stalling the
 // engine; they are not configuration because no operator should need them.
 const (
-	previewTimeout   = 30 * time.Second
-	previewMaxChars  = 4000
-	foldChars        = 3000
-	sweepBatch       = 100
-	storeRetries     = 5
-	storeRetryBase   = 50 * time.Millisecond
+	previewTimeout  = 30 * time.Second
+	previewMaxChars = 4000
+	foldChars       = 3000
+	sweepBatch      = 100
+	storeRetryBase  = 50 * time.Millisecond
+	// storeRetryMax caps the backoff between attempts at a store that does
+	// not answer, so a run continues within about a second of its return.
+	storeRetryMax = time.Second
+	// storeRefusals bounds how often one checkpoint is tried again when
+	// the store answers (the run reads back ours and unchanged) but the
+	// write keeps failing: that is a refusal, not an outage.
+	storeRefusals    = 8
 	maxShutdownDrain = 30 * time.Second
 )
 
@@ -185,7 +191,15 @@ type Engine struct {
 	// reclaimed marks active runs claimed again meanwhile: when their
 	// execution ends, the run is re-checked so a claim is never dropped.
 	reclaimed map[string]bool
-	wg        sync.WaitGroup
+	// released marks active runs whose execution already handed the run
+	// back (suspended, finished, requeued) and is only returning: a claim
+	// of one of them is a requeue (a quick decision), not a lapsed lease.
+	released map[string]bool
+	// abandoning marks active runs this replica gave up executing after a
+	// store failure and is handing back: the heartbeat leaves their
+	// leases alone, so no run is kept that nothing executes.
+	abandoning map[string]bool
+	wg         sync.WaitGroup
 }
 
 type compiledFlow struct {
@@ -232,13 +246,15 @@ func New(o Options) (*Engine, error) {
 		o.Owner = defaultOwner()
 	}
 	e := &Engine{
-		store:     o.Store,
-		opts:      o,
-		flows:     map[string]*compiledFlow{},
-		tools:     staticTools{},
-		log:       o.Logger.With("component", "engine", "owner", o.Owner),
-		active:    map[string]bool{},
-		reclaimed: map[string]bool{},
+		store:      o.Store,
+		opts:       o,
+		flows:      map[string]*compiledFlow{},
+		tools:      staticTools{},
+		log:        o.Logger.With("component", "engine", "owner", o.Owner),
+		active:     map[string]bool{},
+		reclaimed:  map[string]bool{},
+		released:   map[string]bool{},
+		abandoning: map[string]bool{},
 	}
 	pol := approvals.Policy{}
 	if o.Policy != nil {

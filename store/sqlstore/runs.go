@@ -185,11 +185,23 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	return runs, nil
 }
 
-// RunHeartbeat implements core.RunStore.
-func (s *Store) RunHeartbeat(ctx context.Context, owner string, leaseUntil time.Time) error {
+// RunHeartbeat implements core.RunStore: one statement for every listed
+// run, guarded by owner and status, so a run that moved on (released,
+// cancelled, taken over after its lease lapsed) is not touched.
+func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) error {
+	if p.Owner == "" {
+		return errors.New("store: run heartbeat: owner is required")
+	}
+	if len(p.RunIDs) == 0 {
+		return nil
+	}
 	return s.inTx(ctx, "run heartbeat", func(t *tx) error {
-		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ?`,
-			micros(leaseUntil), owner, string(core.RunRunning)); err != nil {
+		args := []any{micros(p.LeaseUntil), p.Owner, string(core.RunRunning)}
+		for _, id := range p.RunIDs {
+			args = append(args, id)
+		}
+		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ? AND id IN (`+
+			placeholders(len(p.RunIDs))+`)`, args...); err != nil {
 			return fmt.Errorf("store: run heartbeat: %w", err)
 		}
 		return nil

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimsOldestFirstOnePerThread", testClaimOnePerThread},
 		{"ClaimSkipsThreadWithWaitingRun", testClaimSkipsWaitingThread},
 		{"ClaimsRunWithExpiredLease", testClaimExpiredLease},
+		{"HeartbeatRenewsOnlyListedRuns", testHeartbeatRenewsOnlyListedRuns},
 		{"ConcurrentClaimersNeverShareARun", testConcurrentClaimers},
 		{"CheckpointGuardRefusesAndWritesNothing", testCheckpointGuard},
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
