@@ -368,10 +368,15 @@ type Flow struct {
 func (f *Flow) Pattern() *router.Pattern { return f.pattern }
 
 // Step calls one tool; string values in Args are templates over the flow's
-// arguments ("{{.service}}").
+// arguments ("{{.service}}"). A step with agent_task instead is work an
+// external agent performs over MCP (agenttask.go, docs/mcp.md).
 type Step struct {
-	Tool string         `yaml:"tool" cfg:"required"`
-	Args map[string]any `yaml:"args"`
+	// Name is the step's stage name (artifacts are found by flow and
+	// stage); default the tool's name, or "agent_task".
+	Name      string         `yaml:"name"`
+	Tool      string         `yaml:"tool"`
+	Args      map[string]any `yaml:"args"`
+	AgentTask *AgentTask     `yaml:"agent_task"`
 }
 
 // Policy decides, per tool call, allow, ask or deny.

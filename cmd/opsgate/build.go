@@ -50,7 +50,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	for _, f := range cfg.Flows {
 		ef := engine.Flow{Name: f.Name, Description: f.Description, Command: f.Command}
 		for _, s := range f.Steps {
-			ef.Steps = append(ef.Steps, engine.FlowStep{Tool: s.Tool, Args: s.Args})
+			ef.Steps = append(ef.Steps, engine.FlowStep{Tool: s.Tool, Args: s.Args, Name: s.Name, AgentTask: agentTask(cfg, s.AgentTask)})
 		}
 		o.Flows = append(o.Flows, ef)
 	}
@@ -106,6 +106,20 @@ func toolDir(cfg *config.Config) string {
 		return ""
 	}
 	return filepath.Dir(abs)
+}
+
+// agentTask maps an agent_task step; asset paths are resolved against the
+// configuration file's directory.
+func agentTask(cfg *config.Config, t *config.AgentTask) *engine.AgentTask {
+	if t == nil {
+		return nil
+	}
+	out := &engine.AgentTask{Instructions: t.Instructions, Skills: t.Skills, Tools: t.Tools, OutputSchema: t.OutputSchema}
+	for _, a := range t.Assets {
+		out.Assets = append(out.Assets, core.AgentTaskAsset{ID: a.ID, Description: a.Description, MediaType: a.MediaType,
+			Text: a.Text, Path: cfg.AssetPath(a.Path)})
+	}
+	return out
 }
 
 func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {

@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -115,6 +116,11 @@ type Flow struct {
 type FlowStep struct {
 	Tool string
 	Args map[string]any
+	// Name is the step's stage name; default Tool, or "agent_task".
+	Name string
+	// AgentTask, instead of Tool, makes the step work an external agent
+	// performs (agenttask.go).
+	AgentTask *AgentTask
 }
 
 // Tool is a callable the gate guards. Risk, Destructive and Idempotent
@@ -186,6 +192,9 @@ type Engine struct {
 	// execution ends, the run is re-checked so a claim is never dropped.
 	reclaimed map[string]bool
 	wg        sync.WaitGroup
+
+	// agents holds the agent calls of agent_task steps (agentcall.go).
+	agents agentState
 }
 
 type compiledFlow struct {
@@ -195,6 +204,10 @@ type compiledFlow struct {
 
 type compiledStep struct {
 	name string
+	// stage is the step's stage name; agent, when set, makes it an
+	// agent_task step (and tool is nil).
+	stage string
+	agent *compiledAgentTask
 	// tool is nil for a tool Options.Lookup resolves when the step runs.
 	tool *Tool
 	args map[string]any // string values replaced by *template.Template
@@ -265,6 +278,14 @@ func New(o Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: flow %q has no steps", f.Name)
 		}
 		for i, s := range f.Steps {
+			if s.AgentTask != nil {
+				cs, err := e.compileAgentStep(f.Name, i, s)
+				if err != nil {
+					return nil, err
+				}
+				cf.steps = append(cf.steps, cs)
+				continue
+			}
 			t, ok := e.tools[s.Tool]
 			if !ok && o.Lookup == nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: unknown tool %q", f.Name, i, s.Tool)
@@ -273,7 +294,7 @@ func New(o Options) (*Engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: %w", f.Name, i, err)
 			}
-			cf.steps = append(cf.steps, compiledStep{name: s.Tool, tool: t, args: args})
+			cf.steps = append(cf.steps, compiledStep{name: s.Tool, stage: cmp.Or(s.Name, s.Tool), tool: t, args: args})
 		}
 		e.flows[f.Name] = cf
 		rflows = append(rflows, router.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
@@ -288,6 +309,9 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	if err := e.initAgents(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
