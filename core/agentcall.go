@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -205,4 +206,59 @@ type AgentCallChange struct {
 type RunLease struct {
 	Owner string
 	Until time.Time
+}
+
+// AgentErrorCode says why an agent call operation was refused.
+type AgentErrorCode string
+
+// The refusal codes of agent call operations, each a business error the
+// MCP tools return as isError with this code.
+const (
+	AgentNotFound       AgentErrorCode = "not_found"           // no such run, call, or not this run's
+	AgentNotCurrent     AgentErrorCode = "not_current"         // the call is final: use the run's pendingAgentCall.id
+	AgentClaimConflict  AgentErrorCode = "claim_conflict"      // claimed by another claimId or actor
+	AgentNotClaimed     AgentErrorCode = "not_claimed"         // claim it first
+	AgentNotOwner       AgentErrorCode = "not_owner"           // another claim holds it
+	AgentToolConflict   AgentErrorCode = "tool_call_conflict"  // same toolCallId, other input
+	AgentToolInFlight   AgentErrorCode = "tool_in_flight"      // another tool call has not ended
+	AgentTooManyCalls   AgentErrorCode = "too_many_tool_calls" // MaxAgentReceipts reached
+	AgentUnknownTool    AgentErrorCode = "unknown_tool"        // not declared by the task
+	AgentToolUnavail    AgentErrorCode = "tool_unavailable"    // declared, but cannot be had now
+	AgentInvalidInput   AgentErrorCode = "invalid_input"       // the tool's schema refuses the input
+	AgentUnknownAsset   AgentErrorCode = "unknown_asset"
+	AgentAssetError     AgentErrorCode = "asset_unreadable"
+	AgentInvalidResult  AgentErrorCode = "invalid_result" // output_schema refuses the result
+	AgentCancelled      AgentErrorCode = "cancelled"
+	AgentRunInterrupted AgentErrorCode = "RUN_INTERRUPTED"
+	AgentBadRequest     AgentErrorCode = "bad_request"
+)
+
+// AgentError is a refused agent call operation; nothing changed.
+type AgentError struct {
+	Code    AgentErrorCode
+	Message string
+}
+
+func (e *AgentError) Error() string {
+	return fmt.Sprintf("agent call refused (%s): %s", e.Code, e.Message)
+}
+
+// AgentRef names an agent call: its run and the call (the run's
+// pendingAgentCall.id).
+type AgentRef struct {
+	RunID, CallID string
+}
+
+// AgentAsset is one read of an asset. Content is UTF-8 text (Encoding
+// "utf-8") or base64 of the bytes ("base64"); NextOffset is where the
+// next read starts, -1 after the last byte.
+type AgentAsset struct {
+	ID          string `json:"assetId"`
+	MediaType   string `json:"mediaType"`
+	Encoding    string `json:"encoding"`
+	Content     string `json:"content"`
+	Size        int64  `json:"size"`
+	Offset      int64  `json:"offset"`
+	NextOffset  int64  `json:"nextOffset"`
+	Description string `json:"description,omitempty"`
 }

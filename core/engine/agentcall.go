@@ -52,65 +52,6 @@ const (
 	agentSweepBatch = 100
 )
 
-// AgentErrorCode says why an agent call operation was refused.
-type AgentErrorCode string
-
-// The refusal codes of agent call operations, each a business error the
-// MCP tools return as isError with this code.
-const (
-	AgentNotFound       AgentErrorCode = "not_found"           // no such run, call, or not this run's
-	AgentNotCurrent     AgentErrorCode = "not_current"         // the call is final: use the run's pendingAgentCall.id
-	AgentClaimConflict  AgentErrorCode = "claim_conflict"      // claimed by another claimId or actor
-	AgentNotClaimed     AgentErrorCode = "not_claimed"         // claim it first
-	AgentNotOwner       AgentErrorCode = "not_owner"           // another claim holds it
-	AgentToolConflict   AgentErrorCode = "tool_call_conflict"  // same toolCallId, other input
-	AgentToolInFlight   AgentErrorCode = "tool_in_flight"      // another tool call has not ended
-	AgentTooManyCalls   AgentErrorCode = "too_many_tool_calls" // MaxAgentReceipts reached
-	AgentUnknownTool    AgentErrorCode = "unknown_tool"        // not declared by the task
-	AgentToolUnavail    AgentErrorCode = "tool_unavailable"    // declared, but cannot be had now
-	AgentInvalidInput   AgentErrorCode = "invalid_input"       // the tool's schema refuses the input
-	AgentUnknownAsset   AgentErrorCode = "unknown_asset"
-	AgentAssetError     AgentErrorCode = "asset_unreadable"
-	AgentInvalidResult  AgentErrorCode = "invalid_result" // output_schema refuses the result
-	AgentCancelled      AgentErrorCode = "cancelled"
-	AgentRunInterrupted AgentErrorCode = CodeRunInterrupted
-	AgentBadRequest     AgentErrorCode = "bad_request"
-)
-
-// AgentError is a refused agent call operation; nothing changed.
-type AgentError struct {
-	Code    AgentErrorCode
-	Message string
-}
-
-func (e *AgentError) Error() string {
-	return fmt.Sprintf("agent call refused (%s): %s", e.Code, e.Message)
-}
-
-func agentErr(code AgentErrorCode, format string, args ...any) *AgentError {
-	return &AgentError{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// AgentRef names an agent call: its run and the call (the run's
-// pendingAgentCall.id).
-type AgentRef struct {
-	RunID, CallID string
-}
-
-// AgentAsset is one read of an asset. Content is UTF-8 text (Encoding
-// "utf-8") or base64 of the bytes ("base64"); NextOffset is where the
-// next read starts, -1 after the last byte.
-type AgentAsset struct {
-	ID          string `json:"assetId"`
-	MediaType   string `json:"mediaType"`
-	Encoding    string `json:"encoding"`
-	Content     string `json:"content"`
-	Size        int64  `json:"size"`
-	Offset      int64  `json:"offset"`
-	NextOffset  int64  `json:"nextOffset"`
-	Description string `json:"description,omitempty"`
-}
-
 type agentState struct {
 	store core.AgentCallStore
 	mu    sync.Mutex
@@ -137,7 +78,7 @@ func (e *Engine) initAgents() error {
 
 func (e *Engine) agentStore() (core.AgentCallStore, error) {
 	if e.agents.store == nil {
-		return nil, agentErr(AgentNotFound, "this server keeps no agent calls")
+		return nil, agentErr(core.AgentNotFound, "this server keeps no agent calls")
 	}
 	return e.agents.store, nil
 }
@@ -395,11 +336,11 @@ func (e *Engine) loadCall(ctx context.Context, ref AgentRef) (*core.AgentCall, e
 		return nil, err
 	}
 	if ref.RunID == "" || ref.CallID == "" {
-		return nil, agentErr(AgentBadRequest, "runId and callId are required")
+		return nil, agentErr(core.AgentBadRequest, "runId and callId are required")
 	}
 	c, err := st.AgentCallGet(ctx, ref.CallID)
 	if errors.Is(err, core.ErrNotFound) || (err == nil && c.RunID != ref.RunID) {
-		return nil, agentErr(AgentNotFound, "run %q has no agent call %q", ref.RunID, ref.CallID)
+		return nil, agentErr(core.AgentNotFound, "run %q has no agent call %q", ref.RunID, ref.CallID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: agent call %s: %w", ref.CallID, err)
@@ -408,25 +349,25 @@ func (e *Engine) loadCall(ctx context.Context, ref AgentRef) (*core.AgentCall, e
 }
 
 // finalRefusal is the refusal of an operation on a final call.
-func finalRefusal(c *core.AgentCall) *AgentError {
+func finalRefusal(c *core.AgentCall) *core.AgentError {
 	switch c.Status {
 	case core.AgentCallCancelled:
-		return agentErr(AgentCancelled, "the run was cancelled: agent call %s no longer takes work or results", c.ID)
+		return agentErr(core.AgentCancelled, "the run was cancelled: agent call %s no longer takes work or results", c.ID)
 	case core.AgentCallInterrupted:
-		return agentErr(AgentRunInterrupted, "agent call %s was interrupted: %s", c.ID, c.Error)
+		return agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: %s", c.ID, c.Error)
 	}
-	return agentErr(AgentNotCurrent, "agent call %s is %s; follow the run (its pendingAgentCall, if any, is the current call)", c.ID, c.Status)
+	return agentErr(core.AgentNotCurrent, "agent call %s is %s; follow the run (its pendingAgentCall, if any, is the current call)", c.ID, c.Status)
 }
 
 // owned checks that actor holds the claim claimID of the open call c.
-func owned(c *core.AgentCall, actor core.Actor, claimID string) *AgentError {
+func owned(c *core.AgentCall, actor core.Actor, claimID string) *core.AgentError {
 	switch {
 	case c.Status.Final():
 		return finalRefusal(c)
 	case c.Status == core.AgentCallPending:
-		return agentErr(AgentNotClaimed, "agent call %s is not claimed; claim it with claim_agent_call first", c.ID)
+		return agentErr(core.AgentNotClaimed, "agent call %s is not claimed; claim it with claim_agent_call first", c.ID)
 	case c.ClaimID != claimID || c.ClaimedBy != actor.ID:
-		return agentErr(AgentNotOwner, "agent call %s is claimed by another claim", c.ID)
+		return agentErr(core.AgentNotOwner, "agent call %s is claimed by another claim", c.ID)
 	}
 	return nil
 }
@@ -440,7 +381,7 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 		return nil, err
 	}
 	if claimID == "" || len(claimID) > 256 {
-		return nil, agentErr(AgentBadRequest, "claimId is required (at most 256 bytes)")
+		return nil, agentErr(core.AgentBadRequest, "claimId is required (at most 256 bytes)")
 	}
 	c, err := e.loadCall(ctx, ref)
 	if err != nil {
@@ -449,7 +390,7 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 	if done, err := e.checkServed(ctx, c); err != nil {
 		return nil, err
 	} else if done {
-		return nil, agentErr(AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	if err := e.markAlive(ctx); err != nil {
 		return nil, err
@@ -466,7 +407,7 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 			next.ServedBy, next.UpdatedAt = e.opts.Owner, e.now()
 			return core.AgentCallChange{Call: &next}, nil
 		case c.Status == core.AgentCallClaimed:
-			return core.AgentCallChange{}, agentErr(AgentClaimConflict, "agent call %s is claimed by %s (another claim)", c.ID, c.ClaimedBy)
+			return core.AgentCallChange{}, agentErr(core.AgentClaimConflict, "agent call %s is claimed by %s (another claim)", c.ID, c.ClaimedBy)
 		}
 		now := e.now()
 		next := *c
@@ -496,7 +437,7 @@ func (e *Engine) mapAgentErr(err error, c *core.AgentCall) error {
 		if gerr == nil && cur.Status.Final() {
 			return finalRefusal(cur)
 		}
-		return agentErr(AgentNotCurrent, "run %s is not waiting for agent call %s", c.RunID, c.ID)
+		return agentErr(core.AgentNotCurrent, "run %s is not waiting for agent call %s", c.RunID, c.ID)
 	}
 	return err
 }
@@ -512,14 +453,14 @@ func canonicalInput(raw json.RawMessage) (json.RawMessage, map[string]any, error
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, nil, agentErr(AgentInvalidInput, "input must be a JSON object")
+		return nil, nil, agentErr(core.AgentInvalidInput, "input must be a JSON object")
 	}
 	if dec.More() {
-		return nil, nil, agentErr(AgentInvalidInput, "input must be one JSON object")
+		return nil, nil, agentErr(core.AgentInvalidInput, "input must be one JSON object")
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return nil, nil, agentErr(AgentInvalidInput, "input: %v", err)
+		return nil, nil, agentErr(core.AgentInvalidInput, "input: %v", err)
 	}
 	var plain map[string]any
 	_ = json.Unmarshal(b, &plain)
@@ -538,7 +479,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 		return nil, err
 	}
 	if toolCallID == "" || len(toolCallID) > 256 {
-		return nil, agentErr(AgentBadRequest, "toolCallId is required (at most 256 bytes)")
+		return nil, agentErr(core.AgentBadRequest, "toolCallId is required (at most 256 bytes)")
 	}
 	canon, args, err := canonicalInput(input)
 	if err != nil {
@@ -567,7 +508,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 		}
 		r := rs[i]
 		if r.ToolID != toolID || !bytes.Equal(r.Input, canon) {
-			return nil, agentErr(AgentToolConflict, "toolCallId %s was used with another tool or input; use a new toolCallId for a new call", toolCallID)
+			return nil, agentErr(core.AgentToolConflict, "toolCallId %s was used with another tool or input; use a new toolCallId for a new call", toolCallID)
 		}
 		if r.Status == core.ReceiptPendingApproval {
 			return e.agentToolDecided(ctx, actor, c, &r)
@@ -579,15 +520,15 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 		declared = declared || t.ID == toolID
 	}
 	if !declared {
-		return nil, agentErr(AgentUnknownTool, "the task declares no tool %q", toolID)
+		return nil, agentErr(core.AgentUnknownTool, "the task declares no tool %q", toolID)
 	}
 	t, err := e.lookupTool(ctx, toolID)
 	if err != nil {
-		return nil, agentErr(AgentToolUnavail, "tool %s is unavailable: %v", toolID, err)
+		return nil, agentErr(core.AgentToolUnavail, "tool %s is unavailable: %v", toolID, err)
 	}
 	args, err = applySchema(t, args)
 	if err != nil {
-		return nil, agentErr(AgentInvalidInput, "%v", err)
+		return nil, agentErr(core.AgentInvalidInput, "%v", err)
 	}
 	run, err := e.store.RunGet(ctx, c.RunID)
 	if err != nil {
@@ -633,11 +574,11 @@ func (e *Engine) putReceipt(ctx context.Context, c *core.AgentCall, actor core.A
 				continue
 			}
 			if x.Status.InFlight() {
-				return core.AgentCallChange{}, agentErr(AgentToolInFlight, "tool call %s (%s) has not ended; tools run one at a time: poll it with its toolCallId", x.ToolCallID, x.ToolID)
+				return core.AgentCallChange{}, agentErr(core.AgentToolInFlight, "tool call %s (%s) has not ended; tools run one at a time: poll it with its toolCallId", x.ToolCallID, x.ToolID)
 			}
 		}
 		if !replace && len(rs) >= MaxAgentReceipts {
-			return core.AgentCallChange{}, agentErr(AgentTooManyCalls, "agent call %s made %d tool calls, the most one task may", cur.ID, MaxAgentReceipts)
+			return core.AgentCallChange{}, agentErr(core.AgentTooManyCalls, "agent call %s made %d tool calls, the most one task may", cur.ID, MaxAgentReceipts)
 		}
 		if !replace {
 			r.Seq = len(rs) + 1
@@ -785,13 +726,13 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 	if done, err := e.checkServed(ctx, c); err != nil {
 		return nil, err
 	} else if done {
-		return nil, agentErr(AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	if ae := owned(c, actor, claimID); ae != nil {
 		return nil, ae
 	}
 	if offset < 0 {
-		return nil, agentErr(AgentBadRequest, "offset must not be negative")
+		return nil, agentErr(core.AgentBadRequest, "offset must not be negative")
 	}
 	var a *core.AgentTaskAsset
 	for i := range c.Task.Assets {
@@ -800,7 +741,7 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 		}
 	}
 	if a == nil {
-		return nil, agentErr(AgentUnknownAsset, "the task declares no asset %q", assetID)
+		return nil, agentErr(core.AgentUnknownAsset, "the task declares no asset %q", assetID)
 	}
 	var data []byte
 	var size int64
@@ -813,18 +754,18 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 		f, err := os.Open(a.Path)
 		if err != nil {
 			e.log.Error("agent asset unreadable", "asset", assetID, "err", err)
-			return nil, agentErr(AgentAssetError, "asset %s cannot be read now", assetID)
+			return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
 		}
 		defer f.Close()
 		fi, err := f.Stat()
 		if err != nil {
-			return nil, agentErr(AgentAssetError, "asset %s cannot be read now", assetID)
+			return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
 		}
 		size = fi.Size()
 		if offset < size {
 			data, err = io.ReadAll(io.LimitReader(io.NewSectionReader(f, offset, size-offset), MaxAssetRead))
 			if err != nil {
-				return nil, agentErr(AgentAssetError, "asset %s cannot be read now", assetID)
+				return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
 			}
 		}
 	}
@@ -866,7 +807,7 @@ func trimPartialRune(b []byte) []byte {
 // run is what the agent follows.
 func (e *Engine) AgentCallComplete(ctx context.Context, actor core.Actor, ref AgentRef, claimID string, result json.RawMessage) (*core.Run, error) {
 	if len(result) > MaxAgentResult {
-		return nil, agentErr(AgentInvalidResult, "the result is %d bytes; the limit is %d", len(result), MaxAgentResult)
+		return nil, agentErr(core.AgentInvalidResult, "the result is %d bytes; the limit is %d", len(result), MaxAgentResult)
 	}
 	c, err := e.loadCall(ctx, ref)
 	if err != nil {
@@ -883,7 +824,7 @@ func (e *Engine) AgentCallComplete(ctx context.Context, actor core.Actor, ref Ag
 func (e *Engine) AgentCallFail(ctx context.Context, actor core.Actor, ref AgentRef, claimID, message string) (*core.Run, error) {
 	message = strings.TrimSpace(message)
 	if message == "" || len(message) > maxAgentMessage || !utf8.ValidString(message) {
-		return nil, agentErr(AgentBadRequest, "message is required: text of at most %d bytes", maxAgentMessage)
+		return nil, agentErr(core.AgentBadRequest, "message is required: text of at most %d bytes", maxAgentMessage)
 	}
 	c, err := e.loadCall(ctx, ref)
 	if err != nil {
@@ -896,7 +837,7 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 	if done, err := e.checkServed(ctx, c); err != nil {
 		return nil, err
 	} else if done {
-		return nil, agentErr(AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	var withdraw []core.AgentReceipt
 	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
@@ -907,7 +848,7 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 		for _, r := range rs {
 			switch {
 			case r.Status == core.ReceiptDispatching || (r.Status == core.ReceiptPendingApproval && status == core.AgentCallCompleted):
-				return core.AgentCallChange{}, agentErr(AgentToolInFlight, "tool call %s (%s) is %s; it must end before the task does: poll it with its toolCallId", r.ToolCallID, r.ToolID, r.Status)
+				return core.AgentCallChange{}, agentErr(core.AgentToolInFlight, "tool call %s (%s) is %s; it must end before the task does: poll it with its toolCallId", r.ToolCallID, r.ToolID, r.Status)
 			case r.Status == core.ReceiptPendingApproval:
 				withdraw = append(withdraw, r)
 			}
@@ -950,11 +891,11 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 // schema.
 func validateResult(schema, result json.RawMessage) error {
 	if len(bytes.TrimSpace(result)) == 0 {
-		return agentErr(AgentInvalidResult, "result is required: JSON matching the task's output schema")
+		return agentErr(core.AgentInvalidResult, "result is required: JSON matching the task's output schema")
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(result))
 	if err != nil {
-		return agentErr(AgentInvalidResult, "result is not JSON: %v", err)
+		return agentErr(core.AgentInvalidResult, "result is not JSON: %v", err)
 	}
 	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
@@ -974,7 +915,7 @@ func validateResult(schema, result json.RawMessage) error {
 		if errors.As(err, &ve) {
 			msg = flattenValidation(ve)
 		}
-		return agentErr(AgentInvalidResult, "the result does not match the task's output schema: %s", msg)
+		return agentErr(core.AgentInvalidResult, "the result does not match the task's output schema: %s", msg)
 	}
 	return nil
 }
@@ -1000,3 +941,15 @@ func flattenValidation(ve *jsonschema.ValidationError) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+func agentErr(code core.AgentErrorCode, format string, args ...any) *core.AgentError {
+	return &core.AgentError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AgentRef, AgentAsset and AgentError live in core, where core/mcp reads
+// them too.
+type (
+	AgentRef   = core.AgentRef
+	AgentAsset = core.AgentAsset
+	AgentError = core.AgentError
+)

@@ -54,11 +54,11 @@ func withTriage(t testing.TB, more ...func(*Options)) func(*Options) {
 	}
 }
 
-func agentCode(t *testing.T, err error) AgentErrorCode {
+func agentCode(t *testing.T, err error) core.AgentErrorCode {
 	t.Helper()
-	var ae *AgentError
+	var ae *core.AgentError
 	if !errors.As(err, &ae) {
-		t.Fatalf("want *AgentError, got %v", err)
+		t.Fatalf("want *core.AgentError, got %v", err)
 	}
 	return ae.Code
 }
@@ -93,10 +93,10 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		ref := AgentRef{RunID: rc.RunID, CallID: c.ID}
 
 		// Work before a claim is refused; a wrong run is unknown.
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t0", "status", nil); agentCode(t, err) != AgentNotClaimed {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t0", "status", nil); agentCode(t, err) != core.AgentNotClaimed {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: "nope", CallID: c.ID}, "c1"); agentCode(t, err) != AgentNotFound {
+		if _, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: "nope", CallID: c.ID}, "c1"); agentCode(t, err) != core.AgentNotFound {
 			t.Fatal(err)
 		}
 		got, err := h.eng.AgentCallClaim(ctx, agent, ref, "c1")
@@ -107,13 +107,13 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		if again, err := h.eng.AgentCallClaim(ctx, agent, ref, "c1"); err != nil || again.ClaimID != "c1" {
 			t.Fatalf("resume: %+v %v", again, err)
 		}
-		if _, err := h.eng.AgentCallClaim(ctx, agent, ref, "c2"); agentCode(t, err) != AgentClaimConflict {
+		if _, err := h.eng.AgentCallClaim(ctx, agent, ref, "c2"); agentCode(t, err) != core.AgentClaimConflict {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallClaim(ctx, core.Actor{ID: "agent:other"}, ref, "c1"); agentCode(t, err) != AgentClaimConflict {
+		if _, err := h.eng.AgentCallClaim(ctx, core.Actor{ID: "agent:other"}, ref, "c1"); agentCode(t, err) != core.AgentClaimConflict {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c2", "t0", "status", nil); agentCode(t, err) != AgentNotOwner {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c2", "t0", "status", nil); agentCode(t, err) != core.AgentNotOwner {
 			t.Fatal(err)
 		}
 
@@ -130,16 +130,16 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		if calls := h.fx.status.callsFor(rc.RunID); calls[0].IdempotencyKey != rc.RunID+"/0/t1" {
 			t.Fatalf("key %q", calls[0].IdempotencyKey)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t1", "status", json.RawMessage(`{"service":"db"}`)); agentCode(t, err) != AgentToolConflict {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t1", "status", json.RawMessage(`{"service":"db"}`)); agentCode(t, err) != core.AgentToolConflict {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "restart", in); agentCode(t, err) != AgentUnknownTool {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "restart", in); agentCode(t, err) != core.AgentUnknownTool {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "deploy", in); agentCode(t, err) != AgentInvalidInput {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "deploy", in); agentCode(t, err) != core.AgentInvalidInput {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "status", json.RawMessage(`[1]`)); agentCode(t, err) != AgentInvalidInput {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t9", "status", json.RawMessage(`[1]`)); agentCode(t, err) != core.AgentInvalidInput {
 			t.Fatal(err)
 		}
 
@@ -162,10 +162,10 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		if _, err := h.decide(agent.ID, a.ID, "approve"); decisionCode(t, err).Code != core.DecisionHumanRequired {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t4", "status", in); agentCode(t, err) != AgentToolInFlight {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t4", "status", in); agentCode(t, err) != core.AgentToolInFlight {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"x"}`)); agentCode(t, err) != AgentToolInFlight {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"x"}`)); agentCode(t, err) != core.AgentToolInFlight {
 			t.Fatal(err)
 		}
 		if p, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t2", "deploy", dep); err != nil || p.Status != core.ReceiptPendingApproval || h.fx.deploy.total() != 0 {
@@ -201,18 +201,18 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		if as, err = h.eng.AgentCallAsset(ctx, agent, ref, "c1", "dump", as.NextOffset); err != nil || as.NextOffset != -1 || len(as.Content) != 16 {
 			t.Fatalf("dump tail: %+v %v", as, err)
 		}
-		if _, err := h.eng.AgentCallAsset(ctx, agent, ref, "c1", "../etc/passwd", 0); agentCode(t, err) != AgentUnknownAsset {
+		if _, err := h.eng.AgentCallAsset(ctx, agent, ref, "c1", "../etc/passwd", 0); agentCode(t, err) != core.AgentUnknownAsset {
 			t.Fatal(err)
 		}
 
 		// The result must match the schema; then the step continues.
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":""}`)); agentCode(t, err) != AgentInvalidResult {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":""}`)); agentCode(t, err) != core.AgentInvalidResult {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`not json`)); agentCode(t, err) != AgentInvalidResult {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`not json`)); agentCode(t, err) != core.AgentInvalidResult {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c2", json.RawMessage(`{"summary":"ok"}`)); agentCode(t, err) != AgentNotOwner {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c2", json.RawMessage(`{"summary":"ok"}`)); agentCode(t, err) != core.AgentNotOwner {
 			t.Fatal(err)
 		}
 		after, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary": "GC pauses"}`))
@@ -224,10 +224,10 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 			t.Fatalf("steps: %+v", done.Steps)
 		}
 		// Late work and results are refused.
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"again"}`)); agentCode(t, err) != AgentNotCurrent {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"again"}`)); agentCode(t, err) != core.AgentNotCurrent {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t5", "status", in); agentCode(t, err) != AgentNotCurrent {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t5", "status", in); agentCode(t, err) != core.AgentNotCurrent {
 			t.Fatal(err)
 		}
 		kinds := map[string]bool{}
@@ -269,7 +269,7 @@ func TestAgentTaskRejectedToolAndFail(t *testing.T) {
 		if err != nil || r.Status != core.ReceiptPendingApproval {
 			t.Fatal(r, err)
 		}
-		if _, err := h.eng.AgentCallFail(ctx, agent, ref, "c1", ""); agentCode(t, err) != AgentBadRequest {
+		if _, err := h.eng.AgentCallFail(ctx, agent, ref, "c1", ""); agentCode(t, err) != core.AgentBadRequest {
 			t.Fatal(err)
 		}
 		if _, err := h.eng.AgentCallFail(ctx, agent, ref, "c1", "cannot reproduce"); err != nil {
@@ -307,10 +307,10 @@ func TestAgentTaskCancelInvalidatesOwnership(t *testing.T) {
 		if cur.Status != core.AgentCallCancelled {
 			t.Fatalf("call %s", cur.Status)
 		}
-		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"late"}`)); agentCode(t, err) != AgentCancelled {
+		if _, err := h.eng.AgentCallComplete(ctx, agent, ref, "c1", json.RawMessage(`{"summary":"late"}`)); agentCode(t, err) != core.AgentCancelled {
 			t.Fatal(err)
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t2", "status", json.RawMessage(`{"service":"api"}`)); agentCode(t, err) != AgentCancelled {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "t2", "status", json.RawMessage(`{"service":"api"}`)); agentCode(t, err) != core.AgentCancelled {
 			t.Fatal(err)
 		}
 		if a, _ := h.store.ApprovalGet(ctx, r.ApprovalID); a.Status != approvals.StatusExpired {
@@ -338,7 +338,7 @@ func TestAgentTaskRestart(t *testing.T) {
 		if run.ErrorCode != CodeRunInterrupted || run.Steps[0].Status != core.StepInterrupted {
 			t.Fatalf("run: %+v", run)
 		}
-		if _, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: claimed.RunID, CallID: c.ID}, "c1"); agentCode(t, err) != AgentRunInterrupted {
+		if _, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: claimed.RunID, CallID: c.ID}, "c1"); agentCode(t, err) != core.AgentRunInterrupted {
 			t.Fatal(err)
 		}
 		if got, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: pending.RunID, CallID: p.ID}, "c9"); err != nil || got.Status != core.AgentCallClaimed {
@@ -406,7 +406,7 @@ func TestAgentTaskReceiptLimit(t *testing.T) {
 				t.Fatal(i, err)
 			}
 		}
-		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "one-more", "status", json.RawMessage(`{"service":"api"}`)); agentCode(t, err) != AgentTooManyCalls {
+		if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", "one-more", "status", json.RawMessage(`{"service":"api"}`)); agentCode(t, err) != core.AgentTooManyCalls {
 			t.Fatal(err)
 		}
 		// A kept receipt is still returned.
