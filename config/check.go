@@ -52,6 +52,7 @@ func (c *checker) run() {
 	c.requesters(groups)
 	c.tools()
 	c.mcpServers()
+	c.mcpServer()
 	c.flows()
 	c.policy(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {

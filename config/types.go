@@ -42,6 +42,8 @@ type Config struct {
 	// MCPServers are upstream MCP servers whose tools are offered as
 	// "<server>.<tool>" beside Tools (see mcp.go).
 	MCPServers []MCPServer `yaml:"mcp_servers"`
+	// MCP configures opsgate's own MCP endpoints (config/mcpserver.go).
+	MCP MCP `yaml:"mcp"`
 	// Models and Agents are the LLM agents (config/agents.go).
 	Models []Model `yaml:"models"`
 	Agents []Agent `yaml:"agents"`
@@ -111,6 +113,10 @@ type APIToken struct {
 	// admin], or [read, request, session.run] for an "agent:" actor; an
 	// agent never decides, whatever its scopes say.
 	Scopes []string `yaml:"scopes"`
+	// Internal marks a token of the internal MCP endpoints
+	// (/internal/mcp, /internal/mcp/studio): it works there only, and no
+	// other token works there (config/mcpserver.go).
+	Internal bool `yaml:"internal"`
 }
 
 // Requesters names who may start runs on a chat channel or by email:

@@ -211,9 +211,32 @@ func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg promet
 }
 
 // apiTokens maps configured tokens; an empty list means serve generates one.
+// internalTokens are the tokens marked internal: accepted by the internal
+// MCP endpoints only.
+func internalTokens(cfg *config.Config) []api.Token {
+	var out []api.Token
+	for _, t := range cfg.API.Tokens {
+		if !t.Internal {
+			continue
+		}
+		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
+		for _, sc := range t.Scopes {
+			tok.Scopes = append(tok.Scopes, core.Scope(sc))
+		}
+		if t.Scopes != nil && tok.Scopes == nil {
+			tok.Scopes = []core.Scope{}
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
 func apiTokens(cfg *config.Config) []api.Token {
 	var out []api.Token
 	for _, t := range cfg.API.Tokens {
+		if t.Internal {
+			continue // the internal MCP endpoints' only (internalTokens)
+		}
 		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
 		if t.Scopes != nil {
 			tok.Scopes = make([]core.Scope, 0, len(t.Scopes))
