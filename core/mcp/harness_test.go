@@ -61,7 +61,9 @@ func (f *fakeTool) Run(_ context.Context, c tools.Call) (tools.Result, error) {
 	return tools.Result{Output: f.out}, nil
 }
 
-func (f *fakeTool) Preview(context.Context, tools.Call) (string, error) { return "would deploy (secret preview)", nil }
+func (f *fakeTool) Preview(context.Context, tools.Call) (string, error) {
+	return "would deploy (secret preview)", nil
+}
 
 func (f *fakeTool) count() int {
 	f.mu.Lock()
