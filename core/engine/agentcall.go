@@ -463,7 +463,9 @@ func canonicalInput(raw json.RawMessage) (json.RawMessage, map[string]any, error
 		return nil, nil, agentErr(core.AgentInvalidInput, "input: %v", err)
 	}
 	var plain map[string]any
-	_ = json.Unmarshal(b, &plain)
+	if err := json.Unmarshal(b, &plain); err != nil {
+		return nil, nil, agentErr(core.AgentInvalidInput, "input: %v", err)
+	}
 	return b, plain, nil
 }
 

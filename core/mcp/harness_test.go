@@ -91,7 +91,7 @@ func (f *fakeQuestions) Answer(_ context.Context, actor core.Actor, channel, run
 	qs := f.pending[runID]
 	for i, q := range qs {
 		if q.ID == actionID {
-			if actor.ID == "api:ci" {
+			if actor.ID == "agent:reader" {
 				return &core.DecisionError{Code: "not_allowed", Message: "not the requester"}
 			}
 			f.answers[actionID] = append(json.RawMessage{}, answer...)
