@@ -95,7 +95,7 @@ func (s *Server) addTools(srv *sdk.Server, ep endpoint) {
 		if !t.readOnly {
 			ann.DestructiveHint = ptr(t.destructive)
 		}
-		srv.AddTool(&sdk.Tool{Name: t.name, Description: desc, InputSchema: t.in, OutputSchema: t.out, Annotations: ann},
+		srv.AddTool(&sdk.Tool{Name: t.name, Description: desc, InputSchema: t.in, OutputSchema: lean(t.out, 0), Annotations: ann},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				return s.run(ctx, ep, t, compiled, req), nil
 			})
@@ -103,6 +103,31 @@ func (s *Server) addTools(srv *sdk.Server, ep endpoint) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// lean copies an output schema without the descriptions of nested nodes:
+// clients validate results against it, models rarely read it, and every
+// run-returning tool would otherwise repeat the run's prose (docs/mcp.md
+// describes the shapes).
+func lean(v any, depth int) any {
+	switch x := v.(type) {
+	case js:
+		out := js{}
+		for k, vv := range x {
+			if k == "description" && depth > 2 {
+				continue
+			}
+			out[k] = lean(vv, depth+1)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, vv := range x {
+			out[i] = lean(vv, depth)
+		}
+		return out
+	}
+	return v
+}
 
 // run validates the input, calls the handler and renders its outcome:
 // structured content and the same JSON as text; a business error as
