@@ -8,7 +8,7 @@ import (
 // Status is an approval's state. Only pending approvals take decisions.
 type Status string
 
-// The approval statuses of CONTRACT.md.
+// The approval statuses (docs/architecture.md, "Surfaces users depend on").
 const (
 	StatusPending  Status = "pending"
 	StatusApproved Status = "approved"
@@ -20,6 +20,15 @@ const (
 // Final reports whether no further decision can change the approval.
 func (s Status) Final() bool { return s != StatusPending }
 
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusApproved, StatusRejected, StatusEdited, StatusExpired:
+		return true
+	}
+	return false
+}
+
 // Action is what an approver answers.
 type Action string
 
@@ -28,7 +37,20 @@ const (
 	ActionApprove Action = "approve"
 	ActionReject  Action = "reject"
 	ActionEdit    Action = "edit"
+	// ActionExpire is the system's decision when an approval times out (or
+	// its run is cancelled); no person can send it.
+	ActionExpire Action = "expire"
 )
+
+// Valid reports whether a is an action a person may send: approve, reject
+// or edit (not the system's expire).
+func (a Action) Valid() bool {
+	switch a {
+	case ActionApprove, ActionReject, ActionEdit:
+		return true
+	}
+	return false
+}
 
 // Scope says how far an approval reaches: this call only, later calls of
 // the same rule from the same requester in the same thread for a while
@@ -43,17 +65,36 @@ const (
 	ScopeForever Scope = "forever"
 )
 
+// Valid reports whether s is a known scope. The empty scope means
+// ScopeCall and is not Valid itself; callers accept it first.
+func (s Scope) Valid() bool {
+	switch s {
+	case ScopeCall, ScopeSession, ScopeForever:
+		return true
+	}
+	return false
+}
+
 // Risk is a tool's declared risk tier; it drives the default policy and is
 // shown on every card.
 type Risk string
 
-// The risk tiers of CONTRACT.md, from harmless to dangerous.
+// The risk tiers (docs/architecture.md), from harmless to dangerous.
 const (
 	RiskRead       Risk = "read"
 	RiskReversible Risk = "reversible"
 	RiskExternal   Risk = "external"
 	RiskHighImpact Risk = "high_impact"
 )
+
+// Valid reports whether r is one of the risk tiers above.
+func (r Risk) Valid() bool {
+	switch r {
+	case RiskRead, RiskReversible, RiskExternal, RiskHighImpact:
+		return true
+	}
+	return false
+}
 
 // Approval is a suspended tool call waiting for (or past) a human decision.
 // Proposed, approved and executed arguments are kept apart so the audit can
@@ -116,7 +157,7 @@ func (a *Approval) Winners() []string {
 		}
 		switch {
 		case a.Status == StatusRejected && d.Action == ActionReject,
-			a.Status == StatusExpired && d.Action == "expire",
+			a.Status == StatusExpired && d.Action == ActionExpire,
 			(a.Status == StatusApproved || a.Status == StatusEdited) && (d.Action == ActionApprove || d.Action == ActionEdit):
 			out = append(out, d.Actor)
 		}

@@ -10,6 +10,46 @@ import (
 	"time"
 )
 
+// AuditKind says what an audit entry records.
+type AuditKind string
+
+// The audit kinds opsgate writes. Stores keep any kind; these are the ones
+// the engine and Decide produce and readers branch on.
+const (
+	AuditApprovalRequested AuditKind = "approval.requested"
+	AuditApprovalDecided   AuditKind = "approval.decided"
+	AuditApprovalRefused   AuditKind = "approval.refused"
+	AuditApprovalExpired   AuditKind = "approval.expired"
+	AuditRunCancelled      AuditKind = "run.cancelled"
+	AuditRunRedispatched   AuditKind = "run.redispatched"
+	AuditRunInterrupted    AuditKind = "run.interrupted"
+	AuditGrantApplied      AuditKind = "grant.applied"
+	AuditGrantCreated      AuditKind = "grant.created"
+	AuditGrantRevoked      AuditKind = "grant.revoked"
+	AuditPolicyDenied      AuditKind = "policy.denied"
+	AuditRequestRefused    AuditKind = "request.refused"
+	AuditConfigReloaded    AuditKind = "config.reloaded"
+	AuditConfigRefused     AuditKind = "config.reload_refused"
+	AuditKeyed             AuditKind = "audit.keyed"
+	// Agent tasks (agent_task steps an external agent performs over MCP).
+	AuditAgentCallRequested AuditKind = "agent_call.requested"
+	AuditAgentCallClaimed   AuditKind = "agent_call.claimed"
+	AuditAgentCallCompleted AuditKind = "agent_call.completed"
+	AuditAgentCallFailed    AuditKind = "agent_call.failed"
+)
+
+// Valid reports whether k is one of the kinds above.
+func (k AuditKind) Valid() bool {
+	switch k {
+	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
+		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
+		AuditGrantRevoked, AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed:
+		return true
+	}
+	return false
+}
+
 // AuditEntry is one line of the append-only decision log. Each entry
 // carries the hash of the previous one, so altering a row, or deleting one
 // before the newest, breaks the chain at the next row and `opsgate audit
@@ -26,7 +66,7 @@ import (
 type AuditEntry struct {
 	Seq        int64           `json:"seq"`
 	At         time.Time       `json:"at"`
-	Kind       string          `json:"kind"`
+	Kind       AuditKind       `json:"kind"`
 	Actor      string          `json:"actor"`
 	RunID      string          `json:"run_id,omitempty"`
 	ApprovalID string          `json:"approval_id,omitempty"`
@@ -88,7 +128,7 @@ func (e *AuditEntry) computeHash(key AuditKey) string {
 		Tool       string          `json:"tool"`
 		Detail     json.RawMessage `json:"detail"`
 		PrevHash   string          `json:"prev_hash"`
-	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, e.detail(), e.PrevHash})
+	}{e.Seq, e.At.UTC().Format(time.RFC3339Nano), string(e.Kind), e.Actor, e.RunID, e.ApprovalID, e.Tool, e.detail(), e.PrevHash})
 	if err != nil {
 		panic("approvals: audit hash: " + err.Error())
 	}

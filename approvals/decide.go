@@ -7,11 +7,18 @@ import (
 	"time"
 )
 
+// ErrNotFound is the one not-found sentinel: every store lookup (approvals,
+// runs, outbox, state) and the engine return an error matching it for an
+// unknown id. It is declared here, the bottom of the import graph, so that
+// approvals' own Store interface can name it; core.ErrNotFound is the same
+// value, under the name the rest of the code uses.
+var ErrNotFound = errors.New("not found")
+
 // Refusal sentinels. Every refused decision is audited and changes nothing
 // else; callers branch with errors.Is and map them to their surface
-// (HTTP status, ephemeral message, mail).
+// (core.Refusal turns them into the *core.DecisionError every surface
+// answers with).
 var (
-	ErrNotFound          = errors.New("approval not found")
 	ErrAlreadyDecided    = errors.New("approval already decided")
 	ErrDuplicateApproval = errors.New("you already approved this call")
 	ErrExpired           = errors.New("approval expired")
@@ -125,7 +132,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			mod(e)
 		}
 		ae := base
-		ae.Kind = "approval.refused"
+		ae.Kind = AuditApprovalRefused
 		ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "reason": e.Error()})
 		return Outcome{Audit: []AuditEntry{ae}, Err: e}
 	}
@@ -254,7 +261,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 	}
 	ae := base
-	ae.Kind = "approval.decided"
+	ae.Kind = AuditApprovalDecided
 	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
 		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
 	out.Audit = []AuditEntry{ae}
@@ -265,7 +272,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		if next.Status != StatusRejected && (r.Scope == ScopeSession || r.Scope == ScopeForever) {
 			out.Grant = newGrant(next, r, verdict, env.SessionTTL)
 			ge := base
-			ge.Kind = "grant.created"
+			ge.Kind = AuditGrantCreated
 			ge.Detail = detailJSON(map[string]any{"grant": out.Grant.ID, "scope": out.Grant.Scope, "thread": out.Grant.Thread,
 				"requester": out.Grant.Requester, "rule": out.Grant.RuleKey, "args": out.Grant.Args, "pattern": out.Grant.Pattern,
 				"expires_at": out.Grant.ExpiresAt})
@@ -310,8 +317,8 @@ func Expire(a *Approval, now time.Time) Outcome {
 	next := a.Clone()
 	next.Status = StatusExpired
 	next.DecidedAt = &now
-	next.Decisions = append(next.Decisions, Decision{Actor: "system", Channel: "system", Action: "expire", At: now})
-	ae := AuditEntry{At: now, Kind: "approval.expired", Actor: "system", RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool,
+	next.Decisions = append(next.Decisions, Decision{Actor: "system", Channel: "system", Action: ActionExpire, At: now})
+	ae := AuditEntry{At: now, Kind: AuditApprovalExpired, Actor: "system", RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool,
 		Detail: detailJSON(map[string]any{"expires_at": a.ExpiresAt})}
 	return Outcome{Approval: next, Final: true, Audit: []AuditEntry{ae}}
 }

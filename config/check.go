@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -220,74 +219,40 @@ func (c *checker) requesters(groups map[string][]string) {
 	}
 }
 
-func (c *checker) require(p, value, why string) {
-	if value == "" {
-		c.problem(p, "missing required value (%s)", why)
-	}
-}
-
+// channels checks every channel section. An enabled channel is judged by
+// its adapter's own Validate, on exactly the value serve builds it from
+// (channels.go), so check and serve cannot disagree. A disabled channel is
+// never built; the values it sets are still checked for form here, so a
+// typo shows before someone enables it.
 func (c *checker) channels() {
 	ch := c.cfg.Channels
 	c.delivery("channels.console", ch.Console.Delivery)
-	if s := ch.Slack; s.Enabled {
-		c.require("channels.slack.bot_token", s.BotToken, "slack is enabled")
-		if s.Mode == "socket" {
-			c.require("channels.slack.app_token", s.AppToken, "slack mode is socket")
-		} else {
-			c.require("channels.slack.signing_secret", s.SigningSecret, "slack mode is http")
-		}
+	if ch.Slack.Enabled {
+		c.adapterProblems("channels.slack", c.cfg.SlackConfig().Validate())
+	} else {
+		c.optionalURL("channels.slack.api_url", ch.Slack.APIURL)
 	}
-	c.optionalURL("channels.slack.api_url", ch.Slack.APIURL)
 	c.delivery("channels.slack", ch.Slack.Delivery)
-	if t := ch.Telegram; t.Enabled {
-		c.require("channels.telegram.bot_token", t.BotToken, "telegram is enabled")
-		if t.Mode == "webhook" {
-			c.require("channels.telegram.webhook_secret", t.WebhookSecret, "telegram mode is webhook")
-			// Telegram is told to call <public_url>/telegram/webhook, over https.
-			c.require("server.public_url", c.cfg.Server.PublicURL, "telegram mode is webhook")
-			if u := c.cfg.Server.PublicURL; u != "" && !strings.HasPrefix(u, "https://") {
-				c.problem("server.public_url", "telegram webhooks need an https URL, not %q", u)
+	if ch.Telegram.Enabled {
+		c.adapterProblems("channels.telegram", c.cfg.TelegramConfig().Validate())
+	} else {
+		c.optionalURL("channels.telegram.api_url", ch.Telegram.APIURL)
+	}
+	c.delivery("channels.telegram", ch.Telegram.Delivery)
+	if ch.Discord.Enabled {
+		c.adapterProblems("channels.discord", c.cfg.DiscordConfig().Validate())
+	} else {
+		if k := ch.Discord.PublicKey; k != "" {
+			if b, err := hex.DecodeString(k); err != nil || len(b) != 32 {
+				c.problem("channels.discord.public_key", "must be 64 hex characters (an Ed25519 public key)")
 			}
 		}
+		c.optionalURL("channels.discord.api_url", ch.Discord.APIURL)
 	}
-	c.optionalURL("channels.telegram.api_url", ch.Telegram.APIURL)
-	c.delivery("channels.telegram", ch.Telegram.Delivery)
-	if d := ch.Discord; d.Enabled {
-		c.require("channels.discord.bot_token", d.BotToken, "discord is enabled")
-		c.require("channels.discord.application_id", d.ApplicationID, "discord is enabled")
-		c.require("channels.discord.public_key", d.PublicKey, "discord is enabled")
-	}
-	if k := ch.Discord.PublicKey; k != "" {
-		if b, err := hex.DecodeString(k); err != nil || len(b) != 32 {
-			c.problem("channels.discord.public_key", "must be 64 hex characters (an Ed25519 public key)")
-		}
-	}
-	c.optionalURL("channels.discord.api_url", ch.Discord.APIURL)
 	c.delivery("channels.discord", ch.Discord.Delivery)
-	if e := ch.Email; e.Enabled {
-		c.require("channels.email.address", e.Address, "email is enabled")
-		c.require("channels.email.imap.addr", e.IMAP.Addr, "email is enabled")
-		c.require("channels.email.smtp.addr", e.SMTP.Addr, "email is enabled")
-		c.require("channels.email.token_key", e.TokenKey, "email is enabled")
-		c.require("channels.email.imap.username", e.IMAP.Username, "email is enabled")
-		if e.TokenKey != "" && len(e.TokenKey) < 16 {
-			c.problem("channels.email.token_key", "must be at least 16 characters of a random secret")
-		}
-		if e.IMAP.TLS && e.IMAP.StartTLS {
-			c.problem("channels.email.imap.starttls", "choose tls (implicit, port 993) or starttls (port 143), not both")
-		}
-		if e.SMTP.TLS && e.SMTP.StartTLS {
-			c.problem("channels.email.smtp.tls", "choose tls (implicit, port 465) or starttls (port 587), not both")
-		}
-		if d := e.IdleRestart.D(); d >= 29*time.Minute {
-			c.problem("channels.email.idle_restart", "must be under 29m (servers drop IDLE after 30 minutes)")
-		}
-	}
-	if e := ch.Email; e.Address != "" && !strings.Contains(e.Address, "@") {
-		c.problem("channels.email.address", "must be an email address, not %q", e.Address)
-	}
-	c.hostPort("channels.email.imap.addr", ch.Email.IMAP.Addr)
-	c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
+	// require_dmarc defaults to true; only config knows whether the
+	// operator wrote it, so this problem's wording is config's (the
+	// adapter's own authserv_id check then adds nothing at that path).
 	if ch.Email.RequireDMARC && ch.Email.AuthservID == "" && (ch.Email.Enabled || c.given["channels.email.require_dmarc"]) {
 		why := "require_dmarc is true"
 		if !c.given["channels.email.require_dmarc"] {
@@ -296,22 +261,18 @@ func (c *checker) channels() {
 		c.problem("channels.email.authserv_id", "missing required value (%s): set it to the authserv-id your receiving MX writes "+
 			"into Authentication-Results (e.g. mx.example.com), or set require_dmarc: false to trust From: alone (forgeable)", why)
 	}
-	c.delivery("channels.email", ch.Email.Delivery)
-	seen := map[string]int{}
-	for i, w := range ch.Webhooks {
-		p := fmt.Sprintf("channels.webhooks[%d].name", i)
-		if first, dup := seen[w.Name]; dup {
-			c.problem(p, "duplicate webhook name %q (also channels.webhooks[%d])", w.Name, first)
+	if ch.Email.Enabled {
+		c.adapterProblems("channels.email", c.cfg.EmailConfig().Validate())
+	} else {
+		if e := ch.Email; e.Address != "" && !strings.Contains(e.Address, "@") {
+			c.problem("channels.email.address", "must be an email address, not %q", e.Address)
 		}
-		seen[w.Name] = i
-		if w.Name != "" && !nameRE.MatchString(w.Name) {
-			c.problem(p, "must be 1-64 letters, digits, '_' or '-' (it is a URL path segment)")
-		}
-		// adapters/webhook parses these at startup with no extra functions;
-		// checking them here reports a typo with its line, not a failed serve.
-		c.template(fmt.Sprintf("channels.webhooks[%d].text", i), w.Text, router.TemplateFuncs(), nil)
-		c.template(fmt.Sprintf("channels.webhooks[%d].thread", i), w.Thread, router.TemplateFuncs(), nil)
+		c.hostPort("channels.email.imap.addr", ch.Email.IMAP.Addr)
+		c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
 	}
+	c.delivery("channels.email", ch.Email.Delivery)
+	// Webhooks are enabled by being listed.
+	c.adapterProblems("channels.webhooks", c.cfg.WebhookConfig().Validate())
 }
 
 func (c *checker) optionalURL(p, raw string) {

@@ -76,6 +76,16 @@ func TestProblemKinds(t *testing.T) {
 		"SlackNeedsSecret": {"channels:\n  slack:\n    enabled: true\n    bot_token: xoxb\n", "channels.slack.signing_secret", 2, "slack mode is http"},
 		"SlackSocketNeedsAppToken": {"channels:\n  slack:\n    enabled: true\n    mode: socket\n    bot_token: xoxb\n",
 			"channels.slack.app_token", 2, "slack mode is socket"},
+		// The case that once passed check and failed serve: the adapter's own
+		// Validate now judges it.
+		"SlackSocketMalformedAppToken": {"channels:\n  slack:\n    enabled: true\n    mode: socket\n    bot_token: xoxb-1\n    app_token: xoxb-not-an-app-token\n",
+			"channels.slack.app_token", 6, "app-level token (xapp-…)"},
+		"TelegramMalformedToken": {"channels:\n  telegram: {enabled: true, mode: polling, bot_token: nope}\n", "channels.telegram.bot_token", 2, "@BotFather"},
+		"DiscordAppIDNotNumeric": {"channels:\n  discord: {enabled: true, bot_token: x, application_id: abc, public_key: " + strings.Repeat("ab", 32) + "}\n",
+			"channels.discord.application_id", 2, "numeric application id"},
+		"EmailPlaintextRemote": {"channels:\n  email: {enabled: true, address: a@b.c, token_key: 0123456789abcdef, imap: {addr: \"imap.example.com:143\", username: u}, smtp: {addr: \"smtp.example.com:587\", starttls: true}}\n",
+			"channels.email.imap.tls", 2, "plaintext is only allowed to a loopback address"},
+		"WebhookEmptySecret":    {"channels:\n  webhooks:\n    - {name: a, secret: \"${S:-}\"}\n", "channels.webhooks[0].secret", 3, "must not be empty"},
 		"TelegramWebhookSecret": {"channels:\n  telegram: {enabled: true, bot_token: x}\n", "channels.telegram.webhook_secret", 2, "telegram mode is webhook"},
 		"DiscordPublicKeyHex":   {"channels:\n  discord: {public_key: xyz}\n", "channels.discord.public_key", 2, "64 hex characters"},
 		"DiscordNeedsAppID": {"channels:\n  discord: {enabled: true, bot_token: x, public_key: " + strings.Repeat("ab", 32) + "}\n",

@@ -126,7 +126,7 @@ func (l Loader) Default() (*Config, error) {
 	return l.Parse(configs.QuickstartName, configs.Quickstart)
 }
 
-// Resolve finds and loads the configuration in CONTRACT.md's order: the
+// Resolve finds and loads the configuration in the order the README documents: the
 // --config flag, then $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 // quickstart. A file named by the flag or the variable must exist; a missing
 // ./opsgate.yaml just means "use the defaults". path is "" for the defaults.
@@ -167,9 +167,6 @@ func (l Loader) locate(flagPath string) (string, error) {
 // Parse is Loader{}.Parse: decode and validate data using the process
 // environment.
 func Parse(name string, data []byte) (*Config, error) { return Loader{}.Parse(name, data) }
-
-// Load is Loader{}.Load: read and validate the file at path.
-func Load(path string) (*Config, error) { return Loader{}.Load(path) }
 
 // Default is Loader{}.Default: the built-in quickstart configuration.
 func Default() (*Config, error) { return Loader{}.Default() }

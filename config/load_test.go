@@ -80,7 +80,7 @@ var productionEnv = map[string]string{
 	"OPSGATE_STUDIO_TOKEN":    "studio-token",
 	"SLACK_BOT_TOKEN":         "xoxb-1",
 	"SLACK_SIGNING_SECRET":    "sign",
-	"TELEGRAM_BOT_TOKEN":      "123:abc",
+	"TELEGRAM_BOT_TOKEN":      "123:abcdefghijklmnopqrstuvwxyz", // the shape @BotFather issues: serve refuses others
 	"TELEGRAM_WEBHOOK_SECRET": "tgsecret",
 	"DISCORD_BOT_TOKEN":       "dtoken",
 	"DISCORD_PUBLIC_KEY":      strings.Repeat("0f", 32),

@@ -4,7 +4,7 @@
 // than yaml.Unmarshal, so that every problem in a file (unknown keys, wrong
 // types, missing values, bad references) is reported at once with its YAML
 // path and line: an operator fixing a config should need one round trip, not
-// one per mistake. The key names mirror CONTRACT.md; see configs/production.yaml
+// one per mistake. The key names are the README's reference; see configs/production.yaml
 // for a complete example.
 //
 // Struct tags used by the walk: `yaml:"name"` names the key, `cfg:"required"`

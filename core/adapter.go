@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"net/http"
+)
 
 // MessageKind says what an outbox message is, so the pipeline can render it.
 type MessageKind string
@@ -13,7 +16,8 @@ const (
 	// at send time.
 	KindCard MessageKind = "card"
 	// KindCardUpdate edits a card already sent (buttons removed, outcome
-	// shown); without CardEditor it is sent as a new message.
+	// shown); a platform that cannot edit answers ErrNotSupported
+	// and the pipeline sends it as a new message instead.
 	KindCardUpdate MessageKind = "card_update"
 )
 
@@ -42,6 +46,33 @@ type Outbound struct {
 	// Edit is the reference of the message to update for KindCardUpdate,
 	// when the card was sent on this channel.
 	Edit *MessageRef
+}
+
+// The optional lifecycle of an adapter. cmd/opsgate discovers each of these
+// on the adapter it built, as net/http discovers http.Flusher, so wiring a
+// channel is a registration and never a copied if-block (docs/architecture.md,
+// "Add a channel").
+
+// HTTPReceiver is an adapter that receives over the server's one listener.
+// Routes maps http.ServeMux patterns ("POST /slack/events", "/hooks/") to
+// their handlers; empty when the configured mode needs none.
+type HTTPReceiver interface {
+	Routes() map[string]http.Handler
+}
+
+// Runner is an adapter with a long-lived receiver of its own (Socket Mode,
+// long polling, the Gateway, IMAP). Run blocks until ctx ends, retrying
+// what fails; it returns nil then, or at once when the configured mode has
+// nothing to run.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Drainer is an adapter that starts work after acknowledging a request
+// (notices, follow-ups). Drain waits for that work to finish, or for ctx to
+// end; it is called on shutdown, after the HTTP server and Run stopped.
+type Drainer interface {
+	Drain(ctx context.Context) error
 }
 
 // Adapter is the seam between the core and one platform for outbound

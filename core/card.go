@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Card is a self-contained approval request: everything a person needs to
@@ -13,15 +15,15 @@ import (
 // stored approval; each adapter renders it natively (Block Kit, inline
 // keyboard, embed, email) and falls back to PlainText.
 type Card struct {
-	ApprovalID string    `json:"approval_id"`
-	RunID      string    `json:"run_id"`
-	Tool       string    `json:"tool"`
-	Args       []CardArg `json:"args"`
-	Reason     string    `json:"reason"`
-	Risk       string    `json:"risk"`
-	Preview    string    `json:"preview,omitempty"`
-	Requester  string    `json:"requester"`
-	Approvers  []string  `json:"approvers"`
+	ApprovalID string         `json:"approval_id"`
+	RunID      string         `json:"run_id"`
+	Tool       string         `json:"tool"`
+	Args       []CardArg      `json:"args"`
+	Reason     string         `json:"reason"`
+	Risk       approvals.Risk `json:"risk"`
+	Preview    string         `json:"preview,omitempty"`
+	Requester  string         `json:"requester"`
+	Approvers  []string       `json:"approvers"`
 	// Eligible are the identities that may decide, so an adapter can refuse
 	// a click (or skip opening a modal) before a round trip.
 	Eligible  []string  `json:"eligible"`
@@ -29,7 +31,7 @@ type Card struct {
 	Approvals int       `json:"approvals"` // approvals counted so far toward Quorum
 	ExpiresAt time.Time `json:"expires_at"`
 	// Status is the approval's status: pending while buttons should show.
-	Status string `json:"status"`
+	Status approvals.Status `json:"status"`
 	// Outcome is set once decided or expired: "Approved by … at …".
 	Outcome *CardOutcome `json:"outcome,omitempty"`
 	// ConsoleURL links to the approval in the web console (a page that
@@ -46,14 +48,35 @@ type CardArg struct {
 
 // CardOutcome records how an approval ended, for the card's final form.
 type CardOutcome struct {
-	Status string    `json:"status"` // approved | rejected | edited | expired
-	By     []string  `json:"by,omitempty"`
-	At     time.Time `json:"at"`
-	Reason string    `json:"reason,omitempty"`
+	Status approvals.Status `json:"status"` // approved | rejected | edited | expired
+	By     []string         `json:"by,omitempty"`
+	At     time.Time        `json:"at"`
+	Reason string           `json:"reason,omitempty"`
+}
+
+// statusCancelled is an outcome older stores may hold for the approval of a
+// cancelled run (cancelling now expires it); cards still render it.
+const statusCancelled approvals.Status = "cancelled"
+
+// Verb is the outcome's status as the word that starts "… by X at T":
+// "Approved", "Rejected", "Edited and approved"; any other status
+// capitalized.
+func (o *CardOutcome) Verb() string {
+	switch o.Status {
+	case approvals.StatusApproved:
+		return "Approved"
+	case approvals.StatusRejected:
+		return "Rejected"
+	case approvals.StatusEdited:
+		return "Edited and approved"
+	case "":
+		return ""
+	}
+	return strings.ToUpper(string(o.Status[:1])) + string(o.Status[1:])
 }
 
 // Pending reports whether the card still takes decisions.
-func (c Card) Pending() bool { return c.Status == "pending" }
+func (c Card) Pending() bool { return c.Status == approvals.StatusPending }
 
 // ArgsFromMap turns arguments into CardArgs sorted by name, so every surface
 // shows them in the same order.
@@ -87,7 +110,7 @@ func (c Card) Headline() string {
 	if c.Pending() {
 		b.WriteString("Approval needed: ")
 	} else {
-		b.WriteString("Approval " + c.Status + ": ")
+		b.WriteString("Approval " + string(c.Status) + ": ")
 	}
 	b.WriteString(OneLine(c.Tool))
 	for _, a := range c.Args {
@@ -109,16 +132,12 @@ func (c Card) OutcomeLine() string {
 	}
 	at := o.At.UTC().Format("2006-01-02 15:04 UTC")
 	switch o.Status {
-	case "expired":
+	case approvals.StatusExpired:
 		return "Expired at " + at + " with no decision"
-	case "cancelled":
+	case statusCancelled:
 		return "Cancelled at " + at
 	}
-	verb := map[string]string{"approved": "Approved", "rejected": "Rejected", "edited": "Edited and approved"}[o.Status]
-	if verb == "" {
-		verb = strings.ToUpper(o.Status[:1]) + o.Status[1:]
-	}
-	line := fmt.Sprintf("%s by %s at %s", verb, OneLine(strings.Join(o.By, ", ")), at)
+	line := fmt.Sprintf("%s by %s at %s", o.Verb(), OneLine(strings.Join(o.By, ", ")), at)
 	if o.Reason != "" {
 		line += ": " + OneLine(o.Reason)
 	}
@@ -140,7 +159,7 @@ func (c Card) PlainText() string {
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", OneLine(c.Reason))
 	}
-	fmt.Fprintf(&b, "Risk: %s\n", OneLine(c.Risk))
+	fmt.Fprintf(&b, "Risk: %s\n", OneLine(string(c.Risk)))
 	fmt.Fprintf(&b, "Requested by: %s\n", OneLine(c.Requester))
 	fmt.Fprintf(&b, "Approvers: %s", OneLine(strings.Join(c.Approvers, ", ")))
 	if c.Quorum > 1 {

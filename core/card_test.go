@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 func TestCardPlainTextIsSelfContained(t *testing.T) {
@@ -37,7 +39,7 @@ func TestCardOutcomeLine(t *testing.T) {
 		"expired":  "Expired at 2026-11-29 14:02 UTC with no decision",
 	}
 	for status, want := range cases {
-		c := Card{Status: status, Outcome: &CardOutcome{Status: status, By: []string{"slack:U1"}, At: at}}
+		c := Card{Status: approvals.Status(status), Outcome: &CardOutcome{Status: approvals.Status(status), By: []string{"slack:U1"}, At: at}}
 		if status == "rejected" {
 			c.Outcome.Reason = "not now"
 		}

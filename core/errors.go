@@ -3,11 +3,17 @@ package core
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
-// ErrNotFound is returned by stores and the engine for unknown ids.
-var ErrNotFound = errors.New("not found")
+// ErrNotFound is returned by stores and the engine for unknown ids. It is
+// approvals.ErrNotFound itself (one sentinel, declared where approvals'
+// Store interface can name it), so one errors.Is check covers every lookup.
+var ErrNotFound = approvals.ErrNotFound
 
 // ErrForbidden is returned when the actor is authenticated but may not do
 // what it asked (cancel someone else's run, use a token scope it lacks).
@@ -26,7 +32,7 @@ var ErrConflict = errors.New("conflict: state changed concurrently")
 // in its own way (HTTP status, ephemeral message, modal error, mail).
 type DecisionCode string
 
-// The refusal codes, each mapped to an HTTP status by the API.
+// The refusal codes, each mapped to an HTTP status by HTTPStatus.
 const (
 	DecisionNotFound       DecisionCode = "not_found"        // 404
 	DecisionAlreadyDecided DecisionCode = "already_decided"  // 409
@@ -42,6 +48,86 @@ const (
 	// token without scope decide): approvals are decided by humans.
 	DecisionHumanRequired DecisionCode = "human_confirmation_required" // 403
 )
+
+// HTTPStatus is the one mapping of refusal codes to HTTP statuses, shared by
+// the API, the web console and MCP (docs/architecture.md: 409 already decided, 403
+// not an approver, 410 expired, 422 invalid arguments). An unknown code is
+// 400.
+func (c DecisionCode) HTTPStatus() int {
+	switch c {
+	case DecisionNotFound:
+		return http.StatusNotFound
+	case DecisionAlreadyDecided, DecisionAlreadyVoted:
+		return http.StatusConflict
+	case DecisionNotApprover, DecisionSelfApproval, DecisionDenied, DecisionUnverified, DecisionHumanRequired:
+		return http.StatusForbidden
+	case DecisionExpired:
+		return http.StatusGone
+	case DecisionInvalidArgs:
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusBadRequest
+}
+
+// Refusal returns the decision refusal in err's chain as the *DecisionError
+// every surface answers with: a *DecisionError as it is, or the approvals
+// package's *approvals.RefusedError converted (the one place its sentinels
+// become codes). ok is false for any other error, including a bare
+// ErrNotFound: only the caller knows what was not found.
+func Refusal(err error) (de *DecisionError, ok bool) {
+	if errors.As(err, &de) {
+		return de, true
+	}
+	var re *approvals.RefusedError
+	if !errors.As(err, &re) {
+		return nil, false
+	}
+	out := &DecisionError{Message: re.Error()}
+	var ve *approvals.ValidationError
+	switch {
+	case errors.Is(re, approvals.ErrNotFound):
+		out.Code = DecisionNotFound
+	case errors.Is(re, approvals.ErrAlreadyDecided):
+		out.Code, out.At = DecisionAlreadyDecided, re.At
+		out.By = strings.Join(re.By, ", ")
+		out.Message = "already decided"
+		if out.By != "" {
+			out.Message += " by " + out.By
+		}
+		if !re.At.IsZero() {
+			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+	case errors.Is(re, approvals.ErrDuplicateApproval):
+		// Same 409 family: this approver's answer is already counted, and
+		// the call still waits for others.
+		out.Code, out.By = DecisionAlreadyVoted, strings.Join(re.By, ", ")
+		out.Message = "you already approved this call; it still waits for more approvers (" + re.Detail + ")"
+	case errors.Is(re, approvals.ErrExpired):
+		out.Code, out.At = DecisionExpired, re.At
+		out.Message = "approval expired"
+		if !re.At.IsZero() {
+			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+	case errors.Is(re, approvals.ErrNotApprover):
+		out.Code = DecisionNotApprover
+	case errors.Is(re, approvals.ErrSelfApproval):
+		out.Code = DecisionSelfApproval
+	case errors.Is(re, approvals.ErrHumanRequired):
+		out.Code = DecisionHumanRequired
+	case errors.Is(re, approvals.ErrDeniedByPolicy):
+		out.Code = DecisionDenied
+	case errors.As(re, &ve):
+		out.Code, out.Field = DecisionInvalidArgs, ve.Field
+		out.Message = ve.Error()
+	case errors.Is(re, approvals.ErrUnverified):
+		out.Code = DecisionUnverified
+	case re.Field != "":
+		out.Code, out.Field = DecisionInvalidArgs, re.Field
+	default:
+		out.Code = DecisionBadRequest
+	}
+	return out, true
+}
 
 // DecisionError is a decision the core refused. Nothing changed except the
 // audit entry that records the refused attempt.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Actor is a person or system acting through a channel. ID is the identity
@@ -27,7 +29,7 @@ type Thread struct {
 	Key     string `json:"key"`
 }
 
-// String renders the thread as CONTRACT.md writes it: "<channel>:<key>".
+// String renders the thread as the API writes it: "<channel>:<key>".
 func (t Thread) String() string { return t.Channel + ":" + t.Key }
 
 // IsZero reports whether the thread is unset.
@@ -90,11 +92,11 @@ type Attachment struct {
 // answers comes from a verified reference (button payload with an HMAC tag,
 // per-approval email reply token), never from trusted client state.
 type Decision struct {
-	ApprovalID string         `json:"approval_id"`
-	Action     string         `json:"action"` // approve | reject | edit
-	Args       map[string]any `json:"args,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	Scope      string         `json:"scope,omitempty"` // call (default) | session | forever
+	ApprovalID string           `json:"approval_id"`
+	Action     approvals.Action `json:"action"` // approve | reject | edit
+	Args       map[string]any   `json:"args,omitempty"`
+	Reason     string           `json:"reason,omitempty"`
+	Scope      approvals.Scope  `json:"scope,omitempty"` // call (default) | session | forever
 	// Pattern, with scope forever, saves the grant as per-argument globs
 	// instead of the exact arguments (it must name every argument).
 	Pattern map[string]string `json:"pattern,omitempty"`

@@ -7,7 +7,7 @@ import (
 )
 
 // TestCoreImportsNoAdapterOrStore guards the one-way arrows of
-// ARCHITECTURE.md: core and approvals never import a concrete adapter or
+// docs/architecture.md: core and approvals never import a concrete adapter or
 // store, so the engine cannot grow a platform special case.
 func TestCoreImportsNoAdapterOrStore(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}",

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// RunStatus is a run's state, as CONTRACT.md names them.
+// RunStatus is a run's state, as the API names them (docs/architecture.md).
 type RunStatus string
 
 // The run statuses. queued runs wait for a worker (new, or resumed after a

@@ -27,9 +27,8 @@ import (
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/pgtest"
-	"github.com/opsgate/opsgate/store/postgres"
-	"github.com/opsgate/opsgate/store/sqlite"
 )
 
 // DefaultApprovers decide the default deploy flow's approvals when
@@ -133,7 +132,7 @@ func DeployFlow() engine.Flow {
 	}
 }
 
-// DeployTool is the default high-impact deploy tool with CONTRACT.md's
+// DeployTool is the default high-impact deploy tool with the README's
 // input schema, dispatching to r.
 func DeployTool(t testing.TB, r *Recorder) *engine.Tool {
 	t.Helper()
@@ -253,24 +252,16 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 }
 
 func openPostgres(ctx context.Context, dsn string) (core.Store, error) {
-	s, err := postgres.Open(ctx, dsn)
+	s, err := testkit.OpenPostgres(ctx, dsn)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 func openSQLite(ctx context.Context, path string) (core.Store, error) {
-	s, err := sqlite.Open(ctx, path)
+	s, err := testkit.OpenSQLite(ctx, path)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
 		return nil, err
 	}
 	return s, nil

@@ -92,7 +92,7 @@ func (h *Harness) Dispatches() []Call { return h.Deploy.Calls() }
 func (h *Harness) Decide(actor, approvalID, action, reason string) (*approvals.Approval, error) {
 	ch, _, _ := cutChannel(actor)
 	return h.Engine.Decide(context.Background(), core.Actor{ID: actor}, ch,
-		core.Decision{ApprovalID: approvalID, Action: action, Reason: reason})
+		core.Decision{ApprovalID: approvalID, Action: approvals.Action(action), Reason: reason})
 }
 
 func cutChannel(actor string) (string, string, bool) {

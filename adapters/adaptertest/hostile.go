@@ -42,7 +42,7 @@ func HostileCard() core.Card {
 // broke out of its line.
 func CheckNoForgedLine(text string) error {
 	for _, l := range strings.Split(text, "\n") {
-		l = strings.TrimLeft(l, " \t*_>•-`<b>/")
+		l = strings.TrimLeft(l, " \t*_>•-`<b/") // a set: "<b>" needs no second ">"
 		for _, f := range ForgedLines {
 			if strings.HasPrefix(l, f) {
 				return fmt.Errorf("a value forged the line %q:\n%s", l, text)

@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"context"
 	"crypto/ed25519"
 	"fmt"
 	"log/slog"
@@ -39,7 +40,12 @@ type Adapter struct {
 	botID string // learned from READY; mentions of it address the bot
 }
 
-var _ delivery.Platform = (*Adapter)(nil)
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.HTTPReceiver = (*Adapter)(nil)
+	_ core.Runner       = (*Adapter)(nil)
+	_ core.Drainer      = (*Adapter)(nil)
+)
 
 // New builds an adapter. It validates cfg (errors wrap ErrConfig) and makes
 // no network call: command registration and the Gateway happen in Run.
@@ -100,9 +106,24 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 // Channel implements core.Adapter.
 func (a *Adapter) Channel() string { return ChannelName }
 
-// Wait blocks until the follow-ups started after acknowledging interactions
-// are done (for an orderly shutdown and for tests).
-func (a *Adapter) Wait() { a.wg.Wait() }
+// Drain implements core.Drainer: it waits until the follow-ups started
+// after acknowledging interactions are done, or ctx ends.
+func (a *Adapter) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("discord: drain: %w", ctx.Err())
+	}
+}
+
+// Routes implements core.HTTPReceiver: interactions arrive over HTTP in
+// every mode.
+func (a *Adapter) Routes() map[string]http.Handler {
+	return map[string]http.Handler{"POST " + InteractionsPath: a.InteractionsHandler()}
+}
 
 // intents asks for the least the Gateway reader needs: guild and DM
 // messages (content of mentions and DMs arrives without MESSAGE_CONTENT),

@@ -16,7 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// InteractionsPath is where cmd mounts InteractionsHandler (CONTRACT.md).
+// InteractionsPath is where Routes mounts InteractionsHandler (docs/architecture.md).
 const InteractionsPath = "/discord/interactions"
 
 // DefaultAPIURL is Discord's REST API. discordgo computes its endpoints for
@@ -117,36 +117,57 @@ var (
 	commandNameRE = regexp.MustCompile(`^[-_\p{Ll}\p{N}]{1,32}$`)
 )
 
+// Validate reports every problem of c that New would refuse, as a
+// *core.ConfigError (matching ErrConfig) whose fields are the keys under
+// channels.discord. `opsgate config check` calls exactly this, so check
+// and serve cannot disagree. Flows Discord cannot take as commands are not
+// problems: New leaves them out and logs why.
+func (c Config) Validate() error {
+	_, _, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and fills defaults; every problem is reported,
 // wrapped in ErrConfig.
 func (c Config) withDefaults() (Config, ed25519.PublicKey, error) {
-	var probs []string
-	if strings.TrimSpace(c.BotToken) == "" || strings.ContainsAny(c.BotToken, " \n\r\t") {
-		probs = append(probs, "bot_token: required (the bot's token from the developer portal)")
+	var probs []core.ConfigProblem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, core.ConfigProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if strings.TrimSpace(c.BotToken) == "" {
+		bad("bot_token", "missing required value (discord is enabled): the bot's token from the developer portal")
+	} else if strings.ContainsAny(c.BotToken, " \n\r\t") {
+		bad("bot_token", "must not contain spaces: the bot's token from the developer portal")
 	}
 	c.BotToken = strings.TrimPrefix(c.BotToken, "Bot ")
-	if !snowflakeRE.MatchString(c.ApplicationID) {
-		probs = append(probs, "application_id: required, the numeric application id")
+	switch {
+	case c.ApplicationID == "":
+		bad("application_id", "missing required value (discord is enabled): the numeric application id")
+	case !snowflakeRE.MatchString(c.ApplicationID):
+		bad("application_id", "must be the numeric application id, not %q", c.ApplicationID)
 	}
 	key, err := hex.DecodeString(strings.TrimSpace(c.PublicKey))
-	if err != nil || len(key) != ed25519.PublicKeySize {
-		probs = append(probs, "public_key: want the application's 64-hex-digit Ed25519 public key")
+	switch {
+	case c.PublicKey == "":
+		bad("public_key", "missing required value (discord is enabled): the application's Ed25519 public key")
+	case err != nil || len(key) != ed25519.PublicKeySize:
+		bad("public_key", "must be 64 hex characters (the application's Ed25519 public key)")
 	}
 	if c.GuildID != "" && !snowflakeRE.MatchString(c.GuildID) {
-		probs = append(probs, "guild_id: want a numeric guild id")
+		bad("guild_id", "want a numeric guild id")
 	}
 	if c.APIURL == "" {
 		c.APIURL = DefaultAPIURL
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
-		probs = append(probs, fmt.Sprintf("api_url: %q is not an absolute http(s) URL", c.APIURL))
+		bad("api_url", "must be an absolute http(s) URL, not %q", c.APIURL)
 	}
 	c.APIURL = strings.TrimRight(c.APIURL, "/")
 	if c.Command == "" {
 		c.Command = DefaultCommand
 	}
 	if !commandNameRE.MatchString(c.Command) {
-		probs = append(probs, fmt.Sprintf("command: %q is not a valid Discord command name (lowercase, 1-32 of letters, digits, - _)", c.Command))
+		bad("command", "%q is not a valid Discord command name (lowercase, 1-32 of letters, digits, - _)", c.Command)
 	}
 	// A flow Discord cannot take as a command is left out (and logged by
 	// New), not fatal: the flow still runs through /ops and other channels.
@@ -186,8 +207,8 @@ func (c Config) withDefaults() (Config, ed25519.PublicKey, error) {
 	if c.RootTimeout <= 0 {
 		c.RootTimeout = 2 * time.Second
 	}
-	if len(probs) > 0 {
-		return c, nil, fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
+	if err := core.ConfigErrorOf(ErrConfig, probs); err != nil {
+		return c, nil, err
 	}
 	return c, ed25519.PublicKey(key), nil
 }

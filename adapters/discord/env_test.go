@@ -22,6 +22,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 const (
@@ -43,7 +44,7 @@ type env struct {
 	fake *fakediscord.Server
 	ad   *Adapter
 	priv ed25519.PrivateKey
-	logs *syncBuffer
+	logs *testkit.LogBuffer
 	next atomic.Int64
 	now  func() time.Time
 }
@@ -62,7 +63,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, fake: fakediscord.New(), priv: priv, logs: &syncBuffer{}, now: time.Now}
+	e := &env{t: t, fake: fakediscord.New(), priv: priv, logs: &testkit.LogBuffer{}, now: time.Now}
 	e.next.Store(700000000000000000)
 	t.Cleanup(e.fake.Close)
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
@@ -101,7 +102,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		},
 	})
 	t.Cleanup(func() {
-		e.ad.Wait()
+		_ = e.ad.Drain(context.Background())
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the bot token leaked into the logs:\n%s", e.logs.String())
 		}
@@ -309,20 +310,3 @@ func (r received) Received() []adaptertest.Message {
 }
 
 const conformanceChannel = "400000000000000099"
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

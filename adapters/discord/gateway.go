@@ -20,7 +20,7 @@ import (
 // retries the first connection, with capped backoff. It returns nil when
 // ctx ends.
 func (a *Adapter) Run(ctx context.Context) error {
-	defer a.Wait()
+	defer a.wg.Wait()
 	if !a.cfg.SkipRegister {
 		a.registerWithRetry(ctx)
 	}

@@ -10,6 +10,7 @@ import (
 
 	discordapi "github.com/bwmarrin/discordgo"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 )
@@ -36,7 +37,7 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 	switch p.Action {
 	case approvalref.Approve:
 		ev := a.event(raw, in, decisionThread(in))
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: "approve"}
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: approvals.ActionApprove}
 		rc, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
@@ -63,7 +64,7 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		// the engine, which refuses it and audits it like a refused
 		// Approve click. No modal opens, so it carries no text.
 		ev := a.event(raw, in, decisionThread(in))
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.String()}
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.Decision()}
 		_, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
@@ -102,7 +103,7 @@ func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string)
 	case !c.Pending():
 		line := c.OutcomeLine()
 		if line == "" {
-			line = "This approval is " + c.Status
+			line = "This approval is " + string(c.Status)
 		}
 		return c, &cardRefusal{resp: ephemeral("ℹ️ " + plain(line) + "."), record: true}, nil
 	case len(c.Eligible) > 0 && !slices.Contains(c.Eligible, in.actor().ID):
@@ -212,7 +213,7 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 	vals := modalValues(data)
 	d := &core.Decision{ApprovalID: p.ApprovalID}
 	if p.Action == approvalref.Reject {
-		d.Action, d.Reason = "reject", strings.TrimSpace(vals[inputReason])
+		d.Action, d.Reason = approvals.ActionReject, strings.TrimSpace(vals[inputReason])
 		if d.Reason == "" {
 			return ephemeral("✍️ Please give a reason: the run receives it as feedback. Press Reject again."), nil
 		}
@@ -233,7 +234,7 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 			}
 			return ephemeral("⚠️ Arguments not accepted: " + plain(err.Error()) + ". Press Edit to try again."), nil
 		}
-		d.Action, d.Args = "edit", args
+		d.Action, d.Args = approvals.ActionEdit, args
 	}
 	ev := a.event(raw, in, decisionThread(in))
 	ev.Decision = d
@@ -249,7 +250,7 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 	case rc.Duplicate:
 		return ephemeral("ℹ️ Already recorded."), nil
 	}
-	if d.Action == "reject" {
+	if d.Action == approvals.ActionReject {
 		return ephemeral("❌ Rejected; the run gets your feedback."), nil
 	}
 	if rc.ApprovalStatus == "pending" {

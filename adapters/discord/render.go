@@ -8,6 +8,7 @@ import (
 
 	discordapi "github.com/bwmarrin/discordgo"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/markdown"
@@ -45,7 +46,7 @@ var noMentions = &discordapi.MessageAllowedMentions{Parse: []discordapi.AllowedM
 
 // renderMarkdown turns opsgate's Markdown subset into Discord Markdown with
 // stray markup escaped and @everyone/@here neutralized.
-func renderMarkdown(md string) string { return markdown.Convert(md, markdown.DiscordMarkdown) }
+func renderMarkdown(md string) string { return markdown.Convert(md, dialect{}) }
 
 // plain renders outside text (arguments, reasons, names) as inert Discord
 // text: escaped first, so "[click](url)" is not read as a link, then the
@@ -116,7 +117,7 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 		})
 	}
 	field("Tool", inlineCode(c.Tool), true)
-	field("Risk", inlineCode(c.Risk), true)
+	field("Risk", inlineCode(string(c.Risk)), true)
 	// Arguments each get a field, leaving room for the fixed ones.
 	args := c.Args
 	const fixed = 7
@@ -138,9 +139,9 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	} else if c.Outcome != nil {
 		field("Outcome", plain(c.OutcomeLine()), false)
 		switch c.Outcome.Status {
-		case "approved", "edited":
+		case approvals.StatusApproved, approvals.StatusEdited:
 			e.Color = colorApproved
-		case "rejected":
+		case approvals.StatusRejected:
 			e.Color = colorRejected
 		default:
 			e.Color = colorOther

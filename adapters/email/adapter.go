@@ -40,7 +40,10 @@ type Adapter struct {
 	cursor   Cursor
 }
 
-var _ delivery.Platform = (*Adapter)(nil)
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.Runner       = (*Adapter)(nil)
+)
 
 // New builds an adapter. It validates cfg (errors wrap ErrConfig) and makes
 // no network call: IMAP starts in Run, SMTP on the first Send.

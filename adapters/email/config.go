@@ -113,32 +113,50 @@ type Deps struct {
 // ErrConfig marks a configuration the adapter cannot start with.
 var ErrConfig = errors.New("email: invalid config")
 
+// Validate reports every problem of c that New would refuse, as a
+// *core.ConfigError (matching ErrConfig) whose fields are the keys under
+// channels.email. `opsgate config check` calls exactly this, so check and
+// serve cannot disagree.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and fills defaults; every problem is reported at
 // once, wrapped in ErrConfig.
 func (c Config) withDefaults() (Config, error) {
-	var probs []string
+	var probs []core.ConfigProblem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, core.ConfigProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
 	a, err := mail.ParseAddress(c.Address)
-	if c.Address == "" || err != nil || a.Name != "" {
-		probs = append(probs, fmt.Sprintf("address: %q is not a plain mail address (ops@example.com)", c.Address))
-	} else {
+	switch {
+	case c.Address == "":
+		bad("address", "missing required value (email is enabled): the bot's mail address (ops@example.com)")
+	case err != nil || a.Name != "":
+		bad("address", "%q is not a plain mail address (ops@example.com)", c.Address)
+	default:
 		c.Address = strings.ToLower(a.Address)
 		if strings.Contains(localPart(c.Address), "+") {
-			probs = append(probs, "address: must not itself contain '+' (replies are plus-addressed)")
+			bad("address", "must not itself contain '+' (replies are plus-addressed)")
 		}
 	}
 	if c.Name == "" {
 		c.Name = "opsgate"
 	}
-	if len(c.TokenKey) < 16 {
-		probs = append(probs, "token_key: required, at least 16 characters of secret")
+	switch {
+	case c.TokenKey == "":
+		bad("token_key", "missing required value (email is enabled): at least 16 characters of a random secret")
+	case len(c.TokenKey) < 16:
+		bad("token_key", "must be at least 16 characters of a random secret")
 	}
 	if c.RequireDMARC && c.AuthservID == "" {
-		probs = append(probs, "authserv_id: required when require_dmarc is true")
+		bad("authserv_id", "missing required value (require_dmarc is true)")
 	}
 	probs = append(probs, checkEndpoint("imap", c.IMAP.Addr, c.IMAP.TLS, c.IMAP.StartTLS)...)
 	probs = append(probs, checkEndpoint("smtp", c.SMTP.Addr, c.SMTP.TLS, c.SMTP.StartTLS)...)
 	if c.IMAP.Username == "" {
-		probs = append(probs, "imap.username: required")
+		bad("imap.username", "missing required value (email is enabled)")
 	}
 	if c.IMAP.Mailbox == "" {
 		c.IMAP.Mailbox = "INBOX"
@@ -155,30 +173,30 @@ func (c Config) withDefaults() (Config, error) {
 	setDur(&c.MaxBackoff, 5*time.Minute)
 	setDur(&c.SendInterval, time.Second)
 	if c.IdleRestart >= 29*time.Minute {
-		probs = append(probs, "idle_restart: must be under 29 minutes (RFC 2177)")
+		bad("idle_restart", "must be under 29m (servers drop IDLE after 30 minutes, RFC 2177)")
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 10 << 20
 	}
-	if len(probs) > 0 {
-		return c, fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
-	}
-	return c, nil
+	return c, core.ConfigErrorOf(ErrConfig, probs)
 }
 
 // checkEndpoint refuses an address without a port, both TLS modes at once,
 // and plaintext to anything but loopback (credentials would cross the
 // network in the clear).
-func checkEndpoint(name, addr string, tlsOn, startTLS bool) []string {
+func checkEndpoint(name, addr string, tlsOn, startTLS bool) []core.ConfigProblem {
+	if addr == "" {
+		return []core.ConfigProblem{{Field: name + ".addr", Message: "missing required value (email is enabled)"}}
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || host == "" || port == "" {
-		return []string{fmt.Sprintf("%s.addr: %q is not host:port", name, addr)}
+		return []core.ConfigProblem{{Field: name + ".addr", Message: fmt.Sprintf("must be host:port, not %q", addr)}}
 	}
 	if tlsOn && startTLS {
-		return []string{name + ": tls and starttls are exclusive (tls: port 993/465; starttls: 143/587)"}
+		return []core.ConfigProblem{{Field: name + ".starttls", Message: "tls and starttls are exclusive (tls: port 993/465; starttls: 143/587)"}}
 	}
 	if !tlsOn && !startTLS && !isLoopback(host) {
-		return []string{name + ": plaintext is only allowed to a loopback address; set tls or starttls"}
+		return []core.ConfigProblem{{Field: name + ".tls", Message: "plaintext is only allowed to a loopback address; set tls or starttls"}}
 	}
 	return nil
 }

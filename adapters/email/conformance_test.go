@@ -10,7 +10,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 )
 
-// allowedTags are the elements core/markdown's HTML dialect may emit; any
+// allowedTags are the elements markdown.RenderHTML may emit; any
 // other tag in a rendering of hostile text is live markup.
 var (
 	tagRE       = regexp.MustCompile(`</?([a-zA-Z][a-zA-Z0-9]*)[^>]*>`)

@@ -262,7 +262,7 @@ func (e *env) Audit(kind string) []approvals.AuditEntry {
 	}
 	var out []approvals.AuditEntry
 	for _, a := range es {
-		if a.Kind == kind {
+		if string(a.Kind) == kind {
 			out = append(out, a)
 		}
 	}

@@ -14,7 +14,7 @@ var (
 )
 
 // htmlToText turns HTML into readable plain text: the text part of our own
-// replies (rendered by core/markdown's HTML dialect) and the body of
+// replies (rendered by markdown.RenderHTML) and the body of
 // HTML-only mail we receive. Blocks become lines, list items get bullets or
 // numbers, links read "text (url)", blockquote lines get "> " (so
 // StripQuotes drops quoted history), script and style vanish, entities are

@@ -56,7 +56,7 @@ func TestStripQuotesClientShapes(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ParseAnswer: %v", err)
 				}
-				if ans.Action != strings.TrimSuffix(strings.Fields(answer)[0], ":") {
+				if string(ans.Action) != strings.TrimSuffix(strings.Fields(answer)[0], ":") {
 					t.Errorf("action %q for %q", ans.Action, answer)
 				}
 				if in.From != "bob@example.com" || in.MessageID != "reply-1@mail.example.com" ||

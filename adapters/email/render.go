@@ -13,8 +13,8 @@ import (
 
 // renderReply turns the markdown of a reply into email HTML: the native
 // rich form of mail, with everything from outside escaped and only http,
-// https and mailto links kept (core/markdown's HTML dialect).
-func renderReply(md string) string { return markdown.Convert(md, markdown.HTML) }
+// https and mailto links kept (markdown.RenderHTML).
+func renderReply(md string) string { return markdown.ConvertHTML(md) }
 
 // cardSubject names the tool and its target: the card's headline in its
 // pending form, so the card, the answers and the closing mail share a
@@ -101,7 +101,7 @@ func cardHTML(c core.Card, approver bool) string {
 		row("Arguments", args.String())
 	}
 	row("Reason", e(orNone(core.OneLine(c.Reason))))
-	row("Risk", "<b>"+e(c.Risk)+"</b>")
+	row("Risk", "<b>"+e(string(c.Risk))+"</b>")
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
 	row("Expires", e(c.ExpiresAt.UTC().Format(time.RFC1123)))
@@ -142,7 +142,7 @@ func cardHTML(c core.Card, approver bool) string {
 func outcomeText(c core.Card) string {
 	line := c.OutcomeLine()
 	if line == "" {
-		line = "Approval " + c.Status
+		line = "Approval " + string(c.Status)
 	}
 	return line + ".\n\n" + cardSubject(c) + "\nApproval id: " + c.ApprovalID +
 		"\n\nThis approval is closed; replies to this thread no longer decide anything.\n"

@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Answer is an approver's reply as parsed from the new text of a mail.
 type Answer struct {
 	// Action is approve, reject or edit.
-	Action string
+	Action approvals.Action
 	// Reason is reject's feedback.
 	Reason string
 	// Args are edit's new arguments; they replace the proposed ones as a
-	// whole (CONTRACT.md's edit semantics).
+	// whole (the README's edit semantics).
 	Args map[string]any
 }
 
@@ -61,7 +63,7 @@ func ParseAnswer(text string) (Answer, error) {
 	rest := strings.TrimSpace(strings.Join(lines[first+1:], "\n"))
 	switch {
 	case approveRE.MatchString(head):
-		return Answer{Action: "approve"}, nil
+		return Answer{Action: approvals.ActionApprove}, nil
 	case rejectRE.MatchString(head):
 		m := rejectRE.FindStringSubmatch(head)
 		reason := strings.TrimSpace(m[3])
@@ -71,7 +73,7 @@ func ParseAnswer(text string) (Answer, error) {
 		if len(reason) > 2000 {
 			reason = reason[:2000]
 		}
-		return Answer{Action: "reject", Reason: reason}, nil
+		return Answer{Action: approvals.ActionReject, Reason: reason}, nil
 	case editRE.MatchString(head):
 		m := editRE.FindStringSubmatch(head)
 		body := strings.TrimSpace(strings.TrimSpace(m[3]) + "\n" + rest)
@@ -79,7 +81,7 @@ func ParseAnswer(text string) (Answer, error) {
 		if err != nil {
 			return Answer{}, err
 		}
-		return Answer{Action: "edit", Args: args}, nil
+		return Answer{Action: approvals.ActionEdit, Args: args}, nil
 	}
 	word := head
 	if len(word) > 40 {

@@ -51,7 +51,12 @@ type Adapter struct {
 	botTried  time.Time // last auth.test attempt, to not retry on every event
 }
 
-var _ delivery.Platform = (*Adapter)(nil)
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.HTTPReceiver = (*Adapter)(nil)
+	_ core.Runner       = (*Adapter)(nil)
+	_ core.Drainer      = (*Adapter)(nil)
+)
 
 // New builds the adapter; it returns an error (wrapping ErrConfig) on a bad
 // configuration and makes no network call.
@@ -164,9 +169,9 @@ func (t *tracker) wait(ctx context.Context) error {
 // Channel names the adapter in thread addresses and actor ids.
 func (a *Adapter) Channel() string { return channelName }
 
-// Handlers maps the CONTRACT.md paths to their handlers, for cmd to mount
-// on the one listener.
-func (a *Adapter) Handlers() map[string]http.Handler {
+// Routes implements core.HTTPReceiver: the Slack paths of
+// docs/architecture.md, mounted on the one listener in either mode.
+func (a *Adapter) Routes() map[string]http.Handler {
 	return map[string]http.Handler{
 		"POST /slack/events":        a.Events(),
 		"POST /slack/commands":      a.Commands(),

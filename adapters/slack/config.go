@@ -92,34 +92,46 @@ type Deps struct {
 // ErrConfig marks an invalid configuration, so cmd can report it as such.
 var ErrConfig = errors.New("slack: invalid config")
 
+// Validate reports every problem of c that New would refuse, as a
+// *core.ConfigError (matching ErrConfig) whose fields are the keys under
+// channels.slack. `opsgate config check` calls exactly this, so check and
+// serve cannot disagree.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and fills in the platform's defaults.
 func (c Config) withDefaults() (Config, error) {
-	var problems []string
+	var problems []core.ConfigProblem
+	bad := func(field, format string, args ...any) {
+		problems = append(problems, core.ConfigProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
 	if c.Mode == "" {
 		c.Mode = ModeHTTP
 	}
 	if c.BotToken == "" {
-		problems = append(problems, "bot_token is required")
+		bad("bot_token", "missing required value (slack is enabled)")
 	}
 	switch c.Mode {
 	case ModeHTTP:
 		if c.SigningSecret == "" {
-			problems = append(problems, "signing_secret is required in mode http")
+			bad("signing_secret", "missing required value (slack mode is http)")
 		}
 	case ModeSocket:
 		if c.AppToken == "" {
-			problems = append(problems, "app_token is required in mode socket")
+			bad("app_token", "missing required value (slack mode is socket)")
 		} else if !strings.HasPrefix(c.AppToken, "xapp-") {
-			problems = append(problems, "app_token must be an app-level token (xapp-…)")
+			bad("app_token", "must be an app-level token (xapp-…) in slack mode socket")
 		}
 	default:
-		problems = append(problems, fmt.Sprintf("mode %q: want http or socket", c.Mode))
+		bad("mode", "%q: want http or socket", c.Mode)
 	}
 	if c.APIURL == "" {
 		c.APIURL = DefaultAPIURL
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		problems = append(problems, fmt.Sprintf("api_url %q: want an absolute http(s) URL", c.APIURL))
+		bad("api_url", "must be an absolute http(s) URL, not %q", c.APIURL)
 	}
 	if !strings.HasSuffix(c.APIURL, "/") {
 		c.APIURL += "/"
@@ -139,8 +151,5 @@ func (c Config) withDefaults() (Config, error) {
 	if c.KnownThreads <= 0 {
 		c.KnownThreads = 10000
 	}
-	if len(problems) > 0 {
-		return c, fmt.Errorf("%w: %s", ErrConfig, strings.Join(problems, "; "))
-	}
-	return c, nil
+	return c, core.ConfigErrorOf(ErrConfig, problems)
 }

@@ -35,6 +35,15 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := New(c, deps); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)
 		}
+		// config check calls Validate: it must refuse what New refuses,
+		// naming the field.
+		var ce *core.ConfigError
+		if err := c.Validate(); !errors.Is(err, ErrConfig) || !errors.As(err, &ce) || len(ce.Problems) == 0 || ce.Problems[0].Field == "" {
+			t.Errorf("%s: Validate() = %v, want a *core.ConfigError naming the field", name, err)
+		}
+	}
+	if err := (Config{BotToken: "xoxb-1", Mode: ModeSocket, AppToken: "xapp-1"}).Validate(); err != nil {
+		t.Errorf("valid socket config: Validate() = %v", err)
 	}
 	if _, err := New(Config{BotToken: "xoxb-1", SigningSecret: "s"}, Deps{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("missing deps: err = %v", err)

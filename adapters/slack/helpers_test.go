@@ -87,7 +87,7 @@ func setupWith(t *testing.T, deps func(*adaptertest.Harness, *Deps), opts ...set
 	e.cfg = cfg
 	e.h = adaptertest.NewHarness(t, ho)
 	mux := http.NewServeMux()
-	for p, hd := range e.a.Handlers() {
+	for p, hd := range e.a.Routes() {
 		mux.Handle(p, hd)
 	}
 	e.srv = httptest.NewServer(mux)

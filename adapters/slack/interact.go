@@ -14,6 +14,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -165,11 +166,11 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 
 	switch act.ActionID {
 	case actionApprove:
-		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: "approve"}, "")
+		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: approvals.ActionApprove}, "")
 	case actionReject, actionEdit:
-		action, callback := "reject", callbackReject
+		action, callback := approvals.ActionReject, callbackReject
 		if act.ActionID == actionEdit {
-			action, callback = "edit", callbackEdit
+			action, callback = approvals.ActionEdit, callbackEdit
 		}
 		card, err := a.cards.CardByApproval(ctx, id)
 		if errors.Is(err, core.ErrNotFound) {
@@ -235,7 +236,7 @@ func mayDecide(card core.Card, actor string) string {
 		if line := card.OutcomeLine(); line != "" {
 			return "This approval is closed: " + line + "."
 		}
-		return "This approval is closed (" + card.Status + ")."
+		return "This approval is closed (" + string(card.Status) + ")."
 	}
 	if !mayDecideCard(card, actor) {
 		return "You may not decide this approval: it needs one of " + strings.Join(card.Approvers, ", ") + ". Nothing was changed."
@@ -305,9 +306,9 @@ func (a *Adapter) handleViewSubmission(ctx context.Context, in interaction, raw 
 	d := &core.Decision{ApprovalID: ref.ApprovalID, Reason: strings.TrimSpace(values[blockReason])}
 	firstBlock := blockReason
 	if cb == callbackReject {
-		d.Action = "reject"
+		d.Action = approvals.ActionReject
 	} else {
-		d.Action = "edit"
+		d.Action = approvals.ActionEdit
 		args, block, err := argsFromModal(values)
 		if err != nil {
 			return modalErrors(block, err.Error())

@@ -41,7 +41,7 @@ func TestManifestMatchesHandlers(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
-	handlers := testAdapter(t).Handlers()
+	handlers := testAdapter(t).Routes()
 	for _, u := range []string{m.Features.SlashCommands[0].URL, m.Settings.Events.URL, m.Settings.Interactivity.URL} {
 		path, ok := strings.CutPrefix(u, "${PUBLIC_URL}")
 		if !ok || handlers["POST "+path] == nil {
@@ -98,7 +98,7 @@ func TestDocsShowManifestSubstitution(t *testing.T) {
 		}
 		return "$" + name
 	})
-	handlers := testAdapter(t).Handlers()
+	handlers := testAdapter(t).Routes()
 	var urls []string
 	for _, line := range strings.Split(filled, "\n") {
 		line = strings.TrimSpace(line)

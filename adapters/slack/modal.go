@@ -61,7 +61,7 @@ func buildModal(callback string, card core.Card, meta string) (slackapi.ModalVie
 		}
 		b, err := json.MarshalIndent(obj, "", "  ")
 		if err != nil || len(b) > inputMaxLength {
-			return v, fmt.Errorf("These arguments are too large to edit in Slack; edit them in the console%s.", consoleSuffix(card))
+			return v, notice(fmt.Sprintf("These arguments are too large to edit in Slack; edit them in the console%s.", consoleSuffix(card)))
 		}
 		in := slackapi.NewPlainTextInputBlockElement(nil, "value").WithMultiline(true).
 			WithMaxLength(inputMaxLength).WithInitialValue(string(b))
@@ -115,6 +115,12 @@ func argJSONValue(v string) any {
 	return v
 }
 
+// notice is an error whose text is shown to the person as it is (a modal
+// field error, an ephemeral message): a sentence, not a wrapped error string.
+type notice string
+
+func (n notice) Error() string { return string(n) }
+
 // argsFromModal rebuilds the argument object from a submitted Edit modal.
 // Values arrive as strings; the tool's schema reads them as its declared
 // types. On error it names the block to show the error under.
@@ -122,7 +128,7 @@ func argsFromModal(values map[string]string) (map[string]any, string, error) {
 	if s, ok := values[blockArgsJSON]; ok {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(s), &obj); err != nil || obj == nil {
-			return nil, blockArgsJSON, fmt.Errorf("Not a JSON object: %v", err)
+			return nil, blockArgsJSON, notice(fmt.Sprintf("Not a JSON object: %v", err))
 		}
 		return obj, blockArgsJSON, nil
 	}

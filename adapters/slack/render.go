@@ -11,6 +11,7 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/delivery"
@@ -38,7 +39,7 @@ const (
 func (a *Adapter) Format() delivery.Format {
 	return delivery.Format{
 		Limit: replyLimit, Unit: chunk.Runes, Syntax: chunk.Mrkdwn, Markers: true,
-		Render: func(md string) string { return markdown.Convert(md, markdown.SlackMrkdwn) },
+		Render: renderMrkdwn,
 	}
 }
 
@@ -59,7 +60,7 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 
 	title := "Approval needed: " + c.Tool
 	if !c.Pending() {
-		title = "Approval " + c.Status + ": " + c.Tool
+		title = "Approval " + string(c.Status) + ": " + c.Tool
 	}
 	head := []slackapi.Block{slackapi.NewHeaderBlock(slackapi.NewTextBlockObject(slackapi.PlainTextType, clip(title, headerTextMax), false, false))}
 
@@ -69,7 +70,7 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 	}
 	fields := []*slackapi.TextBlockObject{
 		mk("*Tool*\n" + codeSpan(clip(c.Tool, 500))),
-		mk("*Risk*\n" + escapeMrkdwn(clip(c.Risk, 200))),
+		mk("*Risk*\n" + escapeMrkdwn(clip(string(c.Risk), 200))),
 		mk("*Requested by*\n" + clip(peopleMrkdwn([]string{c.Requester}), 1000)),
 		mk("*Who may decide*\n" + clip(approvers, 1500)),
 	}
@@ -188,20 +189,16 @@ func outcomeMrkdwn(c core.Card) string {
 		if c.Pending() {
 			return ""
 		}
-		return "*" + escapeMrkdwn(strings.ToUpper(c.Status[:1])+c.Status[1:]) + "*"
+		return "*" + escapeMrkdwn(strings.ToUpper(string(c.Status[:1]))+string(c.Status[1:])) + "*"
 	}
 	at := slackDate(o.At)
 	switch o.Status {
-	case "expired":
+	case approvals.StatusExpired:
 		return "*Expired* at " + at + " with no decision"
 	case "cancelled":
 		return "*Cancelled* at " + at
 	}
-	verb := map[string]string{"approved": "Approved", "rejected": "Rejected", "edited": "Edited and approved"}[o.Status]
-	if verb == "" && o.Status != "" {
-		verb = strings.ToUpper(o.Status[:1]) + o.Status[1:]
-	}
-	line := "*" + escapeMrkdwn(verb) + "* by " + peopleMrkdwn(o.By) + " at " + at
+	line := "*" + escapeMrkdwn(o.Verb()) + "* by " + peopleMrkdwn(o.By) + " at " + at
 	if o.Reason != "" {
 		line += ": " + escapeMrkdwn(clip(core.OneLine(o.Reason), 1500))
 	}

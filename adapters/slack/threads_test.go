@@ -17,6 +17,7 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 // mentionRoot is the ts of the app_mention in testdata: the root of the
@@ -47,7 +48,7 @@ func followUpEvent(t *testing.T, eventID, root, ts, text string) []byte {
 func serve(t *testing.T, a *Adapter) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	for p, hd := range a.Handlers() {
+	for p, hd := range a.Routes() {
 		mux.Handle(p, hd)
 	}
 	srv := httptest.NewServer(mux)
@@ -214,24 +215,6 @@ func (f *flakyMemory) has(key string) bool {
 	return ok
 }
 
-// lockedBuffer is a log sink safe for the adapter's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Store errors fail safe. A failed write is logged and never fails the
 // send (the message is posted; failing would post it twice), the thread
 // stays known to that adapter, and its next post retries the write. A
@@ -242,7 +225,7 @@ func TestThreadMemoryErrorsFailSafe(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	mem := &flakyMemory{}
-	var logs lockedBuffer
+	var logs testkit.LogBuffer
 	a, srv := e.newReplica(mem, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 	thread := threadKey{Team: "T1", Channel: "C1", TS: mentionRoot}

@@ -33,7 +33,11 @@ type Adapter struct {
 	username string // learned from getMe when not configured
 }
 
-var _ delivery.Platform = (*Adapter)(nil)
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.HTTPReceiver = (*Adapter)(nil)
+	_ core.Runner       = (*Adapter)(nil)
+)
 
 // New builds an adapter. It validates cfg (errors wrap ErrConfig) and makes
 // no network call: getMe, setWebhook and deleteWebhook happen in Run.

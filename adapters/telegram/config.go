@@ -22,7 +22,7 @@ const (
 	ModePolling = "polling"
 )
 
-// WebhookPath is where cmd mounts WebhookHandler (CONTRACT.md).
+// WebhookPath is where Routes mounts WebhookHandler (docs/architecture.md).
 const WebhookPath = "/telegram/webhook"
 
 // DefaultAPIURL is the public Bot API.
@@ -81,34 +81,59 @@ var (
 	secretRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
 )
 
+// FieldPublicURL is the field of PublicURL's problems: it is
+// server.public_url in the configuration, outside channels.telegram.
+const FieldPublicURL = "server.public_url"
+
+// Validate reports every problem of c that New would refuse, as a
+// *core.ConfigError (matching ErrConfig) whose fields are the keys under
+// channels.telegram (FieldPublicURL for PublicURL). `opsgate config check`
+// calls exactly this, so check and serve cannot disagree.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // withDefaults validates c and fills defaults; every problem is reported,
 // wrapped in ErrConfig, never logged and exited on.
 func (c Config) withDefaults() (Config, error) {
-	var probs []string
+	var probs []core.ConfigProblem
+	bad := func(field, format string, args ...any) {
+		probs = append(probs, core.ConfigProblem{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
 	if c.Mode == "" {
 		c.Mode = ModeWebhook
 	}
-	if !tokenRE.MatchString(c.BotToken) {
-		probs = append(probs, "bot_token: want the token @BotFather gave (\"<bot id>:<secret>\")")
+	switch {
+	case c.BotToken == "":
+		bad("bot_token", "missing required value (telegram is enabled)")
+	case !tokenRE.MatchString(c.BotToken):
+		bad("bot_token", "want the token @BotFather gave (\"<bot id>:<secret>\")")
 	}
 	switch c.Mode {
 	case ModeWebhook:
-		if !secretRE.MatchString(c.WebhookSecret) {
-			probs = append(probs, "webhook_secret: required in webhook mode; 1-256 characters of A-Z a-z 0-9 _ -")
+		switch {
+		case c.WebhookSecret == "":
+			bad("webhook_secret", "missing required value (telegram mode is webhook)")
+		case !secretRE.MatchString(c.WebhookSecret):
+			bad("webhook_secret", "must be 1-256 characters of A-Z a-z 0-9 _ - (telegram mode is webhook)")
 		}
 		u, err := url.Parse(c.PublicURL)
-		if c.PublicURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			probs = append(probs, "server.public_url: required in webhook mode (Telegram must reach "+WebhookPath+" over https)")
+		switch {
+		case c.PublicURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			bad(FieldPublicURL, "missing required value (telegram mode is webhook): Telegram must reach "+WebhookPath+" over https")
+		case u.Scheme != "https":
+			bad(FieldPublicURL, "telegram webhooks need an https URL, not %q", c.PublicURL)
 		}
 	case ModePolling:
 	default:
-		probs = append(probs, fmt.Sprintf("mode: %q is neither webhook nor polling", c.Mode))
+		bad("mode", "%q is neither webhook nor polling", c.Mode)
 	}
 	if c.APIURL == "" {
 		c.APIURL = DefaultAPIURL
 	}
 	if u, err := url.Parse(c.APIURL); err != nil || u.Host == "" || strings.Contains(c.APIURL, "%") {
-		probs = append(probs, fmt.Sprintf("api_url: %q is not an absolute URL", c.APIURL))
+		bad("api_url", "%q is not an absolute URL", c.APIURL)
 	}
 	c.APIURL = strings.TrimRight(c.APIURL, "/")
 	c.BotUsername = strings.TrimPrefix(c.BotUsername, "@")
@@ -118,10 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
-	if len(probs) > 0 {
-		return c, fmt.Errorf("%w: %s", ErrConfig, strings.Join(probs, "; "))
-	}
-	return c, nil
+	return c, core.ConfigErrorOf(ErrConfig, probs)
 }
 
 // webhookURL is where Telegram is told to POST updates.

@@ -19,6 +19,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 const (
@@ -40,7 +41,7 @@ type env struct {
 	h    *adaptertest.Harness
 	fake *faketelegram.Server
 	ad   *Adapter
-	logs *syncBuffer
+	logs *testkit.LogBuffer
 	next int64 // next message id the tests give incoming messages
 	upd  int64
 }
@@ -54,7 +55,7 @@ type envOpts struct {
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
-	e := &env{t: t, fake: faketelegram.New(testToken, testBot), logs: &syncBuffer{}, next: 500, upd: 9000}
+	e := &env{t: t, fake: faketelegram.New(testToken, testBot), logs: &testkit.LogBuffer{}, next: 500, upd: 9000}
 	t.Cleanup(e.fake.Close)
 	if o.mode == "" {
 		o.mode = ModeWebhook
@@ -255,22 +256,4 @@ func (e *env) waitAnswer(id string) string {
 	return a
 }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
+var _ io.Writer = (*testkit.LogBuffer)(nil)

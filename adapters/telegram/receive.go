@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 )
@@ -24,6 +25,15 @@ const secretHeader = "X-Telegram-Bot-Api-Secret-Token"
 // the webhook request, so Telegram closing the connection cannot cut a
 // commit in half.
 const handleTimeout = 50 * time.Second
+
+// Routes implements core.HTTPReceiver: the webhook in webhook mode, nothing
+// in polling mode.
+func (a *Adapter) Routes() map[string]http.Handler {
+	if a.cfg.Mode == ModePolling {
+		return nil
+	}
+	return map[string]http.Handler{"POST " + WebhookPath: a.WebhookHandler()}
+}
 
 // WebhookHandler serves POST /telegram/webhook. A request is answered 200
 // only after its update is durably recorded (or recognised as a duplicate,
@@ -157,7 +167,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 	switch p.Action {
 	case approvalref.Approve:
 		ev := a.event(raw, u, q.From, k)
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: "approve"}
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: approvals.ActionApprove}
 		rc, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
@@ -189,7 +199,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 			// and audits it, like a late Approve press.
 			line := c.OutcomeLine()
 			if line == "" {
-				line = "This approval is " + c.Status
+				line = "This approval is " + string(c.Status)
 			}
 			return a.refusePress(ctx, raw, u, q.From, k, p, "ℹ️ "+line+".", answer)
 		case len(c.Eligible) > 0 && !contains(c.Eligible, ChannelName+":"+strconv.FormatInt(q.From.ID, 10)):
@@ -229,7 +239,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 // recorded), the press is answered with fallback.
 func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from tgUser, k threadKey, p approvalref.Ref, fallback string, answer func(string, bool)) error {
 	ev := a.event(raw, u, from, k)
-	ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.String()}
+	ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.Decision()}
 	_, err := a.sink.HandleEvent(ctx, ev)
 	var de *core.DecisionError
 	switch {
@@ -286,7 +296,7 @@ func (a *Adapter) handlePromptReply(ctx context.Context, raw []byte, u *tgUpdate
 	}
 	d := &core.Decision{ApprovalID: p.ApprovalID}
 	if p.Action == approvalref.Reject {
-		d.Action, d.Reason = "reject", strings.TrimSpace(m.Text)
+		d.Action, d.Reason = approvals.ActionReject, strings.TrimSpace(m.Text)
 		if d.Reason == "" {
 			return reprompt("Please give a reason: the run receives it as feedback.")
 		}
@@ -295,7 +305,7 @@ func (a *Adapter) handlePromptReply(ctx context.Context, raw []byte, u *tgUpdate
 		if perr != nil {
 			return reprompt("Arguments not accepted: " + perr.Error())
 		}
-		d.Action, d.Args = "edit", args
+		d.Action, d.Args = approvals.ActionEdit, args
 	}
 	ev := a.event(raw, u, *m.From, k)
 	ev.Decision = d

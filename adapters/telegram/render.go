@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/chunk"
@@ -95,7 +96,7 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	if c.Pending() {
 		b.WriteString("🔐 <b>Approval needed</b>")
 	} else {
-		fmt.Fprintf(&b, "%s <b>Approval %s</b>", statusIcon(c.Status), esc(c.Status))
+		fmt.Fprintf(&b, "%s <b>Approval %s</b>", statusIcon(c.Status), esc(string(c.Status)))
 	}
 	fmt.Fprintf(&b, "\n\n<b>Tool:</b> <code>%s</code>\n", esc(c.Tool))
 	if len(c.Args) > 0 {
@@ -107,7 +108,7 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "<b>Reason:</b> %s\n", esc(cutUTF16(core.OneLine(c.Reason), 1000)))
 	}
-	fmt.Fprintf(&b, "<b>Risk:</b> %s\n", esc(c.Risk))
+	fmt.Fprintf(&b, "<b>Risk:</b> %s\n", esc(string(c.Risk)))
 	fmt.Fprintf(&b, "<b>Requested by:</b> %s\n", esc(c.Requester))
 	fmt.Fprintf(&b, "<b>Approvers:</b> %s", esc(strings.Join(c.Approvers, ", ")))
 	if c.Quorum > 1 {
@@ -139,13 +140,13 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	return b.String()
 }
 
-func statusIcon(status string) string {
+func statusIcon(status approvals.Status) string {
 	switch status {
-	case "approved", "edited":
+	case approvals.StatusApproved, approvals.StatusEdited:
 		return "✅"
-	case "rejected":
+	case approvals.StatusRejected:
 		return "❌"
-	case "expired":
+	case approvals.StatusExpired:
 		return "⌛"
 	}
 	return "ℹ️"

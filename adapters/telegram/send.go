@@ -11,7 +11,6 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // Format implements delivery.Platform: Telegram HTML, cut at 4,096 UTF-16
@@ -20,7 +19,7 @@ import (
 func (a *Adapter) Format() delivery.Format {
 	return delivery.Format{
 		Limit: MaxText, Unit: chunk.UTF16, Syntax: chunk.HTML, Markers: true,
-		Render: func(md string) string { return markdown.Convert(md, markdown.TelegramHTML) },
+		Render: renderHTML,
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 // nopSink and nopCards satisfy Deps for tests of the sending side alone.
@@ -26,11 +27,11 @@ func (nopCards) CardByApproval(context.Context, string) (core.Card, error) {
 	return core.Card{}, core.ErrNotFound
 }
 
-func newSender(t *testing.T) (*Adapter, *faketelegram.Server, *syncBuffer) {
+func newSender(t *testing.T) (*Adapter, *faketelegram.Server, *testkit.LogBuffer) {
 	t.Helper()
 	fake := faketelegram.New(testToken, testBot)
 	t.Cleanup(fake.Close)
-	logs := &syncBuffer{}
+	logs := &testkit.LogBuffer{}
 	ad, err := New(Config{BotToken: testToken, Mode: ModePolling, APIURL: fake.APIURL()},
 		Deps{Sink: nopSink{}, Cards: nopCards{}, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 const Channel = "webhook"
 
 // PathPrefix is where cmd mounts Handler: it serves POST /hooks/{name}
-// (CONTRACT.md) and expects the full path, so mount it without stripping.
+// (docs/architecture.md) and expects the full path, so mount it without stripping.
 const PathPrefix = "/hooks/"
 
 // Limits that are not the operator's to tune.
@@ -87,26 +87,47 @@ type hook struct {
 	thread *template.Template
 }
 
+// Validate reports every problem of c that New would refuse, as a
+// *core.ConfigError (matching ErrConfig) whose fields are relative to
+// channels.webhooks ("[1].name"). `opsgate config check` calls exactly
+// this, so check and serve cannot disagree.
+func (c Config) Validate() error {
+	_, err := compile(c)
+	return err
+}
+
+// compile checks every hook and parses its templates once, reporting every
+// problem at once.
 func compile(cfg Config) (map[string]*hook, error) {
 	hooks := make(map[string]*hook, len(cfg.Hooks))
+	var probs []core.ConfigProblem
+	bad := func(i int, field, format string, args ...any) {
+		probs = append(probs, core.ConfigProblem{Field: fmt.Sprintf("[%d].%s", i, field), Message: fmt.Sprintf(format, args...)})
+	}
 	for i, h := range cfg.Hooks {
 		switch {
 		case !nameRE.MatchString(h.Name):
-			return nil, fmt.Errorf("%w: hooks[%d]: name %q: want 1-64 letters, digits, '_' or '-'", ErrConfig, i, h.Name)
+			bad(i, "name", "%q: must be 1-64 letters, digits, '_' or '-' (it is a URL path segment)", h.Name)
 		case hooks[h.Name] != nil:
-			return nil, fmt.Errorf("%w: hooks[%d]: duplicate name %q", ErrConfig, i, h.Name)
-		case h.Secret == "":
-			return nil, fmt.Errorf("%w: hook %q: empty secret", ErrConfig, h.Name)
+			bad(i, "name", "duplicate webhook name %q", h.Name)
+		}
+		if h.Secret == "" {
+			bad(i, "secret", "missing required value: the HMAC key senders sign with")
 		}
 		c := &hook{name: h.Name, secret: []byte(h.Secret)}
 		var err error
 		if c.text, err = parseTemplate(h.Name+".text", h.Text); err != nil {
-			return nil, fmt.Errorf("%w: hook %q: text: %v", ErrConfig, h.Name, err)
+			bad(i, "text", "invalid template: %v", err)
 		}
 		if c.thread, err = parseTemplate(h.Name+".thread", h.Thread); err != nil {
-			return nil, fmt.Errorf("%w: hook %q: thread: %v", ErrConfig, h.Name, err)
+			bad(i, "thread", "invalid template: %v", err)
 		}
-		hooks[h.Name] = c
+		if hooks[h.Name] == nil {
+			hooks[h.Name] = c
+		}
+	}
+	if err := core.ConfigErrorOf(ErrConfig, probs); err != nil {
+		return nil, err
 	}
 	return hooks, nil
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// SignatureHeader is the request header of CONTRACT.md's POST
+// SignatureHeader is the request header of the documented POST
 // /hooks/{name}: "sha256=<hex HMAC-SHA256(secret, raw body)>". Nothing
 // outside the signed body changes what a request does, so a captured
 // request replayed with other headers is still the same event.
@@ -76,6 +76,11 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	}
 	a.mux.HandleFunc("POST "+PathPrefix+"{name}", a.serve)
 	return a, nil
+}
+
+// Routes implements core.HTTPReceiver: Handler under PathPrefix.
+func (a *Adapter) Routes() map[string]http.Handler {
+	return map[string]http.Handler{PathPrefix: a.Handler()}
 }
 
 // Handler serves POST /hooks/{name} (mount at PathPrefix without

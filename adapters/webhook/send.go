@@ -1,8 +1,14 @@
 package webhook
 
-import "github.com/opsgate/opsgate/core/delivery"
+import (
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+)
 
-var _ delivery.Platform = (*Adapter)(nil)
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.HTTPReceiver = (*Adapter)(nil)
+)
 
 // Limit is the largest webhook reply chunk: replies are read through the
 // API and console, so the record-only limit applies.

@@ -90,7 +90,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	return nil
 }
 
-// The API shapes the bench reads (CONTRACT.md; extra fields are ignored).
+// The API shapes the bench reads (the README's HTTP API; extra fields are ignored).
 type (
 	apiRun struct {
 		ID     string    `json:"id"`

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/opsgate/opsgate/core"
 )
 
 // pool runs fn(i) for i in [0, n) on at most workers goroutines and returns
@@ -263,10 +265,4 @@ func waitFinal(ctx context.Context, c *client, id string) (*apiRun, error) {
 	}
 }
 
-func isFinal(s string) bool {
-	switch s {
-	case "succeeded", "failed", "rejected", "cancelled", "interrupted":
-		return true
-	}
-	return false
-}
+func isFinal(s string) bool { return core.RunStatus(s).Final() }

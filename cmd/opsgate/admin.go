@@ -151,7 +151,7 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				// Bad usage is reported before the server is asked anything.
 				body := map[string]any{"action": action, "reason": *reason}
 				if scope != nil {
-					if *scope != "call" && *scope != "session" && *scope != "forever" {
+					if !approvals.Scope(*scope).Valid() {
 						return usagef("--scope %q: want call, session or forever", *scope)
 					}
 					body["scope"] = *scope

@@ -20,9 +20,11 @@ import (
 )
 
 // This file turns a validated configuration into the core's types. It holds
-// no policy of its own: every default and check lives in package config, so
-// `opsgate config check` and `opsgate serve` can never disagree about what a
-// file means.
+// no policy of its own: every default and check lives in package config —
+// and, for a channel, in its adapter's Config.Validate, which config.Parse
+// calls on the very value (config.Config.SlackConfig, …) channels.go builds
+// the adapter from — so `opsgate config check` and `opsgate serve` can
+// never disagree about what a file means.
 
 // engineOptions maps cfg onto engine.Options (without the store, logger and
 // registerer, which serve supplies).

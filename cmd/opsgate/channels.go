@@ -27,13 +27,12 @@ import (
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/mcp"
-	"github.com/opsgate/opsgate/core/router"
 )
 
 // channel is one enabled platform as the composition root sees it: the
-// Platform its delivery worker sends through, the inbound handlers to mount
-// on the one listener, and an optional long-lived receiver (Socket Mode,
-// polling, Gateway, IMAP).
+// Platform its delivery worker sends through, and what its adapter offers
+// of the optional lifecycle (core.HTTPReceiver, core.Runner, core.Drainer),
+// discovered on the adapter itself.
 type channel struct {
 	platform delivery.Platform
 	delivery config.Delivery
@@ -41,86 +40,119 @@ type channel struct {
 	receive  func(ctx context.Context) error
 	// drain waits for work the adapter started after acknowledging a
 	// request (notices, follow-ups), so a shutdown does not cut it off.
-	drain func(ctx context.Context)
+	drain func(ctx context.Context) error
+}
+
+// newChannel wraps an adapter, discovering its optional interfaces.
+func newChannel(p delivery.Platform, d config.Delivery) channel {
+	ch := channel{platform: p, delivery: d}
+	if r, ok := p.(core.HTTPReceiver); ok {
+		ch.handlers = r.Routes()
+	}
+	if r, ok := p.(core.Runner); ok {
+		ch.receive = r.Run
+	}
+	if r, ok := p.(core.Drainer); ok {
+		ch.drain = r.Drain
+	}
+	return ch
+}
+
+// channelDeps are what every adapter may take from the server: the engine
+// (as its Sink and CardSource), the store (for adapters with durable state
+// of their own: the email cursor, the Slack threads the bot takes part
+// in), and the logger.
+type channelDeps struct {
+	eng *engine.Engine
+	st  core.Store
+	log *slog.Logger
+}
+
+// channelSpec is one platform the binary knows: its channel name, whether
+// its section is enabled, and how to build its adapter from that section
+// (through config's mapping, the value config check validated).
+type channelSpec struct {
+	name    string
+	enabled func(cfg *config.Config) bool
+	build   func(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error)
+}
+
+// channelSpecs is every platform the binary knows, in start order (the
+// console, always on, comes first and is not listed). Adding a channel is
+// one entry here (docs/architecture.md, "Add a channel"); its lifecycle is
+// discovered, not wired.
+var channelSpecs = []channelSpec{
+	{"slack", func(c *config.Config) bool { return c.Channels.Slack.Enabled }, buildSlack},
+	{"telegram", func(c *config.Config) bool { return c.Channels.Telegram.Enabled }, buildTelegram},
+	{"discord", func(c *config.Config) bool { return c.Channels.Discord.Enabled }, buildDiscord},
+	{"email", func(c *config.Config) bool { return c.Channels.Email.Enabled }, buildEmail},
+	{"webhook", func(c *config.Config) bool { return len(c.Channels.Webhooks) > 0 }, buildWebhooks},
 }
 
 // buildChannels builds every enabled channel from the configuration. This
-// is the only place that knows concrete adapters; the core sees them only
-// as a Sink caller and a delivery.Platform. st is the server's store, for
-// adapters that keep durable state of their own (the email cursor, the
-// Slack threads the bot takes part in).
+// file is the only place that knows concrete adapters; the core sees them
+// only as a Sink caller and a delivery.Platform.
 func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
 	// The console is always there: /api/v1 is its back end, and API
 	// messages are console messages whether or not the web UI is enabled.
-	chans := []channel{{platform: console.New(), delivery: cfg.Channels.Console.Delivery}}
-
-	if c := cfg.Channels.Slack; c.Enabled {
-		a, err := slack.New(slack.Config{
-			BotToken: c.BotToken, SigningSecret: c.SigningSecret, Mode: c.Mode, AppToken: c.AppToken, APIURL: c.APIURL,
-		}, slack.Deps{Sink: eng, Cards: eng, Store: st, Logger: log.With("channel", "slack")})
-		if err != nil {
-			return nil, fmt.Errorf("channels.slack: %w", err)
+	chans := []channel{newChannel(console.New(), cfg.Channels.Console.Delivery)}
+	d := channelDeps{eng: eng, st: st, log: log}
+	for _, spec := range channelSpecs {
+		if !spec.enabled(cfg) {
+			continue
 		}
-		chans = append(chans, channel{platform: a, delivery: c.Delivery, handlers: a.Handlers(), receive: a.Run,
-			drain: func(ctx context.Context) { _ = a.Drain(ctx) }})
-	}
-	if c := cfg.Channels.Telegram; c.Enabled {
-		a, err := telegram.New(telegram.Config{
-			BotToken: c.BotToken, Mode: c.Mode, WebhookSecret: c.WebhookSecret, PublicURL: cfg.Server.PublicURL,
-			BotUsername: c.BotUsername, APIURL: c.APIURL,
-		}, telegram.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "telegram")})
-		if err != nil {
-			return nil, fmt.Errorf("channels.telegram: %w", err)
-		}
-		ch := channel{platform: a, delivery: c.Delivery, receive: a.Run}
-		if c.Mode != telegram.ModePolling {
-			ch.handlers = map[string]http.Handler{"POST " + telegram.WebhookPath: a.WebhookHandler()}
-		}
-		chans = append(chans, ch)
-	}
-	if c := cfg.Channels.Discord; c.Enabled {
-		flows, err := discordFlows(cfg.Flows)
+		p, del, err := spec.build(cfg, d)
 		if err != nil {
 			return nil, err
 		}
-		a, err := discord.New(discord.Config{
-			BotToken: c.BotToken, ApplicationID: c.ApplicationID, PublicKey: c.PublicKey, APIURL: c.APIURL,
-			GuildID: c.GuildID, Gateway: c.Gateway, MessageContent: c.MessageContent, Flows: flows,
-		}, discord.Deps{Sink: eng, Cards: eng, Logger: log.With("channel", "discord")})
-		if err != nil {
-			return nil, fmt.Errorf("channels.discord: %w", err)
-		}
-		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run,
-			handlers: map[string]http.Handler{"POST " + discord.InteractionsPath: a.InteractionsHandler()},
-			drain:    func(context.Context) { a.Wait() }})
-	}
-	if c := cfg.Channels.Email; c.Enabled {
-		a, err := email.New(email.Config{
-			Address: c.Address, Name: c.Name, TokenKey: c.TokenKey,
-			IMAP: email.IMAPConfig{Addr: c.IMAP.Addr, TLS: c.IMAP.TLS, StartTLS: c.IMAP.StartTLS,
-				Username: c.IMAP.Username, Password: c.IMAP.Password, Mailbox: c.IMAP.Mailbox},
-			SMTP: email.SMTPConfig{Addr: c.SMTP.Addr, TLS: c.SMTP.TLS, StartTLS: c.SMTP.StartTLS,
-				Username: c.SMTP.Username, Password: c.SMTP.Password},
-			RequireDMARC: c.RequireDMARC, AuthservID: c.AuthservID,
-			Backfill: c.Backfill.D(), IdleRestart: c.IdleRestart.D(), PollInterval: c.PollInterval.D(),
-		}, email.Deps{Sink: eng, Cards: eng, Store: st, Logger: log.With("channel", "email")})
-		if err != nil {
-			return nil, fmt.Errorf("channels.email: %w", err)
-		}
-		chans = append(chans, channel{platform: a, delivery: c.Delivery, receive: a.Run})
-	}
-	if len(cfg.Channels.Webhooks) > 0 {
-		hooks := make([]webhook.Hook, 0, len(cfg.Channels.Webhooks))
-		for _, h := range cfg.Channels.Webhooks {
-			hooks = append(hooks, webhook.Hook{Name: h.Name, Secret: h.Secret, Text: h.Text, Thread: h.Thread})
-		}
-		a, err := webhook.New(webhook.Config{Hooks: hooks}, webhook.Deps{Sink: eng, Logger: log.With("channel", "webhook")})
-		if err != nil {
-			return nil, fmt.Errorf("channels.webhooks: %w", err)
-		}
-		chans = append(chans, channel{platform: a, handlers: map[string]http.Handler{webhook.PathPrefix: a.Handler()}})
+		chans = append(chans, newChannel(p, del))
 	}
 	return chans, nil
+}
+
+func buildSlack(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Slack
+	a, err := slack.New(cfg.SlackConfig(), slack.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "slack")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.slack: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+func buildTelegram(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Telegram
+	a, err := telegram.New(cfg.TelegramConfig(), telegram.Deps{Sink: d.eng, Cards: d.eng, Logger: d.log.With("channel", "telegram")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.telegram: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+func buildDiscord(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Discord
+	a, err := discord.New(cfg.DiscordConfig(), discord.Deps{Sink: d.eng, Cards: d.eng, Logger: d.log.With("channel", "discord")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.discord: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+func buildEmail(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Email
+	a, err := email.New(cfg.EmailConfig(), email.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "email")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.email: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+// buildWebhooks builds the webhook channel (enabled by listing a hook).
+func buildWebhooks(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	a, err := webhook.New(cfg.WebhookConfig(), webhook.Deps{Sink: d.eng, Logger: d.log.With("channel", "webhook")})
+	if err != nil {
+		return nil, config.Delivery{}, fmt.Errorf("channels.webhooks: %w", err)
+	}
+	return a, config.Delivery{}, nil
 }
 
 // buildMCP builds opsgate's MCP endpoints: the API's tokens (plus the
@@ -164,24 +196,6 @@ func mcpStateKey(auditKey []byte) []byte {
 	return m.Sum(nil)
 }
 
-// discordFlows offers every flow as a top-level Discord command with one
-// option per placeholder of its command pattern (`/deploy service:api`).
-func discordFlows(flows []config.Flow) ([]discord.FlowCommand, error) {
-	out := make([]discord.FlowCommand, 0, len(flows))
-	for _, f := range flows {
-		p, err := router.ParsePattern(f.Command)
-		if err != nil {
-			return nil, fmt.Errorf("flows[%s].command: %w", f.Name, err)
-		}
-		fc := discord.FlowCommand{Name: f.Name, Description: f.Description, Literals: p.Literals()}
-		for _, ph := range p.Placeholders() {
-			fc.Options = append(fc.Options, discord.FlowOption{Name: ph.Name, Default: ph.Default, Optional: ph.Optional})
-		}
-		out = append(out, fc)
-	}
-	return out, nil
-}
-
 // buildConsole builds the web console, served at the site root: it signs
 // people in with the same API tokens and acts through the same engine.
 func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
@@ -210,7 +224,7 @@ func mountChannels(mux *http.ServeMux, chans []channel) {
 // receiver and delivery worker stopped after the context ends.
 type channelSet struct {
 	wg     sync.WaitGroup
-	drains []func(ctx context.Context)
+	drains []func(ctx context.Context) error
 }
 
 // Wait waits for every worker to stop, then for each adapter's work in
@@ -220,7 +234,7 @@ func (c *channelSet) Wait() {
 	ctx, cancel := context.WithTimeout(context.Background(), drainBound)
 	defer cancel()
 	for _, d := range c.drains {
-		d(ctx)
+		_ = d(ctx) // bounded by ctx; a timeout only means shutdown stops waiting
 	}
 }
 

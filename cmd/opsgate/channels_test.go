@@ -55,7 +55,7 @@ func TestOverridePacing(t *testing.T) {
 }
 
 // TestChannelsAreMountedOnTheListener checks the composition root: each
-// enabled channel's CONTRACT.md paths answer on the one mux, and a forged
+// enabled channel's documented paths (docs/architecture.md) answer on the one mux, and a forged
 // request is refused there.
 func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	t.Parallel()

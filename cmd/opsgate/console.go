@@ -7,14 +7,9 @@ import "github.com/opsgate/opsgate/config"
 // health (a configured channel that never saw a message still shows).
 func enabledChannels(cfg *config.Config) []string {
 	out := []string{"console"}
-	c := cfg.Channels
-	for _, ch := range []struct {
-		on   bool
-		name string
-	}{{c.Slack.Enabled, "slack"}, {c.Telegram.Enabled, "telegram"}, {c.Discord.Enabled, "discord"},
-		{c.Email.Enabled, "email"}, {len(c.Webhooks) > 0, "webhook"}} {
-		if ch.on {
-			out = append(out, ch.name)
+	for _, spec := range channelSpecs {
+		if spec.enabled(cfg) {
+			out = append(out, spec.name)
 		}
 	}
 	return out

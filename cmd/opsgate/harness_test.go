@@ -14,12 +14,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/opsgate/opsgate/internal/mcpfake"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
@@ -118,25 +118,8 @@ func (e *env) baseURL() string { return "http://127.0.0.1:" + strconv.Itoa(e.por
 // serverProc is one running `opsgate serve`.
 type serverProc struct {
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *testkit.LogBuffer
 	done chan struct{}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start runs `opsgate serve --config` (or, when the env has no config
@@ -155,7 +138,7 @@ func (e *env) start() {
 	cmd.Dir = e.dir
 	cmd.Env = append(os.Environ(), "OPSGATE_TOKEN=", "OPSGATE_SERVER=", "OPSGATE_CONFIG=",
 		fmt.Sprintf("OPSGATE_LISTEN=127.0.0.1:%d", e.port))
-	logs := &lockedBuffer{}
+	logs := &testkit.LogBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start server: %v", err)

@@ -17,7 +17,7 @@ import (
 // The subcommands that work on local files and the store directly, without
 // a running server: config check, migrate, audit verify.
 
-// loadConfig resolves and loads the configuration as CONTRACT.md orders it.
+// loadConfig resolves and loads the configuration in the order the README documents.
 // A *config.Error is printed one problem per line (file:line: path:
 // message) to w and returned as errSilent, so the operator sees every
 // problem at once without a second copy in the final error line.

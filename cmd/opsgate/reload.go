@@ -61,9 +61,9 @@ func reloadTrust(ctx context.Context, cur *config.Config, eng reloader, st audit
 	if source == "" || source == configs.QuickstartName {
 		next, err = config.Default()
 	} else {
-		next, err = config.Load(source)
+		next, err = config.Loader{}.Load(source)
 	}
-	audit := func(kind string, detail map[string]any) {
+	audit := func(kind approvals.AuditKind, detail map[string]any) {
 		b, _ := json.Marshal(detail)
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -79,7 +79,7 @@ func reloadTrust(ctx context.Context, cur *config.Config, eng reloader, st audit
 			}
 		}
 		log.Error("config reload refused: the running configuration stays", "file", describeSource(source), "err", err)
-		audit("config.reload_refused", map[string]any{"file": describeSource(source), "error": err.Error()})
+		audit(approvals.AuditConfigRefused, map[string]any{"file": describeSource(source), "error": err.Error()})
 		return nil, fmt.Errorf("reload %s: %w", describeSource(source), err)
 	}
 	eng.Reload(buildTrust(next))
@@ -101,7 +101,7 @@ func reloadTrust(ctx context.Context, cur *config.Config, eng reloader, st audit
 	if len(restart) > 0 {
 		log.Warn("configuration reload: these sections changed and apply only after a restart", "sections", restart)
 	}
-	audit("config.reloaded", map[string]any{"file": describeSource(source), "rules": len(next.Policy.Rules),
+	audit(approvals.AuditConfigReloaded, map[string]any{"file": describeSource(source), "rules": len(next.Policy.Rules),
 		"people": len(next.People), "groups": len(next.Approvers.Groups), "needs_restart": restart})
 	return next, nil
 }

@@ -109,7 +109,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	defer lock.release()
 
-	st, err := openStore(ctx, cfg)
+	st, err := openStoreWith(ctx, cfg, log)
 	if err != nil {
 		return err
 	}

@@ -192,12 +192,12 @@ func TestRestartWhileWaitingDispatchesOnce(t *testing.T) {
 		if !strings.Contains(r.Steps[0].Output, "deployed web 2.0.0 to prod") {
 			t.Errorf("output = %q", r.Steps[0].Output)
 		}
-		// Give a wrongly repeated dispatch time to show up.
-		time.Sleep(500 * time.Millisecond)
+		// Once the server has stopped (draining every step in flight),
+		// no repeated dispatch can still show up: count then.
+		e.stop()
 		if got, want := e.keys(), []string{run.ID + "/0"}; !equal(got, want) {
 			t.Errorf("dispatches = %v, want exactly %v", got, want)
 		}
-		e.stop()
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,15 +47,23 @@ var (
 	_ store = (*postgres.Store)(nil)
 )
 
-// openStore opens the configured backend. A SQLite database holds every
+// openStore opens the configured backend, logging through slog.Default()
+// (the short-lived subcommands: migrate, audit verify).
+func openStore(ctx context.Context, cfg *config.Config) (store, error) {
+	return openStoreWith(ctx, cfg, slog.Default())
+}
+
+// openStoreWith opens the configured backend with log as the store's own
+// logger (Postgres reconnects, audit sealer failures), so the server's
+// --log-format and --log-level apply to it. A SQLite database holds every
 // approval, argument and audit entry, so it is kept as private as the admin
 // token beside it: see openSQLite.
-func openStore(ctx context.Context, cfg *config.Config) (store, error) {
+func openStoreWith(ctx context.Context, cfg *config.Config, log *slog.Logger) (store, error) {
 	switch cfg.Store.Driver {
 	case "sqlite", "":
-		return openSQLite(ctx, cfg.Store.DSN)
+		return openSQLiteWith(ctx, cfg.Store.DSN, log)
 	case "postgres":
-		st, err := postgres.Open(ctx, cfg.Store.DSN)
+		st, err := postgres.OpenWith(ctx, cfg.Store.DSN, postgres.Options{Logger: log})
 		if err != nil {
 			return nil, redact.Error(fmt.Errorf("open Postgres store %s: %w", redactDSN(cfg.Store.DSN), err))
 		}
@@ -72,6 +81,10 @@ func openStore(ctx context.Context, cfg *config.Config) (store, error) {
 // earlier version created 0644. An existing directory's mode is left
 // alone: it may be shared on purpose.
 func openSQLite(ctx context.Context, dsn string) (*sqlite.Store, error) {
+	return openSQLiteWith(ctx, dsn, slog.Default())
+}
+
+func openSQLiteWith(ctx context.Context, dsn string, log *slog.Logger) (*sqlite.Store, error) {
 	path := sqlitePath(dsn)
 	if path != "" {
 		if err := makePrivateDir(filepath.Dir(path)); err != nil {
@@ -85,7 +98,7 @@ func openSQLite(ctx context.Context, dsn string) (*sqlite.Store, error) {
 			return nil, fmt.Errorf("open SQLite store %s: create database file: %w", redactDSN(dsn), err)
 		}
 	}
-	st, err := sqlite.Open(ctx, dsn)
+	st, err := sqlite.OpenWith(ctx, dsn, sqlite.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite store %s: %w", redactDSN(dsn), err)
 	}

@@ -70,7 +70,7 @@ type Store interface {
 	Subscribe(topic string) (ch <-chan struct{}, cancel func())
 }
 
-// Token is one configured API credential (CONTRACT.md api.tokens). Every
+// Token is one configured API credential (api.tokens in the README). Every
 // request made with it acts as Actor, so approvals and audit entries name a
 // person or system, never "the API". Scopes limit what it may do; nil
 // means the defaults of core.TokenScopes.
@@ -101,7 +101,7 @@ type Options struct {
 	PingInterval time.Duration
 }
 
-// The limits of CONTRACT.md's API that are not configurable.
+// The limits of the API that are not configurable.
 const (
 	// DefaultMaxBodyBytes is the body cap when Options.MaxBodyBytes is 0.
 	DefaultMaxBodyBytes = 1 << 20

@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 const (
@@ -206,7 +207,7 @@ func TestRouting(t *testing.T) {
 		want(t, b.do(t, "GET", "/api/v1/approvals/a1/decision", adminToken, nil), 405, "method_not_allowed")
 	})
 	t.Run("AccessLogNamesActorAndStatus", func(t *testing.T) {
-		var buf syncBuffer
+		var buf testkit.LogBuffer
 		b := setup(t, func(o *Options) {
 			o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		})
@@ -585,22 +586,4 @@ func TestConcurrentDecisionsOneWins(t *testing.T) {
 	if wins != 1 || len(a.Decisions) != 1 {
 		t.Fatalf("%d wins, %d decisions", wins, len(a.Decisions))
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

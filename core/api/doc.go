@@ -1,4 +1,4 @@
-// Package api serves opsgate's HTTP API v1 (CONTRACT.md, "API v1"): the
+// Package api serves opsgate's HTTP API v1 (the README's "HTTP API"; docs/architecture.md): the
 // surface that scripts, the admin CLI and the web console use to send
 // console messages, follow runs over Server-Sent Events, decide approvals,
 // read the audit log and requeue dead deliveries.

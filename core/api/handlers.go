@@ -25,7 +25,7 @@ const (
 )
 
 func isNotFound(err error) bool {
-	return errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound)
+	return errors.Is(err, core.ErrNotFound)
 }
 
 type messageBody struct {
@@ -356,9 +356,7 @@ func (b *decisionBody) validate() error {
 	default:
 		return invalid("action", "unknown action %q: want approve, reject or edit", b.Action)
 	}
-	switch approvals.Scope(b.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession, approvals.ScopeForever:
-	default:
+	if s := approvals.Scope(b.Scope); s != "" && !s.Valid() {
 		return invalid("scope", "unknown scope %q: want call, session or forever", b.Scope)
 	}
 	if b.Pattern != nil && approvals.Scope(b.Scope) != approvals.ScopeForever {
@@ -386,7 +384,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := core.Decision{ApprovalID: id, Action: b.Action, Args: b.Args, Reason: b.Reason, Scope: b.Scope, Pattern: b.Pattern}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
 	actor := actorFrom(r.Context())
 	if !scopesFrom(r.Context()).Has(core.ScopeDecide) {
 		// Refused, but through the engine, so the attempt is audited
@@ -402,8 +400,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
 	if err != nil {
-		var de *core.DecisionError
-		if errors.As(err, &de) || errors.As(err, new(*approvals.RefusedError)) {
+		if _, refused := core.Refusal(err); refused {
 			s.fail(w, r, err)
 			return
 		}

@@ -11,12 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
 // ErrorBody is the error object of every failed response (the "error" of
-// CONTRACT.md), also core/mcp's structured refusal, so a client reads the
+// the README), also core/mcp's structured refusal, so a client reads the
 // same code and fields from either surface. Field, By and At are set when
 // they help the caller fix or understand the refusal.
 type ErrorBody struct {
@@ -94,7 +93,7 @@ func (s *server) classify(err error) *httpError {
 		return &httpError{status: status, body: body}
 	}
 	switch {
-	case errors.Is(err, core.ErrNotFound), errors.Is(err, approvals.ErrNotFound):
+	case errors.Is(err, core.ErrNotFound):
 		return errf(http.StatusNotFound, "not_found", "not found")
 	case errors.Is(err, core.ErrConflict):
 		return errf(http.StatusConflict, "conflict", "the resource changed state; reload it")
@@ -102,39 +101,14 @@ func (s *server) classify(err error) *httpError {
 	return errf(http.StatusInternalServerError, "internal", "internal error")
 }
 
-// decisionStatus maps the core's refusal codes to HTTP, as core/errors.go
-// documents next to each code.
-var decisionStatus = map[core.DecisionCode]int{
-	core.DecisionNotFound:       http.StatusNotFound,
-	core.DecisionAlreadyDecided: http.StatusConflict,
-	core.DecisionAlreadyVoted:   http.StatusConflict,
-	core.DecisionNotApprover:    http.StatusForbidden,
-	core.DecisionSelfApproval:   http.StatusForbidden,
-	core.DecisionExpired:        http.StatusGone,
-	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
-	core.DecisionDenied:         http.StatusForbidden,
-	core.DecisionBadRequest:     http.StatusBadRequest,
-	core.DecisionUnverified:     http.StatusForbidden,
-	core.DecisionHumanRequired:  http.StatusForbidden,
-}
-
-// RefusalBody maps a decision refusal anywhere in err's chain, a
-// *core.DecisionError or the approvals package's own *approvals.RefusedError
-// (in case an engine passes it through unconverted), to its error body and
-// HTTP status. ok is false for any other error. It is the one mapping of
-// refusals to codes, shared with core/mcp so both surfaces refuse alike.
+// RefusalBody maps a decision refusal anywhere in err's chain (as
+// core.Refusal finds it) to its error body and HTTP status
+// (core.DecisionCode.HTTPStatus). ok is false for any other error. Shared
+// with core/mcp so both surfaces refuse alike.
 func RefusalBody(err error) (body ErrorBody, status int, ok bool) {
-	var de *core.DecisionError
-	if !errors.As(err, &de) {
-		var re *approvals.RefusedError
-		if !errors.As(err, &re) {
-			return ErrorBody{}, 0, false
-		}
-		de = refusedDecision(re)
-	}
-	status, known := decisionStatus[de.Code]
-	if !known {
-		status = http.StatusBadRequest
+	de, ok := core.Refusal(err)
+	if !ok {
+		return ErrorBody{}, 0, false
 	}
 	body = ErrorBody{Code: string(de.Code), Message: de.Message, Field: de.Field, By: de.By}
 	if body.Message == "" {
@@ -143,33 +117,7 @@ func RefusalBody(err error) (body ErrorBody, status int, ok bool) {
 	if !de.At.IsZero() {
 		body.At = rfc3339(de.At)
 	}
-	return body, status, true
-}
-
-// refusedDecision converts the approvals package's refusal to the core's.
-func refusedDecision(re *approvals.RefusedError) *core.DecisionError {
-	code := core.DecisionBadRequest
-	switch {
-	case errors.Is(re, approvals.ErrNotFound):
-		code = core.DecisionNotFound
-	case errors.Is(re, approvals.ErrAlreadyDecided):
-		code = core.DecisionAlreadyDecided
-	case errors.Is(re, approvals.ErrDuplicateApproval):
-		code = core.DecisionAlreadyVoted
-	case errors.Is(re, approvals.ErrExpired):
-		code = core.DecisionExpired
-	case errors.Is(re, approvals.ErrNotApprover):
-		code = core.DecisionNotApprover
-	case errors.Is(re, approvals.ErrSelfApproval):
-		code = core.DecisionSelfApproval
-	case errors.Is(re, approvals.ErrHumanRequired):
-		code = core.DecisionHumanRequired
-	case errors.Is(re, approvals.ErrDeniedByPolicy):
-		code = core.DecisionDenied
-	case re.Field != "":
-		code = core.DecisionInvalidArgs
-	}
-	return &core.DecisionError{Code: code, Message: re.Error(), By: strings.Join(re.By, ", "), At: re.At, Field: re.Field}
+	return body, de.Code.HTTPStatus(), true
 }
 
 // decodeBody reads one JSON object into v: 400 for malformed JSON, trailing
@@ -237,7 +185,7 @@ func queryInt64(r *http.Request, name string) (int64, error) {
 	return n, nil
 }
 
-// rfc3339 renders a time as CONTRACT.md promises: RFC 3339 in UTC (with
+// rfc3339 renders a time as the API promises: RFC 3339 in UTC (with
 // the fractional seconds the store kept, so ordering survives).
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// The response shapes of CONTRACT.md. They are separate from the core's
+// The response shapes the README documents. They are separate from the core's
 // types so that the wire format (UTC times, "<channel>:<key>" threads, [] for
 // empty lists, null for absent arguments) is decided here, once, and a field
 // added to a core type does not leak out unreviewed.
@@ -19,7 +19,7 @@ type listView[T any] struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// RunView is a run as CONTRACT.md shapes it: the one rendering of a run,
+// RunView is a run as the API shapes it: the one rendering of a run,
 // served by this API and reused by core/mcp so the two surfaces cannot
 // drift apart. The jsonschema tags are read by core/mcp, whose tool output
 // schemas are generated from these types; encoding/json ignores them.
@@ -84,7 +84,7 @@ func NewRunView(r *core.Run) *RunView {
 	return v
 }
 
-// ApprovalView is an approval as CONTRACT.md shapes it, shared with
+// ApprovalView is an approval as the API shapes it, shared with
 // core/mcp like RunView. ApprovedArgs and ExecutedArgs are typed any, not
 // map[string]any, because a schema generated from a Go map does not admit
 // the null they are until set; NewApprovalView keeps a nil map a plain nil
@@ -215,16 +215,16 @@ func ExecutedArgs(run *core.Run, approvalID string) map[string]any {
 }
 
 type auditView struct {
-	Seq        int64           `json:"seq"`
-	At         string          `json:"at"`
-	Kind       string          `json:"kind"`
-	Actor      string          `json:"actor"`
-	RunID      string          `json:"run_id,omitempty"`
-	ApprovalID string          `json:"approval_id,omitempty"`
-	Tool       string          `json:"tool,omitempty"`
-	Detail     json.RawMessage `json:"detail,omitempty"`
-	PrevHash   string          `json:"prev_hash"`
-	Hash       string          `json:"hash"`
+	Seq        int64               `json:"seq"`
+	At         string              `json:"at"`
+	Kind       approvals.AuditKind `json:"kind"`
+	Actor      string              `json:"actor"`
+	RunID      string              `json:"run_id,omitempty"`
+	ApprovalID string              `json:"approval_id,omitempty"`
+	Tool       string              `json:"tool,omitempty"`
+	Detail     json.RawMessage     `json:"detail,omitempty"`
+	PrevHash   string              `json:"prev_hash"`
+	Hash       string              `json:"hash"`
 }
 
 func newAuditView(e approvals.AuditEntry) auditView {

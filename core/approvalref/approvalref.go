@@ -23,6 +23,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Action is what a presser wants done with an approval. It travels as one
@@ -36,16 +38,25 @@ const (
 	Edit    Action = 'e'
 )
 
-// String returns the action as core.Decision.Action spells it ("approve",
-// "reject", "edit"), so adapters hand it to the engine unchanged.
-func (a Action) String() string {
+// Decision returns the action as core.Decision.Action spells it
+// (approvals.ActionApprove, …), so adapters hand it to the engine
+// unchanged; "" for an unknown byte.
+func (a Action) Decision() approvals.Action {
 	switch a {
 	case Approve:
-		return "approve"
+		return approvals.ActionApprove
 	case Reject:
-		return "reject"
+		return approvals.ActionReject
 	case Edit:
-		return "edit"
+		return approvals.ActionEdit
+	}
+	return ""
+}
+
+// String names the action for logs and tests ("approve", …).
+func (a Action) String() string {
+	if d := a.Decision(); d != "" {
+		return string(d)
 	}
 	return fmt.Sprintf("Action(%q)", byte(a))
 }

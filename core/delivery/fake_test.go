@@ -23,7 +23,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/store/sqlite"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 // limit is one bucket the fake platform enforces: at most Burst requests
@@ -368,12 +368,8 @@ func (c *cards) set(card core.Card) {
 // (synchronous OFF): these tests are about the pipeline, not fsync.
 func openStore(t testing.TB) core.Store {
 	t.Helper()
-	ctx := context.Background()
-	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "d.db")+"?_pragma=synchronous(OFF)")
+	s, err := testkit.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "d.db")+"?_pragma=synchronous(OFF)")
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

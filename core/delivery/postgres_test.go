@@ -9,20 +9,16 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/pgtest"
-	"github.com/opsgate/opsgate/store/postgres"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func openPostgres(t *testing.T, dsn string) core.Store {
 	t.Helper()
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn)
+	s, err := testkit.OpenPostgres(context.Background(), dsn)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })

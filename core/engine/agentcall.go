@@ -26,7 +26,7 @@ import (
 )
 
 // The agent call operations: what an external agent does with the task of
-// an agent_task step (CONTRACT.md "MCP endpoints and tools"). core/mcp
+// an agent_task step (docs/mcp.md). core/mcp
 // calls them; each checks that the call is the run's current one and that
 // the caller holds the claim, and changes state in one transaction.
 //
@@ -218,7 +218,7 @@ func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) err
 					RunID: run.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
 					Status: core.RunInterrupted, Release: true, ErrorCode: CodeRunInterrupted, ErrorMessage: why, Step: step,
 					Outbox: []core.OutboxMessage{e.reply(run, text)},
-					Audit: []approvals.AuditEntry{e.audit("run.interrupted", "system", run.ID, "", core.AgentTaskStep,
+					Audit: []approvals.AuditEntry{e.audit(approvals.AuditRunInterrupted, "system", run.ID, "", core.AgentTaskStep,
 						map[string]any{"call_id": c.ID, "served_by": c.ServedBy, "why": why})},
 					Events: []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunInterrupted, "error_code": CodeRunInterrupted})},
 				}
@@ -415,7 +415,7 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 			core.AgentCallClaimed, claimID, actor.ID, &now, e.opts.Owner, now
 		return core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
 			RunID: c.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
-			Audit: []approvals.AuditEntry{e.audit("agent_call.claimed", actor.ID, c.RunID, "", core.AgentTaskStep,
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditAgentCallClaimed, actor.ID, c.RunID, "", core.AgentTaskStep,
 				map[string]any{"call_id": c.ID, "stage": c.Task.Stage})},
 			Events: []core.RunEvent{e.event(c.RunID, EventAgentCallClaimed, map[string]any{"call_id": c.ID, "by": actor.ID})},
 		}}, nil
@@ -545,7 +545,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 		now := e.now()
 		r.Status, r.Error, r.FinishedAt = core.ReceiptDenied, "denied by policy: "+v.Why, &now
 		return e.putReceipt(ctx, c, actor, claimID, &r, &core.Checkpoint{RunID: c.RunID, Now: now,
-			Audit: []approvals.AuditEntry{e.audit("policy.denied", "system", c.RunID, "", toolID, map[string]any{
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditPolicyDenied, "system", c.RunID, "", toolID, map[string]any{
 				"rule": v.Rule, "why": v.Why, "args": args, "call_id": c.ID, "tool_call_id": toolCallID, "agent": actor.ID})}})
 	case approvals.EffectAsk:
 		g, err := e.grantFor(ctx, tr, approvals.Call{Tool: toolID, Risk: t.Risk, Thread: run.Thread.String(),
@@ -556,7 +556,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 		if g == nil {
 			return e.agentAsk(ctx, tr, actor, claimID, c, run, t, &r, v)
 		}
-		return e.agentDispatch(ctx, actor, claimID, c, t, &r, nil, e.audit("grant.applied", g.Actor, c.RunID, g.ApprovalID, toolID,
+		return e.agentDispatch(ctx, actor, claimID, c, t, &r, nil, e.audit(approvals.AuditGrantApplied, g.Actor, c.RunID, g.ApprovalID, toolID,
 			map[string]any{"args": args, "grant": g.ID, "scope": g.Scope, "requester": actor.ID, "call_id": c.ID}))
 	}
 	return e.agentDispatch(ctx, actor, claimID, c, t, &r, nil)
@@ -618,7 +618,7 @@ func (e *Engine) agentAsk(ctx context.Context, tr *trustState, actor core.Actor,
 	return e.putReceipt(ctx, c, actor, claimID, r, &core.Checkpoint{
 		RunID: run.ID, Now: now, Approval: a,
 		Outbox: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: run.ID, CreatedAt: now}},
-		Audit: []approvals.AuditEntry{e.audit("approval.requested", actor.ID, run.ID, a.ID, t.Name, map[string]any{
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditApprovalRequested, actor.ID, run.ID, a.ID, t.Name, map[string]any{
 			"args": r.Args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
 			"call_id": c.ID, "tool_call_id": r.ToolCallID})},
 		Events: []core.RunEvent{e.event(run.ID, core.EventPermissionRequested, map[string]any{
@@ -670,7 +670,7 @@ func (e *Engine) agentToolDecided(ctx context.Context, actor core.Actor, c *core
 	if v := e.trust().policy.Evaluate(toolInfo(t), args); v.Effect == approvals.EffectDeny {
 		next.Status, next.Error, next.FinishedAt = core.ReceiptDenied, "denied by policy: "+v.Why, &now
 		return e.putReceipt(ctx, c, actor, c.ClaimID, &next, &core.Checkpoint{RunID: c.RunID, Now: now,
-			Audit: []approvals.AuditEntry{e.audit("policy.denied", "system", c.RunID, a.ID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})}})
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditPolicyDenied, "system", c.RunID, a.ID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})}})
 	}
 	next.Args = args
 	return e.agentDispatch(ctx, actor, c.ClaimID, c, t, &next, a)
@@ -858,13 +858,13 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 		now := e.now()
 		next := *cur
 		next.Status, next.UpdatedAt, next.FinishedAt = status, now, &now
-		kind := "agent_call.completed"
+		kind := approvals.AuditAgentCallCompleted
 		detail := map[string]any{"call_id": cur.ID, "stage": cur.Task.Stage}
 		if status == core.AgentCallCompleted {
 			next.Result = append(json.RawMessage{}, result...)
 		} else {
 			next.ErrorCode, next.Error = "agent_failed", message
-			kind, detail["message"] = "agent_call.failed", message
+			kind, detail["message"] = approvals.AuditAgentCallFailed, message
 		}
 		ch := core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
 			RunID: cur.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued,

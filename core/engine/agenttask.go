@@ -134,7 +134,7 @@ func (x *execution) agentSuspend(ctx context.Context, cs compiledStep) error {
 		RunID: x.run.ID, Owner: e.opts.Owner, Now: now,
 		Status: core.RunWaitingInput, Release: true, Step: st,
 		Outbox: []core.OutboxMessage{e.reply(x.run, text)},
-		Audit: []approvals.AuditEntry{e.audit("agent_call.requested", x.run.Requester, x.run.ID, "", core.AgentTaskStep,
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditAgentCallRequested, x.run.Requester, x.run.ID, "", core.AgentTaskStep,
 			map[string]any{"call_id": call.ID, "step": idx, "stage": cs.stage, "tools": cs.agent.tools})},
 		Events: append(x.events, e.event(x.run.ID, EventAgentCallRequested, map[string]any{
 			"call_id": call.ID, "step": idx, "stage": cs.stage})),

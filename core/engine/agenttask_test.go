@@ -232,7 +232,7 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 		}
 		kinds := map[string]bool{}
 		for _, e := range h.auditKinds(approvals.AuditListParams{RunID: rc.RunID}) {
-			kinds[e.Kind] = true
+			kinds[string(e.Kind)] = true
 		}
 		for _, k := range []string{"agent_call.requested", "agent_call.claimed", "agent_call.completed", "approval.requested", "policy.denied"} {
 			if !kinds[k] {

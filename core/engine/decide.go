@@ -31,8 +31,8 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
 	req := approvals.Request{
-		Actor: actor.ID, Channel: channel, Action: approvals.Action(d.Action), Args: d.Args,
-		Reason: d.Reason, Scope: approvals.Scope(d.Scope), Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
+		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
+		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -110,62 +110,20 @@ type argChecker interface {
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
-// type every surface understands.
+// type every surface understands (core.Refusal), naming the approval an
+// unknown id asked for and the actor whose approval already counts.
 func decisionError(id, actor string, err error) error {
-	var de *core.DecisionError
-	if errors.As(err, &de) {
-		return de
-	}
-	if errors.Is(err, approvals.ErrNotFound) || errors.Is(err, core.ErrNotFound) {
+	if errors.Is(err, core.ErrNotFound) {
 		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("no approval %q", id)}
 	}
-	var re *approvals.RefusedError
-	if !errors.As(err, &re) {
+	de, ok := core.Refusal(err)
+	if !ok {
 		return fmt.Errorf("engine: decide %s: %w", id, err)
 	}
-	out := &core.DecisionError{Message: re.Error()}
-	var ve *approvals.ValidationError
-	switch {
-	case errors.Is(re, approvals.ErrAlreadyDecided):
-		out.Code, out.At = core.DecisionAlreadyDecided, re.At
-		out.By = strings.Join(re.By, ", ")
-		out.Message = "already decided"
-		if out.By != "" {
-			out.Message += " by " + out.By
-		}
-		if !re.At.IsZero() {
-			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
-		}
-	case errors.Is(re, approvals.ErrDuplicateApproval):
-		// Same 409 family: this approver's answer is already counted, and
-		// the call still waits for others.
-		out.Code, out.By = core.DecisionAlreadyVoted, actor
-		out.Message = "you already approved this call; it still waits for more approvers (" + re.Detail + ")"
-	case errors.Is(re, approvals.ErrExpired):
-		out.Code, out.At = core.DecisionExpired, re.At
-		out.Message = "approval expired"
-		if !re.At.IsZero() {
-			out.Message += " at " + re.At.UTC().Format("2006-01-02 15:04:05 UTC")
-		}
-	case errors.Is(re, approvals.ErrNotApprover):
-		out.Code = core.DecisionNotApprover
-	case errors.Is(re, approvals.ErrSelfApproval):
-		out.Code = core.DecisionSelfApproval
-	case errors.Is(re, approvals.ErrHumanRequired):
-		out.Code = core.DecisionHumanRequired
-	case errors.Is(re, approvals.ErrDeniedByPolicy):
-		out.Code = core.DecisionDenied
-	case errors.As(re, &ve):
-		out.Code, out.Field = core.DecisionInvalidArgs, ve.Field
-		out.Message = ve.Error()
-	case errors.Is(re, approvals.ErrUnverified):
-		out.Code = core.DecisionUnverified
-	case errors.Is(re, approvals.ErrInvalidDecision):
-		out.Code = core.DecisionBadRequest
-	default:
-		out.Code = core.DecisionBadRequest
+	if de.Code == core.DecisionAlreadyVoted {
+		de.By = actor
 	}
-	return out
+	return de
 }
 
 // Cancel ends a run that is not final yet: it becomes cancelled, its thread
@@ -249,7 +207,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
 		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
-		Audit:        []approvals.AuditEntry{e.audit("run.cancelled", who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
+		Audit:        []approvals.AuditEntry{e.audit(approvals.AuditRunCancelled, who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
 	if run.Status == core.RunRunning {
@@ -280,14 +238,14 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 	}
 	c := core.Card{
 		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
-		Risk: string(a.Risk), Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
-		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: string(a.Status),
+		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: a.Status,
 	}
 	if e.opts.PublicURL != "" {
 		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID
 	}
 	if a.Status.Final() {
-		o := &core.CardOutcome{Status: string(a.Status), By: a.Winners()}
+		o := &core.CardOutcome{Status: a.Status, By: a.Winners()}
 		if a.DecidedAt != nil {
 			o.At = *a.DecidedAt
 		}
@@ -310,9 +268,6 @@ var _ core.CardSource = (*Engine)(nil)
 func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Card, error) {
 	a, err := e.store.ApprovalGet(ctx, approvalID)
 	if err != nil {
-		if errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
-			err = fmt.Errorf("%w: %w", core.ErrNotFound, err)
-		}
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
 	return e.Card(a), nil

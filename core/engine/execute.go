@@ -117,7 +117,7 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 			return false, x.suspend(ctx, tr, cs.tool, idx, args, v)
 		}
 		x.log.Info("grant turns ask into allow", "tool", cs.tool.Name, "grant", g.ID, "scope", g.Scope)
-		audit := x.e.audit("grant.applied", g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{
+		audit := x.e.audit(approvals.AuditGrantApplied, g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{
 			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": x.run.Requester})
 		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
@@ -162,7 +162,7 @@ func toolInfo(t *Tool) approvals.ToolInfo {
 // refused it.
 func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) error {
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID}
-	audit := x.e.audit("policy.denied", "system", x.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
+	audit := x.e.audit(approvals.AuditPolicyDenied, "system", x.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
 	text := fmt.Sprintf("⛔ %s was denied by policy (%s); it did not run.", t.Name, v.Why)
 	return x.end(ctx, st, core.RunFailed, "denied", v.Why, text, audit)
 }
@@ -184,7 +184,7 @@ func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx in
 	return x.checkpoint(ctx, core.Checkpoint{
 		Status: core.RunWaitingApproval, Release: true, Step: st, Approval: a,
 		Outbox: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: x.run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: x.run.ID, CreatedAt: now}},
-		Audit: []approvals.AuditEntry{e.audit("approval.requested", x.run.Requester, x.run.ID, a.ID, t.Name, map[string]any{
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditApprovalRequested, x.run.Requester, x.run.ID, a.ID, t.Name, map[string]any{
 			"args": args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
 		})},
 		Events: []core.RunEvent{e.event(x.run.ID, core.EventPermissionRequested, map[string]any{
@@ -262,14 +262,14 @@ func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step)
 		x.log.Info("re-dispatching idempotent step after crash", "step", st.Index, "key", st.IdempotencyKey)
 		next := *st
 		return x.dispatch(ctx, cs.tool, &next, nil,
-			x.e.audit("run.redispatched", "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
+			x.e.audit(approvals.AuditRunRedispatched, "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
 	}
 	next := *st
 	next.Status, next.Error = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running"
 	now := x.e.now()
 	next.FinishedAt = &now
 	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", x.run.ID, cs.tool.Name)
-	audit := x.e.audit("run.interrupted", "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
+	audit := x.e.audit(approvals.AuditRunInterrupted, "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
 	return false, x.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
 }
 

@@ -36,7 +36,7 @@ func TestCancelRunningRunIgnoresLateResult(t *testing.T) {
 			cur, _ = h.store.RunGet(context.Background(), rc.RunID)
 			return len(cur.Steps) == 1 && cur.Steps[0].Status == core.StepSucceeded
 		})
-		time.Sleep(50 * time.Millisecond)
+		h.quiesce() // the engine's last write is done: what we read is final
 		cur, _ = h.store.RunGet(context.Background(), rc.RunID)
 		if cur.Status != core.RunCancelled || cur.ErrorCode != "cancelled" || cur.Steps[0].FinishedAt == nil {
 			t.Fatalf("run after the late result: %s %s, steps %+v", cur.Status, cur.ErrorCode, cur.Steps)
@@ -45,10 +45,11 @@ func TestCancelRunningRunIgnoresLateResult(t *testing.T) {
 		if len(texts) != 1 || !strings.Contains(texts[0], "cancelled") {
 			t.Fatalf("replies: %q", texts)
 		}
-		// The thread is free again.
+		// The thread is free again (for a restarted engine: the store says so).
 		h.fx.status.mu.Lock()
 		h.fx.status.gate, h.fx.status.started = nil, nil
 		h.fx.status.mu.Unlock()
+		h.resume()
 		next := h.send("console:req", "console:t1", "status web")
 		h.waitRun(next.RunID, core.RunSucceeded)
 	})
@@ -164,7 +165,7 @@ func TestLapsedLeaseNeverRunsTwice(t *testing.T) {
 		if run.Status != core.RunSucceeded {
 			t.Fatalf("run %s", run.Status)
 		}
-		time.Sleep(100 * time.Millisecond)
+		h.quiesce() // nothing can be dispatched after this
 		if n := len(h.fx.status.callsFor(rc.RunID)); n != 1 {
 			t.Fatalf("dispatched %d times", n)
 		}

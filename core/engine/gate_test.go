@@ -163,7 +163,7 @@ func TestAskApproveDispatchesOnce(t *testing.T) {
 			t.Fatalf("decided card: %+v", c)
 		}
 		// A decision after the run finished changes nothing.
-		time.Sleep(50 * time.Millisecond)
+		h.quiesce() // nothing can be dispatched after this
 		if n := len(h.fx.deploy.callsFor(run.ID)); n != 1 {
 			t.Fatalf("dispatched %d times", n)
 		}
@@ -500,7 +500,7 @@ func TestExpiry(t *testing.T) {
 		// The expiry and the late attempt are both in the audit log.
 		kinds := map[string]bool{}
 		for _, e := range h.auditKinds(approvals.AuditListParams{ApprovalID: a.ID}) {
-			kinds[e.Kind] = true
+			kinds[string(e.Kind)] = true
 		}
 		if !kinds["approval.expired"] || !kinds["approval.refused"] {
 			t.Fatalf("audit kinds for an expired approval: %v", kinds)
@@ -577,7 +577,7 @@ func TestCancel(t *testing.T) {
 		if es := h.auditKinds(approvals.AuditListParams{RunID: rc.RunID, Actor: "console:admin"}); len(es) != 1 || es[0].Kind != "run.cancelled" {
 			t.Fatalf("audit: %+v", es)
 		}
-		time.Sleep(50 * time.Millisecond)
+		h.quiesce() // the engine's last write is done: what we read is final
 		if cur, _ := h.store.RunGet(context.Background(), rc.RunID); cur.Status != core.RunCancelled || h.fx.deploy.total() != 0 || cur.Steps[0].Status != core.StepCancelled {
 			t.Fatalf("cancelled run moved on: %s, %d dispatches, steps %+v", cur.Status, h.fx.deploy.total(), cur.Steps)
 		}

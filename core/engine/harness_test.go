@@ -17,9 +17,8 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/pgtest"
-	"github.com/opsgate/opsgate/store/postgres"
-	"github.com/opsgate/opsgate/store/sqlite"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,12 +35,8 @@ var backends = []backend{
 		name:   "sqlite",
 		newDSN: func(t testing.TB) string { return filepath.Join(t.TempDir(), "opsgate.db") },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
-			s, err := sqlite.Open(ctx, dsn)
+			s, err := testkit.OpenSQLite(ctx, dsn)
 			if err != nil {
-				return nil, err
-			}
-			if err := s.Migrate(ctx); err != nil {
-				s.Close()
 				return nil, err
 			}
 			return s, nil
@@ -51,12 +46,8 @@ var backends = []backend{
 		name:   "postgres",
 		newDSN: func(t testing.TB) string { return pgtest.DSN(t) },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
-			s, err := postgres.Open(ctx, dsn)
+			s, err := testkit.OpenPostgres(ctx, dsn)
 			if err != nil {
-				return nil, err
-			}
-			if err := s.Migrate(ctx); err != nil {
-				s.Close()
 				return nil, err
 			}
 			return s, nil
@@ -255,6 +246,45 @@ type harness struct {
 	stop  func()
 	// tweak adjusts options before each engine is built.
 	tweak func(*Options)
+	// claims counts the engines' RunClaim calls: each is a look at the
+	// queue, the observable event "the engine considered this run".
+	claims atomic.Int64
+}
+
+// claimCounter counts RunClaim calls on the store it wraps.
+type claimCounter struct {
+	core.Store
+	n *atomic.Int64
+}
+
+func (c claimCounter) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
+	runs, err := c.Store.RunClaim(ctx, p)
+	c.n.Add(1)
+	return runs, err
+}
+
+// waitClaims waits until the engine has looked at the queue n more times
+// than it had when called: after that, a run it left queued was seen and
+// passed over, not merely not reached yet.
+func (h *harness) waitClaims(n int64) {
+	h.t.Helper()
+	from := h.claims.Load()
+	waitFor(h.t, fmt.Sprintf("%d more claim passes", n), func() bool { return h.claims.Load() >= from+n })
+}
+
+// quiesce stops the engine, which waits for every step in flight: nothing
+// can be dispatched or recorded by it afterwards, so what a test counts
+// then is final. A test that goes on restarts it with resume.
+func (h *harness) quiesce() {
+	h.t.Helper()
+	h.stop()
+}
+
+// resume runs a new engine on the same store after quiesce, as a restart.
+func (h *harness) resume() {
+	h.t.Helper()
+	h.eng = h.newEngine(h.store)
+	h.stop = h.runEngine(h.eng)
 }
 
 func setup(t testing.TB, b backend, tweak ...func(*Options)) *harness {
@@ -284,6 +314,7 @@ func (h *harness) start() {
 func (h *harness) newEngine(s core.Store) *Engine {
 	h.t.Helper()
 	o := h.fx.options(h.t, s, h.clk)
+	o.Store = claimCounter{Store: o.Store, n: &h.claims}
 	if h.tweak != nil {
 		h.tweak(&o)
 	}
@@ -384,7 +415,7 @@ func (h *harness) waitApproval(runID string) *approvals.Approval {
 }
 
 func (h *harness) decide(actor, id, action string, mod ...func(*core.Decision)) (*approvals.Approval, error) {
-	d := core.Decision{ApprovalID: id, Action: action}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(action)}
 	for _, m := range mod {
 		m(&d)
 	}

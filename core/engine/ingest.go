@@ -119,7 +119,7 @@ func (e *Engine) event(runID, typ string, data any) core.RunEvent {
 }
 
 // audit builds an audit entry stamped now; the store seals it into the chain.
-func (e *Engine) audit(kind, actor, runID, approvalID, tool string, detail any) approvals.AuditEntry {
+func (e *Engine) audit(kind approvals.AuditKind, actor, runID, approvalID, tool string, detail any) approvals.AuditEntry {
 	ae := approvals.AuditEntry{At: e.now(), Kind: kind, Actor: actor, RunID: runID, ApprovalID: approvalID, Tool: tool}
 	if detail != nil {
 		if b, err := json.Marshal(detail); err == nil {

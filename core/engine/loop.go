@@ -233,7 +233,7 @@ func (e *Engine) expire(ctx context.Context, id string, now time.Time) error {
 		}
 		return approvals.Expire(a, now)
 	}})
-	if err != nil && !errors.Is(err, approvals.ErrNotFound) && !errors.Is(err, core.ErrNotFound) {
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("engine: expire approval %s: %w", id, err)
 	}
 	return nil

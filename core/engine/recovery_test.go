@@ -109,8 +109,10 @@ func TestRunsInOneThreadAreSequential(t *testing.T) {
 		if got := <-h.fx.status.started; got != first.RunID {
 			t.Fatalf("first dispatch was %s, want %s", got, first.RunID)
 		}
-		// While the first holds the thread, the second must stay queued.
-		time.Sleep(100 * time.Millisecond)
+		// While the first holds the thread, the second must stay queued:
+		// the engine looks at the queue twice more (one look may have begun
+		// before the second was committed) and passes it over.
+		h.waitClaims(2)
 		if run, _ := h.store.RunGet(context.Background(), second.RunID); run.Status != core.RunQueued {
 			t.Fatalf("second run is %s while the first runs", run.Status)
 		}
@@ -167,6 +169,8 @@ func TestConcurrencyBound(t *testing.T) {
 		}
 		<-h.fx.status.started
 		<-h.fx.status.started
+		// A full engine does not look at the queue, so there is no event to
+		// wait on here; the peak checked at the end covers the whole run.
 		time.Sleep(100 * time.Millisecond)
 		h.fx.status.mu.Lock()
 		inflight := h.fx.status.inflight
@@ -177,6 +181,11 @@ func TestConcurrencyBound(t *testing.T) {
 		close(gate)
 		for _, id := range ids {
 			h.waitRun(id, core.RunSucceeded)
+		}
+		h.fx.status.mu.Lock()
+		defer h.fx.status.mu.Unlock()
+		if h.fx.status.peak != 2 {
+			t.Fatalf("peak concurrency %d with Concurrency 2", h.fx.status.peak)
 		}
 	})
 }

@@ -99,7 +99,7 @@ func (e *Engine) refusedRequest(ev core.ChannelEvent, why string) core.InboxReco
 	return core.InboxRecordParams{
 		Event:   ev,
 		Replies: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: text, CreatedAt: e.now()}},
-		Audit: []approvals.AuditEntry{e.audit("request.refused", ev.Actor.ID, "", "", "", map[string]any{
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditRequestRefused, ev.Actor.ID, "", "", "", map[string]any{
 			"channel": ev.Channel, "event_id": ev.EventID, "thread": ev.Thread.String(), "why": why,
 		})},
 	}
@@ -163,7 +163,7 @@ func (e *Engine) CancelAllowed(ctx context.Context, runID string, actor core.Act
 func (e *Engine) RevokeGrant(ctx context.Context, id string, actor core.Actor) (*approvals.Grant, error) {
 	now := e.now()
 	g, err := e.store.GrantRevoke(ctx, approvals.GrantRevokeParams{ID: id, Actor: actor.ID, At: now,
-		Audit: []approvals.AuditEntry{e.audit("grant.revoked", actor.ID, "", "", "", map[string]any{"grant": id})}})
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditGrantRevoked, actor.ID, "", "", "", map[string]any{"grant": id})}})
 	if err != nil {
 		return g, fmt.Errorf("engine: revoke grant %s: %w", id, err)
 	}

@@ -1,9 +1,14 @@
 // Package markdown parses the small Markdown subset opsgate replies are
-// authored in and renders it to each platform's native dialect, so that a
-// reply is written once and every adapter shows it properly — and so that
-// text from outside (tool output, chat, email) can never become active
-// markup: a stray "*", "<script>", a javascript: link, Slack's <!channel> or
-// Discord's @everyone render as inert text.
+// authored in and renders it through a Dialect, so that a reply is written
+// once and every adapter shows it properly — and so that text from outside
+// (tool output, chat, email) can never become active markup: a stray "*",
+// "<script>", a javascript: link or a platform's mention syntax render as
+// inert text.
+//
+// The parser, the tree, the walk and the escaping helpers live here, in one
+// reviewed place; each adapter supplies its platform's Dialect (as a backend
+// supplies a slog.Handler), so this package names no platform. Plain text
+// and HTML (email bodies, the web console) are built in.
 //
 // The subset: **bold**, _italic_ and *italic*, `inline code`, fenced code
 // with a language, [text](url) links, bullet and numbered lists, > quotes and

@@ -7,72 +7,84 @@ import (
 	"strings"
 )
 
-// Dialect is a platform's native text format.
-type Dialect int
-
-const (
-	// Plain is text with no markup at all: links read "text (url)". It is the
-	// fallback every adapter can send and the text part of an email.
-	Plain Dialect = iota
-	// SlackMrkdwn is Slack's mrkdwn: *bold*, _italic_, `code`, ```pre```,
-	// <url|text>; & < > escaped as entities.
-	SlackMrkdwn
-	// TelegramHTML is Telegram's parse_mode=HTML: <b>, <i>, <code>,
-	// <pre><code class="language-x">, <a href>, <blockquote>; only < > & (and
-	// " inside attributes) escaped.
-	TelegramHTML
-	// DiscordMarkdown is Discord's Markdown, with stray markup characters
-	// backslash-escaped and @everyone/@here and <@…> mentions neutralized.
-	DiscordMarkdown
-	// HTML is HTML for email bodies: full escaping, only http, https and
-	// mailto links.
-	HTML
-)
-
-// String names the dialect for logs and tests.
-func (d Dialect) String() string {
-	switch d {
-	case Plain:
-		return "plain"
-	case SlackMrkdwn:
-		return "slack"
-	case TelegramHTML:
-		return "telegram"
-	case DiscordMarkdown:
-		return "discord"
-	case HTML:
-		return "html"
-	}
-	return "Dialect(" + strconv.Itoa(int(d)) + ")"
+// Dialect is how one chat platform spells the pieces of a message, as a
+// slog.Handler is how one backend writes a record: the renderer here walks
+// the tree and hands the dialect each piece, and the dialect only chooses
+// the markup. Text is handed over raw, so a Dialect must escape every piece
+// of text it emits, with the helpers in escape.go (EscapeEntities, Inert,
+// BackslashEscape, BreakFences …); link URLs have passed SafeURL. Each
+// adapter supplies its own (Slack mrkdwn, Telegram HTML, Discord Markdown);
+// Plain is here, and HTML documents have RenderHTML.
+type Dialect interface {
+	// Text escapes literal text so it carries no markup.
+	Text(s string) string
+	// Bold and Italic wrap rendered inline content (never empty).
+	Bold(inner string) string
+	Italic(inner string) string
+	// Code renders inline code from its raw text.
+	Code(s string) string
+	// CodeBlock renders fenced code from its raw text; lang is "" or a
+	// safe language name.
+	CodeBlock(lang, s string) string
+	// Link renders a link to url (already SafeURL): label is its rendered
+	// text, text the same flattened to plain text; either may be empty.
+	Link(url, label, text string) string
+	// Quote renders a quote around its rendered blocks.
+	Quote(inner string) string
+	// Bullet is the marker of an unordered list item ("• ").
+	Bullet() string
 }
 
-// zwsp is the zero-width space used to break markup that a platform offers
-// no escape for (Slack's * _ ~ `, Discord's @everyone) without changing what
-// a reader sees.
-const zwsp = "\u200b"
+// Plain is text with no markup at all: links read "text (url)". It is the
+// fallback every adapter can send and the text part of an email.
+var Plain Dialect = plain{}
+
+type plain struct{}
+
+func (plain) Text(s string) string         { return s }
+func (plain) Bold(inner string) string     { return inner }
+func (plain) Italic(inner string) string   { return inner }
+func (plain) Code(s string) string         { return s }
+func (plain) CodeBlock(_, s string) string { return s }
+func (plain) Quote(inner string) string    { return PrefixLines(inner, "> ", "> ") }
+func (plain) Bullet() string               { return "• " }
+func (plain) Link(u, _, text string) string {
+	if text == "" || text == u {
+		return u
+	}
+	return text + " (" + u + ")"
+}
 
 // Convert parses src and renders it in dialect d.
 func Convert(src string, d Dialect) string { return Render(Parse(src), d) }
 
-// Render renders a parsed tree in dialect d. Text from the tree is always
-// escaped for d, so the output carries no markup the tree did not ask for.
+// Render renders a parsed tree in dialect d. Every piece of text from the
+// tree goes through d, so the output carries no markup the tree did not
+// ask for.
 func Render(doc *Node, d Dialect) string {
 	if doc == nil {
 		return ""
 	}
-	r := &renderer{d: d}
-	if d == HTML {
-		r.htmlBlocks(doc.Children)
-	} else {
-		r.b.WriteString(r.chatBlocks(doc.Children))
+	return (&renderer{d: d}).chatBlocks(doc.Children)
+}
+
+// ConvertHTML parses src and renders it as HTML (RenderHTML).
+func ConvertHTML(src string) string { return RenderHTML(Parse(src)) }
+
+// RenderHTML renders a parsed tree as an HTML fragment, for email bodies and
+// the web console: full escaping, only http, https and mailto links.
+func RenderHTML(doc *Node) string {
+	if doc == nil {
+		return ""
 	}
+	r := &htmlRenderer{}
+	r.htmlBlocks(doc.Children)
 	return r.b.String()
 }
 
-type renderer struct {
-	d Dialect
-	b strings.Builder
-}
+type renderer struct{ d Dialect }
+
+type htmlRenderer struct{ b strings.Builder }
 
 // SafeURL returns u cleaned if it is an absolute http, https or mailto URL
 // without spaces or control characters; other links (javascript:, data:,
@@ -115,25 +127,18 @@ func (r *renderer) chatBlock(n *Node) string {
 	case Paragraph:
 		return r.inlines(n.Children)
 	case CodeBlock:
-		return r.pre(n.Lang, n.Text)
+		return r.d.CodeBlock(cleanLang(n.Lang), n.Text)
 	case Quote:
-		inner := r.chatBlocks(n.Children)
-		if r.d == TelegramHTML {
-			return "<blockquote>" + inner + "</blockquote>"
-		}
-		return prefixLines(inner, "> ", "> ")
+		return r.d.Quote(r.chatBlocks(n.Children))
 	case List:
 		items := make([]string, 0, len(n.Children))
 		for i, it := range n.Children {
-			mark := "• "
-			if r.d == DiscordMarkdown {
-				mark = "- "
-			}
+			mark := r.d.Bullet()
 			if n.Ordered {
 				mark = strconv.Itoa(n.Start+i) + ". "
 			}
 			body := strings.Join(blockStrings(r, it.Children), "\n")
-			items = append(items, prefixLines(body, mark, strings.Repeat(" ", len(mark))))
+			items = append(items, PrefixLines(body, mark, strings.Repeat(" ", len(mark))))
 		}
 		return strings.Join(items, "\n")
 	}
@@ -148,18 +153,6 @@ func blockStrings(r *renderer, nodes []*Node) []string {
 	return out
 }
 
-func prefixLines(s, first, rest string) string {
-	lines := strings.Split(s, "\n")
-	for i := range lines {
-		if i == 0 {
-			lines[i] = first + lines[i]
-		} else {
-			lines[i] = rest + lines[i]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 func (r *renderer) inlines(nodes []*Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
@@ -171,19 +164,21 @@ func (r *renderer) inlines(nodes []*Node) string {
 func (r *renderer) inline(n *Node) string {
 	switch n.Kind {
 	case Text:
-		return r.text(n.Text)
+		return r.d.Text(n.Text)
 	case LineBreak:
 		return "\n"
 	case Bold:
-		return r.wrap(n, map[Dialect][2]string{
-			SlackMrkdwn: {"*", "*"}, TelegramHTML: {"<b>", "</b>"}, DiscordMarkdown: {"**", "**"},
-		})
+		if inner := r.inlines(n.Children); inner != "" {
+			return r.d.Bold(inner)
+		}
+		return ""
 	case Italic:
-		return r.wrap(n, map[Dialect][2]string{
-			SlackMrkdwn: {"_", "_"}, TelegramHTML: {"<i>", "</i>"}, DiscordMarkdown: {"*", "*"},
-		})
+		if inner := r.inlines(n.Children); inner != "" {
+			return r.d.Italic(inner)
+		}
+		return ""
 	case Code:
-		return r.code(n.Text)
+		return r.d.Code(n.Text)
 	case Link:
 		return r.link(n)
 	case Paragraph, CodeBlock, Quote, List, ListItem, Document:
@@ -192,120 +187,17 @@ func (r *renderer) inline(n *Node) string {
 	return ""
 }
 
-func (r *renderer) wrap(n *Node, marks map[Dialect][2]string) string {
-	inner := r.inlines(n.Children)
-	m, ok := marks[r.d]
-	if !ok || inner == "" {
-		return inner
-	}
-	return m[0] + inner + m[1]
-}
-
-// text escapes literal text for the chat dialects.
-func (r *renderer) text(s string) string {
-	switch r.d {
-	case SlackMrkdwn:
-		return slackEscape(s, true)
-	case TelegramHTML:
-		return telegramEscape(s)
-	case DiscordMarkdown:
-		return discordEscape(s)
-	}
-	return s
-}
-
-func (r *renderer) code(s string) string {
-	switch r.d {
-	case SlackMrkdwn:
-		return "`" + strings.ReplaceAll(slackEscape(s, false), "`", zwsp+"`"+zwsp) + "`"
-	case TelegramHTML:
-		return "<code>" + telegramEscape(s) + "</code>"
-	case DiscordMarkdown:
-		s = neutralizeMentions(s)
-		fence := strings.Repeat("`", longestRun(s, '`')+1)
-		if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
-			s = " " + s + " "
-		}
-		return fence + s + fence
-	}
-	return s
-}
-
-func (r *renderer) pre(lang, s string) string {
-	lang = cleanLang(lang)
-	switch r.d {
-	case SlackMrkdwn:
-		return "```\n" + breakFences(slackEscape(s, false)) + "\n```"
-	case TelegramHTML:
-		if lang == "" {
-			return "<pre>" + telegramEscape(s) + "</pre>"
-		}
-		return `<pre><code class="language-` + lang + `">` + telegramEscape(s) + "</code></pre>"
-	case DiscordMarkdown:
-		return "```" + lang + "\n" + breakFences(neutralizeMentions(s)) + "\n```"
-	}
-	return s
-}
-
 func (r *renderer) link(n *Node) string {
 	u, ok := SafeURL(n.URL)
 	if !ok {
 		// not clickable: the text, then the target as inert text
 		txt := r.inlines(n.Children)
 		if txt == "" {
-			return r.text(n.URL)
+			return r.d.Text(n.URL)
 		}
-		return txt + r.text(" ("+n.URL+")")
+		return txt + r.d.Text(" ("+n.URL+")")
 	}
-	switch r.d {
-	case SlackMrkdwn:
-		label := slackEscape(plainText(n.Children), true)
-		if label == "" {
-			return "<" + slackURL(u) + ">"
-		}
-		return "<" + slackURL(u) + "|" + label + ">"
-	case TelegramHTML:
-		return `<a href="` + attrEscape(u) + `">` + r.inlines(n.Children) + "</a>"
-	case DiscordMarkdown:
-		label := r.inlines(n.Children)
-		if label == "" {
-			return "<" + linkURL(u) + ">"
-		}
-		return "[" + label + "](" + linkURL(u) + ")"
-	}
-	txt := plainText(n.Children)
-	if txt == "" || txt == u {
-		return u
-	}
-	return txt + " (" + u + ")"
-}
-
-// plainText flattens inline nodes to their text.
-func plainText(nodes []*Node) string {
-	var b strings.Builder
-	for _, n := range nodes {
-		switch n.Kind {
-		case Text, Code:
-			b.WriteString(n.Text)
-		case LineBreak:
-			b.WriteString(" ")
-		default:
-			b.WriteString(plainText(n.Children))
-		}
-	}
-	return b.String()
-}
-
-// linkURL percent-encodes the characters that would end a Discord (url) or
-// <url> early.
-func linkURL(u string) string {
-	return strings.NewReplacer("<", "%3C", ">", "%3E", "(", "%28", ")", "%29", " ", "%20").Replace(u)
-}
-
-// slackURL encodes a URL for Slack's <url|text>: "|" and ">" would end it
-// early, and Slack wants & written as &amp; everywhere.
-func slackURL(u string) string {
-	return strings.NewReplacer("|", "%7C", "<", "%3C", ">", "%3E", "&", "&amp;").Replace(u)
+	return r.d.Link(u, r.inlines(n.Children), PlainText(n.Children))
 }
 
 func cleanLang(lang string) string {
@@ -320,98 +212,14 @@ func cleanLang(lang string) string {
 	return lang
 }
 
-// slackEscape escapes & < > as Slack requires; with inert set, the
-// formatting characters * _ ~ ` (which Slack cannot escape) are fenced by
-// zero-width spaces so they can neither open nor close formatting.
-func slackEscape(s string, inert bool) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '&':
-			b.WriteString("&amp;")
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '*', '_', '~', '`':
-			if inert {
-				b.WriteString(zwsp + string(c) + zwsp)
-			} else {
-				b.WriteRune(c)
-			}
-		default:
-			b.WriteRune(c)
-		}
-	}
-	return b.String()
-}
-
-func telegramEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-func attrEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
-}
-
-// discordEscape backslash-escapes Markdown characters and neutralizes
-// mentions in literal text.
-func discordEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`\*_~`+"`"+`|[]()>#`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return neutralizeMentions(b.String())
-}
-
-// neutralizeMentions keeps @everyone, @here and <@…>/<#…>/<t:…> references
-// from pinging or resolving, by a zero-width space after "@" or "<".
-func neutralizeMentions(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		b.WriteByte(s[i])
-		switch s[i] {
-		case '@':
-			rest := strings.ToLower(s[i+1:])
-			if strings.HasPrefix(rest, "everyone") || strings.HasPrefix(rest, "here") {
-				b.WriteString(zwsp)
-			}
-		case '<':
-			b.WriteString(zwsp)
-		}
-	}
-	return b.String()
-}
-
-// breakFences keeps code from closing its own fence.
-func breakFences(s string) string {
-	return strings.ReplaceAll(s, "```", "`"+zwsp+"``")
-}
-
-func longestRun(s string, c byte) int {
-	best, n := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			n++
-			best = max(best, n)
-		} else {
-			n = 0
-		}
-	}
-	return best
-}
-
-// htmlBlocks renders email HTML.
-func (r *renderer) htmlBlocks(nodes []*Node) {
+// htmlBlocks renders HTML blocks.
+func (r *htmlRenderer) htmlBlocks(nodes []*Node) {
 	for _, n := range nodes {
 		r.htmlBlock(n)
 	}
 }
 
-func (r *renderer) htmlBlock(n *Node) {
+func (r *htmlRenderer) htmlBlock(n *Node) {
 	b := &r.b
 	switch n.Kind {
 	case Paragraph:
@@ -455,7 +263,7 @@ func (r *renderer) htmlBlock(n *Node) {
 	}
 }
 
-func (r *renderer) htmlInlines(nodes []*Node) {
+func (r *htmlRenderer) htmlInlines(nodes []*Node) {
 	b := &r.b
 	for _, n := range nodes {
 		switch n.Kind {

@@ -5,7 +5,7 @@
 // signed requestState) and the session versions before it (initialize,
 // Mcp-Session-Id, elicitation/create).
 //
-// Four endpoints (CONTRACT.md "MCP endpoints and tools"): /mcp and
+// Four endpoints (docs/mcp.md): /mcp and
 // /mcp/codex (the same tools, Codex's descriptions) for external agents
 // and IDEs; /internal/mcp and /internal/mcp/studio for internal tokens
 // only (api.tokens[].internal) from loopback or configured origins. A

@@ -70,7 +70,7 @@ func (s *Server) getRecord(ctx context.Context, x *call) (any, *toolErr) {
 	if len(detail) == 0 {
 		detail = json.RawMessage("null")
 	}
-	return out{Record: &recordView{ID: strconv.FormatInt(e.Seq, 10), Seq: e.Seq, Kind: e.Kind, Actor: e.Actor, RunID: e.RunID,
+	return out{Record: &recordView{ID: strconv.FormatInt(e.Seq, 10), Seq: e.Seq, Kind: string(e.Kind), Actor: e.Actor, RunID: e.RunID,
 		ApprovalID: e.ApprovalID, Tool: e.Tool, At: rfc3339(e.At), Detail: detail, Hash: e.Hash}}, nil
 }
 

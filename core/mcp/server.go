@@ -48,7 +48,7 @@ type Questions interface {
 	// PendingQuestions lists the unanswered questions of a run.
 	PendingQuestions(ctx context.Context, runID string) ([]Question, error)
 	// Answer submits answer (the question array or a confirmation, as
-	// CONTRACT.md says) for actionID. Refusals are *core.DecisionError.
+	// docs/mcp.md says) for actionID. Refusals are *core.DecisionError.
 	Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, answer json.RawMessage) error
 }
 

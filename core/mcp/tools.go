@@ -213,7 +213,7 @@ func (s *Server) visibleRun(ctx context.Context, x *call, id string) (*core.Run,
 	return r, nil
 }
 
-// tools is the tool table (CONTRACT.md "MCP endpoints and tools").
+// tools is the tool table (docs/mcp.md).
 func (s *Server) tools() []tool {
 	runID := strMax("the run's id", maxIDLen)
 	ts := []tool{

@@ -11,9 +11,9 @@ import (
 	"github.com/opsgate/opsgate/core/router"
 )
 
-// The result shapes. A run is the HTTP API's run (CONTRACT.md) plus what
+// The result shapes. A run is the HTTP API's run (README, API v1) plus what
 // it waits for: pending_actions (the API's name) and pendingAgentCall
-// (CONTRACT.md's MCP name), so an agent can follow a run it started.
+// (the MCP name docs/mcp.md gives), so an agent can follow a run it started.
 
 type flowView struct {
 	Name        string    `json:"name"`
@@ -134,7 +134,7 @@ func emptyIfNil(m map[string]any) map[string]any {
 	return m
 }
 
-// runKind is the run's kind (CONTRACT.md "Agents"): flow runs are all
+// runKind is the run's kind (docs/agents.md): flow runs are all
 // this server starts; agent runs (branch agentrun) have no flow steps.
 func runKind(r *core.Run) string { return "flow" }
 

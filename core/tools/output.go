@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultMaxOutput is the captured-output cap when a tool sets none
-// (CONTRACT.md: max_output defaults to 64 KiB).
+// (the README: max_output defaults to 64 KiB).
 const DefaultMaxOutput = 64 << 10
 
 // cappedBuffer keeps the first max bytes written to it and counts the rest,

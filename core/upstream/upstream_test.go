@@ -1,19 +1,18 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/mcpfake"
+	"github.com/opsgate/opsgate/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -24,24 +23,6 @@ func TestMain(m *testing.M) {
 
 // bound is how long any single wait in these tests may take.
 const bound = 20 * time.Second
-
-// logBuffer collects a registry's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fakeServer configures the misbehaving server over stdio, recording into
 // a temp dir it returns.
@@ -57,9 +38,9 @@ func fakeServer(t *testing.T, name, mode string) (Server, string) {
 }
 
 // start builds and starts a registry over servers, closed with the test.
-func start(t *testing.T, servers ...Server) (*Registry, *logBuffer) {
+func start(t *testing.T, servers ...Server) (*Registry, *testkit.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testkit.LogBuffer{}
 	r, err := New(servers, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +89,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // waitLog waits until the registry logged a line containing every sub.
-func waitLog(t *testing.T, logs *logBuffer, subs ...string) {
+func waitLog(t *testing.T, logs *testkit.LogBuffer, subs ...string) {
 	t.Helper()
 	eventually(t, "log line with "+strings.Join(subs, ", "), func() bool {
 		for _, line := range strings.Split(logs.String(), "\n") {

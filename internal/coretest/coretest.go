@@ -6,29 +6,17 @@ package coretest
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
 
 // Store opens a migrated SQLite store in the test's temporary directory and
-// closes it when the test ends.
-func Store(t testing.TB) *sqlite.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "opsgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+// closes it when the test ends (testkit.SQLite).
+func Store(t testing.TB) *sqlite.Store { return testkit.SQLite(t) }
 
 // DeploySchema is the argument schema of the tests' deploy tool: a
 // lower-case service, a version, and env defaulting to staging.

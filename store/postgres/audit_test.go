@@ -136,7 +136,7 @@ func TestRunEventsWakeAcrossInstances(t *testing.T) {
 	a, b := open(t, dsn), open(t, dsn)
 	ctx := context.Background()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, id := range []string{"wa", "wb"} {
+	for _, id := range []string{"wa", "wb", "w0", "w1"} {
 		th := core.Thread{Channel: "console", Key: id}
 		if _, err := a.InboxRecord(ctx, core.InboxRecordParams{
 			Event: core.ChannelEvent{Channel: "console", EventID: id, Thread: th, ReceivedAt: now},
@@ -145,7 +145,24 @@ func TestRunEventsWakeAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // let the inbox notifications pass
+	// b hears a's notifications in commit order on one connection, so once
+	// a marker commit made after some writes has woken b, b has handled
+	// every notification of those writes.
+	passed := func(marker string) {
+		t.Helper()
+		w, cancel := b.SubscribeRunEvents(marker)
+		defer cancel()
+		if err := a.RunCheckpoint(ctx, core.Checkpoint{RunID: marker, Now: now,
+			Events: []core.RunEvent{{Type: core.EventTurnStarted, At: now}}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("marker run %s's subscriber on the other instance not woken", marker)
+		}
+	}
+	passed("w0") // the inbox notifications have reached b
 	wa, cancelA := b.SubscribeRunEvents("wa")
 	defer cancelA()
 	wb, cancelB := b.SubscribeRunEvents("wb")
@@ -159,9 +176,10 @@ func TestRunEventsWakeAcrossInstances(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run wa's subscriber on the other instance not woken")
 	}
+	passed("w1") // b has handled everything the commit to wa sent
 	select {
 	case <-wb:
 		t.Error("run wb's subscriber woken by a commit to wa")
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 }

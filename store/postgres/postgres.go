@@ -55,14 +55,33 @@ type Store struct {
 // its default max_connections of 100 for a few replicas.
 const defaultMaxConns = 24
 
-// Open connects to dsn (a postgres:// URL or key=value string, as pgx
+// Options are Open's optional settings.
+type Options struct {
+	// Logger receives the store's own reports (notification connection
+	// lost, audit sealer failures); default slog.Default(). cmd passes the
+	// server's logger, so --log-format and --log-level apply.
+	Logger *slog.Logger
+
+	// transactional turns off the single-statement writes (tests only, via
+	// export_test.go: the conformance suite runs on both write paths).
+	transactional bool
+}
+
+// Open is OpenWith with the default Options.
+func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith connects to dsn (a postgres:// URL or key=value string, as pgx
 // accepts), checks the server answers and starts listening for wake-ups.
 // It does not migrate; call Migrate. The pool takes pgxpool's settings from
 // the DSN; without pool_max_conns it holds up to defaultMaxConns, because
 // every concurrent run, decision and ingest needs its own connection for
 // its commit and pgxpool's own default (max(4, CPUs)) serialises them on a
 // small machine. One more connection is held for LISTEN.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse dsn: %w", err)
@@ -74,9 +93,13 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open pool: %w", err)
 	}
-	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool), dialect: sqlstore.PostgresDialect(),
-		log: slog.Default().With("component", "store/postgres"), done: make(chan struct{})}
-	s.Store = sqlstore.New(sqlstore.Config{DB: s.db, Dialect: s.dialect})
+	d := sqlstore.PostgresDialect()
+	if o.transactional {
+		d.OneStatement = false
+	}
+	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool), dialect: d,
+		log: log.With("component", "store/postgres"), done: make(chan struct{})}
+	s.Store = sqlstore.New(sqlstore.Config{DB: s.db, Dialect: s.dialect, Logger: log})
 	if err := s.Ping(ctx); err != nil {
 		s.closeDB()
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -12,6 +12,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,12 +39,23 @@ type Store struct {
 // writer, and a handful covers API listing beside the engine.
 const maxReaders = 4
 
-// Open opens (creating if needed, with its parent directory) the database
-// at dsn: a file path, optionally with modernc.org/sqlite query parameters
-// ("./data/opsgate.db?_pragma=synchronous(NORMAL)"), which override the
-// defaults here. ":memory:" gives a private in-memory database (tests).
-// Open does not migrate; call Migrate.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+// Options are Open's optional settings.
+type Options struct {
+	// Logger receives the store's own reports (audit sealer failures);
+	// default slog.Default(). cmd passes the server's logger, so
+	// --log-format and --log-level apply.
+	Logger *slog.Logger
+}
+
+// Open is OpenWith with the default Options.
+func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith opens (creating if needed, with its parent directory) the
+// database at dsn: a file path, optionally with modernc.org/sqlite query
+// parameters ("./data/opsgate.db?_pragma=synchronous(NORMAL)"), which
+// override the defaults here. ":memory:" gives a private in-memory database
+// (tests). It does not migrate; call Migrate.
+func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	path, query, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
 	if path == "" {
 		return nil, errors.New("sqlite: open: empty database path")
@@ -83,7 +95,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	// Group commit: concurrent writers share one transaction and one fsync
 	// (synchronous=FULL stays the default), instead of queueing for the one
 	// connection and paying an fsync each.
-	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect(), GroupCommit: true})
+	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect(), GroupCommit: true, Logger: o.Logger})
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

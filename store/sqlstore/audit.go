@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
@@ -174,7 +173,7 @@ func (s *Store) SealAudit(ctx context.Context) error {
 // sealerInterval, which picks up entries a crashed replica committed but
 // never sealed. (Before the first kick the schema may not exist yet.)
 func (s *Store) sealer(ctx context.Context, kick <-chan struct{}) {
-	log := slog.Default().With("component", "store/"+s.dialect.Name)
+	log := s.log
 	t := time.NewTicker(sealerInterval)
 	defer t.Stop()
 	var tick <-chan time.Time
@@ -267,7 +266,7 @@ func (s *Store) AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now t
 	if head == nil || approvals.Keyed(head.Hash) {
 		return nil
 	}
-	entry := approvals.AuditEntry{At: now, Kind: "audit.keyed", Actor: "system",
+	entry := approvals.AuditEntry{At: now, Kind: approvals.AuditKeyed, Actor: "system",
 		Detail: json.RawMessage(fmt.Sprintf(`{"legacy_until":%d}`, head.Seq))}
 	if err := s.inTx(ctx, "audit adopt key", func(t *tx) error {
 		return appendAudit(ctx, t, []approvals.AuditEntry{entry})

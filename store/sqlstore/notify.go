@@ -74,7 +74,7 @@ type notifier struct {
 func newNotifier(s *Store) *notifier {
 	n := &notifier{s: s, pending: map[[2]string]struct{}{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{}),
-		log: slog.Default().With("component", "store/"+s.dialect.Name)}
+		log: s.log}
 	go n.loop()
 	return n
 }

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -44,6 +45,10 @@ type Config struct {
 	// where transactions would otherwise queue for the connection and pay
 	// one fsync each.
 	GroupCommit bool
+	// Logger receives the store's own reports (notification and audit
+	// sealer failures); default slog.Default(). cmd passes the server's
+	// logger, so --log-format and --log-level apply.
+	Logger *slog.Logger
 }
 
 // Store is the shared implementation of core.Store (and approvals.Store).
@@ -53,6 +58,7 @@ type Store struct {
 	read    *sql.DB
 	dialect Dialect
 	hub     *Hub
+	log     *slog.Logger
 
 	// The audit sealer (Dialect.DeferAuditSeal only): sealKick wakes it
 	// after a commit that audited; Close stops it and seals what is left.
@@ -82,7 +88,12 @@ func New(cfg Config) *Store {
 	if read == nil {
 		read = cfg.DB
 	}
-	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1)}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1),
+		log: log.With("component", "store/"+cfg.Dialect.Name)}
 	s.instance = newInstanceID()
 	if cfg.GroupCommit {
 		s.writer = newGroupWriter(s)
@@ -158,15 +169,13 @@ func (s *Store) Close() error {
 }
 
 // notFoundError is the one error every store lookup returns for a missing
-// row. It matches both core.ErrNotFound and approvals.ErrNotFound, so callers
-// of either interface can branch with errors.Is on their own sentinel.
+// row. It matches core.ErrNotFound (which is approvals.ErrNotFound), so
+// callers of either interface branch with one errors.Is.
 type notFoundError struct{ what string }
 
 func (e *notFoundError) Error() string { return e.what + " not found" }
 
-func (e *notFoundError) Is(target error) bool {
-	return target == core.ErrNotFound || target == approvals.ErrNotFound
-}
+func (e *notFoundError) Is(target error) bool { return target == core.ErrNotFound }
 
 // mapErr is the single place sql.ErrNoRows becomes the shared not-found
 // error; other errors are wrapped with op for context.

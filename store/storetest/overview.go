@@ -196,7 +196,7 @@ func testAuditListNewest(t *testing.T, s core.Store) {
 	id := queueRun(t, s, thread("audit-newest"))
 	var entries []approvals.AuditEntry
 	for i := range 5 {
-		kind := "decision"
+		kind := approvals.AuditKind("decision")
 		if i%2 == 1 {
 			kind = "refusal"
 		}

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every core.Store backend
 // passes, in the manner of testing/slogtest: one named subtest per rule the
-// store promises (ARCHITECTURE.md's invariants and core/store.go's method
+// store promises (docs/architecture.md's invariants and core/store.go's method
 // contracts). A backend's tests call Run with a function that opens a
 // fresh, migrated, empty store.
 package storetest

@@ -50,7 +50,7 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status == "" || status == "pending" {
+	if status == "" || approvals.Status(status) == approvals.StatusPending {
 		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: approvalsPerPage})
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
@@ -66,11 +66,11 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := approvals.ApprovalListParams{Limit: 100, Cursor: q.Get("cursor"), Tool: strings.TrimSpace(q.Get("tool"))}
-	switch status {
-	case "decided":
+	switch st := approvals.Status(status); {
+	case status == "decided":
 		p.Decided = true
-	case "approved", "rejected", "edited", "expired":
-		p.Status = approvals.Status(status)
+	case st.Valid():
+		p.Status = st
 	default:
 		s.plainError(w, http.StatusBadRequest, "Unknown approval status.")
 		return
@@ -167,22 +167,6 @@ func (s *server) renderApproval(w http.ResponseWriter, r *http.Request, status i
 		"Here": "/approvals/" + url.PathEscape(c.ID)})
 }
 
-// decisionStatus maps the core's refusal codes to HTTP statuses, as the API
-// does.
-var decisionStatus = map[core.DecisionCode]int{
-	core.DecisionNotFound:       http.StatusNotFound,
-	core.DecisionAlreadyDecided: http.StatusConflict,
-	core.DecisionAlreadyVoted:   http.StatusConflict,
-	core.DecisionNotApprover:    http.StatusForbidden,
-	core.DecisionSelfApproval:   http.StatusForbidden,
-	core.DecisionExpired:        http.StatusGone,
-	core.DecisionInvalidArgs:    http.StatusUnprocessableEntity,
-	core.DecisionDenied:         http.StatusForbidden,
-	core.DecisionBadRequest:     http.StatusBadRequest,
-	core.DecisionUnverified:     http.StatusForbidden,
-	core.DecisionHumanRequired:  http.StatusForbidden,
-}
-
 // decide applies Approve, Reject (with feedback) or Edit through the
 // engine. A refusal re-renders the card with the engine's message, next to
 // the offending argument when the validator named one.
@@ -192,9 +176,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	back := localPath(r.PostFormValue("return"), "/approvals/"+url.PathEscape(id))
 	action := r.PostFormValue("action")
-	d := core.Decision{ApprovalID: id, Action: action, Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: r.PostFormValue("scope")}
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(action), Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: approvals.Scope(r.PostFormValue("scope"))}
 	var formErr *core.DecisionError
-	switch approvals.Action(action) {
+	switch d.Action {
 	case approvals.ActionApprove, approvals.ActionReject:
 	case approvals.ActionEdit:
 		args, err := parseEditArgs(r.PostForm)
@@ -205,9 +189,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
-	switch approvals.Scope(d.Scope) {
-	case "", approvals.ScopeCall, approvals.ScopeSession, approvals.ScopeForever:
-	default:
+	if d.Scope != "" && !d.Scope.Valid() {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
 	}
 	if !info.scopes.Has(core.ScopeDecide) {
@@ -262,11 +244,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	status, ok := decisionStatus[de.Code]
-	if !ok {
-		status = http.StatusBadRequest
-	}
-	s.renderApproval(w, r, status, c, "")
+	s.renderApproval(w, r, de.Code.HTTPStatus(), c, "")
 }
 
 // parseEditArgs reads the args editor: one "arg:<key>" field per argument,

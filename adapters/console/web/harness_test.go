@@ -16,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
 
@@ -90,16 +91,12 @@ type setupOpts struct {
 // deploy flow that asks group sre and an xss flow that is allowed.
 func setup(t *testing.T, so setupOpts) *bundle {
 	t.Helper()
-	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "opsgate.db")
-	st, err := sqlite.Open(ctx, dbPath)
+	st, err := testkit.OpenSQLite(context.Background(), dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	schema, err := approvals.CompileSchema("deploy", map[string]any{
 		"type": "object", "required": []any{"service", "version"}, "additionalProperties": false,
 		"properties": map[string]any{

@@ -169,7 +169,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]row, 0, len(entries))
 	for _, e := range entries {
-		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: e.Kind, Actor: e.Actor, RunID: e.RunID,
+		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: string(e.Kind), Actor: e.Actor, RunID: e.RunID,
 			ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: string(e.Detail), Hash: e.Hash})
 	}
 	nextURL := ""
@@ -180,8 +180,20 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
 		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Kind": p.Kind, "Next": nextURL,
-		"Kinds": []string{"approval.requested", "approval.decided", "approval.refused", "approval.expired", "grant.applied",
-			"policy.denied", "run.cancelled", "run.interrupted", "run.redispatched"}})
+		"Kinds": auditFilterKinds})
+}
+
+// auditFilterKinds are the kinds the audit page offers as a filter.
+var auditFilterKinds = kindStrings(approvals.AuditApprovalRequested, approvals.AuditApprovalDecided,
+	approvals.AuditApprovalRefused, approvals.AuditApprovalExpired, approvals.AuditGrantApplied,
+	approvals.AuditPolicyDenied, approvals.AuditRunCancelled, approvals.AuditRunInterrupted, approvals.AuditRunRedispatched)
+
+func kindStrings(kinds ...approvals.AuditKind) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = string(k)
+	}
+	return out
 }
 
 // deliveriesPage lists dead-lettered messages (or another status) with a

@@ -31,7 +31,7 @@ var funcs = template.FuncMap{
 	// allows only http, https and mailto links, so tool output quoted in a
 	// reply stays inert; people's messages are never passed through it.
 	"markdown": func(s string) template.HTML {
-		return template.HTML(markdown.Convert(s, markdown.HTML)) //nolint:gosec // escaped by the renderer (core/markdown tests hostile input)
+		return template.HTML(markdown.ConvertHTML(s)) //nolint:gosec // escaped by the renderer (core/markdown tests hostile input)
 	},
 	// human renders an RFC 3339 time for people; the machine form stays in
 	// the <time datetime> attribute.

@@ -29,7 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
@@ -60,7 +59,7 @@ type SessionStore interface {
 	ConsoleSessionRevoked(ctx context.Context, id string, now time.Time) (bool, error)
 }
 
-// Token is one configured API credential (CONTRACT.md api.tokens). Signing
+// Token is one configured API credential (api.tokens in the README). Signing
 // in with it makes the browser act as Actor, so the console's decisions
 // and messages name a person, exactly as the same token would on the API.
 type Token struct {
@@ -287,7 +286,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // fail logs an unexpected error and shows a generic page; details stay in
 // the log.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, core.ErrNotFound) || errors.Is(err, approvals.ErrNotFound) {
+	if errors.Is(err, core.ErrNotFound) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
 		return
 	}

@@ -1,0 +1,45 @@
+package approvals
+
+import "testing"
+
+// TestVocabularyValid: each typed vocabulary accepts exactly its constants,
+// so surfaces check input with Valid instead of copying the lists.
+func TestVocabularyValid(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Status{StatusPending, StatusApproved, StatusRejected, StatusEdited, StatusExpired} {
+		if !s.Valid() {
+			t.Errorf("Status %q not Valid", s)
+		}
+	}
+	for _, a := range []Action{ActionApprove, ActionReject, ActionEdit} {
+		if !a.Valid() {
+			t.Errorf("Action %q not Valid", a)
+		}
+	}
+	for _, s := range []Scope{ScopeCall, ScopeSession, ScopeForever} {
+		if !s.Valid() {
+			t.Errorf("Scope %q not Valid", s)
+		}
+	}
+	for _, r := range []Risk{RiskRead, RiskReversible, RiskExternal, RiskHighImpact} {
+		if !r.Valid() {
+			t.Errorf("Risk %q not Valid", r)
+		}
+	}
+	for _, k := range []AuditKind{AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
+		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated, AuditGrantRevoked,
+		AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed} {
+		if !k.Valid() {
+			t.Errorf("AuditKind %q not Valid", k)
+		}
+	}
+	// The system's expire is recorded but never accepted from a person;
+	// the empty scope means call but is not itself a scope.
+	if ActionExpire.Valid() || Action("").Valid() || Action("Approve").Valid() {
+		t.Error("Action.Valid accepts a value no person may send")
+	}
+	if Scope("").Valid() || Scope("forever!").Valid() || Status("cancelled").Valid() || Risk("scary").Valid() || AuditKind("x").Valid() {
+		t.Error("Valid accepts an unknown value")
+	}
+}
