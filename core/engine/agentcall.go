@@ -60,7 +60,8 @@ type agentState struct {
 }
 
 func (e *Engine) initAgents() error {
-	if as, ok := e.store.(core.AgentCallStore); ok {
+	e.agents.store = e.opts.AgentCalls
+	if as, ok := e.store.(core.AgentCallStore); ok && e.agents.store == nil {
 		e.agents.store = as
 	}
 	if e.agents.store != nil {

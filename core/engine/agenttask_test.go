@@ -33,6 +33,11 @@ func withTriage(t testing.TB, more ...func(*Options)) func(*Options) {
 		t.Fatal(err)
 	}
 	return func(o *Options) {
+		// The harness wraps the store to count claims; the agent calls
+		// are the store's underneath.
+		if cc, ok := o.Store.(claimCounter); ok {
+			o.AgentCalls, _ = cc.Store.(core.AgentCallStore)
+		}
 		o.Flows = append(o.Flows, Flow{Name: "triage", Command: "triage {service}", Steps: []FlowStep{
 			{Name: "investigate", AgentTask: &AgentTask{
 				Instructions: "Find out why {{.service}} is slow",
@@ -303,7 +308,7 @@ func TestAgentTaskCancelInvalidatesOwnership(t *testing.T) {
 		if err != nil || run.Status != core.RunCancelled || run.Steps[0].Status != core.StepCancelled {
 			t.Fatalf("cancel: %+v %v", run, err)
 		}
-		cur, _ := h.store.(core.AgentCallStore).AgentCallGet(ctx, c.ID)
+		cur, _ := h.eng.agents.store.AgentCallGet(ctx, c.ID)
 		if cur.Status != core.AgentCallCancelled {
 			t.Fatalf("call %s", cur.Status)
 		}
@@ -379,7 +384,7 @@ func TestAgentTaskReplicaLoss(t *testing.T) {
 		if run.ErrorCode != CodeRunInterrupted {
 			t.Fatalf("run: %+v", run)
 		}
-		rs, _ := h.store.(core.AgentCallStore).AgentReceiptList(ctx, c.ID)
+		rs, _ := h.eng.agents.store.AgentReceiptList(ctx, c.ID)
 		if len(rs) != 1 || rs[0].Status != core.ReceiptInterrupted {
 			t.Fatalf("receipts: %+v", rs)
 		}

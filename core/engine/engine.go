@@ -72,6 +72,9 @@ type Options struct {
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup ToolLookup
+	// AgentCalls keeps the agent calls of agent_task steps; default the
+	// Store, when it implements core.AgentCallStore (both backends do).
+	AgentCalls core.AgentCallStore
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration

@@ -32,7 +32,7 @@ func TestRecords(t *testing.T) {
 	id := strconv.FormatInt(e.Seq, 10)
 	for _, c := range []*client{admin, agent} {
 		rec := c.mustOK("get_record", map[string]any{"recordId": id}).obj("record")
-		if rec["kind"] != e.Kind || rec["id"] != id || rec["hash"] != e.Hash || rec["run_id"] != mine || rec["detail"] == nil {
+		if rec["kind"] != string(e.Kind) || rec["id"] != id || rec["hash"] != e.Hash || rec["run_id"] != mine || rec["detail"] == nil {
 			t.Fatalf("record = %v", rec)
 		}
 	}
