@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -77,6 +78,9 @@ type Options struct {
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup ToolLookup
+	// AgentCalls keeps the agent calls of agent_task steps; default the
+	// Store, when it implements core.AgentCallStore (both backends do).
+	AgentCalls core.AgentCallStore
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
@@ -121,6 +125,11 @@ type Flow struct {
 type FlowStep struct {
 	Tool string
 	Args map[string]any
+	// Name is the step's stage name; default Tool, or "agent_task".
+	Name string
+	// AgentTask, instead of Tool, makes the step work an external agent
+	// performs (agenttask.go).
+	AgentTask *AgentTask
 }
 
 // Tool is a callable the gate guards. Risk, Destructive and Idempotent
@@ -200,6 +209,9 @@ type Engine struct {
 	// leases alone, so no run is kept that nothing executes.
 	abandoning map[string]bool
 	wg         sync.WaitGroup
+
+	// agents holds the agent calls of agent_task steps (agentcall.go).
+	agents agentState
 }
 
 type compiledFlow struct {
@@ -209,6 +221,10 @@ type compiledFlow struct {
 
 type compiledStep struct {
 	name string
+	// stage is the step's stage name; agent, when set, makes it an
+	// agent_task step (and tool is nil).
+	stage string
+	agent *compiledAgentTask
 	// tool is nil for a tool Options.Lookup resolves when the step runs.
 	tool *Tool
 	args map[string]any // string values replaced by *template.Template
@@ -281,6 +297,14 @@ func New(o Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: flow %q has no steps", f.Name)
 		}
 		for i, s := range f.Steps {
+			if s.AgentTask != nil {
+				cs, err := e.compileAgentStep(f.Name, i, s)
+				if err != nil {
+					return nil, err
+				}
+				cf.steps = append(cf.steps, cs)
+				continue
+			}
 			t, ok := e.tools[s.Tool]
 			if !ok && o.Lookup == nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: unknown tool %q", f.Name, i, s.Tool)
@@ -289,7 +313,7 @@ func New(o Options) (*Engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: %w", f.Name, i, err)
 			}
-			cf.steps = append(cf.steps, compiledStep{name: s.Tool, tool: t, args: args})
+			cf.steps = append(cf.steps, compiledStep{name: s.Tool, stage: cmp.Or(s.Name, s.Tool), tool: t, args: args})
 		}
 		e.flows[f.Name] = cf
 		rflows = append(rflows, router.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
@@ -304,6 +328,9 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	if err := e.initAgents(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

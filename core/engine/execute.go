@@ -79,6 +79,9 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		x.run.StepIndex++
 		return true, nil
 	}
+	if cs := x.flow.steps[idx]; cs.agent != nil {
+		return x.agentStep(ctx, cs, st)
+	}
 	cs, err := x.bind(ctx, x.flow.steps[idx], st)
 	if err != nil || cs.tool == nil {
 		return false, err

@@ -71,6 +71,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-hbDone
 	<-sweepDone
+	// Agent tasks this replica served are interrupted now, not after the
+	// replica lease lapses (agentcall.go).
+	e.releaseReplica(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -233,6 +236,9 @@ func (e *Engine) sweep(ctx context.Context) {
 	for {
 		if err := e.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("expire approvals", "err", err)
+		}
+		if err := e.sweepAgentCalls(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("agent calls", "err", err)
 		}
 		select {
 		case <-ctx.Done():
