@@ -17,9 +17,9 @@ import (
 // before any policy re-check.
 type Schema struct {
 	compiled *jsonschema.Schema
-	// doc is the schema as written (normalized through JSON), so surfaces
-	// that build edit forms can show what each field takes.
-	doc      map[string]any
+	// doc is the schema as compiled, for JSON (agents read tools' schemas)
+	// and Document (edit forms show what each field takes).
+	doc      any
 	defaults map[string]any
 	// types are the declared JSON types of top-level properties, used to
 	// read string input from chat surfaces ("replicas: 3") as numbers.
@@ -59,8 +59,7 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
-	s := &Schema{compiled: compiled, defaults: map[string]any{}, types: map[string]string{}}
-	s.doc, _ = doc.(map[string]any)
+	s := &Schema{compiled: compiled, doc: doc, defaults: map[string]any{}, types: map[string]string{}}
 	if props, ok := doc.(map[string]any)["properties"].(map[string]any); ok {
 		for k, p := range props {
 			if pm, ok := p.(map[string]any); ok {
@@ -77,21 +76,29 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 }
 
 // Document returns the schema as configured, as JSON values (a fresh copy
-// each call), for clients that build an edit form from it; nil for a
-// schema that is not an object.
+// each call), for clients that build an edit form from it; nil for a nil
+// schema or one that is not an object.
 func (s *Schema) Document() map[string]any {
 	if s == nil || s.doc == nil {
 		return nil
 	}
-	b, err := json.Marshal(s.doc)
-	if err != nil {
-		return nil
-	}
 	var out map[string]any
-	if json.Unmarshal(b, &out) != nil {
+	if json.Unmarshal(s.JSON(), &out) != nil {
 		return nil
 	}
 	return out
+}
+
+// JSON returns the schema as JSON ({"type":"object"} for a nil schema).
+func (s *Schema) JSON() json.RawMessage {
+	if s == nil || s.doc == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	b, err := json.Marshal(s.doc)
+	if err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return b
 }
 
 // Apply fills top-level defaults into a copy of args and validates the
