@@ -284,3 +284,24 @@ func TestSchemaApply(t *testing.T) {
 		t.Fatal("an invalid schema must not compile")
 	}
 }
+
+func TestSchemaDocumentIsACopyOfTheConfiguredSchema(t *testing.T) {
+	raw := map[string]any{"type": "object", "required": []any{"service"},
+		"properties": map[string]any{"service": map[string]any{"type": "string", "pattern": "^[a-z]+$"}, "replicas": map[string]any{"type": "integer", "default": 2}}}
+	s, err := CompileSchema("deploy", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := s.Document()
+	props := doc["properties"].(map[string]any)
+	if props["service"].(map[string]any)["pattern"] != "^[a-z]+$" || props["replicas"].(map[string]any)["default"] != float64(2) {
+		t.Fatalf("document %v", doc)
+	}
+	props["service"] = "changed"
+	if again := s.Document(); again["properties"].(map[string]any)["service"] == "changed" {
+		t.Fatal("Document returned the schema's own map: a caller changed it")
+	}
+	if (*Schema)(nil).Document() != nil {
+		t.Fatal("a nil schema has a document")
+	}
+}

@@ -17,7 +17,8 @@ import (
 // before any policy re-check.
 type Schema struct {
 	compiled *jsonschema.Schema
-	// doc is the schema as compiled, for JSON (agents read tools' schemas).
+	// doc is the schema as compiled, for JSON (agents read tools' schemas)
+	// and Document (edit forms show what each field takes).
 	doc      any
 	defaults map[string]any
 	// types are the declared JSON types of top-level properties, used to
@@ -72,6 +73,20 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 		}
 	}
 	return s, nil
+}
+
+// Document returns the schema as configured, as JSON values (a fresh copy
+// each call), for clients that build an edit form from it; nil for a nil
+// schema or one that is not an object.
+func (s *Schema) Document() map[string]any {
+	if s == nil || s.doc == nil {
+		return nil
+	}
+	var out map[string]any
+	if json.Unmarshal(s.JSON(), &out) != nil {
+		return nil
+	}
+	return out
 }
 
 // JSON returns the schema as JSON ({"type":"object"} for a nil schema).

@@ -5,6 +5,7 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/email"
+	"github.com/opsgate/opsgate/adapters/local"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/adapters/webhook"
@@ -70,6 +71,9 @@ func (c *Config) EmailConfig() email.Config {
 		Backfill: e.Backfill.D(), IdleRestart: e.IdleRestart.D(), PollInterval: e.PollInterval.D(),
 	}
 }
+
+// LocalConfig is channels.local as adapters/local takes it.
+func (c *Config) LocalConfig() local.Config { return local.Config{} }
 
 // WebhookConfig is channels.webhooks as adapters/webhook takes it.
 func (c *Config) WebhookConfig() webhook.Config {

@@ -199,7 +199,8 @@ func (c *checker) entryProblem(e string, groups map[string][]string) string {
 func (c *checker) requesters(groups map[string][]string) {
 	ch := c.cfg.Channels
 	for name, rq := range map[string]Requesters{"console": ch.Console.Requesters, "slack": ch.Slack.Requesters,
-		"telegram": ch.Telegram.Requesters, "discord": ch.Discord.Requesters, "email": ch.Email.Requesters} {
+		"telegram": ch.Telegram.Requesters, "discord": ch.Discord.Requesters, "email": ch.Email.Requesters,
+		"local": ch.Local.Requesters} {
 		p := "channels." + name + ".requesters"
 		if c.given[p] && len(rq) == 0 {
 			c.problem(p, `must list requesters, or ["anyone"]; leave it out for the default (identities the configuration knows)`)
@@ -227,6 +228,10 @@ func (c *checker) requesters(groups map[string][]string) {
 func (c *checker) channels() {
 	ch := c.cfg.Channels
 	c.delivery("channels.console", ch.Console.Delivery)
+	if ch.Local.Enabled {
+		c.adapterProblems("channels.local", c.cfg.LocalConfig().Validate())
+	}
+	c.delivery("channels.local", ch.Local.Delivery)
 	if ch.Slack.Enabled {
 		c.adapterProblems("channels.slack", c.cfg.SlackConfig().Validate())
 	} else {

@@ -133,6 +133,7 @@ type Channels struct {
 	Discord  Discord   `yaml:"discord"`
 	Email    Email     `yaml:"email"`
 	Webhooks []Webhook `yaml:"webhooks"`
+	Local    Local     `yaml:"local"`
 }
 
 // Delivery holds the knobs every channel shares: outbound pacing and retries.
@@ -161,6 +162,17 @@ type Console struct {
 	// Requesters, when set, limits which token actors may start runs from
 	// the console and POST /api/v1/messages; unset, any token with scope
 	// request may (the token is the authentication).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
+}
+
+// Local is the local channel: `opsgate chat` from a terminal, with an API
+// token (docs/terminal.md).
+type Local struct {
+	Enabled bool `yaml:"enabled"`
+	// Requesters, when set, limits which token actors may start runs
+	// here; unset, any token with scope request may (the token is the
+	// authentication), as on the console.
 	Requesters Requesters `yaml:"requesters"`
 	Delivery   `yaml:",inline"`
 }

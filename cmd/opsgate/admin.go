@@ -35,6 +35,7 @@ type adminCall struct {
 	client clientFlags
 	asJSON *bool
 	stdout io.Writer
+	stderr io.Writer
 	c      *apiClient
 }
 
@@ -106,7 +107,7 @@ func runAdmin(ctx context.Context, group, about string, subs []adminSub, args []
 	}
 	synopsis := strings.Join(strings.Fields(group+" "+sub.name+" "+sub.args+" [flags]"), " ")
 	fs := newFlags(group+" "+sub.name, synopsis, sub.about, stdout, stderr)
-	a := &adminCall{stdout: stdout}
+	a := &adminCall{stdout: stdout, stderr: stderr}
 	do := sub.flags(fs)
 	a.asJSON = fs.Bool("json", false, "print the API's JSON answer unchanged")
 	a.client = addClientFlags(fs)
@@ -240,6 +241,8 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			about: "Approves the call with new arguments: --args is the whole new object (omitted keys take the\n" +
 				"schema's default), validated and re-checked by the policy." + fmt.Sprintf(idNote, "approvals", "edit"),
 			flags: decide("edit")},
+		watchSub(),
+		waitSub(),
 	}
 	return runAdmin(ctx, "approvals", "Decide the calls that wait for a human, over the server's API.", subs, args, stdout, stderr)
 }

@@ -91,6 +91,9 @@ func buildRequesters(cfg *config.Config) map[string]engine.Requesters {
 	if len(ch.Console.Requesters) > 0 {
 		out["console"] = rq(ch.Console.Requesters)
 	}
+	if len(ch.Local.Requesters) > 0 {
+		out["local"] = rq(ch.Local.Requesters)
+	}
 	return out
 }
 

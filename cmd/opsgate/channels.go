@@ -18,6 +18,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/console/web"
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/email"
+	"github.com/opsgate/opsgate/adapters/local"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/adapters/webhook"
@@ -66,6 +67,10 @@ type channelDeps struct {
 	eng *engine.Engine
 	st  core.Store
 	log *slog.Logger
+	// tokens are the API's tokens, for channels whose clients
+	// authenticate with one (local).
+	tokens *api.TokenSet
+	poll   time.Duration
 }
 
 // channelSpec is one platform the binary knows: its channel name, whether
@@ -87,16 +92,21 @@ var channelSpecs = []channelSpec{
 	{"discord", func(c *config.Config) bool { return c.Channels.Discord.Enabled }, buildDiscord},
 	{"email", func(c *config.Config) bool { return c.Channels.Email.Enabled }, buildEmail},
 	{"webhook", func(c *config.Config) bool { return len(c.Channels.Webhooks) > 0 }, buildWebhooks},
+	{"local", func(c *config.Config) bool { return c.Channels.Local.Enabled }, buildLocal},
 }
 
 // buildChannels builds every enabled channel from the configuration. This
 // file is the only place that knows concrete adapters; the core sees them
 // only as a Sink caller and a delivery.Platform.
-func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, log *slog.Logger) ([]channel, error) {
+func buildChannels(cfg *config.Config, st core.Store, eng *engine.Engine, tokens []api.Token, log *slog.Logger) ([]channel, error) {
 	// The console is always there: /api/v1 is its back end, and API
 	// messages are console messages whether or not the web UI is enabled.
 	chans := []channel{newChannel(console.New(), cfg.Channels.Console.Delivery)}
-	d := channelDeps{eng: eng, st: st, log: log}
+	ts, err := api.NewTokenSet(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("channels: %w", err)
+	}
+	d := channelDeps{eng: eng, st: st, log: log, tokens: ts, poll: cfg.Engine.PollInterval.D()}
 	for _, spec := range channelSpecs {
 		if !spec.enabled(cfg) {
 			continue
@@ -153,6 +163,18 @@ func buildWebhooks(cfg *config.Config, d channelDeps) (delivery.Platform, config
 		return nil, config.Delivery{}, fmt.Errorf("channels.webhooks: %w", err)
 	}
 	return a, config.Delivery{}, nil
+}
+
+// buildLocal builds the local channel (`opsgate chat`): its clients use
+// the API's tokens.
+func buildLocal(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Local
+	a, err := local.New(cfg.LocalConfig(), local.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Auth: d.tokens,
+		Logger: d.log.With("channel", "local"), PollInterval: d.poll})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.local: %w", err)
+	}
+	return a, c.Delivery, nil
 }
 
 // buildMCP builds opsgate's MCP endpoints: the API's tokens (plus the

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
 )
 
@@ -72,6 +73,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	cfg.Channels.Email = config.Email{Enabled: true, Address: "ops@example.com", TokenKey: "0123456789abcdef0123",
 		IMAP: config.IMAP{Addr: "127.0.0.1:1", Username: "ops", Password: "pw", Mailbox: "INBOX"}, SMTP: config.SMTP{Addr: "127.0.0.1:1"}}
 	cfg.Channels.Webhooks = []config.Webhook{{Name: "ci", Secret: "webhook-secret"}}
+	cfg.Channels.Local = config.Local{Enabled: true}
 	st, err := openStore(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +86,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chans, err := buildChannels(cfg, st, eng, slog.New(slog.DiscardHandler))
+	chans, err := buildChannels(cfg, st, eng, []api.Token{{Name: "admin", Token: "t0ken", Actor: "console:admin"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +94,8 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	for _, ch := range chans {
 		names = append(names, ch.platform.Channel())
 	}
-	if strings.Join(names, ",") != "console,slack,telegram,discord,email,webhook" {
-		t.Fatalf("channels = %v, want console, slack, telegram, discord, email, webhook", names)
+	if strings.Join(names, ",") != "console,slack,telegram,discord,email,webhook,local" {
+		t.Fatalf("channels = %v, want console, slack, telegram, discord, email, webhook, local", names)
 	}
 	mux := http.NewServeMux()
 	mountChannels(mux, chans)
@@ -109,6 +111,16 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 		mux.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {
 			t.Errorf("POST %s with a forged signature: %d, want 401", path, rec.Code)
+		}
+	}
+	// The local channel takes the API's tokens, and only them.
+	for _, tok := range []string{"", "wrong"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/local/v1/messages", strings.NewReader(`{"thread":"x","text":"help"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		mux.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("POST /local/v1/messages with token %q: %d, want 401", tok, rec.Code)
 		}
 	}
 }

@@ -70,12 +70,16 @@ Usage:
   opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
+  opsgate approvals watch [--new] [--count N] [--json]   (one line per new approval)
+  opsgate approvals wait ID [--timeout D] [--json]        (exit 0 approved, 1 rejected, 3 expired, 4 cancelled)
   opsgate runs list [--status S] [--limit N] [--json]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
   opsgate grants list [--all] [--json]
   opsgate grants revoke ID
   opsgate audit verify [--config FILE] [--expect SEQ:HASH]
+  opsgate tui [--plain]                       (the approvals queue in the terminal)
+  opsgate chat [--thread T]                   (a local channel thread: ask and decide in place)
   opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
   opsgate version
@@ -85,7 +89,7 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals, runs and grants subcommands call a running server's HTTP API:
+The approvals, runs, grants, tui and chat subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
@@ -140,6 +144,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdHealthcheck(ctx, rest, stdout, stderr)
 	case "mcp":
 		err = cmdMCP(ctx, rest, stdout, stderr)
+	case "tui":
+		err = cmdTUI(ctx, rest, stdout, stderr)
+	case "chat":
+		err = cmdChat(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -152,6 +160,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // report prints err for a human and maps it to an exit code.
 func report(err error, stderr io.Writer) int {
+	var ee *exitError
 	switch {
 	case err == nil:
 		return exitOK
@@ -163,11 +172,26 @@ func report(err error, stderr io.Writer) int {
 	case errors.Is(err, errSilent):
 		// The command already printed what went wrong.
 		return exitFail
+	case errors.As(err, &ee):
+		// A command whose exit status is its answer (approvals wait).
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "opsgate: %s\n", ee.msg)
+		}
+		return ee.code
 	default:
 		fmt.Fprintf(stderr, "opsgate: %v\n", err)
 		return exitFail
 	}
 }
+
+// exitError ends a command with a chosen exit status, and a message for
+// stderr when msg is set.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.msg) }
 
 // errSilent is a failure whose details were already printed (config check,
 // audit verify); report only sets the exit code.

@@ -175,7 +175,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("build API: %w", err)
 	}
 
-	chans, err := buildChannels(cfg, st, eng, log)
+	chans, err := buildChannels(cfg, st, eng, tokens, log)
 	if err != nil {
 		return err
 	}

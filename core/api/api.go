@@ -70,6 +70,14 @@ type Store interface {
 	Subscribe(topic string) (ch <-chan struct{}, cancel func())
 }
 
+// ToolSchemas is the optional capability of an Engine that knows each
+// tool's input schema (the engine does): GET /api/v1/approvals/{id} then
+// carries "input_schema", so a client can build an edit form that
+// validates before the server does.
+type ToolSchemas interface {
+	ToolInputSchema(ctx context.Context, tool string) (map[string]any, error)
+}
+
 // Token is one configured API credential (api.tokens in the README). Every
 // request made with it acts as Actor, so approvals and audit entries name a
 // person or system, never "the API". Scopes limit what it may do; nil
@@ -242,6 +250,8 @@ func (s *server) routes() {
 	m.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
 	route("GET /api/v1/grants", s.listGrants, read)
 	route("DELETE /api/v1/grants/{id}", s.revokeGrant, []core.Scope{core.ScopeDecide, core.ScopeAdmin})
+	route("GET /api/v1/events", s.changes, read)
+	m.HandleFunc("GET /api/v1/me", s.me)
 	route("GET /api/v1/audit", s.listAudit, read)
 	route("GET /api/v1/audit/verify", s.verifyAudit, read)
 	route("GET /api/v1/deliveries", s.listDeliveries, admin)

@@ -44,6 +44,9 @@
 //	                                      409 already_decided (message and "by" name the winner),
 //	                                      403 not_approver|self_approval|denied_by_policy,
 //	                                      410 expired, 422 invalid_args (+"field"), 404 not_found
+//	GET  /api/v1/events                   ?kinds=approvals,runs: Server-Sent Events of the queue,
+//	                                      snapshot first, then changes (see changes)
+//	GET  /api/v1/me                       → {"actor","name","scopes"} of the token
 //	GET  /api/v1/audit                    ?after=|cursor=&limit=&actor=&tool=&run_id=&approval_id=
 //	GET  /api/v1/audit/verify             → {"ok","first_bad_seq","problem","head_seq","head_hash"}
 //	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=

@@ -317,7 +317,39 @@ func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound(err, "approval", id))
 		return
 	}
-	s.writeApproval(w, r, a)
+	views, err := s.approvalViews(r.Context(), []*approvals.Approval{a})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("api: approval %s: %w", a.ID, err))
+		return
+	}
+	v := views[0]
+	if ts, ok := s.o.Engine.(ToolSchemas); ok && a.Status == approvals.StatusPending {
+		// A tool that is gone (an upstream server down) only costs the
+		// form its hints; the server still validates the edit.
+		if doc, err := ts.ToolInputSchema(r.Context(), a.Tool); err == nil {
+			v.InputSchema = doc
+		} else {
+			s.log.DebugContext(r.Context(), "api: no input schema for approval", "approval", a.ID, "tool", a.Tool, "err", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// meView is who a token acts as (GET /api/v1/me), so a client can say
+// whose queue it shows and offer only what the token may do.
+type meView struct {
+	Actor  string   `json:"actor"`
+	Name   string   `json:"name"`
+	Scopes []string `json:"scopes"`
+}
+
+func (s *server) me(w http.ResponseWriter, r *http.Request) {
+	a := actorFrom(r.Context())
+	v := meView{Actor: a.ID, Name: a.Name, Scopes: []string{}}
+	for _, sc := range scopesFrom(r.Context()) {
+		v.Scopes = append(v.Scopes, string(sc))
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *server) writeApproval(w http.ResponseWriter, r *http.Request, a *approvals.Approval) {

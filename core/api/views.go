@@ -111,6 +111,10 @@ type ApprovalView struct {
 	CreatedAt    string           `json:"created_at"`
 	ExpiresAt    string           `json:"expires_at"`
 	DecidedAt    *string          `json:"decided_at"`
+	// InputSchema is the tool's input schema, on GET /api/v1/approvals/{id}
+	// of a pending approval only (when the engine knows it): what an edit
+	// is validated against.
+	InputSchema any `json:"input_schema,omitempty" jsonschema:"the tool's JSON Schema for its arguments (single pending approval only)"`
 }
 
 // DecisionView is one recorded decision of an ApprovalView.

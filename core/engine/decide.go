@@ -262,6 +262,20 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 
 var _ core.CardSource = (*Engine)(nil)
 
+// ToolInputSchema returns the input schema of the tool named name as it
+// is now (what an edit of its arguments is validated against), as JSON
+// values; an error wrapping ErrUnknownTool when there is no such tool.
+func (e *Engine) ToolInputSchema(ctx context.Context, name string) (map[string]any, error) {
+	t, err := e.lookupTool(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if doc := t.Schema.Document(); doc != nil {
+		return doc, nil
+	}
+	return map[string]any{"type": "object"}, nil
+}
+
 // CardByApproval returns the current card of an approval, for adapters that
 // pre-fill an edit modal, answer a stale button or re-render a card;
 // core.ErrNotFound for an unknown id.
