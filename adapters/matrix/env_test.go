@@ -272,3 +272,5 @@ func (e *env) runs() []*core.Run {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
+
+func eventType(t string) event.Type { return event.Type{Type: t, Class: event.MessageEventType} }
