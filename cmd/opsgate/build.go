@@ -83,13 +83,12 @@ func buildRequesters(cfg *config.Config) map[string]engine.Requesters {
 		}
 		return engine.Requesters{Entries: list}
 	}
-	ch := cfg.Channels
-	out := map[string]engine.Requesters{
-		"slack": rq(ch.Slack.Requesters), "telegram": rq(ch.Telegram.Requesters),
-		"discord": rq(ch.Discord.Requesters), "email": rq(ch.Email.Requesters),
-	}
-	if len(ch.Console.Requesters) > 0 {
-		out["console"] = rq(ch.Console.Requesters)
+	// Every chat channel is gated; the console only when a list is given.
+	out := map[string]engine.Requesters{}
+	for name, list := range cfg.Channels.ChatRequesters() {
+		if name != "console" || len(list) > 0 {
+			out[name] = rq(list)
+		}
 	}
 	return out
 }
