@@ -31,6 +31,11 @@ const (
 	AuditConfigReloaded    AuditKind = "config.reloaded"
 	AuditConfigRefused     AuditKind = "config.reload_refused"
 	AuditKeyed             AuditKind = "audit.keyed"
+	// Agent tasks (agent_task steps an external agent performs over MCP).
+	AuditAgentCallRequested AuditKind = "agent_call.requested"
+	AuditAgentCallClaimed   AuditKind = "agent_call.claimed"
+	AuditAgentCallCompleted AuditKind = "agent_call.completed"
+	AuditAgentCallFailed    AuditKind = "agent_call.failed"
 )
 
 // Valid reports whether k is one of the kinds above.
@@ -38,7 +43,8 @@ func (k AuditKind) Valid() bool {
 	switch k {
 	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
-		AuditGrantRevoked, AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed:
+		AuditGrantRevoked, AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed:
 		return true
 	}
 	return false

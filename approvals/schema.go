@@ -17,6 +17,8 @@ import (
 // before any policy re-check.
 type Schema struct {
 	compiled *jsonschema.Schema
+	// doc is the schema as compiled, for JSON (agents read tools' schemas).
+	doc      any
 	defaults map[string]any
 	// types are the declared JSON types of top-level properties, used to
 	// read string input from chat surfaces ("replicas: 3") as numbers.
@@ -56,7 +58,7 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
-	s := &Schema{compiled: compiled, defaults: map[string]any{}, types: map[string]string{}}
+	s := &Schema{compiled: compiled, doc: doc, defaults: map[string]any{}, types: map[string]string{}}
 	if props, ok := doc.(map[string]any)["properties"].(map[string]any); ok {
 		for k, p := range props {
 			if pm, ok := p.(map[string]any); ok {
@@ -70,6 +72,18 @@ func CompileSchema(name string, raw map[string]any) (*Schema, error) {
 		}
 	}
 	return s, nil
+}
+
+// JSON returns the schema as JSON ({"type":"object"} for a nil schema).
+func (s *Schema) JSON() json.RawMessage {
+	if s == nil || s.doc == nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	b, err := json.Marshal(s.doc)
+	if err != nil {
+		return json.RawMessage(`{"type":"object"}`)
+	}
+	return b
 }
 
 // Apply fills top-level defaults into a copy of args and validates the

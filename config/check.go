@@ -51,6 +51,7 @@ func (c *checker) run() {
 	c.requesters(groups)
 	c.tools()
 	c.mcpServers()
+	c.mcpServer()
 	c.flows()
 	c.policy(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
@@ -442,8 +443,14 @@ func (c *checker) flows() {
 				}
 			}
 		}
+		stages := map[string]int{}
 		for j, s := range f.Steps {
 			sp := fmt.Sprintf("%s.steps[%d]", p, j)
+			c.stepStage(sp, j, s, stages)
+			if s.AgentTask != nil || s.Tool == "" {
+				c.agentTaskStep(sp, s, vars)
+				continue
+			}
 			if strings.Contains(s.Tool, ".") {
 				if msg := c.upstreamToolProblem(s.Tool); msg != "" {
 					c.problem(sp+".tool", "%s", msg)

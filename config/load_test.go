@@ -77,6 +77,7 @@ var productionEnv = map[string]string{
 	"OPSGATE_ADMIN_TOKEN":     "admin-token",
 	"OPSGATE_CI_TOKEN":        "ci-token",
 	"OPSGATE_AGENT_TOKEN":     "agent-token",
+	"OPSGATE_STUDIO_TOKEN":    "studio-token",
 	"SLACK_BOT_TOKEN":         "xoxb-1",
 	"SLACK_SIGNING_SECRET":    "sign",
 	"TELEGRAM_BOT_TOKEN":      "123:abcdefghijklmnopqrstuvwxyz", // the shape @BotFather issues: serve refuses others

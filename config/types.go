@@ -42,6 +42,8 @@ type Config struct {
 	// MCPServers are upstream MCP servers whose tools are offered as
 	// "<server>.<tool>" beside Tools (see mcp.go).
 	MCPServers []MCPServer `yaml:"mcp_servers"`
+	// MCP configures opsgate's own MCP endpoints (config/mcpserver.go).
+	MCP MCP `yaml:"mcp"`
 	// Models and Agents are the LLM agents (config/agents.go).
 	Models []Model `yaml:"models"`
 	Agents []Agent `yaml:"agents"`
@@ -111,6 +113,10 @@ type APIToken struct {
 	// admin], or [read, request, session.run] for an "agent:" actor; an
 	// agent never decides, whatever its scopes say.
 	Scopes []string `yaml:"scopes"`
+	// Internal marks a token of the internal MCP endpoints
+	// (/internal/mcp, /internal/mcp/studio): it works there only, and no
+	// other token works there (config/mcpserver.go).
+	Internal bool `yaml:"internal"`
 }
 
 // Requesters names who may start runs on a chat channel or by email:
@@ -408,10 +414,15 @@ type Flow struct {
 func (f *Flow) Pattern() *router.Pattern { return f.pattern }
 
 // Step calls one tool; string values in Args are templates over the flow's
-// arguments ("{{.service}}").
+// arguments ("{{.service}}"). A step with agent_task instead is work an
+// external agent performs over MCP (agenttask.go, docs/mcp.md).
 type Step struct {
-	Tool string         `yaml:"tool" cfg:"required"`
-	Args map[string]any `yaml:"args"`
+	// Name is the step's stage name (artifacts are found by flow and
+	// stage); default the tool's name, or "agent_task".
+	Name      string         `yaml:"name"`
+	Tool      string         `yaml:"tool"`
+	Args      map[string]any `yaml:"args"`
+	AgentTask *AgentTask     `yaml:"agent_task"`
 }
 
 // Policy decides, per tool call, allow, ask or deny.

@@ -49,8 +49,12 @@ type RunStore interface {
 	// first, and running runs whose lease expired (their owner died). It
 	// sets them running. Postgres claims with FOR UPDATE SKIP LOCKED.
 	RunClaim(ctx context.Context, p RunClaimParams) ([]*Run, error)
-	// RunHeartbeat extends the lease of every run Owner holds.
-	RunHeartbeat(ctx context.Context, owner string, leaseUntil time.Time) error
+	// RunHeartbeat extends the leases of the runs p.RunIDs that p.Owner
+	// holds and that are still running. A run Owner holds but does not list
+	// is left alone, so its lease lapses and another claim takes it: a
+	// process renews only the runs it is executing, never one it lost track
+	// of (after a store outage, say).
+	RunHeartbeat(ctx context.Context, p RunHeartbeatParams) error
 	// RunCheckpoint applies one step-boundary transition atomically; see
 	// Checkpoint. It returns ErrConflict when the guard fails.
 	RunCheckpoint(ctx context.Context, c Checkpoint) error
@@ -172,6 +176,13 @@ type RunClaimParams struct {
 	Owner      string
 	Limit      int
 	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// RunHeartbeatParams names the runs one heartbeat renews.
+type RunHeartbeatParams struct {
+	Owner      string
+	RunIDs     []string
 	LeaseUntil time.Time
 }
 

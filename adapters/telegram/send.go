@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
@@ -96,12 +97,28 @@ func (a *Adapter) sendCard(ctx context.Context, k threadKey, c core.Card) (core.
 			markup = kb
 		}
 	}
-	return a.deliver(a.sendMessage(ctx, k, cardHTML(c), markup))
+	ref, err := a.deliver(a.sendMessage(ctx, k, cardHTML(c), markup))
+	if err == nil && !c.Pending() {
+		// Sent decided (it was queued before the decision and delivered
+		// after): say so in the ref, which the card's updates edit.
+		ref.ID += decidedSuffix
+	}
+	return ref, err
 }
+
+// decidedSuffix marks the ref of a card sent in its decided state. A
+// decided card never changes again, so an update of it would be refused
+// as "message is not modified" (twice: the text, then the keyboard): it is
+// skipped instead.
+const decidedSuffix = "#decided"
 
 // editCard rewrites a sent card; a decided card loses its keyboard.
 func (a *Adapter) editCard(ctx context.Context, ref core.MessageRef, c core.Card) (core.MessageRef, error) {
-	chat, msg, err := parseMessageRef(ref.ID)
+	id, decided := strings.CutSuffix(ref.ID, decidedSuffix)
+	if decided && !c.Pending() {
+		return ref, nil
+	}
+	chat, msg, err := parseMessageRef(id)
 	if err != nil {
 		return core.MessageRef{}, &core.PermanentError{Err: err}
 	}

@@ -222,3 +222,53 @@ func TestReplyWithEmojiAndCJKSplitAtUTF16Limit(t *testing.T) {
 		t.Error("the chunks do not add up to the reply")
 	}
 }
+
+// TestCardSentDecidedIsNotEditedAgain: a card queued before its decision and
+// delivered after goes out in its decided state; its update would change
+// nothing, so no edit is made (Telegram would refuse it twice as "message is
+// not modified"). A card sent pending is still edited.
+func TestCardSentDecidedIsNotEditedAgain(t *testing.T) {
+	t.Parallel()
+	ad, fake, _ := newSender(t)
+	ctx := context.Background()
+	th := core.Thread{Channel: ChannelName, Key: "-100200/5/77"}
+	decided := pendingCard()
+	decided.Status = "approved"
+	decided.Outcome = &core.CardOutcome{Status: "approved", By: []string{"telegram:42"}, At: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ref, err := ad.Send(ctx, core.Outbound{Thread: th, Kind: core.KindCard, Card: &decided})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(ref.ID, decidedSuffix) {
+		t.Fatalf("ref %q of a card sent decided is not marked", ref.ID)
+	}
+	chat, id, err := parseMessageRef(strings.TrimSuffix(ref.ID, decidedSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent, ok := fake.Message(chat, id); !ok || sent.Markup != "" || !strings.Contains(visible(sent.Text), "Approved by telegram:42") {
+		t.Fatalf("card sent decided: %+v", sent)
+	}
+	for range 2 { // the update, and a redelivery of it
+		got, err := ad.Send(ctx, core.Outbound{Thread: th, Kind: core.KindCardUpdate, Card: &decided, Edit: &ref})
+		if err != nil || got != ref {
+			t.Fatalf("update of a card sent decided: %v, %v; want its ref unchanged", got, err)
+		}
+	}
+	if n := len(fake.Calls("editMessageText")) + len(fake.Calls("editMessageReplyMarkup")); n != 0 {
+		t.Fatalf("%d edits of a card sent in its decided state, want none", n)
+	}
+
+	// A card sent pending is edited when decided.
+	c := pendingCard()
+	pref, err := ad.Send(ctx, core.Outbound{Thread: th, Kind: core.KindCard, Card: &c})
+	if err != nil || strings.HasSuffix(pref.ID, decidedSuffix) {
+		t.Fatalf("pending card: ref %q, %v", pref.ID, err)
+	}
+	if _, err := ad.Send(ctx, core.Outbound{Thread: th, Kind: core.KindCardUpdate, Card: &decided, Edit: &pref}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Calls("editMessageText")); n != 1 {
+		t.Fatalf("%d edits of a pending card on its decision, want 1", n)
+	}
+}

@@ -52,7 +52,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	for _, f := range cfg.Flows {
 		ef := engine.Flow{Name: f.Name, Description: f.Description, Command: f.Command}
 		for _, s := range f.Steps {
-			ef.Steps = append(ef.Steps, engine.FlowStep{Tool: s.Tool, Args: s.Args})
+			ef.Steps = append(ef.Steps, engine.FlowStep{Tool: s.Tool, Args: s.Args, Name: s.Name, AgentTask: agentTask(cfg, s.AgentTask)})
 		}
 		o.Flows = append(o.Flows, ef)
 	}
@@ -107,6 +107,20 @@ func toolDir(cfg *config.Config) string {
 		return ""
 	}
 	return filepath.Dir(abs)
+}
+
+// agentTask maps an agent_task step; asset paths are resolved against the
+// configuration file's directory.
+func agentTask(cfg *config.Config, t *config.AgentTask) *engine.AgentTask {
+	if t == nil {
+		return nil
+	}
+	out := &engine.AgentTask{Instructions: t.Instructions, Skills: t.Skills, Tools: t.Tools, OutputSchema: t.OutputSchema}
+	for _, a := range t.Assets {
+		out.Assets = append(out.Assets, core.AgentTaskAsset{ID: a.ID, Description: a.Description, MediaType: a.MediaType,
+			Text: a.Text, Path: cfg.AssetPath(a.Path)})
+	}
+	return out
 }
 
 func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
@@ -198,9 +212,32 @@ func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg promet
 }
 
 // apiTokens maps configured tokens; an empty list means serve generates one.
+// internalTokens are the tokens marked internal: accepted by the internal
+// MCP endpoints only.
+func internalTokens(cfg *config.Config) []api.Token {
+	var out []api.Token
+	for _, t := range cfg.API.Tokens {
+		if !t.Internal {
+			continue
+		}
+		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
+		for _, sc := range t.Scopes {
+			tok.Scopes = append(tok.Scopes, core.Scope(sc))
+		}
+		if t.Scopes != nil && tok.Scopes == nil {
+			tok.Scopes = []core.Scope{}
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
 func apiTokens(cfg *config.Config) []api.Token {
 	var out []api.Token
 	for _, t := range cfg.API.Tokens {
+		if t.Internal {
+			continue // the internal MCP endpoints' only (internalTokens)
+		}
 		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
 		if t.Scopes != nil {
 			tok.Scopes = make([]core.Scope, 0, len(t.Scopes))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -175,19 +177,45 @@ func buildWebhooks(cfg *config.Config, d channelDeps) (delivery.Platform, config
 	return a, config.Delivery{}, nil
 }
 
-// buildMCP builds the MCP server for /mcp: the same tokens, engine and
-// flows as the API, over the Streamable HTTP transport.
-func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
+// buildMCP builds opsgate's MCP endpoints: the API's tokens (plus the
+// internal ones, which only the internal endpoints take), the engine and
+// the flows. The state key (request states, owner tokens) is derived from
+// the audit key, which every replica shares.
+func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, key []byte, log *slog.Logger) (*mcp.Server, error) {
+	mt := make([]mcp.Token, 0, len(tokens))
+	for _, t := range tokens {
+		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
+	}
+	for _, t := range internalTokens(cfg) {
+		mt = append(mt, mcp.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes, Internal: true})
+	}
 	flows := make([]mcp.Flow, 0, len(cfg.Flows))
 	for _, f := range cfg.Flows {
-		flows = append(flows, mcp.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
+		mf := mcp.Flow{Name: f.Name, Description: f.Description, Command: f.Command}
+		for _, s := range f.Steps {
+			mf.Stages = append(mf.Stages, s.Stage())
+		}
+		flows = append(flows, mf)
 	}
-	h, err := mcp.New(mcp.Options{Engine: eng, Store: st, Tokens: tokens, Flows: flows, Version: version,
-		Logger: log.With("component", "mcp")})
+	o := mcp.Options{Engine: eng, Store: st, Tokens: mt, Flows: flows, Version: version,
+		PublicURL: cfg.Server.PublicURL, AllowedOrigins: cfg.MCP.AllowedOrigins, InternalOrigins: cfg.MCP.InternalOrigins,
+		StateKey: mcpStateKey(key), Logger: log.With("component", "mcp")}
+	if a := cfg.MCP.OAuth; a != nil {
+		o.OAuth = &mcp.OAuth{AuthorizationServers: a.AuthorizationServers, ScopesSupported: a.ScopesSupported}
+	}
+	h, err := mcp.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("build MCP server: %w", err)
 	}
 	return h, nil
+}
+
+// mcpStateKey derives the MCP state key from the audit key (never the key
+// itself, so neither can stand in for the other).
+func mcpStateKey(auditKey []byte) []byte {
+	m := hmac.New(sha256.New, auditKey)
+	m.Write([]byte("opsgate mcp state key v1"))
+	return m.Sum(nil)
 }
 
 // buildConsole builds the web console, served at the site root: it signs

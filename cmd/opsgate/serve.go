@@ -187,11 +187,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	mux.Handle("/", consoleUI)
-	mcpHandler, err := buildMCP(cfg, eng, st, tokens, log)
+	mcpServer, err := buildMCP(cfg, eng, st, tokens, key, log)
 	if err != nil {
 		return err
 	}
-	mux.Handle("/mcp", mcpHandler)
+	for path, h := range mcpServer.Routes() {
+		mux.Handle(path, h)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

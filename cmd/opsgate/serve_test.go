@@ -20,8 +20,8 @@ import (
 )
 
 // backends runs fn once per store backend. The Postgres case gets a fresh
-// database from pgtest (skipped loudly, or failed under
-// OPSGATE_REQUIRE_POSTGRES=1, when no Postgres is available).
+// database from pgtest (which fails it when no Postgres is available,
+// unless OPSGATE_SKIP_POSTGRES=1).
 func backends(t *testing.T, fn func(t *testing.T, pgDSN string)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()

@@ -77,6 +77,15 @@ func TestDeliveries(t *testing.T) {
 	if c, _ := r.body["next_cursor"].(string); len(items) != 1 || items[0].(map[string]any)["thread"] != "slack:C1" || c == "" {
 		t.Fatalf("dead %s", r.raw)
 	}
+	if refs, ok := items[0].(map[string]any)["refs"].([]any); !ok || len(refs) != 0 {
+		t.Fatalf("refs of a message never sent: %s", r.raw)
+	}
+	b.st.deliveries[1].ChunksSent, b.st.deliveries[1].Refs = 1, []core.MessageRef{{Channel: "slack", ID: "C1/1712.0001"}}
+	r = b.do(t, "GET", "/api/v1/deliveries?status=sent", adminToken, nil)
+	want(t, r, 200, "")
+	if items := r.body["items"].([]any); len(items) != 1 || fmt.Sprint(items[0].(map[string]any)["refs"]) != "[map[channel:slack id:C1/1712.0001]]" {
+		t.Fatalf("sent %s: want its platform ref", r.raw)
+	}
 	want(t, b.do(t, "GET", "/api/v1/deliveries?status=lost", adminToken, nil), 422, "invalid")
 	r = b.do(t, "POST", "/api/v1/deliveries/d0/requeue", adminToken, nil)
 	if r.status != 200 || r.body["status"] != "pending" {

@@ -252,16 +252,26 @@ type deliveryView struct {
 	Status        core.DeliveryStatus `json:"status"`
 	Attempts      int                 `json:"attempts"`
 	ChunksSent    int                 `json:"chunks_sent"`
+	Refs          []core.MessageRef   `json:"refs"`
 	LastError     string              `json:"last_error,omitempty"`
 	CreatedAt     string              `json:"created_at"`
 	NextAttemptAt *string             `json:"next_attempt_at"`
 	SentAt        *string             `json:"sent_at"`
 }
 
+// refsOf lists the platform's references of the chunks sent so far (the
+// message ids), never null.
+func refsOf(refs []core.MessageRef) []core.MessageRef {
+	if refs == nil {
+		return []core.MessageRef{}
+	}
+	return refs
+}
+
 func newDeliveryView(d *core.Delivery) deliveryView {
 	return deliveryView{ID: d.ID, Seq: d.Seq, Thread: d.Thread.String(), Kind: d.Kind, Text: d.Text,
 		ApprovalID: d.ApprovalID, RunID: d.RunID, Status: d.Status, Attempts: d.Attempts,
-		ChunksSent: d.ChunksSent, LastError: d.LastError, CreatedAt: rfc3339(d.CreatedAt),
+		ChunksSent: d.ChunksSent, Refs: refsOf(d.Refs), LastError: d.LastError, CreatedAt: rfc3339(d.CreatedAt),
 		NextAttemptAt: rfc3339Ptr(&d.NextAttemptAt), SentAt: rfc3339Ptr(d.SentAt)}
 }
 

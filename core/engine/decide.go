@@ -167,6 +167,9 @@ func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*c
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}
 	e.m.runsFinished.WithLabelValues(string(core.RunCancelled)).Inc()
+	if err := e.cancelAgentCalls(ctx, runID, who); err != nil {
+		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
+	}
 	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})
 	if err != nil {
 		return nil, fmt.Errorf("engine: cancel %s: list approvals: %w", runID, err)
@@ -211,7 +214,7 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		return c
 	}
 	for _, st := range run.Steps {
-		if st.Index == run.StepIndex && st.Status == core.StepWaitingApproval {
+		if st.Index == run.StepIndex && (st.Status == core.StepWaitingApproval || st.Status == core.StepWaitingAgent) {
 			c.Step = cancelledStep(st, "run cancelled by "+who, now)
 			c.ExpectStatus = []core.RunStatus{run.Status}
 		}

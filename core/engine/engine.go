@@ -9,6 +9,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -41,12 +42,18 @@ const (
 // Bounds that keep one misbehaving tool or a huge backlog from stalling the
 // engine; they are not configuration because no operator should need them.
 const (
-	previewTimeout   = 30 * time.Second
-	previewMaxChars  = 4000
-	foldChars        = 3000
-	sweepBatch       = 100
-	storeRetries     = 5
-	storeRetryBase   = 50 * time.Millisecond
+	previewTimeout  = 30 * time.Second
+	previewMaxChars = 4000
+	foldChars       = 3000
+	sweepBatch      = 100
+	storeRetryBase  = 50 * time.Millisecond
+	// storeRetryMax caps the backoff between attempts at a store that does
+	// not answer, so a run continues within about a second of its return.
+	storeRetryMax = time.Second
+	// storeRefusals bounds how often one checkpoint is tried again when
+	// the store answers (the run reads back ours and unchanged) but the
+	// write keeps failing: that is a refusal, not an outage.
+	storeRefusals    = 8
 	maxShutdownDrain = 30 * time.Second
 )
 
@@ -71,6 +78,9 @@ type Options struct {
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup ToolLookup
+	// AgentCalls keeps the agent calls of agent_task steps; default the
+	// Store, when it implements core.AgentCallStore (both backends do).
+	AgentCalls core.AgentCallStore
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
@@ -115,6 +125,11 @@ type Flow struct {
 type FlowStep struct {
 	Tool string
 	Args map[string]any
+	// Name is the step's stage name; default Tool, or "agent_task".
+	Name string
+	// AgentTask, instead of Tool, makes the step work an external agent
+	// performs (agenttask.go).
+	AgentTask *AgentTask
 }
 
 // Tool is a callable the gate guards. Risk, Destructive and Idempotent
@@ -185,7 +200,18 @@ type Engine struct {
 	// reclaimed marks active runs claimed again meanwhile: when their
 	// execution ends, the run is re-checked so a claim is never dropped.
 	reclaimed map[string]bool
-	wg        sync.WaitGroup
+	// released marks active runs whose execution already handed the run
+	// back (suspended, finished, requeued) and is only returning: a claim
+	// of one of them is a requeue (a quick decision), not a lapsed lease.
+	released map[string]bool
+	// abandoning marks active runs this replica gave up executing after a
+	// store failure and is handing back: the heartbeat leaves their
+	// leases alone, so no run is kept that nothing executes.
+	abandoning map[string]bool
+	wg         sync.WaitGroup
+
+	// agents holds the agent calls of agent_task steps (agentcall.go).
+	agents agentState
 }
 
 type compiledFlow struct {
@@ -195,6 +221,10 @@ type compiledFlow struct {
 
 type compiledStep struct {
 	name string
+	// stage is the step's stage name; agent, when set, makes it an
+	// agent_task step (and tool is nil).
+	stage string
+	agent *compiledAgentTask
 	// tool is nil for a tool Options.Lookup resolves when the step runs.
 	tool *Tool
 	args map[string]any // string values replaced by *template.Template
@@ -232,13 +262,15 @@ func New(o Options) (*Engine, error) {
 		o.Owner = defaultOwner()
 	}
 	e := &Engine{
-		store:     o.Store,
-		opts:      o,
-		flows:     map[string]*compiledFlow{},
-		tools:     staticTools{},
-		log:       o.Logger.With("component", "engine", "owner", o.Owner),
-		active:    map[string]bool{},
-		reclaimed: map[string]bool{},
+		store:      o.Store,
+		opts:       o,
+		flows:      map[string]*compiledFlow{},
+		tools:      staticTools{},
+		log:        o.Logger.With("component", "engine", "owner", o.Owner),
+		active:     map[string]bool{},
+		reclaimed:  map[string]bool{},
+		released:   map[string]bool{},
+		abandoning: map[string]bool{},
 	}
 	pol := approvals.Policy{}
 	if o.Policy != nil {
@@ -265,6 +297,14 @@ func New(o Options) (*Engine, error) {
 			return nil, fmt.Errorf("engine: flow %q has no steps", f.Name)
 		}
 		for i, s := range f.Steps {
+			if s.AgentTask != nil {
+				cs, err := e.compileAgentStep(f.Name, i, s)
+				if err != nil {
+					return nil, err
+				}
+				cf.steps = append(cf.steps, cs)
+				continue
+			}
 			t, ok := e.tools[s.Tool]
 			if !ok && o.Lookup == nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: unknown tool %q", f.Name, i, s.Tool)
@@ -273,7 +313,7 @@ func New(o Options) (*Engine, error) {
 			if err != nil {
 				return nil, fmt.Errorf("engine: flow %q step %d: %w", f.Name, i, err)
 			}
-			cf.steps = append(cf.steps, compiledStep{name: s.Tool, tool: t, args: args})
+			cf.steps = append(cf.steps, compiledStep{name: s.Tool, stage: cmp.Or(s.Name, s.Tool), tool: t, args: args})
 		}
 		e.flows[f.Name] = cf
 		rflows = append(rflows, router.Flow{Name: f.Name, Description: f.Description, Command: f.Command})
@@ -288,6 +328,9 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	if err := e.initAgents(); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

@@ -17,8 +17,10 @@ import (
 	"github.com/opsgate/opsgate/core/tools"
 )
 
-// errShutdown stops a run whose tool call was cancelled by the shutdown
-// bound: its step stays dispatching and crash recovery settles it.
+// errShutdown stops a run when the shutdown bound cancels its tool call,
+// or ends a checkpoint still waiting for the store: the run stays as the
+// store last recorded it (a step possibly dispatching) and crash recovery
+// settles it once the lease lapses.
 var errShutdown = errors.New("engine: shutting down")
 
 // execution is one claimed run, driven from its checkpoint until it
@@ -76,6 +78,9 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 	if st != nil && st.Status == core.StepSucceeded {
 		x.run.StepIndex++
 		return true, nil
+	}
+	if cs := x.flow.steps[idx]; cs.agent != nil {
+		return x.agentStep(ctx, cs, st)
 	}
 	cs, err := x.bind(ctx, x.flow.steps[idx], st)
 	if err != nil || cs.tool == nil {
@@ -343,7 +348,16 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 // (its lease went to another replica) is left alone. err is returned
 // unchanged, so the execution still stops.
 func (x *execution) settleCancelled(ctx context.Context, err error, st *core.Step, events ...core.RunEvent) error {
-	if err == nil || !errors.Is(err, core.ErrConflict) {
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, core.ErrConflict) {
+		if st.Status == core.StepSucceeded || st.Status == core.StepFailed {
+			// Only a shutdown or a store that keeps refusing the write gets
+			// here: say what happened, since the record cannot.
+			x.log.Error("the tool finished but its result is not recorded; recovery will find the step dispatching",
+				"step", st.Index, "tool", st.Tool, "status", st.Status, "err", err)
+		}
 		return err
 	}
 	if st.FinishedAt == nil {
@@ -413,11 +427,20 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 }
 
 // checkpoint applies c under this replica's lease, with the events queued
-// so far, and mirrors the step into the in-memory run.
+// so far, and mirrors the step into the in-memory run. A store failure is
+// not taken as the answer: see commit.
 func (x *execution) checkpoint(ctx context.Context, c core.Checkpoint) error {
 	c.RunID, c.Owner, c.Now = x.run.ID, x.e.opts.Owner, x.e.now()
 	c.Events = append(x.events, c.Events...)
-	if err := x.e.store.RunCheckpoint(ctx, c); err != nil {
+	if c.Release {
+		// Marked before the commit: a decision may requeue the run, and
+		// the claim loop take it, before the commit's answer is back here.
+		x.e.setReleased(x.run.ID, true)
+	}
+	if err := x.commit(ctx, c); err != nil {
+		if c.Release && !errors.Is(err, core.ErrConflict) {
+			x.e.setReleased(x.run.ID, false)
+		}
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	x.events = nil
@@ -427,21 +450,174 @@ func (x *execution) checkpoint(ctx context.Context, c core.Checkpoint) error {
 	return nil
 }
 
-// abandon hands the run back to the queue after a store failure, so it is
-// retried (from its checkpoint) rather than held by a live lease forever.
+// setReleased records whether the execution of id has handed the run back.
+func (e *Engine) setReleased(id string, released bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if released {
+		e.released[id] = true
+	} else {
+		delete(e.released, id)
+	}
+}
+
+// commit applies c until the store gives an answer. A checkpoint that
+// fails with anything but the guard's ErrConflict may or may not have
+// committed (a connection lost after COMMIT was sent looks the same as one
+// lost before), so the run is read back, under the same owner guard the
+// checkpoint carries: the checkpoint's step (or status) is there — it
+// committed; the run is no longer ours — ErrConflict; the run is ours and
+// unchanged — c is tried again. While the store is unreachable this goes
+// on, with capped backoff, for as long as ctx lives (the lease stays ours:
+// the heartbeat renews the runs executing here, and the owner guard makes
+// every retry exact even if it lapsed meanwhile). A store that answers the
+// read but keeps refusing the write fails the checkpoint after
+// storeRefusals attempts. When ctx ends first it returns errShutdown.
+func (x *execution) commit(ctx context.Context, c core.Checkpoint) error {
+	delay, refusals := storeRetryBase, 0
+	for {
+		err := x.e.store.RunCheckpoint(ctx, c)
+		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		x.log.Warn("checkpoint failed; reading the run back to learn whether it committed", "err", err)
+		run, rerr := x.readBack(ctx, &delay)
+		if rerr != nil {
+			return fmt.Errorf("%w (last store error: %v)", rerr, err)
+		}
+		switch checkpointState(run, c) {
+		case checkpointApplied:
+			x.log.Info("checkpoint had committed; its answer was lost", "step", stepIndex(c.Step), "status", c.Status)
+			return nil
+		case checkpointLost:
+			return fmt.Errorf("run is %s, held by %q, after a failed checkpoint (%v): %w", run.Status, run.Owner, err, core.ErrConflict)
+		}
+		// The store answered the read: the run is ours and the checkpoint
+		// did not land. Try it again (after the read's own backoff).
+		if refusals++; refusals >= storeRefusals {
+			return fmt.Errorf("store refused the checkpoint %d times: %w", refusals, err)
+		}
+	}
+}
+
+// readBack reads the run until the store answers or ctx ends, sleeping
+// *delay (doubled, capped at storeRetryMax) before each attempt.
+func (x *execution) readBack(ctx context.Context, delay *time.Duration) (*core.Run, error) {
+	for {
+		if err := sleepCtx(ctx, *delay); err != nil {
+			return nil, errShutdown
+		}
+		*delay = min(*delay*2, storeRetryMax)
+		run, err := x.e.store.RunGet(ctx, x.run.ID)
+		if err == nil {
+			return run, nil
+		}
+		if errors.Is(err, core.ErrNotFound) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, errShutdown
+		}
+		x.log.Warn("read the run back after a failed checkpoint", "err", err, "retry_in", *delay)
+	}
+}
+
+// checkpointOutcome is what a run read back says of a checkpoint whose
+// commit went unanswered.
+type checkpointOutcome int
+
+const (
+	checkpointNotApplied checkpointOutcome = iota // ours, unchanged: try again
+	checkpointApplied                             // it committed
+	checkpointLost                                // the run is no longer ours
+)
+
+// checkpointState decides whether c committed, from run as read back. A
+// checkpoint that writes a step is recognised by that step exactly: status,
+// attempt, approval and timestamps are written by no other checkpoint. One
+// that only moves the run is recognised by the status it sets (the run was
+// running, ours, when c was made). A checkpoint that keeps the run (no
+// Release) counts as applied only while the run is still ours: one that
+// committed and then lost its run to a cancel or to another replica is
+// lost — a dispatch record found that way must not be acted on, since the
+// new holder may already be settling it.
+func checkpointState(run *core.Run, c core.Checkpoint) checkpointOutcome {
+	ours := run.Owner == c.Owner && run.Status == core.RunRunning
+	landed := false
+	if c.Step != nil {
+		for i := range run.Steps {
+			if run.Steps[i].Index == c.Step.Index && sameStep(&run.Steps[i], c.Step) {
+				landed = true
+			}
+		}
+	} else {
+		landed = c.Status != "" && run.Status == c.Status
+	}
+	switch {
+	case landed && (c.Release || ours):
+		return checkpointApplied
+	case !ours:
+		return checkpointLost
+	}
+	return checkpointNotApplied
+}
+
+// sameStep compares what a checkpoint wrote with what was read back, at the
+// store's precision (microseconds).
+func sameStep(got, want *core.Step) bool {
+	return got.Status == want.Status && got.Attempts == want.Attempts && got.ApprovalID == want.ApprovalID &&
+		got.IdempotencyKey == want.IdempotencyKey && sameMicros(got.StartedAt, want.StartedAt) && sameMicros(got.FinishedAt, want.FinishedAt)
+}
+
+func sameMicros(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.UnixMicro() == b.UnixMicro()
+}
+
+func stepIndex(st *core.Step) int {
+	if st == nil {
+		return -1
+	}
+	return st.Index
+}
+
+// abandon hands the run back to the queue after a store failure the
+// execution cannot get past (a read it needs, a write refused), so it is
+// retried from its checkpoint — here or on another replica — rather than
+// held by a live lease with nothing executing it. From now on the heartbeat
+// leaves the run's lease alone; the hand-back itself is tried until the
+// store answers (or the run turns out to be no longer ours), or ctx ends —
+// after which the lease lapses and any replica claims the run.
 func (x *execution) abandon(ctx context.Context) {
+	x.e.mu.Lock()
+	x.e.abandoning[x.run.ID] = true
+	x.e.released[x.run.ID] = true
+	x.e.mu.Unlock()
 	delay := storeRetryBase
-	for i := 0; i < storeRetries && ctx.Err() == nil; i++ {
+	for ctx.Err() == nil {
 		err := x.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: x.run.ID, Owner: x.e.opts.Owner, Now: x.e.now(), Status: core.RunQueued, Release: true})
-		if err == nil || errors.Is(err, core.ErrConflict) {
+		if err == nil || errors.Is(err, core.ErrConflict) || errors.Is(err, core.ErrNotFound) {
 			return
 		}
-		x.log.Warn("release run after store failure", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
+		x.log.Warn("hand the run back after a store failure", "err", err, "retry_in", delay)
+		if sleepCtx(ctx, delay) != nil {
+			return
 		}
-		delay *= 2
+		delay = min(delay*2, storeRetryMax)
+	}
+}
+
+// sleepCtx waits d, or less when ctx ends first (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

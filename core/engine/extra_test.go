@@ -155,7 +155,8 @@ func TestLapsedLeaseNeverRunsTwice(t *testing.T) {
 		<-h.fx.status.started
 		for range 5 {
 			// Expire every lease this owner holds, as a stalled heartbeat would.
-			if err := h.store.RunHeartbeat(context.Background(), h.eng.Owner(), h.clk.Now().Add(-time.Hour)); err != nil {
+			if err := h.store.RunHeartbeat(context.Background(), core.RunHeartbeatParams{Owner: h.eng.Owner(), RunIDs: []string{rc.RunID},
+				LeaseUntil: h.clk.Now().Add(-time.Hour)}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(60 * time.Millisecond)

@@ -90,6 +90,8 @@ type recorder struct {
 	gate chan struct{}
 	// started receives the run id of each call as it begins, if set.
 	started chan string
+	// delay, when set, is how long each Run takes.
+	delay time.Duration
 }
 
 func (r *recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) {
@@ -97,7 +99,7 @@ func (r *recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) 
 	r.calls = append(r.calls, c)
 	r.inflight++
 	r.peak = max(r.peak, r.inflight)
-	gate, started := r.gate, r.started
+	gate, started, delay := r.gate, r.started, r.delay
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -110,6 +112,13 @@ func (r *recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) 
 	if gate != nil {
 		select {
 		case <-gate:
+		case <-ctx.Done():
+			return tools.Result{}, ctx.Err()
+		}
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
 		case <-ctx.Done():
 			return tools.Result{}, ctx.Err()
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -12,8 +13,8 @@ import (
 
 // Run executes runs until ctx is done: it claims claimable runs up to
 // Concurrency (woken by store notifications, or every PollInterval),
-// renews the leases of the runs it holds every Lease/3 and expires overdue
-// approvals. When ctx ends it stops claiming and waits for the steps in
+// renews the leases of the runs it is executing every Lease/3 and expires
+// overdue approvals. When ctx ends it stops claiming and waits for the steps in
 // flight, at most Lease capped at 30s (after which other replicas may take
 // the runs over anyway); a tool still running then is cancelled and its step left
 // dispatching for crash recovery.
@@ -70,6 +71,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	stopHeartbeat()
 	<-hbDone
 	<-sweepDone
+	// Agent tasks this replica served are interrupted now, not after the
+	// replica lease lapses (agentcall.go).
+	e.releaseReplica(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -95,8 +99,15 @@ func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
 		e.mu.Lock()
 		if e.active[r.ID] {
 			e.reclaimed[r.ID] = true
+			requeued := e.released[r.ID]
 			e.mu.Unlock()
-			e.log.Warn("lease lapsed on a run still executing here; it stays with this execution", "run", r.ID)
+			if requeued {
+				// The usual case: a decision requeued the run the moment
+				// its suspend committed, before that execution returned.
+				e.log.Debug("run requeued while its last execution here was returning; it continues once that ends", "run", r.ID)
+			} else {
+				e.log.Warn("lease lapsed on a run still executing here; it stays with this execution", "run", r.ID)
+			}
 			continue
 		}
 		e.active[r.ID] = true
@@ -135,6 +146,8 @@ func (e *Engine) claim(ctx, execCtx context.Context, finished chan<- struct{}) {
 func (e *Engine) nextExecution(ctx context.Context, id string) *core.Run {
 	for {
 		e.mu.Lock()
+		delete(e.released, id)
+		delete(e.abandoning, id)
 		if !e.reclaimed[id] {
 			delete(e.active, id)
 			e.mu.Unlock()
@@ -164,9 +177,16 @@ func (e *Engine) nextExecution(ctx context.Context, id string) *core.Run {
 	}
 }
 
-// heartbeat renews the lease of every run this replica holds.
+// heartbeat renews, every Lease/3, the leases of the runs executing here —
+// and only those: a run this replica holds in the store but no longer
+// executes (it is handing it back after a store failure, or lost track of
+// it) is left to lapse, so another claim takes it. After a failed renewal
+// it tries again soon, so leases are renewed as soon as the store is back,
+// before other replicas see them lapse.
 func (e *Engine) heartbeat(ctx context.Context) {
-	t := time.NewTicker(max(e.opts.Lease/3, time.Millisecond))
+	period := max(e.opts.Lease/3, time.Millisecond)
+	retry := min(period, 4*storeRetryBase)
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
@@ -174,10 +194,37 @@ func (e *Engine) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := e.store.RunHeartbeat(ctx, e.opts.Owner, e.now().Add(e.opts.Lease)); err != nil && ctx.Err() == nil {
+		next := period
+		if err := e.renewLeases(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("heartbeat", "err", err)
+			next = retry
+		}
+		t.Reset(next)
+	}
+}
+
+// renewLeases extends the leases of the runs executing here.
+func (e *Engine) renewLeases(ctx context.Context) error {
+	ids := e.executing()
+	if len(ids) == 0 {
+		return nil
+	}
+	return e.store.RunHeartbeat(ctx, core.RunHeartbeatParams{Owner: e.opts.Owner, RunIDs: ids, LeaseUntil: e.now().Add(e.opts.Lease)})
+}
+
+// executing lists the runs whose execution here goes on: every active run
+// but those being handed back.
+func (e *Engine) executing() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.active))
+	for id := range e.active {
+		if !e.abandoning[id] {
+			ids = append(ids, id)
 		}
 	}
+	slices.Sort(ids)
+	return ids
 }
 
 // sweep expires overdue approvals every PollInterval. Expiry goes through
@@ -189,6 +236,9 @@ func (e *Engine) sweep(ctx context.Context) {
 	for {
 		if err := e.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("expire approvals", "err", err)
+		}
+		if err := e.sweepAgentCalls(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("agent calls", "err", err)
 		}
 		select {
 		case <-ctx.Done():

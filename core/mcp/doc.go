@@ -1,20 +1,21 @@
-// Package mcp serves opsgate to MCP clients (assistants, IDEs, agents) at
-// /mcp over the Streamable HTTP transport of the Model Context Protocol.
+// Package mcp serves opsgate to MCP clients (assistants, IDEs, agents)
+// over the Streamable HTTP transport, in every protocol version the
+// go-sdk speaks: 2026-07-28 (stateless: server/discover, the version in
+// each request's _meta, elicitation as an input_required retry with a
+// signed requestState) and the session versions before it (initialize,
+// Mcp-Session-Id, elicitation/create).
 //
-// The tools mirror the HTTP API v1 and go through the same engine, so an
-// agent is held to the same policy as a person: list_flows, send_message
-// (a console message from the token's actor, exactly like
-// POST /api/v1/messages), get_run, list_approvals, get_approval and decide.
-// A risky call an agent starts still stops for a human; an agent's token
-// may decide only if its actor is an approver.
+// Four endpoints (docs/mcp.md): /mcp and
+// /mcp/codex (the same tools, Codex's descriptions) for external agents
+// and IDEs; /internal/mcp and /internal/mcp/studio for internal tokens
+// only (api.tokens[].internal) from loopback or configured origins. A
+// token of one kind is unknown on the other kind's endpoints. External
+// endpoints add the agent-task tools.
 //
-// Authentication is the API's bearer tokens (api.tokens), compared in
-// constant time; each token acts as its configured actor. The server is
-// stateless (no Mcp-Session-Id), so any replica answers any request.
-//
-// Results are structured content with the API's run and approval shapes;
-// refusals are error results that keep their code. Text that came from
-// outside opsgate (tool output, chat text, reasons, previews) is returned as
-// data inside an <external_content> block, never as instructions
-// (docs/architecture.md, invariant 6).
+// The tools drive the same engine as chat and the API, so an agent is
+// held to the same policy as a person: flow starts a run, risky calls stop
+// for people, and approvals are never answerable here
+// (human_confirmation_required). Every business error is isError with
+// structuredContent.error {code, message}; results are structured content
+// and the same JSON as text. docs/mcp.md is the user's guide.
 package mcp

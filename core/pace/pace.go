@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // ErrWouldExceedDeadline is returned by Wait when the earliest grant lies
@@ -107,7 +109,14 @@ type bucketKey struct {
 
 // bucket is one token bucket plus what the platform told us about it.
 type bucket struct {
-	lim         *gcra // nil for pause-only and route buckets
+	// lim holds the tokens; nil for pause-only and route buckets. last is
+	// the instant of its latest take (or its creation): lim is only ever
+	// handed that instant or a later one, since a rate.Limiter handed an
+	// earlier time than it last saw takes the tokens it held then as
+	// current, which would grant early.
+	lim         *rate.Limiter
+	every       time.Duration
+	last        time.Time
 	pausedUntil time.Time
 	// route buckets: remaining requests until resetAt, as last observed
 	remaining int
@@ -166,11 +175,15 @@ const maxLateCredit = time.Millisecond
 // nothing. It returns ErrWouldExceedDeadline (wrapped) without waiting when
 // the grant would come after ctx's deadline, or ctx's error if ctx ends.
 //
-// Buckets keep their theoretical arrival time, so the moment a bucket can
-// grant is exact. A timer fires late, though (typically 0.5–2 ms), and a
-// burst-1 bucket that dated each grant at the late wake-up would lose that
-// time on every send for good (measured: 3–6% of a 30/s limit). So a grant after
-// a sleep is dated at the moment it was due, but never more than the
+// Each bucket is a golang.org/x/time/rate Limiter, and the moment it can
+// grant comes from a reservation's DelayFrom, so it is exact. Why not the
+// Limiter's own Wait: it cannot wait for several buckets at once without
+// holding one's token while waiting for another, and the reservation it
+// keeps while sleeping cannot be moved by a 429's pause. A timer fires
+// late, though (typically 0.5–2 ms), and a burst-1 bucket that dated each
+// grant at the late wake-up would lose that time on every send for good
+// (measured: 3–6% of a 30/s limit). So a grant after a sleep is dated at
+// the moment it was due, but never more than the
 // lateness credit — min(1 ms, 1/8 of the fastest bucket's interval) —
 // before Wait returns. The buckets' accounting is exact; actual returns
 // from Wait can lie up to that credit closer together than the interval. A
@@ -203,6 +216,12 @@ func (l *Limiter) Wait(ctx context.Context, k Keys) error {
 // and returns the zero time; otherwise it takes nothing and returns the
 // earliest time all of them can grant. slept says the caller slept for this
 // grant, so it may be dated back by the lateness credit. l.mu is held.
+//
+// Each bucket is a rate.Limiter, asked when it next holds a whole token by
+// a reservation (Reserve, DelayFrom) that is cancelled at once: that moment
+// is exact, and the tokens stay where they were. The grant takes a token
+// from every bucket at the same instant, the latest of their moments, the
+// ends of pauses and route resets — never earlier than any bucket allows.
 func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 	l.sweep(now)
 	var bs [5]*bucket
@@ -227,14 +246,33 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 		add(Route, k.Route, nil)
 	}
 
-	// due: the earliest moment every bucket grants.
-	var due time.Time
+	// from: the earliest instant this grant may be dated — now, or after a
+	// sleep up to the lateness credit before it; never before a bucket's
+	// latest take (see bucket.last).
+	credit := maxLateCredit
+	for _, b := range bs[:n] {
+		if b.lim != nil {
+			credit = min(credit, b.every/8)
+		}
+	}
+	from := now
+	if slept {
+		from = now.Add(-credit)
+	}
+	for _, b := range bs[:n] {
+		if b.lim != nil && b.last.After(from) {
+			from = b.last
+		}
+	}
+	// due: the earliest instant from then on that every bucket grants.
+	// Tokens only grow while we hold l.mu, so at due every bucket still
+	// holds the token it held at its own moment.
+	due := from
 	later := func(t time.Time) {
 		if t.After(due) {
 			due = t
 		}
 	}
-	credit := maxLateCredit
 	for _, b := range bs[:n] {
 		b.lastUsed = now
 		later(b.pausedUntil)
@@ -242,66 +280,69 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 			later(b.resetAt)
 		}
 		if b.lim != nil {
-			later(b.lim.conformsFrom())
-			credit = min(credit, b.lim.every/8)
+			later(b.nextToken())
 		}
 	}
 	if due.After(now) {
 		return due
 	}
-	at := now
-	if slept {
-		at = now.Add(-credit)
-		if due.After(at) {
-			at = due
-		}
-	}
 	for _, b := range bs[:n] {
 		if b.lim != nil {
-			b.lim.take(at)
+			b.take(due)
 		}
 		if now.Before(b.resetAt) {
 			b.remaining--
 		}
 	}
 	if l.onGrant != nil {
-		l.onGrant(at, k)
+		l.onGrant(due, k)
 	}
 	return time.Time{}
 }
 
-// gcra is one token bucket kept as a theoretical arrival time (the generic
-// cell rate algorithm): the bucket is full from tat on, and grants at t when
-// t >= tat - (burst-1)·every. It is exact in integer time — no float tokens
-// to round — so a grant due every 33⅓ ms comes every 33⅓ ms, and dating a
-// grant back (see Limiter.Wait) needs no more than moving tat.
-type gcra struct {
-	every time.Duration
-	burst int
-	tat   time.Time
-}
-
-// conformsFrom is the earliest time the bucket holds a whole token.
-func (g *gcra) conformsFrom() time.Time {
-	return g.tat.Add(-time.Duration(g.burst-1) * g.every)
-}
-
-// take spends one token at t, which must not be before conformsFrom.
-func (g *gcra) take(t time.Time) {
-	if t.After(g.tat) {
-		g.tat = t
+// nextToken is the earliest instant at which b holds a whole token: a
+// reservation made at b's latest take says how long it would wait
+// (DelayFrom), and is cancelled, which gives the token back and leaves the
+// Limiter as it was. Asking at the latest take, never at now, is what lets
+// concurrent waiters ask in any order: a reservation at now would move the
+// Limiter's clock to now, and a grant dated back by the lateness credit
+// could then no longer be taken before it.
+func (b *bucket) nextToken() time.Time {
+	t := b.last
+	r := b.lim.ReserveN(t, 1)
+	d := r.DelayFrom(t)
+	r.CancelAt(t)
+	at := t.Add(d)
+	// rate.Limiter counts tokens in floating point and truncates the delay
+	// to whole nanoseconds: a token due a fraction of a nanosecond after
+	// at would be granted a nanosecond early. Never early: check, and
+	// round up.
+	if d > 0 && b.lim.TokensAt(at) < 1-tokenSlack {
+		at = at.Add(time.Nanosecond)
 	}
-	g.tat = g.tat.Add(g.every)
+	return at
 }
 
-// TokensAt reports how many tokens the bucket holds at t (up to burst).
-func (g *gcra) TokensAt(t time.Time) float64 {
-	if !t.Before(g.tat) {
-		return float64(g.burst)
-	}
-	empty := g.tat.Add(-time.Duration(g.burst) * g.every)
-	return float64(t.Sub(empty)) / float64(g.every)
+// take spends one token at t (not before b.last), when b holds one then.
+func (b *bucket) take(t time.Time) {
+	b.lim.ReserveN(t, 1)
+	b.last = t
 }
+
+// full reports whether b holds all the tokens it can at now.
+func (b *bucket) full(now time.Time) bool {
+	return !now.Before(b.last) && b.lim.TokensAt(now) >= float64(b.lim.Burst())
+}
+
+// tokenSlack is above the rounding noise of rate.Limiter's float token
+// count (which drifts by about 1e-16 a grant: 1e-13 after a thousand, 1e-11
+// only after a hundred thousand on one bucket without a pause to refill
+// it) and below what a nanosecond is worth at any rate faster than one
+// token per 100 s (3e-10 tokens at one per 3 s), so comparing against it
+// tells a truncated delay from an exact one. A slower bucket may grant a
+// nanosecond early; a bucket past that much drift may grant a nanosecond
+// late. Neither is anything a platform can measure.
+const tokenSlack = 1e-11
 
 // bucket returns the bucket for (scope, key), creating it when the spec has
 // a rate for scope; route buckets exist once observed or paused.
@@ -313,7 +354,7 @@ func (l *Limiter) bucket(scope Scope, key string, r *Rate, now time.Time) *bucke
 	if r == nil {
 		return nil
 	}
-	b := &bucket{lim: &gcra{every: r.Every, burst: r.Burst}, lastUsed: now}
+	b := &bucket{lim: rate.NewLimiter(rate.Every(r.Every), r.Burst), every: r.Every, last: now, lastUsed: now}
 	l.buckets[bk] = b
 	return b
 }
@@ -382,7 +423,7 @@ func (l *Limiter) sweep(now time.Time) {
 		if now.Sub(b.lastUsed) < l.spec.IdleTTL || now.Before(b.pausedUntil) || now.Before(b.resetAt) {
 			continue
 		}
-		if b.lim != nil && now.Before(b.lim.tat) {
+		if b.lim != nil && !b.full(now) {
 			continue
 		}
 		delete(l.buckets, k)

@@ -2,6 +2,7 @@ package pace
 
 import (
 	"context"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -151,5 +152,47 @@ func TestCreditNeverBeatsPause(t *testing.T) {
 	mustReturn(t, done, "pause over")
 	if at[1].Before(end) {
 		t.Fatalf("grant dated %v before the pause ended", end.Sub(at[1]))
+	}
+}
+
+// TestNeverANanosecondEarly: rate.Limiter counts tokens in floating point and
+// truncates its delays to whole nanoseconds, so a delay due a fraction of a
+// nanosecond past an integer would come a nanosecond early. Over many grants
+// at awkward intervals and arrival times, no grant comes before the bucket
+// allows, and none more than two nanoseconds after it.
+func TestNeverANanosecondEarly(t *testing.T) {
+	t.Parallel()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for _, every := range []time.Duration{time.Second / 7, time.Second / 30, time.Second / 200, 200 * time.Microsecond, time.Second, 3 * time.Second} {
+		l, clk := setup(t, Spec{Conversation: &Rate{Every: every, Burst: 1}})
+		k := Keys{Conversation: "c"}
+		l.mu.Lock()
+		last := clk.Now()
+		if at := l.tryTake(last, k, false); !at.IsZero() {
+			t.Fatalf("first grant not at once")
+		}
+		for i := range 5000 {
+			// The caller comes back some time before the next token.
+			now := last.Add(time.Duration(rnd.Int64N(int64(every))))
+			due := l.tryTake(now, k, false)
+			if due.IsZero() {
+				t.Fatalf("every %v grant %d: granted at +%v after the last, before the bucket refilled", every, i, now.Sub(last))
+			}
+			// Asked again from another instant, float noise may move the
+			// moment by a nanosecond (Wait then sleeps that nanosecond).
+			if at := l.tryTake(due, k, true); !at.IsZero() {
+				if at.Sub(due) > time.Nanosecond {
+					t.Fatalf("every %v grant %d: not granted when due, but %v later", every, i, at.Sub(due))
+				}
+				if due = at; !l.tryTake(due, k, true).IsZero() {
+					t.Fatalf("every %v grant %d: not granted a nanosecond after due", every, i)
+				}
+			}
+			if got := due.Sub(last); got < every || got > every+2*time.Nanosecond {
+				t.Fatalf("every %v grant %d: granted %v after the last, want %v", every, i, got, every)
+			}
+			last = due
+		}
+		l.mu.Unlock()
 	}
 }

@@ -40,13 +40,17 @@ type binaries struct {
 // cluster is one throwaway Postgres server: its files, its port, and the
 // watchdog process that keeps it from outliving the test process.
 type cluster struct {
-	bin    binaries
-	runAs  *user.User // nil: run as the current user
-	root   string     // temp dir holding data/, sock/ and the log
-	port   int
-	cmd    *exec.Cmd      // the watchdog (runuser →) sh → postgres
-	stdin  io.WriteCloser // closing it makes the watchdog stop postgres
-	exited chan struct{}  // closed when cmd has exited
+	bin   binaries
+	runAs *user.User // nil: run as the current user
+	root  string     // temp dir holding data/, sock/ and the log
+	port  int
+	// durable: a commit is written (not fsynced) before it is
+	// acknowledged, so it survives the server being killed — what a
+	// Cluster that restarts needs; the shared cluster skips even that.
+	durable bool
+	cmd     *exec.Cmd      // the watchdog (runuser →) sh → postgres
+	stdin   io.WriteCloser // closing it makes the watchdog stop postgres
+	exited  chan struct{}  // closed when cmd has exited
 }
 
 // watchdog ($1: the temp root, then the postgres command line) starts
@@ -56,23 +60,29 @@ type cluster struct {
 // SIGKILL, so a killed test leaves neither a server nor its files behind. The
 // reader runs in a subshell reading a duplicate of stdin (fd 3), because a
 // background job's own stdin is /dev/null. The shell itself exits when
-// postgres does, so a postgres that fails to start is noticed at once.
+// postgres does, so a postgres that fails to start is noticed at once. A line
+// "keep" before the EOF stops postgres the same way but keeps the files, so
+// a Cluster can start the server again on the same data.
 const watchdog = `root=$1; shift
 exec 3<&0
 "$@" &
 pid=$!
 (
-	read -r _ <&3
+	line=
+	read -r line <&3
 	kill -QUIT "$pid" 2>/dev/null
 	n=0; while kill -0 "$pid" 2>/dev/null && [ "$n" -lt 100 ]; do sleep 0.1; n=$((n+1)); done
-	rm -rf "$root"
+	[ "$line" = keep ] || rm -rf "$root"
 ) &
 wait "$pid"
 `
 
 // startCluster initializes and starts a fresh cluster on a free loopback port
 // and waits until it accepts connections.
-func startCluster(ctx context.Context) (*cluster, error) {
+func startCluster(ctx context.Context) (*cluster, error) { return startClusterWith(ctx, false) }
+
+// startClusterWith is startCluster, durable when asked (see cluster.durable).
+func startClusterWith(ctx context.Context, durable bool) (*cluster, error) {
 	bin, err := findBinaries("/usr/lib/postgresql", exec.LookPath)
 	if err != nil {
 		return nil, err
@@ -82,7 +92,7 @@ func startCluster(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	for attempt := 1; ; attempt++ {
-		c, err := newCluster(ctx, bin, runAs)
+		c, err := newCluster(ctx, bin, runAs, durable)
 		if err == nil || attempt == startAttempts {
 			return c, err
 		}
@@ -91,12 +101,12 @@ func startCluster(ctx context.Context) (*cluster, error) {
 
 // newCluster makes one attempt: a new temp root, initdb, start. Every attempt
 // gets its own root because a failed attempt's watchdog removes its root.
-func newCluster(ctx context.Context, bin binaries, runAs *user.User) (*cluster, error) {
+func newCluster(ctx context.Context, bin binaries, runAs *user.User, durable bool) (*cluster, error) {
 	root, err := os.MkdirTemp(tempParent(), "opsgate-pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	c := &cluster{bin: bin, runAs: runAs, root: root}
+	c := &cluster{bin: bin, runAs: runAs, root: root, durable: durable}
 	err = c.init(ctx)
 	if err == nil {
 		err = c.start(ctx)
@@ -150,13 +160,16 @@ func (c *cluster) init(ctx context.Context) error {
 // start runs postgres under the watchdog on a newly picked free port and
 // waits until it accepts connections or exits.
 func (c *cluster) start(ctx context.Context) error {
-	port, err := freePort()
-	if err != nil {
-		return err
+	if c.port == 0 {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		c.port = port
 	}
-	c.port = port
+	port := c.port
 	logPath := filepath.Join(c.root, "postgres.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("create server log: %w", err)
 	}
@@ -171,7 +184,7 @@ func (c *cluster) start(ctx context.Context) error {
 		"-c", "unix_socket_directories=" + c.sockDir(),
 		// Durability is pointless for a throwaway cluster; speed is not.
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
+		"-c", "synchronous_commit=" + map[bool]string{true: "on", false: "off"}[c.durable],
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=200",
 	}
@@ -218,6 +231,23 @@ func (c *cluster) waitReady(ctx context.Context) error {
 			return fmt.Errorf("waiting: %w (last error: %v)", ctx.Err(), err)
 		case <-tick.C:
 		}
+	}
+}
+
+// halt stops the server the way stop does (SIGQUIT, an immediate shutdown:
+// the next start recovers from the WAL, as after a crash) but keeps its
+// files, so start can run it again on the same data and port.
+func (c *cluster) halt() error {
+	if _, err := io.WriteString(c.stdin, "keep\n"); err != nil {
+		return fmt.Errorf("tell the watchdog to keep the data: %w", err)
+	}
+	_ = c.stdin.Close()
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(readyTimeout):
+		_ = c.cmd.Process.Kill()
+		return errors.New("postgres did not stop after SIGQUIT; killed its watchdog")
 	}
 }
 

@@ -24,12 +24,18 @@
 //     as the "postgres" user, because initdb refuses to run as root. Main
 //     stops it and removes its files after the tests; if the test process is
 //     killed, a watchdog stops the server when its stdin pipe closes.
-//  3. If neither works, DSN skips the test with a loud reason, or fails it
-//     when $OPSGATE_REQUIRE_POSTGRES=1 (CI sets that, so a suite can never
-//     pass by silently skipping).
+//  3. If neither works, DSN FAILS the test, saying why and how to get a
+//     server — unless $OPSGATE_SKIP_POSTGRES=1, which skips it instead (and
+//     Main then prints how many it skipped). Failing is the default because
+//     `go test ./...` prints nothing but "ok" for a package whose tests
+//     skipped: a skip would let a machine without Postgres pass the suite
+//     silently. $OPSGATE_REQUIRE_POSTGRES=1 (CI sets it) overrides the skip.
 //
 // DSN fails the test if the package has no TestMain calling Main: without it
 // a locally started cluster would outlive the test process.
+//
+// A test that stops or restarts the server (store faults) must never do it
+// to that shared one: StartCluster gives it a private cluster of its own.
 package pgtest
 
 import (
@@ -42,6 +48,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,8 +60,12 @@ import (
 const (
 	// EnvDSN names the variable holding an admin DSN of a running server.
 	EnvDSN = "OPSGATE_TEST_POSTGRES_DSN"
-	// EnvRequire names the variable that, when "1", turns "no Postgres
-	// available" from a skip into a failure.
+	// EnvSkip names the variable that, when "1", turns "no Postgres
+	// available" from a failure into a skip: for a machine without
+	// Postgres, on purpose.
+	EnvSkip = "OPSGATE_SKIP_POSTGRES"
+	// EnvRequire names the variable that, when "1", keeps "no Postgres
+	// available" a failure even when EnvSkip is set (CI sets it).
 	EnvRequire = "OPSGATE_REQUIRE_POSTGRES"
 )
 
@@ -75,6 +86,8 @@ type harness struct {
 	// create serializes CREATE DATABASE/DROP DATABASE from this process so
 	// concurrent parallel tests never race on the template database.
 	create sync.Mutex
+	// skipped counts the tests skipped for want of Postgres (EnvSkip).
+	skipped atomic.Int64
 }
 
 var state harness
@@ -100,6 +113,9 @@ func Main(m *testing.M) {
 			if err := c.stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "pgtest: stop throwaway cluster: %v\n", err)
 			}
+		}
+		if n := state.skipped.Swap(0); n > 0 {
+			fmt.Fprintf(os.Stderr, "pgtest: SKIPPED %d Postgres test(s) in this package because %s=1 and no Postgres was available\n", n, EnvSkip)
 		}
 	}()
 	m.Run()
@@ -175,17 +191,24 @@ func adminDSN() (string, error) {
 	return state.cluster.adminDSN(), nil
 }
 
-// unavailable skips t loudly, or fails it when the environment requires
-// Postgres: a CI run that silently skipped the Postgres suite would prove
-// nothing.
+// unavailable fails t with what to do about it, or skips it when the
+// environment says so (EnvSkip, not overridden by EnvRequire): a test
+// command that passes while silently skipping the Postgres suites would
+// prove nothing, and `go test` shows a skip only with -v.
 func unavailable(t testing.TB, getenv func(string) string, reason string) {
 	t.Helper()
-	if getenv(EnvRequire) == "1" {
-		t.Fatalf("pgtest: %s (failing instead of skipping because %s=1)", reason, EnvRequire)
+	if getenv(EnvSkip) == "1" && getenv(EnvRequire) != "1" {
+		state.skipped.Add(1)
+		t.Skipf("pgtest: SKIPPING POSTGRES TEST because %s=1: %s", EnvSkip, reason)
 		return
 	}
-	t.Skipf("pgtest: SKIPPING POSTGRES TEST: %s (set %s to an admin DSN to run it; %s=1 makes this a failure)",
-		reason, EnvDSN, EnvRequire)
+	how := fmt.Sprintf("this test needs Postgres: install the server binaries (Debian: apt-get install postgresql; "+
+		"a throwaway cluster is then started on a loopback port), or set %s to an admin DSN of a running server, "+
+		"or set %s=1 to skip the Postgres tests on purpose", EnvDSN, EnvSkip)
+	if getenv(EnvRequire) == "1" {
+		how = EnvRequire + "=1 requires Postgres"
+	}
+	t.Fatalf("pgtest: %s (%s)", reason, how)
 }
 
 // createDatabase creates the empty database name.

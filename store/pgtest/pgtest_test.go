@@ -139,25 +139,28 @@ func TestDSNFromEnvironment(t *testing.T) {
 }
 
 func TestUnavailable(t *testing.T) {
-	env := func(require string) func(string) string {
+	env := func(skip, require string) func(string) string {
 		return func(k string) string {
-			if k == EnvRequire {
+			switch k {
+			case EnvSkip:
+				return skip
+			case EnvRequire:
 				return require
 			}
 			return ""
 		}
 	}
 	for _, tc := range []struct {
-		require  string
-		wantSkip bool
+		skip, require string
+		wantSkip      bool
 	}{
-		{"", true}, {"0", true}, {"1", false},
+		{"", "", false}, {"0", "", false}, {"1", "", true}, {"1", "1", false}, {"", "1", false},
 	} {
-		t.Run("require="+tc.require, func(t *testing.T) {
+		t.Run("skip="+tc.skip+",require="+tc.require, func(t *testing.T) {
 			rec := &recorder{TB: t}
 			done := make(chan struct{})
 			// Skip and Fatal end the goroutine with runtime.Goexit, as in a real test.
-			go func() { defer close(done); unavailable(rec, env(tc.require), "no binaries") }()
+			go func() { defer close(done); unavailable(rec, env(tc.skip, tc.require), "no binaries") }()
 			<-done
 			if rec.skipped != tc.wantSkip || rec.fatal == tc.wantSkip {
 				t.Fatalf("skipped=%v fatal=%v, want skipped=%v", rec.skipped, rec.fatal, tc.wantSkip)
@@ -165,8 +168,12 @@ func TestUnavailable(t *testing.T) {
 			if !strings.Contains(rec.msg, "no binaries") {
 				t.Errorf("message %q does not carry the reason", rec.msg)
 			}
+			if rec.fatal && tc.require == "" && !strings.Contains(rec.msg, EnvSkip+"=1") {
+				t.Errorf("failure %q does not say how to skip on purpose", rec.msg)
+			}
 		})
 	}
+	state.skipped.Store(0) // the recorder's skips were not real ones
 }
 
 // recorder captures Skip/Fatal instead of ending the real test.
@@ -294,5 +301,40 @@ func BenchmarkCreateDropDatabase(b *testing.B) {
 		if err := dropDatabase(admin, name); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestClusterRestartKeepsData: a private cluster stops (connections break,
+// new ones are refused) and starts again on the same port with its data.
+func TestClusterRestartKeepsData(t *testing.T) {
+	t.Parallel()
+	cl := StartCluster(t)
+	dsn := cl.DSN()
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(t.Context(), "CREATE TABLE kept (id int); INSERT INTO kept VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "SELECT 1"); err == nil {
+		t.Fatal("a connection survived the stop")
+	}
+	if c, err := pgx.Connect(t.Context(), dsn); err == nil {
+		c.Close(context.Background())
+		t.Fatal("a stopped cluster accepted a connection")
+	}
+	if err := cl.Stop(); err == nil {
+		t.Fatal("a second Stop succeeded")
+	}
+	if err := cl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if cl.DSN() != dsn {
+		t.Fatalf("DSN changed across the restart: %s, then %s", dsn, cl.DSN())
+	}
+	var v int
+	if err := connect(t, dsn).QueryRow(t.Context(), "SELECT id FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Fatalf("after the restart: %d, %v; want the row written before", v, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -148,7 +149,13 @@ func (s *Store) listenLoop(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Co
 				if ctx.Err() != nil {
 					return
 				}
-				s.log.Warn("notification connection lost; reconnecting", "err", err)
+				// The server went away (a restart, a failover) or the
+				// network did: the pool's idle connections broke with this
+				// one. Drop them now, so the work after the server is back
+				// starts on fresh connections instead of failing once per
+				// broken one (an ambiguous commit each time).
+				s.pool.Reset()
+				s.log.Warn("notification connection lost; dropped the pooled connections; reconnecting", "err", err)
 				break
 			}
 			backoff = 100 * time.Millisecond
@@ -178,6 +185,20 @@ func (s *Store) listenLoop(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Co
 		}
 		s.Hub().BroadcastAll()
 	}
+}
+
+// Ping implements core.Store (and /readyz). A ping that fails on a broken
+// connection says nothing about the server: after a restart every pooled
+// connection is broken, and each ping would discard a few of them and
+// fail. So the pool is dropped and the server asked once more on a fresh
+// connection — ready again the moment Postgres accepts connections.
+func (s *Store) Ping(ctx context.Context) error {
+	err := s.Store.Ping(ctx)
+	if err == nil || !errors.Is(err, driver.ErrBadConn) || ctx.Err() != nil {
+		return err
+	}
+	s.pool.Reset()
+	return s.Store.Ping(ctx)
 }
 
 // Migrate brings the schema up to date under a session advisory lock, so

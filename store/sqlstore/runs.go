@@ -185,11 +185,23 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	return runs, nil
 }
 
-// RunHeartbeat implements core.RunStore.
-func (s *Store) RunHeartbeat(ctx context.Context, owner string, leaseUntil time.Time) error {
+// RunHeartbeat implements core.RunStore: one statement for every listed
+// run, guarded by owner and status, so a run that moved on (released,
+// cancelled, taken over after its lease lapsed) is not touched.
+func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) error {
+	if p.Owner == "" {
+		return errors.New("store: run heartbeat: owner is required")
+	}
+	if len(p.RunIDs) == 0 {
+		return nil
+	}
 	return s.inTx(ctx, "run heartbeat", func(t *tx) error {
-		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ?`,
-			micros(leaseUntil), owner, string(core.RunRunning)); err != nil {
+		args := []any{micros(p.LeaseUntil), p.Owner, string(core.RunRunning)}
+		for _, id := range p.RunIDs {
+			args = append(args, id)
+		}
+		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ? AND id IN (`+
+			placeholders(len(p.RunIDs))+`)`, args...); err != nil {
 			return fmt.Errorf("store: run heartbeat: %w", err)
 		}
 		return nil
@@ -204,79 +216,83 @@ func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 	if s.dialect.OneStatement {
 		return s.runCheckpointOne(ctx, c, now)
 	}
-	return s.inTx(ctx, "run checkpoint", func(t *tx) error {
-		// The guarded update comes first: it is the check and it takes the
-		// run's row lock (every append to the run's events happens under
-		// it), in one round trip instead of a SELECT … FOR UPDATE and an
-		// UPDATE.
-		set, args := "updated_at = ?", []any{micros(now)}
-		if c.Status != "" {
-			set += ", status = ?"
-			args = append(args, string(c.Status))
-			if c.Status == core.RunQueued || c.Status.Final() {
-				t.notify(core.TopicRuns) // a thread may have been freed
-			}
+	return s.inTx(ctx, "run checkpoint", func(t *tx) error { return checkpointInTx(ctx, t, c, now) })
+}
+
+// checkpointInTx is RunCheckpoint's transition inside t (the agent call
+// changes apply one in their own transaction).
+func checkpointInTx(ctx context.Context, t *tx, c core.Checkpoint, now time.Time) error {
+	// The guarded update comes first: it is the check and it takes the
+	// run's row lock (every append to the run's events happens under
+	// it), in one round trip instead of a SELECT … FOR UPDATE and an
+	// UPDATE.
+	set, args := "updated_at = ?", []any{micros(now)}
+	if c.Status != "" {
+		set += ", status = ?"
+		args = append(args, string(c.Status))
+		if c.Status == core.RunQueued || c.Status.Final() {
+			t.notify(core.TopicRuns) // a thread may have been freed
 		}
-		if c.Release {
-			set += ", owner = NULL, lease_until = NULL"
+	}
+	if c.Release {
+		set += ", owner = NULL, lease_until = NULL"
+	}
+	if c.StepIndex != nil {
+		set += ", step_index = ?"
+		args = append(args, *c.StepIndex)
+	}
+	if c.ErrorCode != "" || c.ErrorMessage != "" {
+		set += ", error_code = ?, error_message = ?"
+		args = append(args, c.ErrorCode, c.ErrorMessage)
+	}
+	where := "id = ?"
+	args = append(args, c.RunID)
+	if c.Owner != "" {
+		where += " AND owner = ?"
+		args = append(args, c.Owner)
+	}
+	if len(c.ExpectStatus) > 0 {
+		where += " AND status IN (" + placeholders(len(c.ExpectStatus)) + ")"
+		for _, st := range c.ExpectStatus {
+			args = append(args, string(st))
 		}
-		if c.StepIndex != nil {
-			set += ", step_index = ?"
-			args = append(args, *c.StepIndex)
-		}
-		if c.ErrorCode != "" || c.ErrorMessage != "" {
-			set += ", error_code = ?, error_message = ?"
-			args = append(args, c.ErrorCode, c.ErrorMessage)
-		}
-		where := "id = ?"
-		args = append(args, c.RunID)
-		if c.Owner != "" {
-			where += " AND owner = ?"
-			args = append(args, c.Owner)
-		}
-		if len(c.ExpectStatus) > 0 {
-			where += " AND status IN (" + placeholders(len(c.ExpectStatus)) + ")"
-			for _, st := range c.ExpectStatus {
-				args = append(args, string(st))
-			}
-		}
-		r, err := t.exec(ctx, `UPDATE runs SET `+set+` WHERE `+where, args...)
-		if err != nil {
-			return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
-		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
-		} else if n == 0 {
-			return checkpointRefused(ctx, t, c)
-		}
-		if c.Step != nil {
-			if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
-				return err
-			}
-			if executes(c.Step) {
-				if err := setExecutedArgs(ctx, t, c.RunID, c.Step); err != nil {
-					return err
-				}
-			}
-		}
-		if c.Approval != nil {
-			if err := insertApproval(ctx, t, c.Approval); err != nil {
-				return err
-			}
-		}
-		for i := range c.Outbox {
-			if c.Outbox[i].RunID == "" {
-				c.Outbox[i].RunID = c.RunID
-			}
-		}
-		if err := insertOutbox(ctx, t, now, c.Outbox...); err != nil {
+	}
+	r, err := t.exec(ctx, `UPDATE runs SET `+set+` WHERE `+where, args...)
+	if err != nil {
+		return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return fmt.Errorf("store: run checkpoint %s: update run: %w", c.RunID, err)
+	} else if n == 0 {
+		return checkpointRefused(ctx, t, c)
+	}
+	if c.Step != nil {
+		if err := upsertStep(ctx, t, c.RunID, c.Step); err != nil {
 			return err
 		}
-		if err := appendEvents(ctx, t, c.Events, c.RunID, now); err != nil {
+		if executes(c.Step) {
+			if err := setExecutedArgs(ctx, t, c.RunID, c.Step); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Approval != nil {
+		if err := insertApproval(ctx, t, c.Approval); err != nil {
 			return err
 		}
-		return appendAudit(ctx, t, c.Audit)
-	})
+	}
+	for i := range c.Outbox {
+		if c.Outbox[i].RunID == "" {
+			c.Outbox[i].RunID = c.RunID
+		}
+	}
+	if err := insertOutbox(ctx, t, now, c.Outbox...); err != nil {
+		return err
+	}
+	if err := appendEvents(ctx, t, c.Events, c.RunID, now); err != nil {
+		return err
+	}
+	return appendAudit(ctx, t, c.Audit)
 }
 
 // checkpointRefused explains why a checkpoint's guarded update matched no

@@ -258,7 +258,7 @@ func testClaimExpiredLease(t *testing.T, s core.Store) {
 	if err != nil || len(runs) != 0 {
 		t.Fatalf("claim before expiry = %v, %v; want nothing", runs, err)
 	}
-	if err := s.RunHeartbeat(ctx(t), "dead-worker", t0.Add(2*time.Minute)); err != nil {
+	if err := s.RunHeartbeat(ctx(t), core.RunHeartbeatParams{Owner: "dead-worker", RunIDs: []string{id}, LeaseUntil: t0.Add(2 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	afterFirstLease := t0.Add(90 * time.Second)
@@ -274,6 +274,56 @@ func testClaimExpiredLease(t *testing.T, s core.Store) {
 	err = s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: id, Owner: "dead-worker", Now: expired, Status: core.RunSucceeded})
 	if !errors.Is(err, core.ErrConflict) {
 		t.Errorf("checkpoint by the old owner err = %v, want ErrConflict", err)
+	}
+}
+
+// testHeartbeatRenewsOnlyListedRuns: a heartbeat extends the leases of the
+// runs it names that the owner still holds and that still run; a run the
+// owner holds but does not name lapses and is claimed by another.
+func testHeartbeatRenewsOnlyListedRuns(t *testing.T, s core.Store) {
+	kept := queueRun(t, s, thread("hb-kept"))
+	forgotten := queueRun(t, s, thread("hb-forgotten"))
+	other := queueRun(t, s, thread("hb-other"))
+	sameIDs(t, "claim by w1", claim(t, s, "w1", 2), kept, forgotten)
+	sameIDs(t, "claim by w2", claim(t, s, "w2", 1), other)
+	// w1 names its own run, w2's run and an unknown id: only its own is renewed.
+	if err := s.RunHeartbeat(ctx(t), core.RunHeartbeatParams{Owner: "w1", RunIDs: []string{kept, other, "no-such-run"},
+		LeaseUntil: t0.Add(10 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunHeartbeat(ctx(t), core.RunHeartbeatParams{Owner: "w1", LeaseUntil: t0.Add(time.Hour)}); err != nil {
+		t.Fatalf("heartbeat naming no run: %v", err)
+	}
+	later := t0.Add(5 * time.Minute) // past claim's lease (a minute), before the renewed one
+	runs, err := s.RunClaim(ctx(t), core.RunClaimParams{Owner: "w3", Limit: 10, Now: later, LeaseUntil: later.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, r.ID)
+	}
+	sameIDs(t, "claim after the heartbeat", got, forgotten, other)
+	for _, id := range []string{kept, forgotten, other} {
+		r, err := s.RunGet(ctx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "w3"
+		if id == kept {
+			want = "w1"
+		}
+		mustEqual(t, "owner of "+id, r.Owner, want)
+	}
+	// A released run is not running any more: a heartbeat leaves it released.
+	if err := s.RunCheckpoint(ctx(t), core.Checkpoint{RunID: kept, Owner: "w1", Now: later, Status: core.RunWaitingApproval, Release: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RunHeartbeat(ctx(t), core.RunHeartbeatParams{Owner: "w1", RunIDs: []string{kept}, LeaseUntil: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.RunGet(ctx(t), kept); err != nil || r.Owner != "" || r.Status != core.RunWaitingApproval {
+		t.Fatalf("released run after a heartbeat: %+v, %v", r, err)
 	}
 }
 

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"ClaimsOldestFirstOnePerThread", testClaimOnePerThread},
 		{"ClaimSkipsThreadWithWaitingRun", testClaimSkipsWaitingThread},
 		{"ClaimsRunWithExpiredLease", testClaimExpiredLease},
+		{"HeartbeatRenewsOnlyListedRuns", testHeartbeatRenewsOnlyListedRuns},
 		{"ConcurrentClaimersNeverShareARun", testConcurrentClaimers},
 		{"CheckpointGuardRefusesAndWritesNothing", testCheckpointGuard},
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
@@ -93,6 +94,8 @@ func Run(t *testing.T, open Open) {
 		{"RunListFilters", testRunListFilters},
 		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},
 		{"AuditListNewestFirst", testAuditListNewest},
+		{"AgentCallCreateWithCheckpoint", testAgentCallCreateWithCheckpoint},
+		{"AgentCallChangeAtomic", testAgentCallChangeAtomic},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,958 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/tools"
+)
+
+// The agent call operations: what an external agent does with the task of
+// an agent_task step (docs/mcp.md). core/mcp
+// calls them; each checks that the call is the run's current one and that
+// the caller holds the claim, and changes state in one transaction.
+//
+// A claimed task lives with the replica that claimed it or dispatched its
+// last tool (AgentCall.ServedBy): each replica keeps a lease named
+// "agent-replica:<owner>" alive while it runs. When a replica stops (it
+// releases the lease on shutdown, or the lease lapses after a crash), its
+// claimed tasks end interrupted (RUN_INTERRUPTED), found by any replica's
+// sweep or by the next operation on the task: opsgate cannot know what the
+// agent did meanwhile, and a tool in flight has an unknown outcome.
+// Pending (unclaimed) tasks survive restarts untouched.
+
+// Limits of agent calls.
+const (
+	// MaxAgentReceipts bounds the tool calls one agent call may make.
+	MaxAgentReceipts = 256
+	// MaxAssetRead bounds one read_agent_asset answer.
+	MaxAssetRead = 1 << 20
+	// MaxAgentResult bounds a complete_agent_call result.
+	MaxAgentResult = 1 << 20
+	// maxAgentMessage bounds a fail_agent_call message.
+	maxAgentMessage = 4 << 10
+	agentSweepBatch = 100
+)
+
+type agentState struct {
+	store core.AgentCallStore
+	mu    sync.Mutex
+	// aliveUntil is how long the replica lease was last renewed for.
+	aliveUntil time.Time
+}
+
+func (e *Engine) initAgents() error {
+	e.agents.store = e.opts.AgentCalls
+	if as, ok := e.store.(core.AgentCallStore); ok && e.agents.store == nil {
+		e.agents.store = as
+	}
+	if e.agents.store != nil {
+		return nil
+	}
+	for _, f := range e.flows {
+		for _, s := range f.steps {
+			if s.agent != nil {
+				return fmt.Errorf("engine: flow %q has an agent_task step but the store keeps no agent calls", f.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) agentStore() (core.AgentCallStore, error) {
+	if e.agents.store == nil {
+		return nil, agentErr(core.AgentNotFound, "this server keeps no agent calls")
+	}
+	return e.agents.store, nil
+}
+
+// replicaLease is the name of this replica's liveness lease.
+func replicaLease(owner string) string { return "agent-replica:" + owner }
+
+// markAlive renews this replica's lease when a third of it has passed.
+func (e *Engine) markAlive(ctx context.Context) error {
+	now := e.now()
+	e.agents.mu.Lock()
+	fresh := now.Add(e.opts.Lease * 2 / 3).Before(e.agents.aliveUntil)
+	e.agents.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	until := now.Add(e.opts.Lease)
+	ok, err := e.store.LeaseAcquire(ctx, replicaLease(e.opts.Owner), e.opts.Owner, now, until)
+	if err != nil {
+		return fmt.Errorf("engine: replica lease: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("engine: replica lease %s is held by another process with this owner id", e.opts.Owner)
+	}
+	e.agents.mu.Lock()
+	e.agents.aliveUntil = until
+	e.agents.mu.Unlock()
+	return nil
+}
+
+// replicaAlive reports whether the replica named owner holds its lease.
+func (e *Engine) replicaAlive(ctx context.Context, owner string) (bool, error) {
+	if owner == "" || owner == e.opts.Owner {
+		return true, nil
+	}
+	now := e.now()
+	// Taking an already-expired lease on its name succeeds only if its
+	// owner does not hold it: then the replica is gone.
+	free, err := e.store.LeaseAcquire(ctx, replicaLease(owner), e.opts.Owner+"/probe", now, now)
+	if err != nil {
+		return false, fmt.Errorf("engine: probe replica %s: %w", owner, err)
+	}
+	return !free, nil
+}
+
+// releaseReplica ends this replica's claimed tasks (they would end once
+// its lease lapsed anyway) and gives up its lease.
+func (e *Engine) releaseReplica(ctx context.Context) {
+	if e.agents.store == nil {
+		return
+	}
+	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: 1000})
+	if err != nil {
+		e.log.Error("list claimed agent calls at shutdown", "err", err)
+	}
+	for _, c := range calls {
+		if c.ServedBy != e.opts.Owner {
+			continue
+		}
+		if err := e.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped"); err != nil {
+			e.log.Error("interrupt agent call at shutdown", "call", c.ID, "err", err)
+		}
+	}
+	if err := e.store.LeaseRelease(ctx, replicaLease(e.opts.Owner), e.opts.Owner); err != nil {
+		e.log.Warn("release replica lease", "err", err)
+	}
+}
+
+// sweepAgentCalls renews this replica's lease and interrupts claimed
+// calls whose serving replica is gone.
+func (e *Engine) sweepAgentCalls(ctx context.Context) error {
+	if e.agents.store == nil {
+		return nil
+	}
+	if err := e.markAlive(ctx); err != nil {
+		return err
+	}
+	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: agentSweepBatch})
+	if err != nil {
+		return fmt.Errorf("engine: list claimed agent calls: %w", err)
+	}
+	for _, c := range calls {
+		if _, err := e.checkServed(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkServed interrupts c when the replica serving it is gone; it reports
+// whether it did.
+func (e *Engine) checkServed(ctx context.Context, c *core.AgentCall) (bool, error) {
+	if c.Status != core.AgentCallClaimed {
+		return false, nil
+	}
+	alive, err := e.replicaAlive(ctx, c.ServedBy)
+	if err != nil || alive {
+		return false, err
+	}
+	e.log.Warn("agent task interrupted: the replica serving it stopped", "call", c.ID, "run", c.RunID, "served_by", c.ServedBy)
+	return true, e.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped")
+}
+
+// interruptAgentCall ends a claimed call and its run interrupted
+// (RUN_INTERRUPTED): a tool in flight has an unknown outcome.
+func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) error {
+	st := e.agents.store
+	call, err := st.AgentCallGet(ctx, callID)
+	if err != nil {
+		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+	}
+	run, err := e.store.RunGet(ctx, call.RunID)
+	if err != nil {
+		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+	}
+	withRun := true
+	for attempt := 0; attempt < 2; attempt++ {
+		_, err = st.AgentCallChange(ctx, core.AgentCallChangeParams{ID: callID, Change: func(c *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
+			if c.Status.Final() {
+				return core.AgentCallChange{}, nil
+			}
+			now := e.now()
+			next := *c
+			next.Status, next.ErrorCode, next.Error, next.UpdatedAt, next.FinishedAt = core.AgentCallInterrupted, CodeRunInterrupted, why, now, &now
+			ch := core.AgentCallChange{Call: &next}
+			for _, r := range rs {
+				if r.Status == core.ReceiptDispatching {
+					r.Status, r.Error, r.FinishedAt = core.ReceiptInterrupted, "outcome unknown: "+why, &now
+					ch.Receipt = &r
+				}
+			}
+			if withRun {
+				text := fmt.Sprintf("⚠️ Run %s was interrupted: %s while an agent worked on %s — check before retrying.", run.ID, why, markdown.Escape(c.Task.Stage))
+				step := &core.Step{Index: c.StepIndex, Tool: core.AgentTaskStep, Status: core.StepInterrupted,
+					Args: map[string]any{"agent_call_id": c.ID, "stage": c.Task.Stage}, Error: why, FinishedAt: &now}
+				ch.Checkpoint = &core.Checkpoint{
+					RunID: run.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
+					Status: core.RunInterrupted, Release: true, ErrorCode: CodeRunInterrupted, ErrorMessage: why, Step: step,
+					Outbox: []core.OutboxMessage{e.reply(run, text)},
+					Audit: []approvals.AuditEntry{e.audit(approvals.AuditRunInterrupted, "system", run.ID, "", core.AgentTaskStep,
+						map[string]any{"call_id": c.ID, "served_by": c.ServedBy, "why": why})},
+					Events: []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunInterrupted, "error_code": CodeRunInterrupted})},
+				}
+			}
+			return ch, nil
+		}})
+		if errors.Is(err, core.ErrConflict) && withRun {
+			// The run moved on (cancelled): end the call alone.
+			withRun = false
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+	}
+	if withRun {
+		e.m.runsFinished.WithLabelValues(string(core.RunInterrupted)).Inc()
+	}
+	return e.expireRunApprovals(ctx, run.ID)
+}
+
+// cancelAgentCalls ends the open calls of a cancelled run: ownership ends
+// and late results are refused. A tool already dispatching keeps running
+// and records its real outcome on its receipt.
+func (e *Engine) cancelAgentCalls(ctx context.Context, runID, who string) error {
+	if e.agents.store == nil {
+		return nil
+	}
+	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 1000})
+	if err != nil {
+		return fmt.Errorf("list agent calls: %w", err)
+	}
+	for _, c := range calls {
+		if c.Status.Final() {
+			continue
+		}
+		_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(c *core.AgentCall, _ []core.AgentReceipt) (core.AgentCallChange, error) {
+			if c.Status.Final() {
+				return core.AgentCallChange{}, nil
+			}
+			now := e.now()
+			next := *c
+			next.Status, next.ErrorCode, next.Error, next.UpdatedAt, next.FinishedAt = core.AgentCallCancelled, "cancelled", "run cancelled by "+who, now, &now
+			return core.AgentCallChange{Call: &next}, nil
+		}})
+		if err != nil {
+			return fmt.Errorf("cancel agent call %s: %w", c.ID, err)
+		}
+	}
+	return nil
+}
+
+// expireRunApprovals expires the pending approvals of a run whose agent
+// task ended: nobody is left to use them.
+func (e *Engine) expireRunApprovals(ctx context.Context, runID string) error {
+	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})
+	if err != nil {
+		return fmt.Errorf("engine: list approvals of run %s: %w", runID, err)
+	}
+	for _, a := range pending {
+		now := e.now()
+		if _, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
+			if a.Status != approvals.StatusPending {
+				return approvals.Outcome{}
+			}
+			return approvals.Expire(a, now)
+		}}); err != nil {
+			return fmt.Errorf("engine: expire approval %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
+// AgentCalls returns a run's agent calls, newest first (views, pending
+// actions).
+func (e *Engine) AgentCalls(ctx context.Context, runID string) ([]*core.AgentCall, error) {
+	st, err := e.agentStore()
+	if err != nil {
+		return nil, nil
+	}
+	calls, _, err := st.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 100})
+	return calls, err
+}
+
+// AgentCallGet returns a call and its receipts as they are now. A call
+// whose serving replica is gone is interrupted first.
+func (e *Engine) AgentCallGet(ctx context.Context, ref AgentRef) (*core.AgentCall, []core.AgentReceipt, error) {
+	st, err := e.agentStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	if done, err := e.checkServed(ctx, c); err != nil {
+		return nil, nil, err
+	} else if done {
+		if c, err = st.AgentCallGet(ctx, c.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	rs, err := st.AgentReceiptList(ctx, c.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("engine: receipts of agent call %s: %w", c.ID, err)
+	}
+	return c, rs, nil
+}
+
+// loadCall reads the call ref names, checking it belongs to the run.
+func (e *Engine) loadCall(ctx context.Context, ref AgentRef) (*core.AgentCall, error) {
+	st, err := e.agentStore()
+	if err != nil {
+		return nil, err
+	}
+	if ref.RunID == "" || ref.CallID == "" {
+		return nil, agentErr(core.AgentBadRequest, "runId and callId are required")
+	}
+	c, err := st.AgentCallGet(ctx, ref.CallID)
+	if errors.Is(err, core.ErrNotFound) || (err == nil && c.RunID != ref.RunID) {
+		return nil, agentErr(core.AgentNotFound, "run %q has no agent call %q", ref.RunID, ref.CallID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: agent call %s: %w", ref.CallID, err)
+	}
+	return c, nil
+}
+
+// finalRefusal is the refusal of an operation on a final call.
+func finalRefusal(c *core.AgentCall) *core.AgentError {
+	switch c.Status {
+	case core.AgentCallCancelled:
+		return agentErr(core.AgentCancelled, "the run was cancelled: agent call %s no longer takes work or results", c.ID)
+	case core.AgentCallInterrupted:
+		return agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: %s", c.ID, c.Error)
+	}
+	return agentErr(core.AgentNotCurrent, "agent call %s is %s; follow the run (its pendingAgentCall, if any, is the current call)", c.ID, c.Status)
+}
+
+// owned checks that actor holds the claim claimID of the open call c.
+func owned(c *core.AgentCall, actor core.Actor, claimID string) *core.AgentError {
+	switch {
+	case c.Status.Final():
+		return finalRefusal(c)
+	case c.Status == core.AgentCallPending:
+		return agentErr(core.AgentNotClaimed, "agent call %s is not claimed; claim it with claim_agent_call first", c.ID)
+	case c.ClaimID != claimID || c.ClaimedBy != actor.ID:
+		return agentErr(core.AgentNotOwner, "agent call %s is claimed by another claim", c.ID)
+	}
+	return nil
+}
+
+// AgentCallClaim claims the call for actor under claimID, a stable id the
+// claimer chooses: the same claimID (and actor) claiming again resumes the
+// live claim; any other claim conflicts.
+func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref AgentRef, claimID string) (*core.AgentCall, error) {
+	st, err := e.agentStore()
+	if err != nil {
+		return nil, err
+	}
+	if claimID == "" || len(claimID) > 256 {
+		return nil, agentErr(core.AgentBadRequest, "claimId is required (at most 256 bytes)")
+	}
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if done, err := e.checkServed(ctx, c); err != nil {
+		return nil, err
+	} else if done {
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+	}
+	if err := e.markAlive(ctx); err != nil {
+		return nil, err
+	}
+	out, err := st.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(c *core.AgentCall, _ []core.AgentReceipt) (core.AgentCallChange, error) {
+		switch {
+		case c.Status.Final():
+			return core.AgentCallChange{}, finalRefusal(c)
+		case c.Status == core.AgentCallClaimed && c.ClaimID == claimID && c.ClaimedBy == actor.ID:
+			if c.ServedBy == e.opts.Owner {
+				return core.AgentCallChange{}, nil
+			}
+			next := *c
+			next.ServedBy, next.UpdatedAt = e.opts.Owner, e.now()
+			return core.AgentCallChange{Call: &next}, nil
+		case c.Status == core.AgentCallClaimed:
+			return core.AgentCallChange{}, agentErr(core.AgentClaimConflict, "agent call %s is claimed by %s (another claim)", c.ID, c.ClaimedBy)
+		}
+		now := e.now()
+		next := *c
+		next.Status, next.ClaimID, next.ClaimedBy, next.ClaimedAt, next.ServedBy, next.UpdatedAt =
+			core.AgentCallClaimed, claimID, actor.ID, &now, e.opts.Owner, now
+		return core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
+			RunID: c.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditAgentCallClaimed, actor.ID, c.RunID, "", core.AgentTaskStep,
+				map[string]any{"call_id": c.ID, "stage": c.Task.Stage})},
+			Events: []core.RunEvent{e.event(c.RunID, EventAgentCallClaimed, map[string]any{"call_id": c.ID, "by": actor.ID})},
+		}}, nil
+	}})
+	return out, e.mapAgentErr(err, c)
+}
+
+// mapAgentErr turns a refused run guard into the agent's refusal.
+func (e *Engine) mapAgentErr(err error, c *core.AgentCall) error {
+	if err == nil {
+		return nil
+	}
+	var ae *AgentError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	if errors.Is(err, core.ErrConflict) {
+		cur, gerr := e.agents.store.AgentCallGet(context.Background(), c.ID)
+		if gerr == nil && cur.Status.Final() {
+			return finalRefusal(cur)
+		}
+		return agentErr(core.AgentNotCurrent, "run %s is not waiting for agent call %s", c.RunID, c.ID)
+	}
+	return err
+}
+
+// canonicalInput is a tool input as compact JSON with sorted keys, so
+// equal inputs compare equal; it must be an object (or absent: {}).
+func canonicalInput(raw json.RawMessage) (json.RawMessage, map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, nil, agentErr(core.AgentInvalidInput, "input must be a JSON object")
+	}
+	if dec.More() {
+		return nil, nil, agentErr(core.AgentInvalidInput, "input must be one JSON object")
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, agentErr(core.AgentInvalidInput, "input: %v", err)
+	}
+	var plain map[string]any
+	if err := json.Unmarshal(b, &plain); err != nil {
+		return nil, nil, agentErr(core.AgentInvalidInput, "input: %v", err)
+	}
+	return b, plain, nil
+}
+
+// AgentCallTool calls one of the task's declared tools for the agent
+// holding the claim, through the policy gate, one at a time. The receipt
+// is kept under toolCallID: the same id with the same input returns it
+// (and moves it on once its approval is decided); with other input it
+// conflicts. An ask returns a pending_approval receipt at once — the agent
+// polls with the same toolCallID; people decide, never the agent.
+func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentRef, claimID, toolCallID, toolID string, input json.RawMessage) (*core.AgentReceipt, error) {
+	st, err := e.agentStore()
+	if err != nil {
+		return nil, err
+	}
+	if toolCallID == "" || len(toolCallID) > 256 {
+		return nil, agentErr(core.AgentBadRequest, "toolCallId is required (at most 256 bytes)")
+	}
+	canon, args, err := canonicalInput(input)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if done, err := e.checkServed(ctx, c); err != nil {
+		return nil, err
+	} else if done {
+		c, _ = st.AgentCallGet(ctx, c.ID)
+		return nil, finalRefusal(c)
+	}
+	if ae := owned(c, actor, claimID); ae != nil {
+		return nil, ae
+	}
+	rs, err := st.AgentReceiptList(ctx, c.ID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: receipts of agent call %s: %w", c.ID, err)
+	}
+	for i := range rs {
+		if rs[i].ToolCallID != toolCallID {
+			continue
+		}
+		r := rs[i]
+		if r.ToolID != toolID || !bytes.Equal(r.Input, canon) {
+			return nil, agentErr(core.AgentToolConflict, "toolCallId %s was used with another tool or input; use a new toolCallId for a new call", toolCallID)
+		}
+		if r.Status == core.ReceiptPendingApproval {
+			return e.agentToolDecided(ctx, actor, c, &r)
+		}
+		return &r, nil
+	}
+	declared := false
+	for _, t := range c.Task.Tools {
+		declared = declared || t.ID == toolID
+	}
+	if !declared {
+		return nil, agentErr(core.AgentUnknownTool, "the task declares no tool %q", toolID)
+	}
+	t, err := e.lookupTool(ctx, toolID)
+	if err != nil {
+		return nil, agentErr(core.AgentToolUnavail, "tool %s is unavailable: %v", toolID, err)
+	}
+	args, err = applySchema(t, args)
+	if err != nil {
+		return nil, agentErr(core.AgentInvalidInput, "%v", err)
+	}
+	run, err := e.store.RunGet(ctx, c.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: run of agent call %s: %w", c.ID, err)
+	}
+	r := core.AgentReceipt{CallID: c.ID, ToolCallID: toolCallID, ToolID: toolID, Input: canon, Args: args,
+		IdempotencyKey: idempotencyKey(c.RunID, c.StepIndex) + "/" + toolCallID, CreatedAt: e.now()}
+	tr := e.trust()
+	v := tr.policy.Evaluate(toolInfo(t), args)
+	switch v.Effect {
+	case approvals.EffectDeny:
+		now := e.now()
+		r.Status, r.Error, r.FinishedAt = core.ReceiptDenied, "denied by policy: "+v.Why, &now
+		return e.putReceipt(ctx, c, actor, claimID, &r, &core.Checkpoint{RunID: c.RunID, Now: now,
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditPolicyDenied, "system", c.RunID, "", toolID, map[string]any{
+				"rule": v.Rule, "why": v.Why, "args": args, "call_id": c.ID, "tool_call_id": toolCallID, "agent": actor.ID})}})
+	case approvals.EffectAsk:
+		g, err := e.grantFor(ctx, tr, approvals.Call{Tool: toolID, Risk: t.Risk, Thread: run.Thread.String(),
+			Requester: actor.ID, Args: args, Verdict: v})
+		if err != nil {
+			return nil, fmt.Errorf("engine: find grant: %w", err)
+		}
+		if g == nil {
+			return e.agentAsk(ctx, tr, actor, claimID, c, run, t, &r, v)
+		}
+		return e.agentDispatch(ctx, actor, claimID, c, t, &r, nil, e.audit(approvals.AuditGrantApplied, g.Actor, c.RunID, g.ApprovalID, toolID,
+			map[string]any{"args": args, "grant": g.ID, "scope": g.Scope, "requester": actor.ID, "call_id": c.ID}))
+	}
+	return e.agentDispatch(ctx, actor, claimID, c, t, &r, nil)
+}
+
+// putReceipt writes a new receipt for the claim holder: refused while
+// another tool call is in flight or the task holds MaxAgentReceipts.
+func (e *Engine) putReceipt(ctx context.Context, c *core.AgentCall, actor core.Actor, claimID string, r *core.AgentReceipt, cp *core.Checkpoint) (*core.AgentReceipt, error) {
+	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
+		if ae := owned(cur, actor, claimID); ae != nil {
+			return core.AgentCallChange{}, ae
+		}
+		replace := false
+		for _, x := range rs {
+			if x.ToolCallID == r.ToolCallID {
+				replace = true
+				continue
+			}
+			if x.Status.InFlight() {
+				return core.AgentCallChange{}, agentErr(core.AgentToolInFlight, "tool call %s (%s) has not ended; tools run one at a time: poll it with its toolCallId", x.ToolCallID, x.ToolID)
+			}
+		}
+		if !replace && len(rs) >= MaxAgentReceipts {
+			return core.AgentCallChange{}, agentErr(core.AgentTooManyCalls, "agent call %s made %d tool calls, the most one task may", cur.ID, MaxAgentReceipts)
+		}
+		if !replace {
+			r.Seq = len(rs) + 1
+		}
+		ch := core.AgentCallChange{Receipt: r, Checkpoint: cp}
+		if cp != nil {
+			cp.ExpectStatus = []core.RunStatus{core.RunWaitingInput}
+		}
+		if r.Status == core.ReceiptDispatching && cur.ServedBy != e.opts.Owner {
+			next := *cur
+			next.ServedBy, next.UpdatedAt = e.opts.Owner, e.now()
+			ch.Call = &next
+		}
+		return ch, nil
+	}})
+	if err != nil {
+		return nil, e.mapAgentErr(err, c)
+	}
+	return r, nil
+}
+
+// agentAsk suspends a tool call for a human decision: the approval (and
+// its card, in the run's thread) with a pending receipt, in one change.
+func (e *Engine) agentAsk(ctx context.Context, tr *trustState, actor core.Actor, claimID string, c *core.AgentCall, run *core.Run, t *Tool, r *core.AgentReceipt, v approvals.Verdict) (*core.AgentReceipt, error) {
+	preview := e.agentPreview(ctx, t, r)
+	now := e.now()
+	a := &approvals.Approval{
+		ID: e.opts.NewID(), RunID: run.ID, StepIndex: c.StepIndex, Thread: run.Thread.String(), Requester: actor.ID,
+		Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: r.Args, Preview: preview,
+		Reason: core.OneLine(fmt.Sprintf("%s — asked by agent %s for the task %s of run %s", run.Reason, actor.ID, c.Task.Stage, run.ID)),
+		Status: approvals.StatusPending, Approvers: v.Approvers, Eligible: tr.dir.Expand(v.Approvers), Quorum: max(v.Quorum, 1),
+		Rule: v.Rule, CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
+	}
+	r.Status, r.ApprovalID = core.ReceiptPendingApproval, a.ID
+	return e.putReceipt(ctx, c, actor, claimID, r, &core.Checkpoint{
+		RunID: run.ID, Now: now, Approval: a,
+		Outbox: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: run.ID, CreatedAt: now}},
+		Audit: []approvals.AuditEntry{e.audit(approvals.AuditApprovalRequested, actor.ID, run.ID, a.ID, t.Name, map[string]any{
+			"args": r.Args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
+			"call_id": c.ID, "tool_call_id": r.ToolCallID})},
+		Events: []core.RunEvent{e.event(run.ID, core.EventPermissionRequested, map[string]any{
+			"approval_id": a.ID, "tool": t.Name, "args": r.Args, "risk": t.Risk, "approvers": v.Approvers, "expires_at": a.ExpiresAt,
+			"call_id": c.ID, "tool_call_id": r.ToolCallID})},
+	})
+}
+
+func (e *Engine) agentPreview(ctx context.Context, t *Tool, r *core.AgentReceipt) string {
+	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
+	defer cancel()
+	out, err := t.Runner.Preview(pctx, tools.Call{RunID: strings.SplitN(r.IdempotencyKey, "/", 2)[0], IdempotencyKey: r.IdempotencyKey + "/preview", Args: maps.Clone(r.Args)})
+	if err != nil {
+		out = "dry run failed: " + err.Error()
+	}
+	return truncate(out, previewMaxChars)
+}
+
+// agentToolDecided moves a pending receipt on once its approval is
+// decided: approved (or edited) calls run, now; rejected and expired ones
+// end with the approvers' words.
+func (e *Engine) agentToolDecided(ctx context.Context, actor core.Actor, c *core.AgentCall, r *core.AgentReceipt) (*core.AgentReceipt, error) {
+	a, err := e.store.ApprovalGet(ctx, r.ApprovalID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: approval %s: %w", r.ApprovalID, err)
+	}
+	now := e.now()
+	next := *r
+	switch a.Status {
+	case approvals.StatusPending:
+		return r, nil
+	case approvals.StatusRejected:
+		next.Status, next.Output, next.Error, next.FinishedAt = core.ReceiptRejected, feedback(a), "rejected by "+joinOr(a.Winners(), "an approver"), &now
+		return e.putReceipt(ctx, c, actor, c.ClaimID, &next, nil)
+	case approvals.StatusExpired:
+		next.Status, next.Error, next.FinishedAt = core.ReceiptExpired, "the approval expired with no decision; the tool did not run", &now
+		return e.putReceipt(ctx, c, actor, c.ClaimID, &next, nil)
+	}
+	args := a.ApprovedArgs
+	if args == nil {
+		args = a.ProposedArgs
+	}
+	t, err := e.lookupTool(ctx, r.ToolID)
+	if err != nil {
+		next.Status, next.Error, next.FinishedAt = core.ReceiptFailed, fmt.Sprintf("tool %s is unavailable: %v; it did not run", r.ToolID, err), &now
+		return e.putReceipt(ctx, c, actor, c.ClaimID, &next, nil)
+	}
+	// Deny is final: a rule added since the ask still stops the call.
+	if v := e.trust().policy.Evaluate(toolInfo(t), args); v.Effect == approvals.EffectDeny {
+		next.Status, next.Error, next.FinishedAt = core.ReceiptDenied, "denied by policy: "+v.Why, &now
+		return e.putReceipt(ctx, c, actor, c.ClaimID, &next, &core.Checkpoint{RunID: c.RunID, Now: now,
+			Audit: []approvals.AuditEntry{e.audit(approvals.AuditPolicyDenied, "system", c.RunID, a.ID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})}})
+	}
+	next.Args = args
+	return e.agentDispatch(ctx, actor, c.ClaimID, c, t, &next, a)
+}
+
+// agentDispatch calls the tool, recorded before (dispatching, with its
+// idempotency key) and after (the result). The call runs detached from
+// the agent's request: a client that gives up does not cut it short, and
+// the agent reads the outcome by polling the same toolCallId.
+func (e *Engine) agentDispatch(ctx context.Context, actor core.Actor, claimID string, c *core.AgentCall, t *Tool, r *core.AgentReceipt, a *approvals.Approval, audit ...approvals.AuditEntry) (*core.AgentReceipt, error) {
+	if err := e.markAlive(ctx); err != nil {
+		return nil, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	now := e.now()
+	r.Status = core.ReceiptDispatching
+	started := e.event(c.RunID, core.EventToolStarted, map[string]any{"step": c.StepIndex, "tool": t.Name, "args": r.Args,
+		"idempotency_key": r.IdempotencyKey, "call_id": c.ID, "tool_call_id": r.ToolCallID})
+	if _, err := e.putReceipt(ctx, c, actor, claimID, r, &core.Checkpoint{RunID: c.RunID, Now: now, Audit: audit, Events: []core.RunEvent{started}}); err != nil {
+		return nil, err
+	}
+	if a != nil && a.DecidedAt != nil {
+		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
+	}
+	begin := time.Now()
+	res, runErr := t.Runner.Run(ctx, tools.Call{RunID: c.RunID, IdempotencyKey: r.IdempotencyKey, Args: maps.Clone(r.Args)})
+	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(begin).Seconds())
+	fin := e.now()
+	done := *r
+	done.Output, done.FinishedAt, done.Status = res.Output, &fin, core.ReceiptSucceeded
+	if runErr != nil {
+		done.Status, done.Error = core.ReceiptFailed, runErr.Error()
+	}
+	finished := e.event(c.RunID, core.EventToolFinished, map[string]any{"step": c.StepIndex, "tool": t.Name, "exit_code": res.ExitCode,
+		"status": res.Status, "truncated": res.Truncated, "error": errString(runErr), "duration_ms": res.Duration.Milliseconds(),
+		"call_id": c.ID, "tool_call_id": r.ToolCallID})
+	// The outcome is recorded whatever happened to the run meanwhile (a
+	// cancelled run keeps the real result of a tool that did run).
+	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(*core.AgentCall, []core.AgentReceipt) (core.AgentCallChange, error) {
+		return core.AgentCallChange{Receipt: &done, Checkpoint: &core.Checkpoint{RunID: c.RunID, Now: fin, Events: []core.RunEvent{finished}}}, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("engine: record tool result of agent call %s: %w", c.ID, err)
+	}
+	return &done, nil
+}
+
+// AgentCallAsset reads up to MaxAssetRead bytes of a declared asset from
+// offset, for the claim holder. Assets are named by id only.
+func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref AgentRef, claimID, assetID string, offset int64) (*AgentAsset, error) {
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if done, err := e.checkServed(ctx, c); err != nil {
+		return nil, err
+	} else if done {
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+	}
+	if ae := owned(c, actor, claimID); ae != nil {
+		return nil, ae
+	}
+	if offset < 0 {
+		return nil, agentErr(core.AgentBadRequest, "offset must not be negative")
+	}
+	var a *core.AgentTaskAsset
+	for i := range c.Task.Assets {
+		if c.Task.Assets[i].ID == assetID {
+			a = &c.Task.Assets[i]
+		}
+	}
+	if a == nil {
+		return nil, agentErr(core.AgentUnknownAsset, "the task declares no asset %q", assetID)
+	}
+	var data []byte
+	var size int64
+	if a.Path == "" {
+		size = int64(len(a.Text))
+		if offset < size {
+			data = []byte(a.Text[offset:min(size, offset+MaxAssetRead)])
+		}
+	} else {
+		f, err := os.Open(a.Path)
+		if err != nil {
+			e.log.Error("agent asset unreadable", "asset", assetID, "err", err)
+			return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
+		}
+		size = fi.Size()
+		if offset < size {
+			data, err = io.ReadAll(io.LimitReader(io.NewSectionReader(f, offset, size-offset), MaxAssetRead))
+			if err != nil {
+				return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
+			}
+		}
+	}
+	out := &AgentAsset{ID: a.ID, MediaType: a.MediaType, Description: a.Description, Size: size, Offset: offset, NextOffset: -1}
+	if utf8.Valid(data) || textLike(a.MediaType) && utf8.Valid(trimPartialRune(data)) {
+		text := trimPartialRune(data)
+		out.Encoding, out.Content = "utf-8", string(text)
+		data = text
+	} else {
+		out.Encoding, out.Content = "base64", base64.StdEncoding.EncodeToString(data)
+	}
+	if end := offset + int64(len(data)); end < size {
+		out.NextOffset = end
+	}
+	return out, nil
+}
+
+func textLike(mediaType string) bool {
+	return strings.HasPrefix(mediaType, "text/") || strings.Contains(mediaType, "json") || strings.Contains(mediaType, "yaml") || strings.Contains(mediaType, "xml")
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence cut at the end of a
+// read, so a text chunk stays valid; the next read starts with it.
+func trimPartialRune(b []byte) []byte {
+	// At most the last UTFMax-1 bytes can be the start of a cut rune.
+	for cut := 0; cut < utf8.UTFMax && cut < len(b); cut++ {
+		head := b[:len(b)-cut]
+		if utf8.Valid(head) {
+			return head
+		}
+	}
+	return b
+}
+
+// AgentCallComplete ends the claimed call with result, the agent's raw
+// final JSON, after validating it against the task's output schema. No
+// tool call may still be in flight. The run is requeued: the step's output
+// is the result, and the run continues with the next step. The returned
+// run is what the agent follows.
+func (e *Engine) AgentCallComplete(ctx context.Context, actor core.Actor, ref AgentRef, claimID string, result json.RawMessage) (*core.Run, error) {
+	if len(result) > MaxAgentResult {
+		return nil, agentErr(core.AgentInvalidResult, "the result is %d bytes; the limit is %d", len(result), MaxAgentResult)
+	}
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateResult(c.Task.OutputSchema, result); err != nil {
+		return nil, err
+	}
+	return e.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallCompleted, result, "")
+}
+
+// AgentCallFail ends the claimed call as failed with the agent's message;
+// the run then fails. Pending approvals of its tool calls are withdrawn.
+func (e *Engine) AgentCallFail(ctx context.Context, actor core.Actor, ref AgentRef, claimID, message string) (*core.Run, error) {
+	message = strings.TrimSpace(message)
+	if message == "" || len(message) > maxAgentMessage || !utf8.ValidString(message) {
+		return nil, agentErr(core.AgentBadRequest, "message is required: text of at most %d bytes", maxAgentMessage)
+	}
+	c, err := e.loadCall(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return e.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallFailed, nil, message)
+}
+
+func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref AgentRef, c *core.AgentCall, claimID string, status core.AgentCallStatus, result json.RawMessage, message string) (*core.Run, error) {
+	if done, err := e.checkServed(ctx, c); err != nil {
+		return nil, err
+	} else if done {
+		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+	}
+	var withdraw []core.AgentReceipt
+	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
+		if ae := owned(cur, actor, claimID); ae != nil {
+			return core.AgentCallChange{}, ae
+		}
+		withdraw = withdraw[:0]
+		for _, r := range rs {
+			switch {
+			case r.Status == core.ReceiptDispatching || (r.Status == core.ReceiptPendingApproval && status == core.AgentCallCompleted):
+				return core.AgentCallChange{}, agentErr(core.AgentToolInFlight, "tool call %s (%s) is %s; it must end before the task does: poll it with its toolCallId", r.ToolCallID, r.ToolID, r.Status)
+			case r.Status == core.ReceiptPendingApproval:
+				withdraw = append(withdraw, r)
+			}
+		}
+		now := e.now()
+		next := *cur
+		next.Status, next.UpdatedAt, next.FinishedAt = status, now, &now
+		kind := approvals.AuditAgentCallCompleted
+		detail := map[string]any{"call_id": cur.ID, "stage": cur.Task.Stage}
+		if status == core.AgentCallCompleted {
+			next.Result = append(json.RawMessage{}, result...)
+		} else {
+			next.ErrorCode, next.Error = "agent_failed", message
+			kind, detail["message"] = approvals.AuditAgentCallFailed, message
+		}
+		ch := core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
+			RunID: cur.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued,
+			Audit:  []approvals.AuditEntry{e.audit(kind, actor.ID, cur.RunID, "", core.AgentTaskStep, detail)},
+			Events: []core.RunEvent{e.event(cur.RunID, EventAgentCallFinished, map[string]any{"call_id": cur.ID, "status": status, "by": actor.ID})},
+		}}
+		if len(withdraw) > 0 {
+			r := withdraw[0]
+			r.Status, r.Error, r.FinishedAt = core.ReceiptExpired, "withdrawn: the agent failed the task", &now
+			ch.Receipt = &r
+		}
+		return ch, nil
+	}})
+	if err != nil {
+		return nil, e.mapAgentErr(err, c)
+	}
+	for _, r := range withdraw {
+		if err := e.expire(ctx, r.ApprovalID, e.now().Add(e.opts.ApprovalTTL+time.Hour)); err != nil {
+			e.log.Warn("withdraw approval of a failed agent task", "approval", r.ApprovalID, "err", err)
+		}
+	}
+	return e.store.RunGet(ctx, ref.RunID)
+}
+
+// validateResult checks the raw final JSON against the task's output
+// schema.
+func validateResult(schema, result json.RawMessage) error {
+	if len(bytes.TrimSpace(result)) == 0 {
+		return agentErr(core.AgentInvalidResult, "result is required: JSON matching the task's output schema")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(result))
+	if err != nil {
+		return agentErr(core.AgentInvalidResult, "result is not JSON: %v", err)
+	}
+	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return fmt.Errorf("engine: output schema: %w", err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("mem://agent/output.json", sdoc); err != nil {
+		return fmt.Errorf("engine: output schema: %w", err)
+	}
+	s, err := comp.Compile("mem://agent/output.json")
+	if err != nil {
+		return fmt.Errorf("engine: output schema: %w", err)
+	}
+	if err := s.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		msg := err.Error()
+		if errors.As(err, &ve) {
+			msg = flattenValidation(ve)
+		}
+		return agentErr(core.AgentInvalidResult, "the result does not match the task's output schema: %s", msg)
+	}
+	return nil
+}
+
+// flattenValidation is the innermost causes of a validation error, one
+// line each.
+func flattenValidation(ve *jsonschema.ValidationError) string {
+	var out []string
+	var walk func(v *jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			loc := "/" + strings.Join(v.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("at %s: %s", loc, v.ErrorKind.LocalizedString(message.NewPrinter(language.English))))
+			return
+		}
+		for _, c := range v.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	if len(out) > 5 {
+		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
+	}
+	return strings.Join(out, "; ")
+}
+
+func agentErr(code core.AgentErrorCode, format string, args ...any) *core.AgentError {
+	return &core.AgentError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// AgentRef, AgentAsset and AgentError live in core, where core/mcp reads
+// them too.
+type (
+	AgentRef   = core.AgentRef
+	AgentAsset = core.AgentAsset
+	AgentError = core.AgentError
+)

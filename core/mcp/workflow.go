@@ -1,0 +1,200 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+type runOut struct {
+	Run *runView `json:"run"`
+}
+
+// flowTool starts flowName with intent: a console message in a thread of
+// its own (so an agent's runs do not queue behind each other), exactly as
+// a person would type it, routed by the same router.
+func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
+	if te := need(x, "flow", core.ScopeRequest); te != nil {
+		return nil, te
+	}
+	name := x.str("flowName")
+	f := s.byName[name]
+	if f == nil {
+		return nil, errf("not_found", "no flow %q (list_workflows lists them)", name)
+	}
+	intent := strings.TrimSpace(x.str("intent"))
+	text := intent
+	if _, ok := f.pattern.Match(text); !ok {
+		text = strings.TrimSpace(leadingLiterals(f) + " " + intent)
+	}
+	if _, ok := f.pattern.Match(text); !ok {
+		return nil, errf("invalid_intent", "%q does not fit %s: usage %s", intent, f.Name, f.Usage)
+	}
+	id := randomID()
+	rc, err := s.o.Engine.HandleEvent(ctx, core.ChannelEvent{
+		Channel: ThreadChannel, EventID: "mcp-" + id, Actor: x.c.actor,
+		Thread: core.Thread{Channel: ThreadChannel, Key: "mcp-" + id[:12]}, Text: text, ReceivedAt: s.o.Now().UTC(),
+	})
+	if err != nil {
+		return nil, s.internalError("flow", err)
+	}
+	if rc.Refused {
+		return nil, errf("not_allowed", "this token's actor may not start runs (channels.console.requesters)")
+	}
+	if rc.RunID == "" {
+		return nil, errf("invalid_intent", "%q started no run of %s: usage %s", intent, f.Name, f.Usage)
+	}
+	r, err := s.o.Store.RunGet(ctx, rc.RunID)
+	if err != nil {
+		return nil, s.internalError("flow", err)
+	}
+	if r.Flow != f.Name {
+		// Another flow's command matched first; the run it started is
+		// still the caller's.
+		v, verr := s.runView(ctx, x.c, r)
+		if verr != nil {
+			return nil, s.internalError("flow", verr)
+		}
+		return runOut{Run: v}, errf("invalid_intent", "the text %q started flow %s, not %s", text, r.Flow, f.Name)
+	}
+	v, err := s.runView(ctx, x.c, r)
+	if err != nil {
+		return nil, s.internalError("flow", err)
+	}
+	return runOut{Run: v}, nil
+}
+
+// leadingLiterals is the command words before the first placeholder.
+func leadingLiterals(f *flowView) string {
+	var words []string
+	for _, w := range strings.Fields(f.Usage) {
+		if strings.HasPrefix(w, "<") || strings.HasPrefix(w, "[") {
+			break
+		}
+		words = append(words, w)
+	}
+	return strings.Join(words, " ")
+}
+
+func (s *Server) listWorkflows(_ context.Context, x *call) (any, *toolErr) {
+	if te := need(x, "list_workflows", core.ScopeRead, core.ScopeRequest); te != nil {
+		return nil, te
+	}
+	out := make([]flowView, len(s.flows))
+	copy(out, s.flows)
+	return struct {
+		Workflows []flowView `json:"workflows"`
+	}{out}, nil
+}
+
+func (s *Server) getRun(ctx context.Context, x *call) (any, *toolErr) {
+	if te := need(x, "get_run", core.ScopeRead, core.ScopeRequest); te != nil {
+		return nil, te
+	}
+	r, te := s.visibleRun(ctx, x, x.str("runId"))
+	if te != nil {
+		return nil, te
+	}
+	v, err := s.runView(ctx, x.c, r)
+	if err != nil {
+		return nil, s.internalError("get_run", err)
+	}
+	return runOut{Run: v}, nil
+}
+
+func (s *Server) listRuns(ctx context.Context, x *call) (any, *toolErr) {
+	if te := need(x, "list_runs", core.ScopeRead, core.ScopeRequest); te != nil {
+		return nil, te
+	}
+	p := core.RunListParams{Flow: x.str("flowName"), Limit: maxRuns}
+	if !x.c.readAll {
+		p.Requester = x.c.actor.ID
+	}
+	runs, _, err := s.o.Store.RunList(ctx, p)
+	if err != nil {
+		return nil, s.internalError("list_runs", err)
+	}
+	out := make([]runMeta, 0, len(runs))
+	for _, r := range runs {
+		n := 0
+		if !r.Status.Final() {
+			acts, _, err := s.pendingActions(ctx, x.c, r)
+			if err != nil {
+				return nil, s.internalError("list_runs", err)
+			}
+			n = len(acts)
+		}
+		out = append(out, newRunMeta(r, n))
+	}
+	return struct {
+		Runs []runMeta `json:"runs"`
+	}{out}, nil
+}
+
+func (s *Server) cancelRun(ctx context.Context, x *call) (any, *toolErr) {
+	if te := need(x, "cancel_run", core.ScopeRequest, core.ScopeAdmin); te != nil {
+		return nil, te
+	}
+	r, te := s.visibleRun(ctx, x, x.str("runId"))
+	if te != nil {
+		return nil, te
+	}
+	if !x.c.scopes.Has(core.ScopeAdmin) {
+		if err := s.o.Engine.CancelAllowed(ctx, r.ID, x.c.actor); err != nil {
+			if errors.Is(err, core.ErrForbidden) {
+				return nil, errf("not_allowed", "only the run's requester, one of its approvers or a token with scope admin may cancel run %s", r.ID)
+			}
+			return nil, s.internalError("cancel_run", err)
+		}
+	}
+	got, err := s.o.Engine.Cancel(ctx, r.ID, x.c.actor)
+	if errors.Is(err, core.ErrConflict) {
+		v, verr := s.runView(ctx, x.c, got)
+		if verr != nil || got == nil {
+			return nil, errf("conflict", "run %s has already ended", r.ID)
+		}
+		return runOut{Run: v}, errf("conflict", "run %s has already ended (%s)", r.ID, got.Status)
+	}
+	if err != nil {
+		return nil, s.internalError("cancel_run", err)
+	}
+	v, err := s.runView(ctx, x.c, got)
+	if err != nil {
+		return nil, s.internalError("cancel_run", err)
+	}
+	return runOut{Run: v}, nil
+}
+
+type serviceView struct {
+	Name             string   `json:"name"`
+	Version          string   `json:"version"`
+	Endpoint         string   `json:"endpoint"`
+	ProtocolVersions []string `json:"protocolVersions"`
+	Actor            string   `json:"actor"`
+	Scopes           []string `json:"scopes"`
+	ReadsAll         bool     `json:"readsAll"`
+	Store            string   `json:"store"`
+	Flows            int      `json:"flows"`
+	Time             string   `json:"time"`
+}
+
+func (s *Server) status(ctx context.Context, x *call) (any, *toolErr) {
+	v := serviceView{Name: "opsgate", Version: s.o.Version, Endpoint: x.ep.path, ProtocolVersions: sdk.SupportedProtocolVersions(),
+		Actor: x.c.actor.ID, Scopes: []string{}, ReadsAll: x.c.readAll, Store: "ok", Flows: len(s.flows), Time: rfc3339(s.o.Now())}
+	if v.Version == "" {
+		v.Version = "dev"
+	}
+	for _, sc := range x.c.scopes {
+		v.Scopes = append(v.Scopes, string(sc))
+	}
+	if err := s.o.Store.Ping(ctx); err != nil {
+		v.Store = "unreachable"
+	}
+	return struct {
+		Service serviceView `json:"service"`
+	}{v}, nil
+}
