@@ -3,7 +3,6 @@ package matrix
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -270,7 +269,5 @@ func (e *env) runs() []*core.Run {
 	}
 	return runs
 }
-
-func isNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
 
 func eventType(t string) event.Type { return event.Type{Type: t, Class: event.MessageEventType} }

@@ -288,9 +288,9 @@ func parseDecision(text string) (decisionText, bool) {
 	rest = strings.TrimSpace(rest)
 	if !colon {
 		c, after, _ := strings.Cut(rest, " ")
-		c, cc := strings.CutSuffix(c, ":")
-		if validCode(strings.ToUpper(c)) && strings.ToUpper(c) == c {
-			d.Code, rest, colon = c, strings.TrimSpace(after), cc
+		c = strings.TrimSuffix(c, ":") // "reject ABCD: reason"
+		if validCode(c) {
+			d.Code, rest = c, strings.TrimSpace(after)
 		}
 	}
 	rest = strings.TrimSpace(strings.TrimPrefix(rest, ":"))

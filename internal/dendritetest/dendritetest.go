@@ -171,7 +171,7 @@ func (s *Server) Register(t testing.TB, prefix string) *mautrix.Client {
 	if err != nil {
 		t.Fatalf("dendritetest: register %s: %v\n%s", name, err, s.tail())
 	}
-	cli.SetCredentials(resp.UserID, resp.AccessToken)
+	cli.UserID, cli.AccessToken = resp.UserID, resp.AccessToken
 	cli.DeviceID = resp.DeviceID
 	return cli
 }
