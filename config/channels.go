@@ -6,6 +6,8 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/email"
 	"github.com/opsgate/opsgate/adapters/local"
+	"github.com/opsgate/opsgate/adapters/matrix"
+	"github.com/opsgate/opsgate/adapters/signal"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/adapters/webhook"
@@ -74,6 +76,31 @@ func (c *Config) EmailConfig() email.Config {
 
 // LocalConfig is channels.local as adapters/local takes it.
 func (c *Config) LocalConfig() local.Config { return local.Config{} }
+
+// MatrixConfig is channels.matrix as adapters/matrix takes it.
+func (c *Config) MatrixConfig() matrix.Config {
+	m := c.Channels.Matrix
+	return matrix.Config{HomeserverURL: m.HomeserverURL, UserID: m.UserID, AccessToken: m.AccessToken,
+		Rooms: m.Rooms, DirectMessages: m.DirectMessages, Threads: m.Threads, PollTimeout: m.PollTimeout.D()}
+}
+
+// SignalConfig is channels.signal as adapters/signal takes it.
+func (c *Config) SignalConfig() signal.Config {
+	s := c.Channels.Signal
+	return signal.Config{DaemonURL: s.DaemonURL, Account: s.Account, Groups: s.Groups}
+}
+
+// ChatRequesters is channels.<name>.requesters of every channel whose
+// senders are people (everything but webhooks), by channel name: the one
+// list config check, identity normalization and cmd/opsgate's gate read,
+// so a new channel is gated by adding it here.
+func (ch *Channels) ChatRequesters() map[string]Requesters {
+	return map[string]Requesters{
+		"console": ch.Console.Requesters, "slack": ch.Slack.Requesters, "telegram": ch.Telegram.Requesters,
+		"discord": ch.Discord.Requesters, "email": ch.Email.Requesters, "matrix": ch.Matrix.Requesters,
+		"signal": ch.Signal.Requesters, "local": ch.Local.Requesters,
+	}
+}
 
 // WebhookConfig is channels.webhooks as adapters/webhook takes it.
 func (c *Config) WebhookConfig() webhook.Config {

@@ -198,9 +198,7 @@ func (c *checker) entryProblem(e string, groups map[string][]string) string {
 // entries that resolve.
 func (c *checker) requesters(groups map[string][]string) {
 	ch := c.cfg.Channels
-	for name, rq := range map[string]Requesters{"console": ch.Console.Requesters, "slack": ch.Slack.Requesters,
-		"telegram": ch.Telegram.Requesters, "discord": ch.Discord.Requesters, "email": ch.Email.Requesters,
-		"local": ch.Local.Requesters} {
+	for name, rq := range ch.ChatRequesters() {
 		p := "channels." + name + ".requesters"
 		if c.given[p] && len(rq) == 0 {
 			c.problem(p, `must list requesters, or ["anyone"]; leave it out for the default (identities the configuration knows)`)
@@ -276,6 +274,18 @@ func (c *checker) channels() {
 		c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
 	}
 	c.delivery("channels.email", ch.Email.Delivery)
+	if ch.Matrix.Enabled {
+		c.adapterProblems("channels.matrix", c.cfg.MatrixConfig().Validate())
+	} else {
+		c.optionalURL("channels.matrix.homeserver_url", ch.Matrix.HomeserverURL)
+	}
+	c.delivery("channels.matrix", ch.Matrix.Delivery)
+	if ch.Signal.Enabled {
+		c.adapterProblems("channels.signal", c.cfg.SignalConfig().Validate())
+	} else {
+		c.optionalURL("channels.signal.daemon_url", ch.Signal.DaemonURL)
+	}
+	c.delivery("channels.signal", ch.Signal.Delivery)
 	// Webhooks are enabled by being listed.
 	c.adapterProblems("channels.webhooks", c.cfg.WebhookConfig().Validate())
 }

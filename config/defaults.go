@@ -112,8 +112,7 @@ func normalizeIdentities(c *Config) {
 	for _, ids := range c.People {
 		lower(ids)
 	}
-	for _, rq := range []Requesters{c.Channels.Console.Requesters, c.Channels.Slack.Requesters, c.Channels.Telegram.Requesters,
-		c.Channels.Discord.Requesters, c.Channels.Email.Requesters} {
+	for _, rq := range c.Channels.ChatRequesters() {
 		lower(rq)
 	}
 	for i := range c.Policy.Rules {

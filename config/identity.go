@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+
+	"github.com/opsgate/opsgate/adapters/matrix"
+	"github.com/opsgate/opsgate/adapters/signal"
 )
 
 // identityChannels are the prefixes actor ids carry: each adapter builds
@@ -12,7 +15,7 @@ import (
 // of MCP clients. An identity with any other prefix can never match an
 // actor, so an approver group naming "consol:admin" would silently approve
 // nobody; config check refuses it instead.
-var identityChannels = []string{"agent", "api", "console", "discord", "email", "mcp", "slack", "telegram", "webhook"}
+var identityChannels = []string{"agent", "api", "console", "discord", "email", "matrix", "mcp", "signal", "slack", "telegram", "webhook"}
 
 // humanIdentityProblem is identityProblem for places that name people who
 // decide (people, approver groups, rule approvers): an "agent:" identity is
@@ -48,6 +51,12 @@ func identityProblem(id string) string {
 	}
 	if channel == "email" && !plausibleAddress(rest) {
 		return fmt.Sprintf("must be email:<address> like email:alice@example.com, not %q", id)
+	}
+	if channel == "matrix" && !matrix.ValidUserID(rest) {
+		return fmt.Sprintf("must be matrix:<user id> like matrix:@ops-lead:example.org, not %q", id)
+	}
+	if channel == "signal" && !signal.ValidIdentity(rest) {
+		return fmt.Sprintf("must be signal:<number> like signal:+15551234567 or signal:<ACI uuid> (lower case), not %q", id)
 	}
 	return ""
 }

@@ -86,6 +86,7 @@ var productionEnv = map[string]string{
 	"DISCORD_PUBLIC_KEY":      strings.Repeat("0f", 32),
 	"IMAP_PASSWORD":           "imap",
 	"SMTP_PASSWORD":           "smtp",
+	"MATRIX_ACCESS_TOKEN":     "syt_matrix_token",
 	"EMAIL_TOKEN_KEY":         "0123456789abcdef-token-key",
 	"OPENAI_API_KEY":          "sk-test",
 	"ANTHROPIC_API_KEY":       "sk-ant-test",

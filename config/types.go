@@ -132,6 +132,8 @@ type Channels struct {
 	Telegram Telegram  `yaml:"telegram"`
 	Discord  Discord   `yaml:"discord"`
 	Email    Email     `yaml:"email"`
+	Matrix   Matrix    `yaml:"matrix"`
+	Signal   Signal    `yaml:"signal"`
 	Webhooks []Webhook `yaml:"webhooks"`
 	Local    Local     `yaml:"local"`
 }
@@ -260,6 +262,44 @@ type Email struct {
 	// PollInterval checks the mailbox when the server lacks IDLE; default 1m.
 	PollInterval Duration `yaml:"poll_interval"`
 	// Requesters limits who may start runs by mail (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
+}
+
+// Matrix is a Matrix bot account on a homeserver (docs/matrix.md).
+type Matrix struct {
+	Enabled bool `yaml:"enabled"`
+	// HomeserverURL is the client-server API base (https://matrix.example.org).
+	HomeserverURL string `yaml:"homeserver_url"`
+	// UserID is the bot's account (@opsgate:example.org); AccessToken its
+	// device's token. Use ${VAR}.
+	UserID      string `yaml:"user_id"`
+	AccessToken string `yaml:"access_token"`
+	// Rooms are room ids or aliases whose messages count.
+	Rooms []string `yaml:"rooms"`
+	// DirectMessages also reads direct rooms (the bot and one other member).
+	DirectMessages bool `yaml:"direct_messages"`
+	// Threads replies in the request's thread (default true); false
+	// replies with plain replies.
+	Threads *bool `yaml:"threads"`
+	// PollTimeout is /sync's long poll; default 30s.
+	PollTimeout Duration `yaml:"poll_timeout"`
+	// Requesters limits who may start runs here (see Requesters).
+	Requesters Requesters `yaml:"requesters"`
+	Delivery   `yaml:",inline"`
+}
+
+// Signal is a Signal account behind a signal-cli daemon (docs/signal.md).
+type Signal struct {
+	Enabled bool `yaml:"enabled"`
+	// DaemonURL is signal-cli's --http address (http://127.0.0.1:8080).
+	DaemonURL string `yaml:"daemon_url"`
+	// Account is the bot's number (+15551234567).
+	Account string `yaml:"account"`
+	// Groups are the base64 group ids whose messages count; direct
+	// messages always do.
+	Groups []string `yaml:"groups"`
+	// Requesters limits who may start runs here (see Requesters).
 	Requesters Requesters `yaml:"requesters"`
 	Delivery   `yaml:",inline"`
 }

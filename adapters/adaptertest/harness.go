@@ -48,6 +48,10 @@ type HarnessOptions struct {
 	Tools  []*engine.Tool
 	Policy *approvals.Policy
 	Groups map[string][]string
+	// People and Requesters are the trust configuration (engine.Trust):
+	// who is whom, and who may start runs per channel (unset: anyone).
+	People     map[string][]string
+	Requesters map[string]engine.Requesters
 	// Approvers decide the default policy's asks (DefaultApprovers if empty).
 	Approvers         []string
 	AllowSelfApproval bool
@@ -185,6 +189,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	}
 	eo := engine.Options{
 		Store: store, Flows: o.Flows, Tools: o.Tools, Policy: o.Policy, Groups: o.Groups,
+		People: o.People, Requesters: o.Requesters,
 		ApprovalTTL: o.ApprovalTTL, AllowSelfApproval: o.AllowSelfApproval,
 		Concurrency: 8, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
 		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger,

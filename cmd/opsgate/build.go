@@ -83,16 +83,13 @@ func buildRequesters(cfg *config.Config) map[string]engine.Requesters {
 		}
 		return engine.Requesters{Entries: list}
 	}
-	ch := cfg.Channels
-	out := map[string]engine.Requesters{
-		"slack": rq(ch.Slack.Requesters), "telegram": rq(ch.Telegram.Requesters),
-		"discord": rq(ch.Discord.Requesters), "email": rq(ch.Email.Requesters),
-	}
-	if len(ch.Console.Requesters) > 0 {
-		out["console"] = rq(ch.Console.Requesters)
-	}
-	if len(ch.Local.Requesters) > 0 {
-		out["local"] = rq(ch.Local.Requesters)
+	// Every chat channel is gated; the console and the local channel (whose
+	// senders are API tokens too) only when a list is given.
+	out := map[string]engine.Requesters{}
+	for name, list := range cfg.Channels.ChatRequesters() {
+		if (name != "console" && name != "local") || len(list) > 0 {
+			out[name] = rq(list)
+		}
 	}
 	return out
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/email"
 	"github.com/opsgate/opsgate/adapters/local"
+	"github.com/opsgate/opsgate/adapters/matrix"
+	"github.com/opsgate/opsgate/adapters/signal"
 	"github.com/opsgate/opsgate/adapters/slack"
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/adapters/webhook"
@@ -91,6 +93,8 @@ var channelSpecs = []channelSpec{
 	{"telegram", func(c *config.Config) bool { return c.Channels.Telegram.Enabled }, buildTelegram},
 	{"discord", func(c *config.Config) bool { return c.Channels.Discord.Enabled }, buildDiscord},
 	{"email", func(c *config.Config) bool { return c.Channels.Email.Enabled }, buildEmail},
+	{"matrix", func(c *config.Config) bool { return c.Channels.Matrix.Enabled }, buildMatrix},
+	{"signal", func(c *config.Config) bool { return c.Channels.Signal.Enabled }, buildSignal},
 	{"webhook", func(c *config.Config) bool { return len(c.Channels.Webhooks) > 0 }, buildWebhooks},
 	{"local", func(c *config.Config) bool { return c.Channels.Local.Enabled }, buildLocal},
 }
@@ -152,6 +156,24 @@ func buildEmail(cfg *config.Config, d channelDeps) (delivery.Platform, config.De
 	a, err := email.New(cfg.EmailConfig(), email.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "email")})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.email: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+func buildMatrix(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Matrix
+	a, err := matrix.New(cfg.MatrixConfig(), matrix.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "matrix")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.matrix: %w", err)
+	}
+	return a, c.Delivery, nil
+}
+
+func buildSignal(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
+	c := cfg.Channels.Signal
+	a, err := signal.New(cfg.SignalConfig(), signal.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Logger: d.log.With("channel", "signal")})
+	if err != nil {
+		return nil, c.Delivery, fmt.Errorf("channels.signal: %w", err)
 	}
 	return a, c.Delivery, nil
 }

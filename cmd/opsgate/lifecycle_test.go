@@ -54,3 +54,26 @@ func TestNewChannelDiscoversLifecycle(t *testing.T) {
 		t.Errorf("the console offers no lifecycle, got %+v", plain)
 	}
 }
+
+// TestEveryChatChannelIsGated: each channel whose senders are people is
+// in the requesters gate (unset: only identities the config knows), so a
+// new chat channel cannot let strangers start runs by being left out; the
+// console is gated only when a list is given.
+func TestEveryChatChannelIsGated(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{}
+	got := buildRequesters(cfg)
+	for _, name := range []string{"slack", "telegram", "discord", "email", "matrix", "signal"} {
+		rq, ok := got[name]
+		if !ok || rq.Anyone {
+			t.Errorf("channel %s: gate %+v (present %v), want gated by default", name, rq, ok)
+		}
+	}
+	if _, ok := got["console"]; ok {
+		t.Errorf("console gated without a list")
+	}
+	cfg.Channels.Matrix.Requesters = config.Requesters{"anyone"}
+	if rq := buildRequesters(cfg)["matrix"]; !rq.Anyone {
+		t.Errorf("matrix requesters [anyone] → %+v", rq)
+	}
+}

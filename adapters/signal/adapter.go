@@ -1,0 +1,73 @@
+package signal
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+)
+
+// Adapter is one Signal account behind a signal-cli daemon: the
+// delivery.Platform for its outbox and the Run loop reading its events.
+type Adapter struct {
+	cfg    Config
+	sink   core.Sink
+	cards  core.CardSource
+	store  StateStore
+	log    *slog.Logger
+	now    func() time.Time
+	rpc    *rpcClient
+	stream *http.Client
+	owner  string
+	groups map[string]bool
+}
+
+var (
+	_ delivery.Platform = (*Adapter)(nil)
+	_ core.Runner       = (*Adapter)(nil)
+)
+
+// New builds an adapter; it validates cfg (errors wrap ErrConfig) and
+// makes no network call.
+func New(cfg Config, deps Deps) (*Adapter, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if deps.Sink == nil || deps.Cards == nil || deps.Store == nil {
+		return nil, fmt.Errorf("%w: Deps.Sink, Deps.Cards and Deps.Store are required", ErrConfig)
+	}
+	hc := deps.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	log := deps.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	owner := deps.Owner
+	if owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		owner = "signal-" + hex.EncodeToString(b[:])
+	}
+	groups := map[string]bool{}
+	for _, g := range cfg.Groups {
+		groups[g] = true
+	}
+	return &Adapter{cfg: cfg, sink: deps.Sink, cards: deps.Cards, store: deps.Store, log: log.With("channel", ChannelName),
+		now: now, rpc: &rpcClient{url: cfg.DaemonURL, hc: hc}, stream: &http.Client{Transport: hc.Transport},
+		owner: owner, groups: groups}, nil
+}
+
+// Channel implements core.Adapter.
+func (a *Adapter) Channel() string { return ChannelName }
