@@ -69,13 +69,13 @@ func TestAgentTaskRoundTripOverMCP(t *testing.T) {
 		m["ownerToken"] = tok
 		return m
 	}
-	before := theEnv.status.count()
+	before := theEnv.status.countRun(runID)
 	r := c.mustOK("call_agent_tool", owner(map[string]any{"toolCallId": "t1", "toolId": "status", "input": map[string]any{"service": "api"}})).obj("output")
 	if r["status"] != "succeeded" || r["output"] != "api is green" || r["final"] != true {
 		t.Fatalf("status tool = %v", r)
 	}
 	c.mustOK("call_agent_tool", owner(map[string]any{"toolCallId": "t1", "toolId": "status", "input": map[string]any{"service": "api"}}))
-	if theEnv.status.count() != before+1 {
+	if theEnv.status.countRun(runID) != before+1 {
 		t.Fatal("kept receipt dispatched twice")
 	}
 	c.mustErr(string(core.AgentToolConflict), "call_agent_tool", owner(map[string]any{"toolCallId": "t1", "toolId": "status", "input": map[string]any{"service": "db"}}))

@@ -71,6 +71,20 @@ func (f *fakeTool) count() int {
 	return len(f.calls)
 }
 
+// countRun counts the calls made for one run, so a test running in
+// parallel with others that use the same tool counts only its own.
+func (f *fakeTool) countRun(runID string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c.RunID == runID {
+			n++
+		}
+	}
+	return n
+}
+
 // fakeQuestions stands in for branch agentrun's questions: pending asks
 // put on runs by tests, answers recorded.
 type fakeQuestions struct {
