@@ -65,12 +65,6 @@ func (f *fakeTool) Preview(context.Context, tools.Call) (string, error) {
 	return "would deploy (secret preview)", nil
 }
 
-func (f *fakeTool) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.calls)
-}
-
 // countRun counts the calls made for one run, so a test running in
 // parallel with others that use the same tool counts only its own.
 func (f *fakeTool) countRun(runID string) int {
