@@ -98,15 +98,8 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
 		now := micros(p.Now)
 		// Select and lease in one statement, as RunClaim does.
-		rows, err := t.query(ctx, `UPDATE outbox SET owner = ?, lease_until = ?
-			WHERE id IN (SELECT m.id FROM outbox m
-				WHERE m.channel = ? AND m.status = ? AND m.next_attempt_at <= ?
-				  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
-				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = ? AND o.seq < m.seq)
-				ORDER BY m.seq LIMIT ?`+t.d.SkipLocked+`)
-			RETURNING `+deliveryColumns,
-			p.Owner, micros(p.LeaseUntil),
-			p.Channel, string(core.DeliveryPending), now, p.Owner, now, string(core.DeliveryPending), p.Limit)
+		rows, err := t.query(ctx, outboxClaimSQL(t.d.SkipLocked),
+			p.Owner, micros(p.LeaseUntil), p.Channel, now, p.Owner, now, p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: outbox claim: %w", err)
 		}
@@ -117,6 +110,24 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 		return nil
 	})
 	return out, err
+}
+
+// outboxClaimSQL is OutboxClaim's statement, with the pending status a
+// literal for the partial indexes of migration 0016 (see runClaimSQL):
+// outbox_pending walks only a channel's pending messages in queue order and
+// stops after Limit heads; outbox_thread_pending answers "is there an older
+// pending message in this thread" from the thread's pending entries alone.
+// A claim so reads the heads it returns plus the pending rows queued before
+// them that it must pass over (leased, waiting out a retry, or behind their
+// thread's head) — never the sent backlog.
+func outboxClaimSQL(skipLocked string) string {
+	return `UPDATE outbox SET owner = ?, lease_until = ?
+		WHERE id IN (SELECT m.id FROM outbox m
+			WHERE m.channel = ? AND m.status = 'pending' AND m.next_attempt_at <= ?
+			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq)
+			ORDER BY m.seq LIMIT ?` + skipLocked + `)
+		RETURNING ` + deliveryColumns
 }
 
 // lockOutbox reads the owner and progress of a message under the row lock
