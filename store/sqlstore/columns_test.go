@@ -27,11 +27,11 @@ func TestQualifiedRunColumns(t *testing.T) {
 func TestClaimLiterals(t *testing.T) {
 	for _, st := range []string{string(core.RunQueued), string(core.RunRunning), string(core.RunWaitingApproval),
 		string(core.RunWaitingInput)} {
-		if !strings.Contains(runClaimSQL(""), "'"+st+"'") {
+		if !strings.Contains(runClaimSQL(SQLiteDialect()), "'"+st+"'") {
 			t.Errorf("run claim lacks the literal %q", st)
 		}
 	}
-	if !strings.Contains(outboxClaimSQL(""), "'"+string(core.DeliveryPending)+"'") {
+	if !strings.Contains(outboxClaimSQL(SQLiteDialect()), "'"+string(core.DeliveryPending)+"'") {
 		t.Errorf("outbox claim lacks the literal %q", core.DeliveryPending)
 	}
 }

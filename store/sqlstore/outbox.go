@@ -98,7 +98,7 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
 		now := micros(p.Now)
 		// Select and lease in one statement, as RunClaim does.
-		rows, err := t.query(ctx, outboxClaimSQL(t.d.SkipLocked),
+		rows, err := t.query(ctx, outboxClaimSQL(t.d),
 			p.Owner, micros(p.LeaseUntil), p.Channel, now, p.Owner, now, p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: outbox claim: %w", err)
@@ -120,13 +120,13 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 // A claim so reads the heads it returns plus the pending rows queued before
 // them that it must pass over (leased, waiting out a retry, or behind their
 // thread's head) — never the sent backlog.
-func outboxClaimSQL(skipLocked string) string {
+func outboxClaimSQL(d Dialect) string {
 	return `UPDATE outbox SET owner = ?, lease_until = ?
-		WHERE id IN (SELECT m.id FROM outbox m
+		WHERE id IN (SELECT m.id FROM outbox m` + d.indexedBy("outbox_pending") + `
 			WHERE m.channel = ? AND m.status = 'pending' AND m.next_attempt_at <= ?
 			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq)
-			ORDER BY m.seq LIMIT ?` + skipLocked + `)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o` + d.indexedBy("outbox_thread_pending") + ` WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq)
+			ORDER BY m.seq LIMIT ?` + d.SkipLocked + `)
 		RETURNING ` + deliveryColumns
 }
 
@@ -291,4 +291,11 @@ func (s *Store) OutboxCardRef(ctx context.Context, approvalID string, thread cor
 		return nil, mapErr(sql.ErrNoRows, "outbox card ref", "card for approval "+approvalID)
 	}
 	return &rs[0], nil
+}
+
+// ClaimStatements returns RunClaim's and OutboxClaim's statements as d
+// runs them, for tests that check their query plans read the partial
+// indexes of migration 0016.
+func ClaimStatements(d Dialect) (runs, outbox string) {
+	return d.Rebind(runClaimSQL(d)), d.Rebind(outboxClaimSQL(d))
 }

@@ -146,7 +146,7 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	err := s.inTx(ctx, "run claim", func(t *tx) error {
 		// Select and take in one statement; the subquery's row locks (SKIP
 		// LOCKED on Postgres) keep concurrent claimers off the same rows.
-		rows, err := t.query(ctx, runClaimSQL(t.d.SkipLocked),
+		rows, err := t.query(ctx, runClaimSQL(t.d),
 			string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now), micros(p.Now), p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: run claim: %w", err)
@@ -184,16 +184,16 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 // and queued ones, so a claim reads the same few index entries whether 10
 // or 10 million finished runs lie behind them. TestClaimLiterals checks the
 // literals against the core's statuses.
-func runClaimSQL(skipLocked string) string {
+func runClaimSQL(d Dialect) string {
 	return `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
-		WHERE id IN (SELECT r.id FROM runs r
+		WHERE id IN (SELECT r.id FROM runs r` + d.indexedBy("runs_claimable") + `
 			WHERE r.status IN ('queued', 'running')
 			  AND ((r.status = 'queued' AND NOT EXISTS (
-					SELECT 1 FROM runs o WHERE o.thread = r.thread
+					SELECT 1 FROM runs o` + d.indexedBy("runs_thread_active") + ` WHERE o.thread = r.thread
 					AND o.status IN ('queued', 'running', 'waiting_approval', 'waiting_input')
 					AND (o.status <> 'queued' OR o.seq < r.seq)))
 			   OR (r.status = 'running' AND r.lease_until < ?))
-			ORDER BY r.seq LIMIT ?` + skipLocked + `)
+			ORDER BY r.seq LIMIT ?` + d.SkipLocked + `)
 		RETURNING ` + runColumns
 }
 
