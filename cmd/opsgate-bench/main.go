@@ -111,6 +111,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "preload":
+			return runPreload(ctx, args[1:], stdout, stderr)
+		case "slack":
+			return runSlack(ctx, args[1:], stdout, stderr)
+		}
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
