@@ -146,8 +146,24 @@ func lockOutbox(ctx context.Context, t *tx, op, id, owner string) (chunks int, r
 
 // OutboxChunkSent implements core.OutboxStore. Recording a chunk already
 // recorded is a no-op (a retry after a lost answer); skipping ahead is a
-// conflict.
+// conflict. The usual case — the caller holds the message and records the
+// next chunk — is one guarded statement; anything else is explained by
+// the transaction below.
 func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return fmt.Errorf("store: outbox chunk sent %s: ref: %w", id, err)
+	}
+	// refs is always a compact JSON array written by this store: append
+	// by text, so both backends do it without their JSON functions.
+	ok, err := s.guardedUpdate(ctx, "outbox chunk sent", `UPDATE outbox SET
+		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
+			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
+		chunks_sent = chunks_sent + 1 WHERE id = ? AND owner = ? AND chunks_sent = ?`, nil,
+		string(b), string(b), id, owner, chunk)
+	if err != nil || ok {
+		return err
+	}
 	return s.inTx(ctx, "outbox chunk sent", func(t *tx) error {
 		chunks, refsJSON, err := lockOutbox(ctx, t, "outbox chunk sent", id, owner)
 		if err != nil {
@@ -175,28 +191,60 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 }
 
 // OutboxDone implements core.OutboxStore. The thread's next message becomes
-// claimable, so the outbox topic is announced.
+// claimable, so the outbox topic is announced. The owner guard is part of
+// the update: one statement when the caller holds the message, the usual
+// case; otherwise the transaction below says why not.
 func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time) error {
+	ok, err := s.guardedUpdate(ctx, "outbox done", `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL
+		WHERE id = ? AND owner = ?`, []string{core.TopicOutbox}, string(core.DeliverySent), micros(now), id, owner)
+	if err != nil || ok {
+		return err
+	}
 	return s.inTx(ctx, "outbox done", func(t *tx) error {
-		// The owner guard is part of the update: one round trip when the
-		// caller holds the message, the usual case.
-		r, err := t.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?`,
-			string(core.DeliverySent), micros(now), id, owner)
-		if err != nil {
-			return fmt.Errorf("store: outbox done %s: %w", id, err)
+		_, _, err := lockOutbox(ctx, t, "outbox done", id, owner)
+		if err == nil {
+			err = fmt.Errorf("store: outbox done %s: not updated: %w", id, core.ErrConflict)
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("store: outbox done %s: %w", id, err)
-		} else if n == 0 {
-			_, _, err := lockOutbox(ctx, t, "outbox done", id, owner)
-			if err == nil {
-				err = fmt.Errorf("store: outbox done %s: not updated: %w", id, core.ErrConflict)
+		return err
+	})
+}
+
+// guardedUpdate runs q, an UPDATE guarded to match one row or none, as one
+// statement and reports whether it matched; topics are announced when it
+// did. Without a group writer (Postgres) it runs outside any transaction
+// block, so it is its own transaction: one round trip instead of BEGIN,
+// the statement and COMMIT. With one (SQLite) it joins the writer's batch.
+func (s *Store) guardedUpdate(ctx context.Context, op, q string, topics []string, args ...any) (bool, error) {
+	var n int64
+	if s.writer != nil {
+		err := s.inTx(ctx, op, func(t *tx) error {
+			r, err := t.exec(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			if n, err = r.RowsAffected(); err == nil && n > 0 {
+				for _, topic := range topics {
+					t.notify(topic)
+				}
 			}
 			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("store: %s: %w", op, err)
 		}
-		t.notify(core.TopicOutbox)
-		return nil
-	})
+		return n > 0, nil
+	}
+	r, err := s.db.ExecContext(ctx, s.dialect.Rebind(q), args...)
+	if err == nil {
+		n, err = r.RowsAffected()
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: %s: %w", op, err)
+	}
+	if n > 0 && len(topics) > 0 {
+		s.afterCommit(&tx{topics: topics})
+	}
+	return n > 0, nil
 }
 
 // OutboxRetry implements core.OutboxStore.
