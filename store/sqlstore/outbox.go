@@ -210,11 +210,19 @@ func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time)
 }
 
 // guardedUpdate runs q, an UPDATE guarded to match one row or none, as one
-// statement and reports whether it matched; topics are announced when it
-// did. Without a group writer (Postgres) it runs outside any transaction
-// block, so it is its own transaction: one round trip instead of BEGIN,
-// the statement and COMMIT. With one (SQLite) it joins the writer's batch.
+// statement (execOne) and reports whether it matched; topics are announced
+// when it did.
 func (s *Store) guardedUpdate(ctx context.Context, op, q string, topics []string, args ...any) (bool, error) {
+	n, err := s.execOne(ctx, op, q, topics, args...)
+	return n > 0, err
+}
+
+// execOne runs one write statement and returns the rows it affected;
+// topics are announced when it affected any. Without a group writer
+// (Postgres) it runs outside any transaction block, so it is its own
+// transaction: one round trip instead of BEGIN, the statement and COMMIT.
+// With one (SQLite) it joins the writer's batch.
+func (s *Store) execOne(ctx context.Context, op, q string, topics []string, args ...any) (int64, error) {
 	var n int64
 	if s.writer != nil {
 		err := s.inTx(ctx, op, func(t *tx) error {
@@ -230,21 +238,21 @@ func (s *Store) guardedUpdate(ctx context.Context, op, q string, topics []string
 			return err
 		})
 		if err != nil {
-			return false, fmt.Errorf("store: %s: %w", op, err)
+			return 0, fmt.Errorf("store: %s: %w", op, err)
 		}
-		return n > 0, nil
+		return n, nil
 	}
 	r, err := s.db.ExecContext(ctx, s.dialect.Rebind(q), args...)
 	if err == nil {
 		n, err = r.RowsAffected()
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: %s: %w", op, err)
+		return 0, fmt.Errorf("store: %s: %w", op, err)
 	}
 	if n > 0 && len(topics) > 0 {
 		s.afterCommit(&tx{topics: topics})
 	}
-	return n > 0, nil
+	return n, nil
 }
 
 // OutboxRetry implements core.OutboxStore.
