@@ -58,12 +58,14 @@ func preload(ctx context.Context, o preloadOptions, stdout io.Writer) error {
 	start := time.Now()
 	now := time.Now().UnixMicro()
 	// Numbers come from a recursive CTE (both backends); the placeholder
-	// style differs.
+	// style differs, and both name one parameter that a statement uses
+	// several times.
 	ph := func(i int) string {
 		if o.driver == "postgres" {
 			return fmt.Sprintf("$%d", i)
 		}
-		return "?"
+		return fmt.Sprintf("?%d", i) // numbered: used several times
+
 	}
 	series := func(from, to int) string {
 		return fmt.Sprintf(`WITH RECURSIVE g(x) AS (SELECT %d UNION ALL SELECT x + 1 FROM g WHERE x < %d) `, from, to)
