@@ -13,7 +13,8 @@ import (
 // forgotten before its window ends; a replay of such an event is still
 // refused by the inbox's durable dedup on (channel, event_id), which is the
 // authority — this check only stops replays before they cost a write.
-// Memory stays bounded: about 7 MB when full.
+// Memory stays bounded: about 7 MB when full, and the ring grows only as
+// traffic fills it.
 const replayCapacity = 1 << 17
 
 // sigKey is the first half of an accepted signature's HMAC: only verified
@@ -34,12 +35,13 @@ func sigKeyOf(sig string) sigKey {
 // window, in a fixed ring in arrival order with a map for lookups: a claim
 // is O(1) amortized (each entry is dropped once, from the ring's front,
 // when it has expired or the ring is full), and memory never exceeds the
-// capacity. It replaces a map swept in full under the lock on every request
+// capacity (the ring starts small and doubles as traffic needs). It replaces a map swept in full under the lock on every request
 // once it held 1,024 signatures (issue 21).
 type replayRing struct {
 	mu    sync.Mutex
 	at    map[sigKey]uint64 // key → its absolute position in the ring
-	ring  []replayEntry
+	ring  []replayEntry     // grows by doubling up to max
+	max   int
 	start uint64 // absolute position of the front entry
 	n     int    // entries held
 }
@@ -50,7 +52,19 @@ type replayEntry struct {
 }
 
 func newReplayRing(capacity int) *replayRing {
-	return &replayRing{at: make(map[sigKey]uint64, min(capacity, 1024)), ring: make([]replayEntry, capacity)}
+	first := min(capacity, 1024)
+	return &replayRing{at: make(map[sigKey]uint64, first), ring: make([]replayEntry, first), max: capacity}
+}
+
+// grow doubles the ring (up to max), keeping every entry at its absolute
+// position modulo the new length: n consecutive positions, n ≤ the old
+// length, never share a slot.
+func (r *replayRing) grow() {
+	next := make([]replayEntry, min(2*len(r.ring), r.max))
+	for p := r.start; p < r.start+uint64(r.n); p++ {
+		next[p%uint64(len(next))] = r.ring[p%uint64(len(r.ring))]
+	}
+	r.ring = next
 }
 
 // claim records key as used until until; a second claim while it is
@@ -68,6 +82,9 @@ func (r *replayRing) claim(key sigKey, now, until time.Time) error {
 	}
 	if pos, ok := r.at[key]; ok && r.ring[pos%uint64(len(r.ring))].until >= nowN {
 		return ErrReplay
+	}
+	if r.n == len(r.ring) && len(r.ring) < r.max {
+		r.grow()
 	}
 	if r.n == len(r.ring) {
 		r.pop() // full: the oldest goes early (see replayCapacity)

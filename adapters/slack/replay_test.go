@@ -67,6 +67,26 @@ func TestReplayRing(t *testing.T) {
 			t.Fatalf("newest signature not remembered: %v", err)
 		}
 	})
+	t.Run("GrowsKeepingEveryEntry", func(t *testing.T) {
+		r := newReplayRing(1 << 13) // starts at 1,024 and doubles
+		for i := range 1 << 13 {
+			if err := r.claim(keyN(i), now, until); err != nil {
+				t.Fatalf("claim %d: %v", i, err)
+			}
+			if i == 700 {
+				r.forget(keyN(3)) // a hole the growth must carry along
+			}
+		}
+		for i := range 1 << 13 {
+			err := r.claim(keyN(i), now, until)
+			if i == 3 {
+				continue // forgotten, so accepted again (and the ring, full, drops one)
+			}
+			if !errors.Is(err, ErrReplay) {
+				t.Fatalf("signature %d forgotten by the growth: %v", i, err)
+			}
+		}
+	})
 	t.Run("ExpiredDroppedOverTime", func(t *testing.T) {
 		r := newReplayRing(1 << 10)
 		for i := range 100 {
