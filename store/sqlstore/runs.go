@@ -15,9 +15,6 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// activeStatuses are the run statuses that hold a thread (core.RunStatus.Active).
-var activeStatuses = []any{string(core.RunRunning), string(core.RunWaitingApproval), string(core.RunWaitingInput)}
-
 // InboxRecord implements core.RunStore. The (channel, event id) insert is
 // the deduplication: ON CONFLICT DO NOTHING makes a concurrent duplicate wait
 // for the first transaction and then insert nothing. When Run is set and
