@@ -190,6 +190,32 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 	})
 }
 
+// OutboxLastChunkSent records a message's last chunk and marks it sent:
+// OutboxChunkSent then OutboxDone, in one guarded statement when the
+// caller holds the message and this chunk is the next (the usual case; the
+// delivery worker finds it as an optional capability). Otherwise it falls
+// back to the two calls, which explain a refusal or treat a chunk already
+// recorded as a retry.
+func (s *Store) OutboxLastChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return fmt.Errorf("store: outbox last chunk sent %s: ref: %w", id, err)
+	}
+	ok, err := s.guardedUpdate(ctx, "outbox last chunk sent", `UPDATE outbox SET
+		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
+			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
+		chunks_sent = chunks_sent + 1, status = ?, sent_at = ?, owner = NULL, lease_until = NULL
+		WHERE id = ? AND owner = ? AND chunks_sent = ?`, []string{core.TopicOutbox},
+		string(b), string(b), string(core.DeliverySent), micros(now), id, owner, chunk)
+	if err != nil || ok {
+		return err
+	}
+	if err := s.OutboxChunkSent(ctx, id, owner, chunk, ref, now); err != nil {
+		return err
+	}
+	return s.OutboxDone(ctx, id, owner, now)
+}
+
 // OutboxDone implements core.OutboxStore. The thread's next message becomes
 // claimable, so the outbox topic is announced. The owner guard is part of
 // the update: one statement when the caller holds the message, the usual
