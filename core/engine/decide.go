@@ -284,7 +284,7 @@ func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Ca
 	if err != nil {
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
-	return e.Card(a), nil
+	return e.batchCard(ctx, a)
 }
 
 // feedback joins the reasons of the rejecting decisions: the text handed

@@ -64,6 +64,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		}
 		p.Run = run
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
+	case errors.As(err, &nm) && e.defaultAgent != "":
+		e.agentRun(&p, e.defaultAgent)
 	case errors.As(err, &nm):
 		p.Replies = []core.OutboxMessage{{
 			// It quotes the sender's words: text, never markup.
@@ -72,6 +74,12 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	default:
 		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)
 	}
+	return e.record(ctx, p)
+}
+
+// record stores an inbound event and what it starts.
+func (e *Engine) record(ctx context.Context, p core.InboxRecordParams) (core.Receipt, error) {
+	ev := p.Event
 	res, err := e.store.InboxRecord(ctx, p)
 	if err != nil {
 		return core.Receipt{}, fmt.Errorf("engine: record event %s/%s: %w", ev.Channel, ev.EventID, err)
@@ -90,6 +98,9 @@ func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) 
 	key := &approvals.EventKey{
 		Channel: ev.Channel, EventID: ev.EventID, Actor: ev.Actor.ID, Thread: ev.Thread.String(),
 		Text: ev.Text, Raw: ev.Raw, At: ev.ReceivedAt,
+	}
+	if ev.Decision.Action == core.ActionApproveAll {
+		return e.approveAllEvent(ctx, ev, key)
 	}
 	a, err := e.decide(ctx, ev.Actor, ev.Channel, *ev.Decision, key)
 	if errors.Is(err, approvals.ErrDuplicateEvent) {
@@ -132,4 +143,33 @@ func (e *Engine) audit(kind approvals.AuditKind, actor, runID, approvalID, tool 
 // reply builds an outbox reply for a run's thread.
 func (e *Engine) reply(run *core.Run, text string) core.OutboxMessage {
 	return core.OutboxMessage{ID: e.opts.NewID(), Thread: run.Thread, Kind: core.KindReply, Text: text, RunID: run.ID, CreatedAt: e.now()}
+}
+
+// approveAllEvent decides an "Approve all" click: every pending call of the
+// batch, one by one. A refusal of any call is returned as one
+// *core.DecisionError whose message says, per call, what was approved and
+// what refused; the approved ones stay approved.
+func (e *Engine) approveAllEvent(ctx context.Context, ev core.ChannelEvent, key *approvals.EventKey) (core.Receipt, error) {
+	rs, err := e.approveAll(ctx, ev.Actor, ev.Channel, ev.Decision.ApprovalID, ev.Decision.Reason, key)
+	if err != nil {
+		return core.Receipt{}, err
+	}
+	var rc core.Receipt
+	var code core.DecisionCode
+	for _, r := range rs {
+		if r.Approval != nil {
+			rc.RunID, rc.ApprovalStatus = r.Approval.RunID, string(r.Approval.Status)
+		}
+		var de *core.DecisionError
+		if errors.As(r.Err, &de) && code == "" {
+			code = de.Code
+		} else if r.Err != nil && code == "" {
+			return rc, r.Err
+		}
+	}
+	e.m.eventsIngested.WithLabelValues(ev.Channel).Inc()
+	if code != "" {
+		return rc, &core.DecisionError{Code: code, Message: BatchSummary(rs)}
+	}
+	return rc, nil
 }
