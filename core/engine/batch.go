@@ -72,13 +72,15 @@ type BatchResult struct {
 // are judged per call — and reports per call what happened. It fails only
 // when the approval cannot be read.
 func (e *Engine) ApproveAll(ctx context.Context, actor core.Actor, channel, approvalID, reason string) ([]BatchResult, error) {
-	return e.approveAll(ctx, actor, channel, approvalID, reason, nil)
+	return e.approveAll(ctx, actor, channel, core.Decision{ApprovalID: approvalID, Reason: reason}, nil)
 }
 
-func (e *Engine) approveAll(ctx context.Context, actor core.Actor, channel, approvalID, reason string, key *approvals.EventKey) ([]BatchResult, error) {
-	a, err := e.store.ApprovalGet(ctx, approvalID)
+// approveAll approves the pending calls of d.ApprovalID's batch with d's
+// reason (and d.Unverified, which makes every one a refusal).
+func (e *Engine) approveAll(ctx context.Context, actor core.Actor, channel string, d core.Decision, key *approvals.EventKey) ([]BatchResult, error) {
+	a, err := e.store.ApprovalGet(ctx, d.ApprovalID)
 	if err != nil {
-		return nil, decisionError(approvalID, actor.ID, err)
+		return nil, decisionError(d.ApprovalID, actor.ID, err)
 	}
 	batch, err := e.Batch(ctx, a)
 	if err != nil {
@@ -97,7 +99,7 @@ func (e *Engine) approveAll(ctx context.Context, actor core.Actor, channel, appr
 			kk.EventID = key.EventID + "/" + b.ID
 			k = &kk
 		}
-		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: reason}, k)
+		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: d.Reason, Unverified: d.Unverified}, k)
 		if errors.Is(err, approvals.ErrDuplicateEvent) {
 			err = nil
 		}
@@ -133,4 +135,37 @@ func BatchSummary(rs []BatchResult) string {
 		parts = append(parts, "Refused: "+strings.Join(refused, "; ")+".")
 	}
 	return strings.Join(parts, " ")
+}
+
+// decideAll is Decide for ActionApproveAll: the last approval it decided,
+// and, when any call was refused, one *core.DecisionError (the first
+// refusal's code) whose message is BatchSummary.
+func (e *Engine) decideAll(ctx context.Context, actor core.Actor, channel string, d core.Decision, key *approvals.EventKey) (*approvals.Approval, error) {
+	rs, err := e.approveAll(ctx, actor, channel, d, key)
+	if err != nil {
+		return nil, err
+	}
+	var last *approvals.Approval
+	var code core.DecisionCode
+	for _, r := range rs {
+		if r.Approval != nil {
+			last = r.Approval
+		}
+		var de *core.DecisionError
+		switch {
+		case errors.As(r.Err, &de):
+			if code == "" {
+				code = de.Code
+			}
+		case r.Err != nil:
+			return last, r.Err
+		}
+	}
+	if last == nil {
+		last, _ = e.store.ApprovalGet(ctx, d.ApprovalID)
+	}
+	if code != "" {
+		return last, &core.DecisionError{Code: code, Message: BatchSummary(rs)}
+	}
+	return last, nil
 }

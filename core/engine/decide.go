@@ -30,6 +30,9 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	if actor.ID == "" {
 		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
+	if d.Action == core.ActionApproveAll {
+		return e.decideAll(ctx, actor, channel, d, key)
+	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
 		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,

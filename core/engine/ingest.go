@@ -99,9 +99,6 @@ func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) 
 		Channel: ev.Channel, EventID: ev.EventID, Actor: ev.Actor.ID, Thread: ev.Thread.String(),
 		Text: ev.Text, Raw: ev.Raw, At: ev.ReceivedAt,
 	}
-	if ev.Decision.Action == core.ActionApproveAll {
-		return e.approveAllEvent(ctx, ev, key)
-	}
 	a, err := e.decide(ctx, ev.Actor, ev.Channel, *ev.Decision, key)
 	if errors.Is(err, approvals.ErrDuplicateEvent) {
 		rc := core.Receipt{Duplicate: true}
@@ -143,33 +140,4 @@ func (e *Engine) audit(kind approvals.AuditKind, actor, runID, approvalID, tool 
 // reply builds an outbox reply for a run's thread.
 func (e *Engine) reply(run *core.Run, text string) core.OutboxMessage {
 	return core.OutboxMessage{ID: e.opts.NewID(), Thread: run.Thread, Kind: core.KindReply, Text: text, RunID: run.ID, CreatedAt: e.now()}
-}
-
-// approveAllEvent decides an "Approve all" click: every pending call of the
-// batch, one by one. A refusal of any call is returned as one
-// *core.DecisionError whose message says, per call, what was approved and
-// what refused; the approved ones stay approved.
-func (e *Engine) approveAllEvent(ctx context.Context, ev core.ChannelEvent, key *approvals.EventKey) (core.Receipt, error) {
-	rs, err := e.approveAll(ctx, ev.Actor, ev.Channel, ev.Decision.ApprovalID, ev.Decision.Reason, key)
-	if err != nil {
-		return core.Receipt{}, err
-	}
-	var rc core.Receipt
-	var code core.DecisionCode
-	for _, r := range rs {
-		if r.Approval != nil {
-			rc.RunID, rc.ApprovalStatus = r.Approval.RunID, string(r.Approval.Status)
-		}
-		var de *core.DecisionError
-		if errors.As(r.Err, &de) && code == "" {
-			code = de.Code
-		} else if r.Err != nil && code == "" {
-			return rc, r.Err
-		}
-	}
-	e.m.eventsIngested.WithLabelValues(ev.Channel).Inc()
-	if code != "" {
-		return rc, &core.DecisionError{Code: code, Message: BatchSummary(rs)}
-	}
-	return rc, nil
 }
