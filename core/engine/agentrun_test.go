@@ -554,3 +554,33 @@ func TestAgentStreamsTextDeltas(t *testing.T) {
 		}
 	})
 }
+
+func TestAgentCancelEndsEveryWaitingCall(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(fakellm.Turn{Calls: []fakellm.Call{
+			{Name: "deploy", Args: `{"service":"api","version":"1","reason":"a"}`},
+			{Name: "deploy", Args: `{"service":"web","version":"2","reason":"b"}`},
+		}})
+		rc := h.send("console:req", "console:x1", "ship both")
+		h.waitRun(rc.RunID, core.RunWaitingApproval)
+		if _, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:req"}); err != nil {
+			t.Fatal(err)
+		}
+		run := h.waitRun(rc.RunID, core.RunCancelled)
+		for _, st := range run.Steps {
+			if st.Status != core.StepCancelled {
+				t.Fatalf("step %d is %s", st.Index, st.Status)
+			}
+		}
+		items, _, _ := h.store.ApprovalList(context.Background(), approvals.ApprovalListParams{RunID: rc.RunID, Limit: 10})
+		for _, a := range items {
+			if a.Status == approvals.StatusPending {
+				t.Fatalf("approval %s still pending", a.ID)
+			}
+		}
+		if h.fx.deploy.total() != 0 {
+			t.Fatal("a cancelled call ran")
+		}
+	})
+}
