@@ -584,3 +584,35 @@ func TestAgentCancelEndsEveryWaitingCall(t *testing.T) {
 		}
 	})
 }
+
+func TestAgentTurnEventsAndAgentList(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(fakellm.Say("hi there"))
+		rc := h.send("console:req", "console:e1", "hello")
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		evs, err := h.store.RunEventList(context.Background(), rc.RunID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var started, finished map[string]any
+		for _, e := range evs {
+			switch e.Type {
+			case core.EventTurnStarted:
+				_ = json.Unmarshal(e.Data, &started)
+			case core.EventTurnFinished:
+				_ = json.Unmarshal(e.Data, &finished)
+			}
+		}
+		if started["model"] != "default" || started["agent"] != "ops" || finished["text"] != "hi there" || finished["status"] != "succeeded" {
+			t.Fatalf("turn.started %v, turn.finished %v", started, finished)
+		}
+		if evs[len(evs)-1].Type != core.EventTurnFinished {
+			t.Fatalf("last event %s", evs[len(evs)-1].Type)
+		}
+		as := h.eng.Agents()
+		if len(as) != 1 || as[0].Name != "ops" || !as[0].Default || as[0].Tools[len(as[0].Tools)-1] != "ask_user" {
+			t.Fatalf("agents %+v", as)
+		}
+	})
+}
