@@ -75,22 +75,7 @@ func (e *Engine) initAssistants() error {
 		if _, dup := e.assistants[a.Name]; dup {
 			return fmt.Errorf("engine: duplicate agent %q", a.Name)
 		}
-		var names []string
-		for name := range e.tools {
-			for _, g := range a.Tools {
-				if ok, _ := path.Match(g, name); ok {
-					names = append(names, name)
-					break
-				}
-			}
-		}
-		slices.Sort(names)
-		var ts []llm.Tool
-		for _, n := range names {
-			t := e.tools[n]
-			ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
-		}
-		tb, err := llm.NewToolbox(ts)
+		tb, err := e.toolbox(a, nil)
 		if err != nil {
 			return fmt.Errorf("engine: agent %q: %w", a.Name, err)
 		}
@@ -134,6 +119,58 @@ func (e *Engine) Agents() []AgentInfo {
 	}
 	slices.SortFunc(out, func(x, y AgentInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out
+}
+
+// ToolLister is the optional capability of a ToolLookup that can list the
+// tools it offers now (core/upstream's registry): an agent's tools globs
+// then cover them too ("github.*"), as they are at each model turn.
+type ToolLister interface {
+	Tools() []*Tool
+}
+
+// toolbox is the toolbox of agent a over the static tools and extra (the
+// lister's tools now), each matched against a's globs.
+func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
+	byName := map[string]*Tool{}
+	for name, t := range e.tools {
+		byName[name] = t
+	}
+	for _, t := range extra {
+		if t != nil && byName[t.Name] == nil && t.Name != llm.AskUserTool {
+			byName[t.Name] = t
+		}
+	}
+	var names []string
+	for name := range byName {
+		for _, g := range a.Tools {
+			if ok, _ := path.Match(g, name); ok {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	slices.Sort(names)
+	var ts []llm.Tool
+	for _, n := range names {
+		t := byName[n]
+		ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
+	}
+	return llm.NewToolbox(ts)
+}
+
+// turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
+// Options.Lookup lists tools, one over the tools it offers now.
+func (ax *agentExec) turnToolbox() *llm.Toolbox {
+	tl, ok := ax.e.opts.Lookup.(ToolLister)
+	if !ok {
+		return ax.ag.tb
+	}
+	tb, err := ax.e.toolbox(ax.ag.Agent, tl.Tools())
+	if err != nil {
+		ax.log.Warn("agent toolbox over the upstream tools; using the configured ones", "err", err)
+		return ax.ag.tb
+	}
+	return tb
 }
 
 // toThread returns ms unless thread is an API session, which gets no
@@ -333,7 +370,8 @@ type turnCall struct {
 func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
 	e, ag := ax.e, ax.ag
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
-	req, built := llm.BuildRequest(ax.system(), ax.hist, ag.tb, ag.Window)
+	tb := ax.turnToolbox()
+	req, built := llm.BuildRequest(ax.system(), ax.hist, tb, ag.Window)
 	req.MaxTokens = ag.MaxTokens
 	if steps.Spent() || turns > steps.Limit() {
 		req.ToolChoice = llm.ToolsNone
@@ -359,7 +397,7 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 	usage := resp.Usage
 	m := llm.Message{Role: llm.RoleAssistant, Text: resp.Text, Usage: &usage, Stop: resp.Stop, Model: resp.Model, At: e.now()}
 	for _, tc := range resp.ToolCalls {
-		m.Calls = append(m.Calls, ag.tb.Resolve(tc))
+		m.Calls = append(m.Calls, tb.Resolve(tc))
 	}
 	if len(m.Calls) == 0 || req.ToolChoice == llm.ToolsNone {
 		// With tools off the answer is final, even if the model still

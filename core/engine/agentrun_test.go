@@ -616,3 +616,49 @@ func TestAgentTurnEventsAndAgentList(t *testing.T) {
 		}
 	})
 }
+
+// listedTools is a lookup that also lists its tools, like the upstream
+// MCP registry.
+type listedTools struct{ *dynamicTools }
+
+func (l listedTools) Tools() []*Tool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*Tool
+	for _, t := range l.tools {
+		out = append(out, t)
+	}
+	return out
+}
+
+func TestAgentCallsUpstreamToolsItsGlobsCover(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		lk, rec, up := withUpstream(t, true)
+		sc := llmServer().Script(t)
+		m := agentModel(t, sc.OpenAIURL())
+		h := setup(t, b, func(o *Options) {
+			up(o)
+			o.Lookup = listedTools{lk}
+			o.Agents = []Agent{{Name: "ops", ModelName: "default", Model: m, Tools: []string{"up.*"}, Default: true}}
+		})
+		sc.Push(call("up__write", `{"path":"/tmp/x","content":"hi","reason":"you asked"}`), fakellm.Say("Written."))
+		rc := h.send("console:req", "console:u1", "please write hi to /tmp/x")
+		a := h.waitApproval(rc.RunID)
+		if a.Tool != "up.write" {
+			t.Fatalf("approval for %q", a.Tool)
+		}
+		if tools := sc.Requests()[0].JSON()["tools"]; !strings.Contains(fmt.Sprint(tools), "up__write") {
+			t.Fatalf("the model was not offered the upstream tool: %v", tools)
+		}
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		if len(rec.callsFor(rc.RunID)) != 1 {
+			t.Fatal("the upstream tool did not run once")
+		}
+		if txt := requestText(t, sc, 1); !strings.Contains(txt, `source="mcp:up.write"`) {
+			t.Fatalf("upstream output not framed as mcp content:\n%s", txt)
+		}
+	})
+}
