@@ -230,7 +230,27 @@ func (e *Engine) agentRun(p *core.InboxRecordParams, name string) {
 		CreatedAt: now, UpdatedAt: now,
 	}
 	p.Run = run
-	p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name})}
+	// The person's message is the conversation's next entry, stored with
+	// the event that brought it: its text and what came attached, each
+	// framed as external content.
+	parts := []llm.Part{llm.External(ev.Channel, ev.Actor.ID, ev.Text)}
+	for _, a := range ev.Attachments {
+		desc := a.Name
+		if a.Type != "" {
+			desc += " (" + a.Type + ")"
+		}
+		if a.Size > 0 {
+			desc += fmt.Sprintf(", %d bytes", a.Size)
+		}
+		if a.URL != "" {
+			desc += ", " + a.URL
+		}
+		parts = append(parts, llm.External(ev.Channel+".attachment", ev.Actor.ID, desc))
+	}
+	p.Events = []core.RunEvent{
+		e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name}),
+		e.event(run.ID, core.EventAgentMessage, llm.UserMessage(now, parts...)),
+	}
 }
 
 // agentExec is the conversation state of one agent run's execution.
