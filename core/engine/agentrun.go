@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -289,28 +290,44 @@ func (x *execution) driveAgent(ctx context.Context, name string) error {
 
 func agentSteps(ag *agentRuntime) llm.Steps { return llm.Steps{Max: ag.MaxSteps} }
 
-// load reads the session's history.
+// load reads the session's history: the messages of the thread's earlier
+// runs (all final: one run of a thread is active at a time), then this
+// run's. Later runs' messages — a queued turn's message is stored when it
+// arrives — are left out: a run is known by its first message, and the
+// runs of a thread are started in order.
 func (ax *agentExec) load(ctx context.Context) error {
 	recs, err := ax.e.history.AgentHistory(ctx, ax.run.Thread, 0)
 	if err != nil {
 		return fmt.Errorf("load agent history: %w", err)
 	}
-	ax.hist = ax.hist[:0]
-	ax.mine = -1
+	first := map[string]int64{}
 	for _, r := range recs {
+		if _, ok := first[r.RunID]; !ok {
+			first[r.RunID] = r.Seq
+		}
+	}
+	mineFrom, ok := first[ax.run.ID]
+	if !ok {
+		mineFrom = math.MaxInt64
+	}
+	var earlier, mine []llm.Message
+	for _, r := range recs {
+		if r.RunID != ax.run.ID && first[r.RunID] > mineFrom {
+			continue // a later turn
+		}
 		var m llm.Message
 		if err := json.Unmarshal(r.Message, &m); err != nil {
 			ax.log.Warn("skipping an unreadable agent message", "seq", r.Seq, "err", err)
 			continue
 		}
-		if r.RunID == ax.run.ID && ax.mine < 0 {
-			ax.mine = len(ax.hist)
+		if r.RunID == ax.run.ID {
+			mine = append(mine, m)
+		} else {
+			earlier = append(earlier, m)
 		}
-		ax.hist = append(ax.hist, m)
 	}
-	if ax.mine < 0 {
-		ax.mine = len(ax.hist)
-	}
+	ax.hist = append(earlier, mine...)
+	ax.mine = len(earlier)
 	return nil
 }
 

@@ -679,3 +679,31 @@ func TestAgentGetsAttachmentsAsExternalContent(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentQueuedTurnsStayInOrder: a message that arrives while a turn
+// waits is its own later turn: the waiting turn's model never sees it, and
+// the later turn sees the whole earlier exchange first.
+func TestAgentQueuedTurnsStayInOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(call("deploy", `{"service":"api","version":"1","reason":"asked"}`), fakellm.Say("Deployed."), fakellm.Say("You are welcome."))
+		rc := h.send("console:req", "console:o1", "please ship api 1")
+		a := h.waitApproval(rc.RunID)
+		rc2 := h.send("console:req", "console:o1", "thanks in advance")
+		if rc2.RunID == "" || rc2.RunID == rc.RunID {
+			t.Fatalf("second message: %+v", rc2)
+		}
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		h.waitRun(rc2.RunID, core.RunSucceeded)
+		if txt := requestText(t, sc, 1); strings.Contains(txt, "thanks in advance") {
+			t.Fatalf("the first turn saw the later message:\n%s", txt)
+		}
+		third := requestText(t, sc, 2)
+		if i, j := strings.Index(third, "Deployed."), strings.Index(third, "thanks in advance"); i < 0 || j < 0 || i > j {
+			t.Fatalf("the later turn's history is out of order:\n%s", third)
+		}
+	})
+}
