@@ -707,3 +707,35 @@ func TestAgentQueuedTurnsStayInOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentTurnResumesOnAnotherReplica: the replica that suspended the
+// turn stops; the decision lands on another, which resumes the turn from
+// the store (the conversation included) and finishes it.
+func TestAgentTurnResumesOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	b := backends[1] // two processes on one database: Postgres
+	sc := llmServer().Script(t)
+	h := setup(t, b, withAgent(agentModel(t, sc.OpenAIURL())))
+	sc.Push(call("deploy", `{"service":"api","version":"7","reason":"asked"}`), fakellm.Say("Deployed 7."))
+	rc := h.send("console:req", "console:rep", "please ship api 7")
+	a := h.waitApproval(rc.RunID)
+	h.quiesce()
+	s2, err := b.open(context.Background(), h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	e2 := h.newEngine(s2)
+	stop2 := h.runEngine(e2)
+	t.Cleanup(stop2)
+	if _, err := e2.Decide(context.Background(), core.Actor{ID: "console:alice"}, "console", core.Decision{ApprovalID: a.ID, Action: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed)
+	if run.Status != core.RunSucceeded || len(h.fx.deploy.callsFor(rc.RunID)) != 1 || len(sc.Requests()) != 2 {
+		t.Fatalf("run %s, deploy %d, model requests %d", run.Status, len(h.fx.deploy.callsFor(rc.RunID)), len(sc.Requests()))
+	}
+	if txt := requestText(t, sc, 1); !containsAll(txt, "please ship api 7", "Approved by console:alice.") {
+		t.Fatalf("the resumed turn lacks its history:\n%s", txt)
+	}
+}
