@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -226,7 +227,102 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound(err, "run", id))
 		return
 	}
+	v := NewRunView(run)
+	if run.Kind() == core.RunKindAgent {
+		u, err := s.agentUsage(r.Context(), id, v)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		v.Usage = u
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// answerRun answers a run's pending question: {"action_id","answer"} with
+// answer the question array or a confirmation (CONTRACT.md "Agents");
+// 200 with the run; 400 malformed, 422 not an answer, 403 may not answer,
+// 404 no such question, 409 answered already, 410 expired.
+func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var b struct {
+		ActionID string          `json:"action_id"`
+		Answer   json.RawMessage `json:"answer"`
+	}
+	if err := decodeBody(r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if b.ActionID == "" || len(b.Answer) == 0 {
+		s.fail(w, r, errf(http.StatusUnprocessableEntity, "invalid", "action_id and answer are required"))
+		return
+	}
+	qa, ok := s.o.Engine.(Answerer)
+	if !ok {
+		s.fail(w, r, errf(http.StatusNotFound, "not_found", "this server takes no answers"))
+		return
+	}
+	if err := qa.Answer(r.Context(), actorFrom(r.Context()), DecisionChannel, id, b.ActionID, b.Answer); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	run, err := s.o.Store.RunGet(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(err, "run", id))
+		return
+	}
 	writeJSON(w, http.StatusOK, NewRunView(run))
+}
+
+// agentUsage sums the token usage of an agent run's model turns, which
+// are stored with its conversation (agent.message events), and gives v's
+// steps the model's arguments and reason (the run's k-th call is step k).
+func (s *server) agentUsage(ctx context.Context, runID string, v *RunView) (*UsageView, error) {
+	u := &UsageView{}
+	var after int64
+	k := 0
+	for range 1000 {
+		evs, err := s.o.Store.RunEventList(ctx, runID, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type != core.EventAgentMessage {
+				continue
+			}
+			var m struct {
+				Role  string `json:"role"`
+				Calls []struct {
+					Args   map[string]any `json:"args"`
+					Reason string         `json:"reason"`
+				} `json:"calls"`
+				Usage *struct {
+					In  int64 `json:"input_tokens"`
+					Out int64 `json:"output_tokens"`
+				} `json:"usage"`
+			}
+			if json.Unmarshal(e.Data, &m) == nil && m.Role == "assistant" {
+				for _, c := range m.Calls {
+					for i := range v.Steps {
+						if v.Steps[i].Index == k {
+							v.Steps[i].ProposedArgs, v.Steps[i].Reason = c.Args, c.Reason
+						}
+					}
+					k++
+				}
+				u.ModelCalls++
+				if m.Usage != nil {
+					u.InputTokens += m.Usage.In
+					u.OutputTokens += m.Usage.Out
+				}
+			}
+		}
+		if len(evs) < 500 {
+			break
+		}
+	}
+	return u, nil
 }
 
 // notFound rewords a not-found error to name what was missing.

@@ -94,3 +94,15 @@ func (p paced) Pacing() Pacing { return p.pacing }
 func WithPacing(plat Platform, pacing Pacing) Platform {
 	return paced{Platform: plat, pacing: pacing}
 }
+
+// RendersQuestions forwards the wrapped platform's core.QuestionRenderer.
+func (p paced) RendersQuestions() bool {
+	qr, ok := p.Platform.(core.QuestionRenderer)
+	return ok && qr.RendersQuestions()
+}
+
+// EditsReplies forwards the wrapped platform's core.ReplyEditor.
+func (p paced) EditsReplies() bool {
+	re, ok := p.Platform.(core.ReplyEditor)
+	return ok && re.EditsReplies()
+}

@@ -30,6 +30,9 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	if actor.ID == "" {
 		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
+	if d.Action == core.ActionApproveAll {
+		return e.decideAll(ctx, actor, channel, d, key)
+	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
 		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
@@ -206,18 +209,28 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		Release:      true,
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
+		Outbox:       e.toThread(run.Thread, e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))),
 		Audit:        []approvals.AuditEntry{e.audit(approvals.AuditRunCancelled, who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
 	if run.Status == core.RunRunning {
 		return c
 	}
+	// A flow run waits at its step index; an agent run may wait on several
+	// calls of one turn (one card) or on a question.
+	agentRun := run.Kind() == core.RunKindAgent
 	for _, st := range run.Steps {
-		if st.Index == run.StepIndex && (st.Status == core.StepWaitingApproval || st.Status == core.StepWaitingAgent) {
-			c.Step = cancelledStep(st, "run cancelled by "+who, now)
-			c.ExpectStatus = []core.RunStatus{run.Status}
+		waiting := st.Status == core.StepWaitingApproval || st.Status == core.StepWaitingAgent || st.Status == StepWaitingInput
+		if !waiting || (!agentRun && st.Index != run.StepIndex) {
+			continue
 		}
+		cs := cancelledStep(st, "run cancelled by "+who, now)
+		if c.Step == nil {
+			c.Step = cs
+		} else {
+			c.MoreSteps = append(c.MoreSteps, *cs)
+		}
+		c.ExpectStatus = []core.RunStatus{run.Status}
 	}
 	return c
 }
@@ -284,7 +297,7 @@ func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Ca
 	if err != nil {
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
-	return e.Card(a), nil
+	return e.batchCard(ctx, a)
 }
 
 // feedback joins the reasons of the rejecting decisions: the text handed

@@ -81,6 +81,13 @@ type Options struct {
 	// AgentCalls keeps the agent calls of agent_task steps; default the
 	// Store, when it implements core.AgentCallStore (both backends do).
 	AgentCalls core.AgentCallStore
+	// Agents are the LLM agents free text and Agent API turns go to
+	// (agentrun.go); History keeps their conversations, default the Store.
+	Agents  []Agent
+	History core.AgentHistoryStore
+	// QuestionAnswerers says who may answer an agent's ask_user question:
+	// AnswerRequesterOrApprovers (default) or AnswerRequester.
+	QuestionAnswerers string
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
@@ -212,6 +219,15 @@ type Engine struct {
 
 	// agents holds the agent calls of agent_task steps (agentcall.go).
 	agents agentState
+
+	// assistants are Options.Agents by name (agentrun.go); defaultAgent
+	// takes free text that matches no flow.
+	assistants   map[string]*agentRuntime
+	defaultAgent string
+	history      core.AgentHistoryStore
+	deltas       deltaHub
+	// streamTo are the channels agent turns stream into (StreamInto).
+	streamTo atomic.Pointer[map[string]bool]
 }
 
 type compiledFlow struct {
@@ -329,6 +345,9 @@ func New(o Options) (*Engine, error) {
 	}
 	e.m = m
 	if err := e.initAgents(); err != nil {
+		return nil, err
+	}
+	if err := e.initAssistants(); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -35,6 +35,9 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if ev.Decision != nil {
 		return e.handleDecisionEvent(ctx, ev)
 	}
+	if ev.Answer != nil {
+		return e.handleAnswerEvent(ctx, ev)
+	}
 
 	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
 		p := e.refusedRequest(ev, why)
@@ -46,6 +49,13 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 			e.log.Info("request refused: sender may not start runs here", "channel", ev.Channel, "actor", ev.Actor.ID, "why", why)
 		}
 		return core.Receipt{Duplicate: res.Duplicate, Refused: true}, nil
+	}
+	if len(e.assistants) > 0 {
+		// A message in a thread whose agent waits for an answer is the
+		// answer, when its sender may give it.
+		if rc, ok, err := e.answerFromThread(ctx, ev); ok || err != nil {
+			return rc, err
+		}
 	}
 	p := core.InboxRecordParams{Event: ev}
 	rt, err := e.router.Route(ev.Text)
@@ -64,6 +74,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		}
 		p.Run = run
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
+	case errors.As(err, &nm) && e.defaultAgent != "":
+		e.agentRun(&p, e.defaultAgent)
 	case errors.As(err, &nm):
 		p.Replies = []core.OutboxMessage{{
 			// It quotes the sender's words: text, never markup.
@@ -72,6 +84,12 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	default:
 		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)
 	}
+	return e.record(ctx, p)
+}
+
+// record stores an inbound event and what it starts.
+func (e *Engine) record(ctx context.Context, p core.InboxRecordParams) (core.Receipt, error) {
+	ev := p.Event
 	res, err := e.store.InboxRecord(ctx, p)
 	if err != nil {
 		return core.Receipt{}, fmt.Errorf("engine: record event %s/%s: %w", ev.Channel, ev.EventID, err)

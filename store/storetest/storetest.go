@@ -53,6 +53,8 @@ func Run(t *testing.T, open Open) {
 		{"CheckpointGuardRefusesAndWritesNothing", testCheckpointGuard},
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
 		{"RunEventListAfter", testRunEventList},
+		{"AgentHistoryIsTheSessionsMessages", testAgentHistory},
+		{"OutboxStreamRefIsTheRunsFirstSentStream", testOutboxStreamRef},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},
 		{"AuditListFilters", testAuditListFilters},
