@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/internal/fakellm"
 	"github.com/opsgate/opsgate/internal/mcpfake"
 	"github.com/opsgate/opsgate/internal/npmtest"
 )
@@ -229,5 +231,82 @@ mcp_servers:
 	}
 	if strings.Contains(out+errOut, "tok-from-env-99") {
 		t.Fatal("the credential was printed")
+	}
+}
+
+// The agent variant: an agent on the fake model calls the real
+// server-filesystem's write_file. The file is written only after an
+// approval, with the approver's edited content, and the model is told the
+// arguments were edited and gets the server's result.
+func TestAgentFilesystemWriteOnlyAfterApprovalWithEditedContent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	root := filepath.Join(e.dir, "runbooks")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(root, "notes.txt")
+	sc := llmServer().Script(t)
+	args, _ := json.Marshal(map[string]string{"path": target, "content": "proposed by the model", "reason": "you asked for notes"})
+	sc.Push(fakellm.CallTool(agent.WireName("fs.write_file"), string(args)), fakellm.Say("Written."))
+	bin := npmtest.Bin(e.t, "mcp-server-filesystem")
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+engine: {poll_interval: 100ms}
+approvers:
+  groups:
+    sre: ["console:admin"]
+mcp_servers:
+  - name: fs
+    command: [%q, %q]
+    tools: ["read_*", "list_*", "write_file"]
+policy:
+  rules:
+    - {match: {tool: "fs.read_*"}, action: allow}
+    - {match: {tool: "fs.write_file"}, action: ask, approvers: ["group:sre"]}
+approvals:
+  allow_self_approval: true
+models:
+  - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 10s}
+agents:
+  - {name: ops, model: default, tools: ["fs.*"], default: true}
+`, bin, root, sc.OpenAIURL()))
+	e.start()
+
+	run := e.message("ops-agent-fs", "please write the notes file")
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, r := range sc.Requests() {
+				t.Logf("model request %d:\n%s", i, strings.Join(r.Texts(), "\n"))
+			}
+		}
+	})
+	id := pendingApproval(t, e, run.ID)
+	var a struct {
+		Tool   string `json:"tool"`
+		Reason string `json:"reason"`
+	}
+	if code := e.api("GET", "/api/v1/approvals/"+id, nil, &a); code != 200 || a.Tool != "fs.write_file" {
+		t.Fatalf("GET approval: %d %+v", code, a)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("the file exists before any decision: %v", err)
+	}
+	edit := map[string]any{"action": "edit", "args": map[string]any{"path": target, "content": "edited by the approver"}}
+	if code := e.api("POST", "/api/v1/approvals/"+id+"/decision", edit, nil); code != 200 {
+		t.Fatalf("edit: HTTP %d", code)
+	}
+	done := e.waitRun(run.ID, "final", func(r testRun) bool { return r.Status == "succeeded" || r.Status == "failed" })
+	if done.Status != "succeeded" {
+		t.Fatalf("agent run %s: %+v", done.Status, done.Steps)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "edited by the approver" {
+		t.Fatalf("file content %q (%v), want the edited content", b, err)
+	}
+	reqs := sc.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("the model got %d requests, want 2", len(reqs))
+	}
+	if txt := strings.Join(reqs[1].Texts(), "\n"); !strings.Contains(txt, "edited") || !strings.Contains(txt, "console:admin") {
+		t.Fatalf("the model was not told who edited the arguments:\n%s", txt)
 	}
 }

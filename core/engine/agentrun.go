@@ -124,9 +124,11 @@ func (e *Engine) Agents() []AgentInfo {
 
 // ToolLister is the optional capability of a ToolLookup that can list the
 // tools it offers now (core/upstream's registry): an agent's tools globs
-// then cover them too ("github.*"), as they are at each model turn.
+// then cover them too ("github.*"), as they are at each model turn. Tools
+// waits, bounded by ctx, for sources still making their first connection,
+// so a turn right after a start does not see an empty toolbox.
 type ToolLister interface {
-	Tools() []*Tool
+	Tools(ctx context.Context) []*Tool
 }
 
 // toolbox is the toolbox of agent a over the static tools and extra (the
@@ -161,12 +163,12 @@ func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
 
 // turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
 // Options.Lookup lists tools, one over the tools it offers now.
-func (ax *agentExec) turnToolbox() *llm.Toolbox {
+func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
 	tl, ok := ax.e.opts.Lookup.(ToolLister)
 	if !ok {
 		return ax.ag.tb
 	}
-	tb, err := ax.e.toolbox(ax.ag.Agent, tl.Tools())
+	tb, err := ax.e.toolbox(ax.ag.Agent, tl.Tools(ctx))
 	if err != nil {
 		ax.log.Warn("agent toolbox over the upstream tools; using the configured ones", "err", err)
 		return ax.ag.tb
@@ -409,7 +411,7 @@ type turnCall struct {
 func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
 	e, ag := ax.e, ax.ag
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
-	tb := ax.turnToolbox()
+	tb := ax.turnToolbox(ctx)
 	req, built := llm.BuildRequest(ax.system(), ax.hist, tb, ag.Window)
 	req.MaxTokens = ag.MaxTokens
 	if steps.Spent() || turns > steps.Limit() {

@@ -663,7 +663,7 @@ func TestAgentTurnEventsAndAgentList(t *testing.T) {
 // MCP registry.
 type listedTools struct{ *dynamicTools }
 
-func (l listedTools) Tools() []*Tool {
+func (l listedTools) Tools(context.Context) []*Tool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []*Tool

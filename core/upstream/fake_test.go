@@ -74,7 +74,7 @@ func TestToolsGlobsNarrowWhatIsOffered(t *testing.T) {
 	lookup(t, r, "f.echo")
 	lookup(t, r, "f.write")
 	var names []string
-	for _, tl := range r.Tools() {
+	for _, tl := range r.Tools(t.Context()) {
 		names = append(names, tl.Name)
 	}
 	if strings.Join(names, " ") != "f.echo f.write" {

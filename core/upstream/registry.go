@@ -96,12 +96,19 @@ func (r *Registry) LookupTool(ctx context.Context, name string) (*engine.Tool, e
 	return c.lookup(ctx, name)
 }
 
-// Tools returns every tool the servers offer now, sorted by name: what an
-// agent's tools globs match against. It does not wait for connections.
-func (r *Registry) Tools() []*engine.Tool {
+// Tools returns every tool the servers offer, sorted by name: what an
+// agent's tools globs match against (engine.ToolLister). It waits for each
+// server's first connection attempt, bounded by ctx and the server's
+// connect timeout, so an agent turn right after a start sees the tools of
+// every server that answers; a server that is down adds none.
+func (r *Registry) Tools(ctx context.Context) []*engine.Tool {
 	var out []*engine.Tool
 	for _, name := range r.order {
 		c := r.clients[name]
+		select {
+		case <-c.first:
+		case <-ctx.Done():
+		}
 		c.mu.Lock()
 		for _, t := range c.tools {
 			out = append(out, t)
