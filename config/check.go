@@ -428,6 +428,9 @@ func (c *checker) flows() {
 	for i := range c.cfg.Flows {
 		f := &c.cfg.Flows[i]
 		p := fmt.Sprintf("flows[%d]", i)
+		if strings.HasPrefix(f.Name, "agent:") {
+			c.problem(p+".name", "flow names may not start with \"agent:\" (agent runs are named so)")
+		}
 		if first, dup := seen[f.Name]; dup && f.Name != "" {
 			c.problem(p+".name", "duplicate flow name %q (also flows[%d])", f.Name, first)
 		} else {

@@ -37,6 +37,42 @@ type Card struct {
 	// ConsoleURL links to the approval in the web console (a page that
 	// asks for a confirmation click; no GET ever decides).
 	ConsoleURL string `json:"console_url,omitempty"`
+	// Batch, when set, makes this one card for several gated calls an
+	// agent asked for in one turn: every call, this card's own first, each
+	// decidable on its own, plus "Approve all" (Decision ActionApproveAll
+	// with this card's ApprovalID). Adapters without a native rendering
+	// show the first call and the list in PlainText.
+	Batch []CardCall `json:"batch,omitempty"`
+}
+
+// CardCall is one call of a batch card.
+type CardCall struct {
+	ApprovalID string           `json:"approval_id"`
+	Tool       string           `json:"tool"`
+	Args       []CardArg        `json:"args"`
+	Reason     string           `json:"reason"`
+	Risk       approvals.Risk   `json:"risk"`
+	Quorum     int              `json:"quorum"`
+	Approvals  int              `json:"approvals"`
+	Status     approvals.Status `json:"status"`
+	Outcome    *CardOutcome     `json:"outcome,omitempty"`
+	ConsoleURL string           `json:"console_url,omitempty"`
+}
+
+// ActionApproveAll, as a Decision's action, approves every pending call of
+// the batch the decision's approval leads, each through the normal
+// decision path (quorum, self-approval and eligibility per call).
+const ActionApproveAll approvals.Action = "approve_all"
+
+// BatchPending reports whether any call of a batch card still takes
+// decisions (the card's own status may already be final).
+func (c Card) BatchPending() bool {
+	for _, b := range c.Batch {
+		if b.Status == approvals.StatusPending {
+			return true
+		}
+	}
+	return false
 }
 
 // CardArg is one argument as shown to the approver, in a stable order.
@@ -175,6 +211,19 @@ func (c Card) PlainText() string {
 		b.WriteString("\nDry run:\n")
 		for _, l := range strings.Split(strings.TrimRight(c.Preview, "\n"), "\n") {
 			b.WriteString("    " + l + "\n")
+		}
+	}
+	if len(c.Batch) > 1 {
+		fmt.Fprintf(&b, "\nThis card holds %d calls of one agent turn; each is decided on its own:\n", len(c.Batch))
+		for i, bc := range c.Batch {
+			fmt.Fprintf(&b, "  %d. %s", i+1, OneLine(bc.Tool))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&b, " %s=%s", OneLine(a.Name), OneLine(a.Shown()))
+			}
+			fmt.Fprintf(&b, " — %s (approval id %s)\n", bc.Status, bc.ApprovalID)
+			if bc.Reason != "" {
+				fmt.Fprintf(&b, "     Reason: %s\n", OneLine(bc.Reason))
+			}
 		}
 	}
 	if c.Pending() {

@@ -210,9 +210,14 @@ type Checkpoint struct {
 	Step *Step
 	// Approval, when set, is inserted (the suspend of an ask).
 	Approval *approvals.Approval
-	Outbox   []OutboxMessage
-	Audit    []approvals.AuditEntry
-	Events   []RunEvent
+	// MoreSteps are upserted and MoreApprovals inserted beside Step and
+	// Approval: the other gated calls of an agent's turn, suspended with
+	// it on one card.
+	MoreSteps     []Step
+	MoreApprovals []*approvals.Approval
+	Outbox        []OutboxMessage
+	Audit         []approvals.AuditEntry
+	Events        []RunEvent
 }
 
 // RunListParams filters RunList. Cursor is opaque.

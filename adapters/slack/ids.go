@@ -18,6 +18,8 @@ const (
 	actionApprove = "opsgate:approve"
 	actionReject  = "opsgate:reject"
 	actionEdit    = "opsgate:edit"
+	// actionApproveAll approves every pending call of a batch card.
+	actionApproveAll = "opsgate:approve_all"
 
 	callbackReject = "opsgate:reject"
 	callbackEdit   = "opsgate:edit"

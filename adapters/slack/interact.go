@@ -167,6 +167,8 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 	switch act.ActionID {
 	case actionApprove:
 		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: approvals.ActionApprove}, "")
+	case actionApproveAll:
+		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: core.ActionApproveAll}, "")
 	case actionReject, actionEdit:
 		action, callback := approvals.ActionReject, callbackReject
 		if act.ActionID == actionEdit {
@@ -246,6 +248,9 @@ func mayDecide(card core.Card, actor string) string {
 
 // refusalText is the ephemeral answer to a refused click.
 func refusalText(de *core.DecisionError) string {
+	if strings.HasPrefix(de.Message, "Approved: ") || strings.HasPrefix(de.Message, "Refused: ") {
+		return de.Message // an "Approve all": what happened to each call
+	}
 	switch de.Code {
 	case core.DecisionNotApprover, core.DecisionSelfApproval, core.DecisionDenied:
 		return "You may not decide this approval: " + de.Message + ". Nothing was changed."

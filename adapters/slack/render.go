@@ -51,6 +51,9 @@ func (a *Adapter) Format() delivery.Format {
 // with a note and a console link when it does. The second result is the
 // notification text.
 func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
+	if len(c.Batch) > 1 {
+		return a.renderBatch(c)
+	}
 	mk := func(s string) *slackapi.TextBlockObject {
 		return slackapi.NewTextBlockObject(slackapi.MarkdownType, s, false, false)
 	}
@@ -297,4 +300,80 @@ func sumLen(ss []string) int {
 func jsonLen(s string) int {
 	raw, _ := json.Marshal(s)
 	return len(raw)
+}
+
+// maxBatchShown bounds the calls a batch card lists with their own
+// buttons (Block Kit allows 50 blocks); the rest are decided in the console.
+const maxBatchShown = 12
+
+// renderBatch renders one card for several gated calls of an agent's turn:
+// each call with its reason, its own Approve and Reject buttons (Edit is in
+// the console), and "Approve all" while any call waits.
+func (a *Adapter) renderBatch(c core.Card) ([]slackapi.Block, string) {
+	mk := func(s string) *slackapi.TextBlockObject {
+		return slackapi.NewTextBlockObject(slackapi.MarkdownType, s, false, false)
+	}
+	pending := c.BatchPending()
+	title := fmt.Sprintf("Approval needed: %d calls", len(c.Batch))
+	if !pending {
+		title = fmt.Sprintf("Decided: %d calls", len(c.Batch))
+	}
+	blocks := []slackapi.Block{slackapi.NewHeaderBlock(slackapi.NewTextBlockObject(slackapi.PlainTextType, clip(title, headerTextMax), false, false))}
+	fields := []*slackapi.TextBlockObject{
+		mk("*Requested by*\n" + clip(peopleMrkdwn([]string{c.Requester}), 1000)),
+		mk("*Who may decide*\n" + clip(peopleMrkdwn(c.Approvers), 1500)),
+	}
+	if pending && !c.ExpiresAt.IsZero() {
+		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
+	}
+	blocks = append(blocks, slackapi.NewSectionBlock(nil, fields, nil))
+	for i, bc := range c.Batch {
+		if i == maxBatchShown {
+			blocks = append(blocks, slackapi.NewContextBlock("", mk(fmt.Sprintf("_…and %d more calls; decide them in the console._", len(c.Batch)-i))))
+			break
+		}
+		text := fmt.Sprintf("*%d. %s* · %s", i+1, codeSpan(clip(bc.Tool, 200)), escapeMrkdwn(string(bc.Risk)))
+		for _, arg := range bc.Args {
+			text += "\n• " + codeSpan(clip(arg.Name, 100)) + ": " + foldValue(clip(arg.Shown(), 300))
+		}
+		if bc.Reason != "" {
+			text += "\n" + quote(clip(core.OneLine(bc.Reason), 500))
+		}
+		if bc.Status != approvals.StatusPending {
+			line := string(bc.Status)
+			if bc.Outcome != nil {
+				line = outcomeMrkdwn(core.Card{Outcome: bc.Outcome})
+			}
+			text += "\n_" + clip(line, 500) + "_"
+		} else if bc.Quorum > 1 {
+			text += fmt.Sprintf("\n_%d of %d approvals_", bc.Approvals, bc.Quorum)
+		}
+		blocks = append(blocks, slackapi.NewSectionBlock(mk(clip(text, sectionTextMax)), nil, nil))
+		if bc.Status == approvals.StatusPending {
+			btn := func(action, label string) *slackapi.ButtonBlockElement {
+				return slackapi.NewButtonBlockElement(action, a.sign.buttonValue(action, bc.ApprovalID),
+					slackapi.NewTextBlockObject(slackapi.PlainTextType, label, false, false))
+			}
+			blocks = append(blocks, slackapi.NewActionBlock(fmt.Sprintf("opsgate:decide:%d", i),
+				btn(actionApprove, "Approve").WithStyle(slackapi.StylePrimary),
+				btn(actionReject, "Reject").WithStyle(slackapi.StyleDanger),
+			))
+		}
+	}
+	if pending {
+		all := slackapi.NewButtonBlockElement(actionApproveAll, a.sign.buttonValue(actionApproveAll, c.ApprovalID),
+			slackapi.NewTextBlockObject(slackapi.PlainTextType, "Approve all", false, false)).WithStyle(slackapi.StylePrimary)
+		blocks = append(blocks, slackapi.NewActionBlock("opsgate:all", all))
+	}
+	ctxText := "Approvals of run " + codeSpan(c.RunID)
+	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
+		ctxText += " · <" + u + "|Open in the console>"
+	}
+	blocks = append(blocks, slackapi.NewContextBlock("", mk(clip(ctxText, 2000))))
+	for len(blocks) > 4 && (len(blocks) > maxBlocks || blocksSize(blocks) > blocksBudget) {
+		// Bounded by maxBatchShown this never happens; if it does, the
+		// first calls' blocks go before the Approve all and the link.
+		blocks = slices.Delete(blocks, 2, 3)
+	}
+	return blocks, title
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/configs"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agent/providers"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
@@ -57,7 +59,37 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 		o.Flows = append(o.Flows, ef)
 	}
 	o.Policy = buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	agents, err := buildAgents(cfg)
+	if err != nil {
+		return o, err
+	}
+	o.Agents = agents
 	return o, nil
+}
+
+// buildAgents maps the agents that are on (their model is on) to engine
+// agents, each with its provider wrapped in the retry policy.
+func buildAgents(cfg *config.Config) ([]engine.Agent, error) {
+	var out []engine.Agent
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		if !a.Enabled() {
+			continue
+		}
+		m := cfg.Model(a.Model)
+		if m == nil || !m.Enabled() {
+			continue
+		}
+		model, err := providers.New(m.Spec(), agent.RetryPolicy{})
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		out = append(out, engine.Agent{
+			Name: a.Name, ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
+			MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: agent.Window{MaxBytes: int(m.MaxHistory)}, Default: a.Default,
+		})
+	}
+	return out, nil
 }
 
 // buildTrust maps the parts of cfg a reload (SIGHUP) may change: people,

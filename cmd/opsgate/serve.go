@@ -146,6 +146,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		up.Start(ctx)
 		defer up.Close()
 	}
+	for _, n := range cfg.AgentNotices() {
+		log.Info(n)
+	}
 	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up))
 	if err != nil {
 		return err

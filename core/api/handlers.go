@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -226,7 +227,53 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound(err, "run", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, NewRunView(run))
+	v := NewRunView(run)
+	if run.Kind() == core.RunKindAgent {
+		u, err := s.agentUsage(r.Context(), id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		v.Usage = u
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// agentUsage sums the token usage of an agent run's model turns, which
+// are stored with its conversation (agent.message events).
+func (s *server) agentUsage(ctx context.Context, runID string) (*UsageView, error) {
+	u := &UsageView{}
+	var after int64
+	for range 1000 {
+		evs, err := s.o.Store.RunEventList(ctx, runID, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.Type != core.EventAgentMessage {
+				continue
+			}
+			var m struct {
+				Role  string `json:"role"`
+				Usage *struct {
+					In  int64 `json:"input_tokens"`
+					Out int64 `json:"output_tokens"`
+				} `json:"usage"`
+			}
+			if json.Unmarshal(e.Data, &m) == nil && m.Role == "assistant" {
+				u.ModelCalls++
+				if m.Usage != nil {
+					u.InputTokens += m.Usage.In
+					u.OutputTokens += m.Usage.Out
+				}
+			}
+		}
+		if len(evs) < 500 {
+			break
+		}
+	}
+	return u, nil
 }
 
 // notFound rewords a not-found error to name what was missing.

@@ -24,8 +24,12 @@ type listView[T any] struct {
 // drift apart. The jsonschema tags are read by core/mcp, whose tool output
 // schemas are generated from these types; encoding/json ignores them.
 type RunView struct {
-	ID           string         `json:"id"`
-	Flow         string         `json:"flow"`
+	ID   string `json:"id"`
+	Flow string `json:"flow"`
+	// Kind is "flow" or "agent"; Agent names an agent run's agent (its
+	// flow is "agent:<name>").
+	Kind         string         `json:"kind" jsonschema:"flow or agent"`
+	Agent        string         `json:"agent,omitempty"`
 	Thread       string         `json:"thread"`
 	Requester    string         `json:"requester"`
 	Status       core.RunStatus `json:"status"`
@@ -37,6 +41,15 @@ type RunView struct {
 	CreatedAt    string         `json:"created_at"`
 	UpdatedAt    string         `json:"updated_at"`
 	Steps        []StepView     `json:"steps"`
+	// Usage is an agent run's model token usage (GET /api/v1/runs/{id}).
+	Usage *UsageView `json:"usage,omitempty"`
+}
+
+// UsageView counts the model tokens of an agent run.
+type UsageView struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	ModelCalls   int   `json:"model_calls"`
 }
 
 // StepView is one step of a RunView.
@@ -68,12 +81,13 @@ func NewRunView(r *core.Run) *RunView {
 		return nil
 	}
 	v := &RunView{
-		ID: r.ID, Flow: r.Flow, Thread: r.Thread.String(), Requester: r.Requester, Status: r.Status,
+		ID: r.ID, Flow: r.Flow, Kind: r.Kind(), Thread: r.Thread.String(), Requester: r.Requester, Status: r.Status,
 		Args: emptyIfNil(r.Args), Reason: r.Reason, StepIndex: r.StepIndex,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
 		CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
 		Steps: make([]StepView, 0, len(r.Steps)),
 	}
+	v.Agent, _ = core.AgentOf(r.Flow)
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, StepView{
 			Index: s.Index, Tool: s.Tool, Status: s.Status, Args: emptyIfNil(s.Args), Output: s.Output,

@@ -93,7 +93,8 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 		}
 		out := core.Outbound{Key: key(0), Thread: d.Thread, Kind: d.Kind, Text: card.PlainText(), Part: 1, Parts: 1, Card: &card}
 		if d.Kind == core.KindCardUpdate {
-			ref, err := w.o.Store.OutboxCardRef(ctx, d.ApprovalID, d.Thread)
+			// A batch card is edited as one: its ref is the lead approval's.
+			ref, err := w.o.Store.OutboxCardRef(ctx, card.ApprovalID, d.Thread)
 			switch {
 			case err == nil:
 				out.Edit = ref

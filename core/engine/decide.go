@@ -30,6 +30,9 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	if actor.ID == "" {
 		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
+	if d.Action == core.ActionApproveAll {
+		return e.decideAll(ctx, actor, channel, d, key)
+	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
 		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
@@ -284,7 +287,7 @@ func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Ca
 	if err != nil {
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
-	return e.Card(a), nil
+	return e.batchCard(ctx, a)
 }
 
 // feedback joins the reasons of the rejecting decisions: the text handed

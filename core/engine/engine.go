@@ -81,6 +81,10 @@ type Options struct {
 	// AgentCalls keeps the agent calls of agent_task steps; default the
 	// Store, when it implements core.AgentCallStore (both backends do).
 	AgentCalls core.AgentCallStore
+	// Agents are the LLM agents free text and Agent API turns go to
+	// (agentrun.go); History keeps their conversations, default the Store.
+	Agents  []Agent
+	History core.AgentHistoryStore
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
@@ -212,6 +216,13 @@ type Engine struct {
 
 	// agents holds the agent calls of agent_task steps (agentcall.go).
 	agents agentState
+
+	// assistants are Options.Agents by name (agentrun.go); defaultAgent
+	// takes free text that matches no flow.
+	assistants   map[string]*agentRuntime
+	defaultAgent string
+	history      core.AgentHistoryStore
+	deltas       deltaHub
 }
 
 type compiledFlow struct {
@@ -329,6 +340,9 @@ func New(o Options) (*Engine, error) {
 	}
 	e.m = m
 	if err := e.initAgents(); err != nil {
+		return nil, err
+	}
+	if err := e.initAssistants(); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -55,6 +55,9 @@ func (e *Engine) execute(ctx context.Context, run *core.Run) {
 }
 
 func (x *execution) drive(ctx context.Context) error {
+	if name, ok := core.AgentOf(x.run.Flow); ok {
+		return x.driveAgent(ctx, name)
+	}
 	if x.flow == nil {
 		msg := fmt.Sprintf("flow %q is not configured", x.run.Flow)
 		return x.end(ctx, nil, core.RunFailed, "unknown_flow", msg, "❌ Run "+x.run.ID+" failed: "+msg+".")
@@ -172,27 +175,68 @@ func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]
 // suspend records the ask in ONE checkpoint: the approval, the step and
 // run waiting for it, the card in the outbox, the audit entry.
 func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
+	return x.suspendCall(ctx, tr, t, idx, args, v, x.run.Reason, nil)
+}
+
+// ask is one gated call to suspend: a flow step, or one call of an agent's
+// turn (with the model's reason and extra permission.requested fields).
+type ask struct {
+	tool   *Tool
+	idx    int
+	args   map[string]any
+	v      approvals.Verdict
+	reason string
+	extra  map[string]any
+}
+
+// suspendCall is suspend with the reason shown on the card (a flow's
+// request text, or the model's one-line reason for an agent's call) and
+// extra fields for the permission.requested event.
+func (x *execution) suspendCall(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict, reason string, extra map[string]any) error {
+	return x.suspendAsks(ctx, tr, []ask{{tool: t, idx: idx, args: args, v: v, reason: reason, extra: extra}})
+}
+
+// suspendAsks suspends the run on one or more asks in ONE checkpoint: an
+// approval and a waiting step each, one card (for the first: a card of
+// several calls lists its siblings, see Engine.Batch), the audit entries.
+// The approvals share their creation time, which is what makes them one
+// batch.
+func (x *execution) suspendAsks(ctx context.Context, tr *trustState, asks []ask) error {
 	e := x.e
-	preview := x.preview(ctx, t, idx, args)
 	now := e.now()
-	a := &approvals.Approval{
-		ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
-		Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: args, Preview: preview,
-		Reason: x.run.Reason, Status: approvals.StatusPending, Approvers: v.Approvers,
-		Eligible: tr.dir.Expand(v.Approvers), Quorum: max(v.Quorum, 1), Rule: v.Rule,
-		CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
+	c := core.Checkpoint{Status: core.RunWaitingApproval, Release: true}
+	for i, q := range asks {
+		preview := x.preview(ctx, q.tool, q.idx, q.args)
+		a := &approvals.Approval{
+			ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: q.idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
+			Tool: q.tool.Name, Destructive: q.tool.Destructive, Risk: q.tool.Risk, ProposedArgs: q.args, Preview: preview,
+			Reason: q.reason, Status: approvals.StatusPending, Approvers: q.v.Approvers,
+			Eligible: tr.dir.Expand(q.v.Approvers), Quorum: max(q.v.Quorum, 1), Rule: q.v.Rule,
+			CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
+		}
+		st := core.Step{Index: q.idx, Tool: q.tool.Name, Status: core.StepWaitingApproval, Args: q.args, ApprovalID: a.ID}
+		data := map[string]any{
+			"approval_id": a.ID, "tool": q.tool.Name, "args": q.args, "risk": q.tool.Risk, "approvers": q.v.Approvers, "expires_at": a.ExpiresAt,
+		}
+		maps.Copy(data, q.extra)
+		if i == 0 {
+			c.Step, c.Approval = &st, a
+			c.Outbox = x.e.toThread(x.run.Thread, core.OutboxMessage{ID: e.opts.NewID(), Thread: x.run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: x.run.ID, CreatedAt: now})
+		} else {
+			c.MoreSteps, c.MoreApprovals = append(c.MoreSteps, st), append(c.MoreApprovals, a)
+		}
+		c.Audit = append(c.Audit, e.audit(approvals.AuditApprovalRequested, x.run.Requester, x.run.ID, a.ID, q.tool.Name, map[string]any{
+			"args": q.args, "rule": q.v.Rule, "why": q.v.Why, "approvers": q.v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
+		}))
+		c.Events = append(c.Events, e.event(x.run.ID, core.EventPermissionRequested, data))
 	}
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepWaitingApproval, Args: args, ApprovalID: a.ID}
-	return x.checkpoint(ctx, core.Checkpoint{
-		Status: core.RunWaitingApproval, Release: true, Step: st, Approval: a,
-		Outbox: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: x.run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: x.run.ID, CreatedAt: now}},
-		Audit: []approvals.AuditEntry{e.audit(approvals.AuditApprovalRequested, x.run.Requester, x.run.ID, a.ID, t.Name, map[string]any{
-			"args": args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
-		})},
-		Events: []core.RunEvent{e.event(x.run.ID, core.EventPermissionRequested, map[string]any{
-			"approval_id": a.ID, "tool": t.Name, "args": args, "risk": t.Risk, "approvers": v.Approvers, "expires_at": a.ExpiresAt,
-		})},
-	})
+	if err := x.checkpoint(ctx, c); err != nil {
+		return err
+	}
+	for i := range c.MoreSteps {
+		x.setStep(&c.MoreSteps[i])
+	}
+	return nil
 }
 
 // preview runs the tool's dry run, bounded in time and size. A failure is
@@ -278,48 +322,10 @@ func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step)
 // dispatch calls the tool, recorded before (dispatching, with its
 // idempotency key) and after (the result), so a crash in between is seen.
 func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
-	e := x.e
-	now := e.now()
-	st.Tool, st.Status = t.Name, core.StepDispatching
-	st.IdempotencyKey = idempotencyKey(x.run.ID, st.Index)
-	st.Attempts++
-	st.StartedAt, st.FinishedAt, st.Output, st.Error = &now, nil, "", ""
-	if a != nil {
-		st.ApprovalID = a.ID
-	}
-	err := x.checkpoint(ctx, core.Checkpoint{
-		Step:  st,
-		Audit: audit,
-		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, map[string]any{
-			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
-		})},
-	})
+	done, res, runErr, finished, err := x.call(ctx, t, st, a, audit...)
 	if err != nil {
-		// Cancelled before the call: the step ends with the run and the
-		// tool is never called.
-		now := e.now()
-		pending := *st
-		pending.Attempts--
-		pending.StartedAt, pending.IdempotencyKey = nil, ""
-		return false, x.settleCancelled(ctx, err, cancelledStep(pending, "run cancelled before the call", now))
+		return false, err
 	}
-	if a != nil && a.DecidedAt != nil {
-		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
-	}
-	start := time.Now()
-	res, runErr := t.Runner.Run(ctx, tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)})
-	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(start).Seconds())
-	if runErr != nil && ctx.Err() != nil {
-		return false, errShutdown
-	}
-	done := *st
-	fin := e.now()
-	done.FinishedAt, done.Output = &fin, res.Output
-	finished := e.event(x.run.ID, core.EventToolFinished, map[string]any{
-		"step": st.Index, "tool": t.Name, "exit_code": res.ExitCode, "status": res.Status, "truncated": res.Truncated,
-		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(),
-	})
-	x.events = append(x.events, finished)
 	next := st.Index + 1
 	if runErr != nil {
 		done.Status, done.Error = core.StepFailed, runErr.Error()
@@ -339,6 +345,58 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 	}
 	x.run.StepIndex = next
 	return true, nil
+}
+
+// call is the shared dispatch of flow steps and agent tool calls: it
+// records st dispatching (with its idempotency key), calls the tool and
+// returns the finished step (not yet recorded), the result and the
+// tool.finished event (queued in x.events). A non-nil err means the
+// execution stops: the run was cancelled before the call (recorded), or
+// a shutdown cut the call.
+func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (done core.Step, res tools.Result, runErr error, finished core.RunEvent, err error) {
+	e := x.e
+	now := e.now()
+	st.Tool, st.Status = t.Name, core.StepDispatching
+	st.IdempotencyKey = idempotencyKey(x.run.ID, st.Index)
+	st.Attempts++
+	st.StartedAt, st.FinishedAt, st.Output, st.Error = &now, nil, "", ""
+	if a != nil {
+		st.ApprovalID = a.ID
+	}
+	err = x.checkpoint(ctx, core.Checkpoint{
+		Step:  st,
+		Audit: audit,
+		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, map[string]any{
+			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
+		})},
+	})
+	if err != nil {
+		// Cancelled before the call: the step ends with the run and the
+		// tool is never called.
+		now := e.now()
+		pending := *st
+		pending.Attempts--
+		pending.StartedAt, pending.IdempotencyKey = nil, ""
+		return done, res, nil, core.RunEvent{}, x.settleCancelled(ctx, err, cancelledStep(pending, "run cancelled before the call", now))
+	}
+	if a != nil && a.DecidedAt != nil {
+		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
+	}
+	start := time.Now()
+	res, runErr = t.Runner.Run(ctx, tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)})
+	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(start).Seconds())
+	if runErr != nil && ctx.Err() != nil {
+		return done, res, nil, core.RunEvent{}, errShutdown
+	}
+	done = *st
+	fin := e.now()
+	done.FinishedAt, done.Output = &fin, res.Output
+	finished = e.event(x.run.ID, core.EventToolFinished, map[string]any{
+		"step": st.Index, "tool": t.Name, "exit_code": res.ExitCode, "status": res.Status, "truncated": res.Truncated,
+		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(),
+	})
+	x.events = append(x.events, finished)
+	return done, res, runErr, finished, nil
 }
 
 // settleCancelled records st on a run cancelled under us, when err (a
@@ -414,7 +472,7 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 	r := e.reply(x.run, text)
 	err := x.checkpoint(ctx, core.Checkpoint{
 		Status: status, Release: true, StepIndex: stepIndex, ErrorCode: code, ErrorMessage: msg,
-		Step: st, Outbox: []core.OutboxMessage{r}, Audit: audit,
+		Step: st, Outbox: e.toThread(x.run.Thread, r), Audit: audit,
 		Events: []core.RunEvent{
 			e.event(x.run.ID, core.EventMessageCommitted, map[string]any{"message_id": r.ID, "text": text}),
 			e.event(x.run.ID, core.EventTurnFinished, map[string]any{"status": status, "error_code": code}),

@@ -64,6 +64,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		}
 		p.Run = run
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
+	case errors.As(err, &nm) && e.defaultAgent != "":
+		e.agentRun(&p, e.defaultAgent)
 	case errors.As(err, &nm):
 		p.Replies = []core.OutboxMessage{{
 			// It quotes the sender's words: text, never markup.
@@ -72,6 +74,12 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	default:
 		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)
 	}
+	return e.record(ctx, p)
+}
+
+// record stores an inbound event and what it starts.
+func (e *Engine) record(ctx context.Context, p core.InboxRecordParams) (core.Receipt, error) {
+	ev := p.Event
 	res, err := e.store.InboxRecord(ctx, p)
 	if err != nil {
 		return core.Receipt{}, fmt.Errorf("engine: record event %s/%s: %w", ev.Channel, ev.EventID, err)

@@ -13,6 +13,9 @@ type metrics struct {
 	runsFinished     *prometheus.CounterVec
 	decisionDispatch prometheus.Histogram
 	toolDispatch     *prometheus.HistogramVec
+	agentTokens      *prometheus.CounterVec
+	agentTurns       *prometheus.CounterVec
+	agentModelCall   *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -35,6 +38,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of tool calls.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"tool"}),
+		agentTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsgate_agent_tokens_total",
+			Help: "Model tokens used by agent runs, by agent and type (input, output).",
+		}, []string{"agent", "type"}),
+		agentTurns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsgate_agent_turns_total",
+			Help: "Agent turns that ended, by agent and outcome (finished, model_error).",
+		}, []string{"agent", "outcome"}),
+		agentModelCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "opsgate_agent_model_call_seconds",
+			Help:    "Duration of model calls of agent runs, retries included.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"agent"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -49,6 +65,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if err == nil {
 		m.toolDispatch, err = register(reg, m.toolDispatch)
+	}
+	if err == nil {
+		m.agentTokens, err = register(reg, m.agentTokens)
+	}
+	if err == nil {
+		m.agentTurns, err = register(reg, m.agentTurns)
+	}
+	if err == nil {
+		m.agentModelCall, err = register(reg, m.agentModelCall)
 	}
 	return m, err
 }

@@ -254,21 +254,32 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 		where += " AND status IN (" + strings.Join(in, ", ") + ")"
 	}
 	b.ctes = append(b.ctes, "g AS (UPDATE runs SET "+set+" WHERE "+where+" RETURNING id)")
-	if st := c.Step; st != nil {
+	var steps [][]any
+	for i, st := range append([]*core.Step{c.Step}, stepPtrs(c.MoreSteps)...) {
+		if st == nil {
+			continue
+		}
 		args, err := json.Marshal(st.Args)
 		if err != nil {
 			return fmt.Errorf("store: upsert step %s/%d: args: %w", c.RunID, st.Index, err)
 		}
-		b.insert("g", "steps", stepCols, stepTypes, [][]any{{c.RunID, st.Index, st.Tool, string(st.Status), string(args), st.Output,
-			st.Error, st.ApprovalID, st.IdempotencyKey, st.Attempts, nullMicros(st.StartedAt), nullMicros(st.FinishedAt)}}, stepUpsert)
-		if executes(st) {
+		steps = append(steps, []any{c.RunID, st.Index, st.Tool, string(st.Status), string(args), st.Output,
+			st.Error, st.ApprovalID, st.IdempotencyKey, st.Attempts, nullMicros(st.StartedAt), nullMicros(st.FinishedAt)})
+		if i == 0 && executes(st) {
 			// The approval's executed args, as setExecutedArgs; only when
 			// the guard matched (FROM g).
 			b.ctes = append(b.ctes, "w"+strconv.Itoa(len(b.ctes))+" AS (UPDATE approvals SET executed_args = "+b.p(string(args), "text")+
 				" FROM g WHERE approvals.id = "+b.p(st.ApprovalID, "text")+" AND approvals.run_id = g.id)")
 		}
 	}
-	if a := c.Approval; a != nil {
+	if len(steps) > 0 {
+		b.insert("g", "steps", stepCols, stepTypes, steps, stepUpsert)
+	}
+	var apps [][]any
+	for _, a := range append([]*approvals.Approval{c.Approval}, c.MoreApprovals...) {
+		if a == nil {
+			continue
+		}
 		j, err := approvalJSON(a)
 		if err != nil {
 			return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
@@ -277,9 +288,12 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 		if status == "" {
 			status = "pending"
 		}
-		b.insert("g", "approvals", approvalCols, approvalTypes, [][]any{{a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool,
+		apps = append(apps, []any{a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool,
 			a.Destructive, string(a.Risk), j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers,
-			j.eligible, a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt)}}, "")
+			j.eligible, a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt)})
+	}
+	if len(apps) > 0 {
+		b.insert("g", "approvals", approvalCols, approvalTypes, apps, "")
 	}
 	outbox := slices.Clone(c.Outbox)
 	for i := range outbox {
@@ -324,4 +338,12 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 	b.woken.audited = len(arows) > 0
 	s.afterCommit(&b.woken)
 	return nil
+}
+
+func stepPtrs(steps []core.Step) []*core.Step {
+	out := make([]*core.Step, len(steps))
+	for i := range steps {
+		out[i] = &steps[i]
+	}
+	return out
 }

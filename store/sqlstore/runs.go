@@ -281,6 +281,16 @@ func checkpointInTx(ctx context.Context, t *tx, c core.Checkpoint, now time.Time
 			return err
 		}
 	}
+	for i := range c.MoreSteps {
+		if err := upsertStep(ctx, t, c.RunID, &c.MoreSteps[i]); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.MoreApprovals {
+		if err := insertApproval(ctx, t, a); err != nil {
+			return err
+		}
+	}
 	for i := range c.Outbox {
 		if c.Outbox[i].RunID == "" {
 			c.Outbox[i].RunID = c.RunID

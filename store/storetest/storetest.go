@@ -53,6 +53,7 @@ func Run(t *testing.T, open Open) {
 		{"CheckpointGuardRefusesAndWritesNothing", testCheckpointGuard},
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
 		{"RunEventListAfter", testRunEventList},
+		{"AgentHistoryIsTheSessionsMessages", testAgentHistory},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},
 		{"AuditListFilters", testAuditListFilters},

@@ -33,6 +33,23 @@ func (s *server) cards(ctx context.Context, as []*approvals.Approval) ([]*cardVi
 		}
 		out = append(out, newCardView(a, run))
 	}
+	// The pending calls one agent turn suspended together (same run, same
+	// creation time) are one batch: each card offers "Approve all".
+	type batchKey struct {
+		run string
+		at  int64
+	}
+	pending := map[batchKey]int{}
+	for _, a := range as {
+		if a.Status == approvals.StatusPending {
+			pending[batchKey{a.RunID, a.CreatedAt.UnixMicro()}]++
+		}
+	}
+	for i, a := range as {
+		if n := pending[batchKey{a.RunID, a.CreatedAt.UnixMicro()}]; n > 1 && a.Status == approvals.StatusPending {
+			out[i].BatchPending = n
+		}
+	}
 	return out, nil
 }
 
@@ -179,7 +196,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	d := core.Decision{ApprovalID: id, Action: approvals.Action(action), Reason: strings.TrimSpace(r.PostFormValue("reason")), Scope: approvals.Scope(r.PostFormValue("scope"))}
 	var formErr *core.DecisionError
 	switch d.Action {
-	case approvals.ActionApprove, approvals.ActionReject:
+	case approvals.ActionApprove, approvals.ActionReject, core.ActionApproveAll:
 	case approvals.ActionEdit:
 		args, err := parseEditArgs(r.PostForm)
 		if err != nil {

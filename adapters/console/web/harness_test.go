@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/testkit"
@@ -85,6 +86,8 @@ type setupOpts struct {
 	tokens []Token
 	// foreverHighImpact lets forever grants cover deploy (high_impact).
 	foreverHighImpact bool
+	// agent, when set, is the default agent's model (every tool).
+	agent llm.Model
 }
 
 // setup builds the console on a real engine and a real SQLite store, with a
@@ -131,6 +134,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 		Lease:             2 * time.Second,
 		PublicURL:         so.publicURL,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Agents:            agents(so.agent),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +161,13 @@ func setup(t *testing.T, so setupOpts) *bundle {
 		}
 	})
 	return &bundle{url: srv.URL, h: h, eng: eng, store: st, deploy: deploy, dbPath: dbPath}
+}
+
+func agents(m llm.Model) []engine.Agent {
+	if m == nil {
+		return nil
+	}
+	return []engine.Agent{{Name: "ops", ModelName: "fake", Model: m, Tools: []string{"*"}, Default: true}}
 }
 
 // waitRun polls the store until the run has status (or fails the test).

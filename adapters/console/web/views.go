@@ -31,6 +31,9 @@ type decisionRow struct {
 // cardView is an approval card: everything needed to decide, and, once
 // decided, who decided what, when and where.
 type cardView struct {
+	// BatchPending counts the pending calls of this card's batch (the
+	// gated calls of one agent turn) when there are several.
+	BatchPending                                                      int
 	ID, RunID, Thread, Requester, Tool, Risk, Reason, Preview, Status string
 	Destructive, Pending                                              bool
 	Approvers, Eligible                                               []string

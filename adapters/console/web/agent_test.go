@@ -1,0 +1,65 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/internal/fakellm"
+)
+
+// TestApproveAllOnTheConsole: an agent's turn with two gated calls shows
+// both cards with "Approve all"; one click decides both, each through the
+// engine, and the run goes on.
+func TestApproveAllOnTheConsole(t *testing.T) {
+	t.Parallel()
+	m := fakellm.Replies(
+		&llm.Response{ToolCalls: []llm.ToolCall{
+			{ID: "c1", Name: "deploy", Arguments: `{"service":"api","version":"1","reason":"api first"}`},
+			{ID: "c2", Name: "deploy", Arguments: `{"service":"web","version":"2","reason":"then web"}`},
+		}},
+		&llm.Response{Text: "Both deployed."},
+	)
+	b := setup(t, setupOpts{agent: m})
+	c := newClient(t, b.url)
+	csrf := c.signIn(adminToken)
+	runID := b.send(t, "agent-1", "ship api and web please") // requested by console:bob
+	var pending []*approvals.Approval
+	waitUntil(t, "two pending approvals", func() bool {
+		pending, _, _ = b.store.ApprovalList(context.Background(), approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending})
+		return len(pending) == 2
+	})
+	page := c.do("GET", "/approvals", nil, nil)
+	if page.status != 200 || strings.Count(page.body, `data-action="approve-all"`) != 2 || !strings.Contains(page.body, "then web") {
+		t.Fatalf("approvals page: %d\n%s", page.status, page.body)
+	}
+	r := c.do("POST", "/approvals/"+pending[0].ID+"/decision", url.Values{csrfField: {csrf}, "action": {"approve_all"}}, nil)
+	if r.status != http.StatusOK && r.status != http.StatusSeeOther {
+		t.Fatalf("approve all: %d %s", r.status, r.body)
+	}
+	run := b.waitRun(t, runID, core.RunSucceeded)
+	b.deploy.mu.Lock()
+	n := len(b.deploy.calls)
+	b.deploy.mu.Unlock()
+	if n != 2 || run.Kind() != core.RunKindAgent {
+		t.Fatalf("deploy ran %d times", n)
+	}
+}
+
+// waitUntil polls cond for up to 10 seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

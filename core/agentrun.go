@@ -1,0 +1,71 @@
+package core
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// Agent runs (issue 12, CONTRACT.md "Agents"): a run whose flow column is
+// AgentFlow(name) is one turn of an agent's session. The session is the
+// run's thread; its conversation is stored as EventAgentMessage run events,
+// appended in the same checkpoint transaction as the state change they
+// belong to, so the history and the run can never disagree.
+
+// AgentFlowPrefix marks an agent run's flow value. config check refuses flow
+// names with this prefix, so the two never collide.
+const AgentFlowPrefix = "agent:"
+
+// Run kinds, as the API names them.
+const (
+	RunKindFlow  = "flow"
+	RunKindAgent = "agent"
+)
+
+// AgentFlow is the flow value of a run of the agent named name.
+func AgentFlow(name string) string { return AgentFlowPrefix + name }
+
+// AgentOf returns the agent of an agent run's flow value.
+func AgentOf(flow string) (name string, ok bool) {
+	return strings.CutPrefix(flow, AgentFlowPrefix)
+}
+
+// Kind is the run's kind: RunKindAgent or RunKindFlow.
+func (r *Run) Kind() string {
+	if _, ok := AgentOf(r.Flow); ok {
+		return RunKindAgent
+	}
+	return RunKindFlow
+}
+
+// The run event types of agent runs (beside the flow ones).
+const (
+	// EventAgentMessage carries one stored conversation message (the JSON
+	// of agent.Message): the session's history is these events.
+	EventAgentMessage = "agent.message"
+	// EventTextDelta is streamed model text; never stored, served from
+	// the replica running the turn.
+	EventTextDelta = "text.delta"
+	// EventQuestionRequested says an ask_user question waits for an answer.
+	EventQuestionRequested = "question.requested"
+	// EventQuestionAnswered says it was answered (or expired).
+	EventQuestionAnswered = "question.answered"
+)
+
+// AgentRecord is one stored conversation message of a session.
+type AgentRecord struct {
+	Seq   int64
+	RunID string
+	// Message is the agent.Message JSON.
+	Message json.RawMessage
+	At      time.Time
+}
+
+// AgentHistoryStore reads a session's conversation back. Both stores
+// implement it.
+type AgentHistoryStore interface {
+	// AgentHistory returns the newest limit (≤ 0: all, bounded by the
+	// store) EventAgentMessage records of the runs of thread, oldest first.
+	AgentHistory(ctx context.Context, thread Thread, limit int) ([]AgentRecord, error)
+}

@@ -1,0 +1,599 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/markdown"
+)
+
+// Agent runs (issue 12): free text that matches no flow goes to the default
+// agent. Each message is one run of kind "agent" — a turn of the session,
+// which is the run's thread — so turns queue per thread exactly like flow
+// runs, and a turn resumes after a restart or on another replica through
+// the same leases and claims. The conversation is stored as agent.message
+// run events appended in the checkpoint of the change they belong to:
+//
+//   - the model's answer (text and tool calls) is committed before any call
+//     is gated, so a stored response is never requested again;
+//   - each call then goes through the flow steps' gate (policy, grants,
+//     suspend, resume, dispatch with dispatch-at-most-once), and its result
+//     for the model is committed with the step's outcome;
+//   - once every call has a result the model is called again, until it
+//     answers without calls (the reply) or max_steps is spent.
+
+// AgentSessionChannel is the thread channel of sessions that are not chat
+// threads (the Agent API): a thread {Channel: "agent", Key: sessionID}.
+// The engine queues no outbox messages for it; its runs' events say all.
+const AgentSessionChannel = "agent"
+
+// Agent is an LLM agent runs are given to (config agents[] with its model).
+type Agent struct {
+	Name string
+	// ModelName is models[].name, for metrics and thread messages.
+	ModelName string
+	// Model streams one model turn; wrap providers in llm.Retrying (the
+	// providers.New result already is).
+	Model llm.Model
+	// Instructions follow opsgate's preamble in the system prompt.
+	Instructions string
+	// Tools are globs (path.Match) over the names of Options.Tools.
+	Tools []string
+	// MaxSteps bounds the tool calls of one run (default 20).
+	MaxSteps int
+	// MaxTokens bounds one model turn's output (0: provider default).
+	MaxTokens int
+	// Window bounds the history sent with each turn.
+	Window llm.Window
+	// Default makes free text that matches no flow go to this agent.
+	Default bool
+}
+
+// agentRuntime is an Agent ready to run: its toolbox and system prompt.
+type agentRuntime struct {
+	Agent
+	tb     *llm.Toolbox
+	system string
+}
+
+// initAssistants builds the runtimes of Options.Agents.
+func (e *Engine) initAssistants() error {
+	e.assistants = map[string]*agentRuntime{}
+	for _, a := range e.opts.Agents {
+		if a.Name == "" || a.Model == nil {
+			return fmt.Errorf("engine: agent %q has no name or no model", a.Name)
+		}
+		if _, dup := e.assistants[a.Name]; dup {
+			return fmt.Errorf("engine: duplicate agent %q", a.Name)
+		}
+		var names []string
+		for name := range e.tools {
+			for _, g := range a.Tools {
+				if ok, _ := path.Match(g, name); ok {
+					names = append(names, name)
+					break
+				}
+			}
+		}
+		slices.Sort(names)
+		var ts []llm.Tool
+		for _, n := range names {
+			t := e.tools[n]
+			ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
+		}
+		tb, err := llm.NewToolbox(ts)
+		if err != nil {
+			return fmt.Errorf("engine: agent %q: %w", a.Name, err)
+		}
+		rt := &agentRuntime{Agent: a, tb: tb, system: llm.SystemPrompt(a.Instructions)}
+		e.assistants[a.Name] = rt
+		if a.Default {
+			if e.defaultAgent != "" {
+				return fmt.Errorf("engine: agents %q and %q are both the default", e.defaultAgent, a.Name)
+			}
+			e.defaultAgent = a.Name
+		}
+	}
+	if len(e.assistants) > 0 {
+		h, ok := e.store.(core.AgentHistoryStore)
+		if e.opts.History != nil {
+			h, ok = e.opts.History, true
+		}
+		if !ok {
+			return errors.New("engine: agents need a store that keeps agent history (core.AgentHistoryStore)")
+		}
+		e.history = h
+	}
+	return nil
+}
+
+// toThread returns ms unless thread is an API session, which gets no
+// outbox messages.
+func (e *Engine) toThread(thread core.Thread, ms ...core.OutboxMessage) []core.OutboxMessage {
+	if thread.Channel == AgentSessionChannel {
+		return nil
+	}
+	return ms
+}
+
+// AgentTurn is one message to an agent: a chat message that matched no
+// flow, or an Agent API turn.
+type AgentTurn struct {
+	// Thread is the session: a chat thread, or {AgentSessionChannel, id}.
+	Thread core.Thread
+	// Agent names the agent; "" is the default agent.
+	Agent string
+	Actor core.Actor
+	Text  string
+	// Channel and EventID deduplicate the turn (like HandleEvent): a
+	// second StartAgentTurn with the same pair starts nothing. Default
+	// Thread.Channel and a new id.
+	Channel, EventID string
+}
+
+// StartAgentTurn records the turn as a queued agent run in its session;
+// it runs when the session's earlier turns are done.
+func (e *Engine) StartAgentTurn(ctx context.Context, t AgentTurn) (core.Receipt, error) {
+	if t.Agent == "" {
+		t.Agent = e.defaultAgent
+	}
+	if e.assistants[t.Agent] == nil {
+		return core.Receipt{}, fmt.Errorf("engine: %w: no agent %q", core.ErrNotFound, t.Agent)
+	}
+	if t.Thread.IsZero() || t.Actor.ID == "" {
+		return core.Receipt{}, errors.New("engine: agent turn without a thread or an actor")
+	}
+	ev := core.ChannelEvent{Channel: t.Channel, EventID: t.EventID, Actor: t.Actor, Thread: t.Thread, Text: t.Text, ReceivedAt: e.now()}
+	if ev.Channel == "" {
+		ev.Channel = t.Thread.Channel
+	}
+	if ev.EventID == "" {
+		ev.EventID = "turn-" + e.opts.NewID()
+	}
+	p := core.InboxRecordParams{Event: ev}
+	e.agentRun(&p, t.Agent)
+	return e.record(ctx, p)
+}
+
+// agentRun makes p start a run of the named agent for p.Event.
+func (e *Engine) agentRun(p *core.InboxRecordParams, name string) {
+	ev, now := p.Event, e.now()
+	run := &core.Run{
+		ID: e.opts.NewID(), Flow: core.AgentFlow(name), Thread: ev.Thread, Requester: ev.Actor.ID,
+		Status: core.RunQueued, Args: map[string]any{}, Reason: ev.Text, EventChannel: ev.Channel, EventID: ev.EventID,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	p.Run = run
+	p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name})}
+}
+
+// agentExec is the conversation state of one agent run's execution.
+type agentExec struct {
+	*execution
+	ag *agentRuntime
+	// hist is the session's history; mine is where this run's part of it
+	// starts (a session's runs never interleave: one active per thread).
+	hist []llm.Message
+	mine int
+}
+
+// driveAgent runs an agent turn from its checkpoint.
+func (x *execution) driveAgent(ctx context.Context, name string) error {
+	ag := x.e.assistants[name]
+	if ag == nil {
+		msg := fmt.Sprintf("agent %q is not configured", name)
+		return x.end(ctx, nil, core.RunFailed, "unknown_agent", msg, "❌ "+msg+".")
+	}
+	ax := &agentExec{execution: x, ag: ag}
+	if err := ax.load(ctx); err != nil {
+		return err
+	}
+	// Every pass commits one message (or suspends or ends the run); a run
+	// holds at most max_steps calls, each answered once, and a model turn
+	// per call at most, plus the final turns.
+	limit := 4*agentSteps(ag).Limit() + 8
+	for range limit {
+		done, err := ax.next(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+	return x.end(ctx, nil, core.RunFailed, "agent_loop", "the agent run did not settle", "❌ The agent run did not settle; it was stopped.")
+}
+
+func agentSteps(ag *agentRuntime) llm.Steps { return llm.Steps{Max: ag.MaxSteps} }
+
+// load reads the session's history.
+func (ax *agentExec) load(ctx context.Context) error {
+	recs, err := ax.e.history.AgentHistory(ctx, ax.run.Thread, 0)
+	if err != nil {
+		return fmt.Errorf("load agent history: %w", err)
+	}
+	ax.hist = ax.hist[:0]
+	ax.mine = -1
+	for _, r := range recs {
+		var m llm.Message
+		if err := json.Unmarshal(r.Message, &m); err != nil {
+			ax.log.Warn("skipping an unreadable agent message", "seq", r.Seq, "err", err)
+			continue
+		}
+		if r.RunID == ax.run.ID && ax.mine < 0 {
+			ax.mine = len(ax.hist)
+		}
+		ax.hist = append(ax.hist, m)
+	}
+	if ax.mine < 0 {
+		ax.mine = len(ax.hist)
+	}
+	return nil
+}
+
+// message is the agent.message event of m.
+func (ax *agentExec) message(m llm.Message) core.RunEvent {
+	return ax.e.event(ax.run.ID, core.EventAgentMessage, m)
+}
+
+// commit checkpoints c with the messages appended to the history, and
+// mirrors them locally once committed.
+func (ax *agentExec) commit(ctx context.Context, c core.Checkpoint, ms ...llm.Message) error {
+	for _, m := range ms {
+		c.Events = append(c.Events, ax.message(m))
+	}
+	if err := ax.checkpoint(ctx, c); err != nil {
+		return err
+	}
+	ax.hist = append(ax.hist, ms...)
+	return nil
+}
+
+// next advances the run by one committed message; done reports that the
+// execution ends (suspended, finished, or stopped).
+func (ax *agentExec) next(ctx context.Context) (done bool, err error) {
+	mine := ax.hist[ax.mine:]
+	if len(mine) == 0 {
+		um := llm.UserMessage(ax.run.CreatedAt, llm.External(ax.run.Thread.Channel, ax.run.Requester, ax.run.Reason))
+		return false, ax.commit(ctx, core.Checkpoint{}, um)
+	}
+	last, used, turns := -1, 0, 0
+	for i, m := range mine {
+		if m.Role == llm.RoleAssistant {
+			last = i
+			used += len(m.Calls)
+			turns++
+		}
+	}
+	if last < 0 {
+		return ax.modelTurn(ctx, used, turns)
+	}
+	asst := mine[last]
+	if len(asst.Calls) == 0 {
+		// The reply was committed with the run's end; only a run found
+		// running after that (never, the end is atomic) gets here.
+		return true, ax.finish(ctx, asst, nil)
+	}
+	answered := map[string]bool{}
+	for _, m := range mine[last+1:] {
+		if m.Role == llm.RoleTool {
+			answered[m.CallID] = true
+		}
+	}
+	base := used - len(asst.Calls)
+	admitted := max(0, agentSteps(ax.ag).Limit()-base)
+	var open []turnCall
+	for k, c := range asst.Calls {
+		if !answered[c.ID] {
+			open = append(open, turnCall{call: c, idx: base + k, admitted: k < admitted})
+		}
+	}
+	if len(open) > 0 {
+		return ax.handleCall(ctx, open[0], open[1:])
+	}
+	return ax.modelTurn(ctx, used, turns)
+}
+
+// turnCall is one call of the stored model turn with its step index and
+// whether max_steps admits it.
+type turnCall struct {
+	call     llm.Call
+	idx      int
+	admitted bool
+}
+
+// modelTurn calls the model and commits its answer: the final reply ends
+// the run; tool calls are stored before any of them is gated.
+func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
+	e, ag := ax.e, ax.ag
+	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
+	req, built := llm.BuildRequest(ax.system(), ax.hist, ag.tb, ag.Window)
+	req.MaxTokens = ag.MaxTokens
+	if steps.Spent() || turns > steps.Limit() {
+		req.ToolChoice = llm.ToolsNone
+	}
+	if built.Dropped > 0 || built.Truncated > 0 {
+		ax.log.Debug("agent history bounded", "dropped", built.Dropped, "truncated", built.Truncated, "bytes", built.Bytes)
+	}
+	start := time.Now()
+	resp, err := ag.Model.Stream(ctx, req, e.deltas.sink(ax.run.ID))
+	e.m.agentModelCall.WithLabelValues(ag.Name).Observe(time.Since(start).Seconds())
+	if err != nil {
+		if ctx.Err() != nil {
+			// Cut off inside a model call: nothing was stored, so the
+			// next holder calls the model again (calls change nothing).
+			return true, errShutdown
+		}
+		e.m.agentTurns.WithLabelValues(ag.Name, "model_error").Inc()
+		text := "❌ " + modelProblem(ag, err)
+		return true, ax.end(ctx, nil, core.RunFailed, "model_error", modelProblem(ag, err), text)
+	}
+	e.m.agentTokens.WithLabelValues(ag.Name, "input").Add(float64(resp.Usage.InputTokens))
+	e.m.agentTokens.WithLabelValues(ag.Name, "output").Add(float64(resp.Usage.OutputTokens))
+	usage := resp.Usage
+	m := llm.Message{Role: llm.RoleAssistant, Text: resp.Text, Usage: &usage, Stop: resp.Stop, Model: resp.Model, At: e.now()}
+	for _, tc := range resp.ToolCalls {
+		m.Calls = append(m.Calls, ag.tb.Resolve(tc))
+	}
+	if len(m.Calls) == 0 || req.ToolChoice == llm.ToolsNone {
+		// With tools off the answer is final, even if the model still
+		// asked for calls.
+		m.Calls = nil
+		e.m.agentTurns.WithLabelValues(ag.Name, "finished").Inc()
+		return true, ax.finish(ctx, m, &m)
+	}
+	return false, ax.commit(ctx, core.Checkpoint{}, m)
+}
+
+func (ax *agentExec) system() string { return ax.ag.system }
+
+// modelProblem is the sentence the thread gets for a failed model call.
+func modelProblem(ag *agentRuntime, err error) string {
+	if ae := llm.AsError(err); ae != nil {
+		return ae.ThreadMessage()
+	}
+	return fmt.Sprintf("The model %q failed: %v. The turn ended; send the message again.", ag.ModelName, err)
+}
+
+// finish ends the run with the model's answer as the reply; store, when
+// set, is committed with it.
+func (ax *agentExec) finish(ctx context.Context, answer llm.Message, store *llm.Message) error {
+	text := strings.TrimSpace(answer.Text)
+	if text == "" {
+		text = "(The agent gave no answer.)"
+	}
+	if store != nil {
+		ax.events = append(ax.events, ax.message(*store))
+	}
+	return ax.end(ctx, nil, core.RunSucceeded, "", "", text)
+}
+
+// result commits the tool result of call, with the step's outcome.
+func (ax *agentExec) result(ctx context.Context, call llm.Call, o llm.Outcome, st *core.Step, audit ...approvals.AuditEntry) (bool, error) {
+	if o.Kind == llm.OutcomeInvalid && o.Problem == "" {
+		o.Problem = call.Problem
+	}
+	msg := o.Result(call, ax.e.now())
+	return false, ax.commit(ctx, core.Checkpoint{Step: st, Audit: audit}, msg)
+}
+
+// handleCall takes the next unanswered call of the stored model turn
+// through the gate; later are the turn's calls after it, which are gated
+// with it when it suspends so one card holds every call that waits.
+func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCall) (bool, error) {
+	e := ax.e
+	call, idx, admitted := tc.call, tc.idx, tc.admitted
+	now := e.now()
+	failed := func(msg string) *core.Step {
+		return &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: msg, FinishedAt: &now}
+	}
+	if !admitted {
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeStepLimit, MaxSteps: agentSteps(ax.ag).Limit()}, nil)
+	}
+	if call.Problem != "" {
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid}, failed(call.Problem))
+	}
+	if call.Tool == llm.AskUserTool {
+		return ax.askUser(ctx, call, idx)
+	}
+	t, err := e.lookupTool(ctx, call.Tool)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, errShutdown
+		}
+		problem := fmt.Sprintf("the tool %s is unavailable (%v)", call.Tool, err)
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(problem))
+	}
+	if st := ax.stepAt(idx); st != nil {
+		switch st.Status {
+		case core.StepWaitingApproval:
+			return ax.resumeCall(ctx, call, t, st)
+		case core.StepDispatching:
+			return ax.recoverCall(ctx, call, t, st)
+		}
+		// A step already settled whose result is missing cannot be
+		// committed apart from its result; treat it as unknown.
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInterrupted}, nil)
+	}
+	args, err := applySchema(t, call.Args)
+	if err != nil {
+		problem := fmt.Sprintf("the arguments are invalid for %s: %v; call it again with arguments its schema accepts", t.Name, err)
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(err.Error()))
+	}
+	tr := e.trust()
+	v := tr.policy.Evaluate(toolInfo(t), args)
+	switch v.Effect {
+	case approvals.EffectDeny:
+		return ax.denied(ctx, call, t, idx, args, v, "")
+	case approvals.EffectAsk:
+		g, err := e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
+			Requester: ax.run.Requester, Args: args, Verdict: v})
+		if err != nil {
+			return true, fmt.Errorf("find grant: %w", err)
+		}
+		if g == nil {
+			asks := []ask{ax.ask(call, t, idx, args, v)}
+			for _, lc := range later {
+				if q, ok := ax.preGate(ctx, tr, lc); ok {
+					asks = append(asks, q)
+				}
+			}
+			return true, ax.suspendAsks(ctx, tr, asks)
+		}
+		audit := e.audit(approvals.AuditGrantApplied, g.Actor, ax.run.ID, g.ApprovalID, t.Name, map[string]any{
+			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": ax.run.Requester})
+		return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil, audit)
+	}
+	return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil)
+}
+
+// ask is the suspend of one agent call: the model's reason goes on the card.
+func (ax *agentExec) ask(call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict) ask {
+	reason := call.Reason
+	if reason == "" {
+		reason = ax.run.Reason
+	}
+	return ask{tool: t, idx: idx, args: args, v: v, reason: reason, extra: map[string]any{
+		"reason": call.Reason, "tool_call_id": call.ID, "agent": ax.ag.Name,
+	}}
+}
+
+// preGate gates a later call of the turn ahead of its time, so it waits on
+// the same card: only a call the gate would ask about now (valid, admitted,
+// no grant covering it) is returned. Everything else is left to be gated
+// in its turn, after the calls before it ran; a call pre-gated here is
+// still re-checked against deny rules when it is reached.
+func (ax *agentExec) preGate(ctx context.Context, tr *trustState, lc turnCall) (ask, bool) {
+	c := lc.call
+	if !lc.admitted || c.Problem != "" || c.Tool == llm.AskUserTool || ax.stepAt(lc.idx) != nil {
+		return ask{}, false
+	}
+	t, err := ax.e.lookupTool(ctx, c.Tool)
+	if err != nil {
+		return ask{}, false
+	}
+	args, err := applySchema(t, c.Args)
+	if err != nil {
+		return ask{}, false
+	}
+	v := tr.policy.Evaluate(toolInfo(t), args)
+	if v.Effect != approvals.EffectAsk {
+		return ask{}, false
+	}
+	g, err := ax.e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
+		Requester: ax.run.Requester, Args: args, Verdict: v})
+	if err != nil || g != nil {
+		return ask{}, false
+	}
+	return ax.ask(c, t, lc.idx, args, v), true
+}
+
+// denied records a call a rule denied; the model is told which rule and
+// the run goes on.
+func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) (bool, error) {
+	now := ax.e.now()
+	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID, FinishedAt: &now}
+	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
+	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeDenied, Rule: v.Why}, st, audit)
+}
+
+// dispatchCall runs the call through the flow steps' dispatch and commits
+// its result for the model with the finished step.
+func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
+	done, res, runErr, finished, err := ax.call(ctx, t, st, a, audit...)
+	if err != nil {
+		return true, err
+	}
+	o := llm.Outcome{Kind: llm.OutcomeRan, Output: res.Output, Source: toolSource(t.Name)}
+	done.Status = core.StepSucceeded
+	if runErr != nil {
+		done.Status, done.Error = core.StepFailed, runErr.Error()
+		o.Error = runErr.Error()
+	}
+	if a != nil {
+		o.By = joinOr(a.Winners(), "")
+		if a.Status == approvals.StatusEdited {
+			o.Kind, o.Args = llm.OutcomeEdited, done.Args
+		}
+	}
+	msg := o.Result(call, ax.e.now())
+	if err := ax.commit(ctx, core.Checkpoint{Step: &done}, msg); err != nil {
+		return true, ax.settleCancelled(ctx, err, &done, finished)
+	}
+	return false, nil
+}
+
+// toolSource labels a tool's output for the model: upstream MCP tools
+// ("<server>.<tool>") are "mcp:…".
+func toolSource(name string) string {
+	if strings.Contains(name, ".") {
+		return "mcp:" + name
+	}
+	return "tool:" + name
+}
+
+// resumeCall continues a call whose approval was decided or expired.
+func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
+	e := ax.e
+	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
+	if err != nil {
+		return true, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
+	}
+	now := e.now()
+	next := *st
+	next.FinishedAt = &now
+	switch a.Status {
+	case approvals.StatusPending:
+		return true, ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
+	case approvals.StatusApproved, approvals.StatusEdited:
+		args := a.ApprovedArgs
+		if args == nil {
+			args = a.ProposedArgs
+		}
+		if v := e.trust().policy.Evaluate(toolInfo(t), args); v.Effect == approvals.EffectDeny {
+			return ax.denied(ctx, call, t, st.Index, args, v, a.ID)
+		}
+		d := *st
+		d.Args = args
+		return ax.dispatchCall(ctx, call, t, &d, a)
+	case approvals.StatusRejected:
+		next.Status, next.Output = core.StepRejected, feedback(a)
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(a.Winners(), ""), Feedback: feedback(a)}, &next)
+	case approvals.StatusExpired:
+		next.Status, next.Error = core.StepFailed, "approval expired"
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, &next)
+	}
+	return true, fmt.Errorf("approval %s has unknown status %q", a.ID, a.Status)
+}
+
+// recoverCall settles a call found dispatching after a crash: an idempotent
+// tool runs again with the same key; otherwise the run is interrupted, the
+// thread told, and the model gets "outcome unknown" on the next turn.
+func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
+	e := ax.e
+	if t.Idempotent {
+		next := *st
+		return ax.dispatchCall(ctx, call, t, &next, nil,
+			e.audit(approvals.AuditRunRedispatched, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
+	}
+	now := e.now()
+	next := *st
+	next.Status, next.Error, next.FinishedAt = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running", &now
+	msg := llm.Outcome{Kind: llm.OutcomeInterrupted}.Result(call, now)
+	ax.events = append(ax.events, ax.message(msg))
+	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", ax.run.ID, markdown.Escape(t.Name))
+	audit := e.audit(approvals.AuditRunInterrupted, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
+	return true, ax.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
+}
+
+// askUser is replaced by the question flow (questions.go).
+func (ax *agentExec) askUser(ctx context.Context, call llm.Call, idx int) (bool, error) {
+	problem := "ask_user is not available in this thread"
+	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, nil)
+}

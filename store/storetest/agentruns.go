@@ -1,0 +1,57 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/opsgate/opsgate/core"
+)
+
+// testAgentHistory: a session's history is the agent.message events of its
+// thread's runs, oldest first, other threads' and other event types left out,
+// and a limit keeps the newest.
+func testAgentHistory(t *testing.T, s core.Store) {
+	h, ok := s.(core.AgentHistoryStore)
+	if !ok {
+		t.Fatal("the store does not implement core.AgentHistoryStore")
+	}
+	th, other := thread("session"), thread("other-session")
+	msg := func(text string) core.RunEvent {
+		return core.RunEvent{Type: core.EventAgentMessage, Data: json.RawMessage(`{"text":"` + text + `"}`), At: t0}
+	}
+	var runs []string
+	for i, tt := range []core.Thread{th, other, th} {
+		r := newRun(tt)
+		r.Flow = core.AgentFlow("ops")
+		evs := []core.RunEvent{msg("m" + string(rune('a'+i)) + "1"), {Type: core.EventTurnStarted, At: t0}, msg("m" + string(rune('a'+i)) + "2")}
+		if _, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: event(tt), Run: r, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+	}
+	recs, err := h.AgentHistory(ctx(t), th, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Message))
+	}
+	sameIDs(t, "history", got, `{"text":"ma1"}`, `{"text":"ma2"}`, `{"text":"mc1"}`, `{"text":"mc2"}`)
+	if len(recs) == 4 {
+		mustEqual(t, "first run", recs[0].RunID, runs[0])
+		mustEqual(t, "last run", recs[3].RunID, runs[2])
+	}
+	recs, err = h.AgentHistory(ctx(t), th, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, r := range recs {
+		got = append(got, string(r.Message))
+	}
+	sameIDs(t, "newest three", got, `{"text":"ma2"}`, `{"text":"mc1"}`, `{"text":"mc2"}`)
+	if got := getRun(t, s, runs[0]); got.Kind() != core.RunKindAgent {
+		t.Errorf("kind = %q", got.Kind())
+	}
+}
