@@ -7,10 +7,11 @@ import (
 )
 
 // AgentSessionChannel is the thread channel of Agent API sessions: a
-// session's turns are the runs of thread "agentapi:<session id>". No adapter
-// serves it, so nothing in these threads is sent to a chat platform; the
-// console lists them.
-const AgentSessionChannel = "agentapi"
+// session's turns are the runs of thread "agent:<session id>". No adapter
+// serves it and the engine queues no outbox messages for it
+// (engine.AgentSessionChannel is the same value), so nothing in these
+// threads reaches a chat platform; the console lists them.
+const AgentSessionChannel = "agent"
 
 // AgentSession is one Agent API session: an app's conversation with one
 // agent (docs/agent-api.md). It belongs to the token that created it — only

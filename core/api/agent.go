@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/turnlimit"
 )
 
@@ -36,16 +37,17 @@ const (
 )
 
 // AgentEngine is what the Agent API needs of the engine beyond Engine
-// (Decide for reply, Cancel for cancel). Declared here, where it is used.
+// (Decide for reply, Cancel for cancel). Declared here, where it is used;
+// cmd/opsgate adapts *engine.Engine to it.
 type AgentEngine interface {
-	// AgentTurnStart commits turn t as an agent run with id t.ID in the
-	// session's thread, requested by t.Actor, and returns it (queued).
-	AgentTurnStart(ctx context.Context, t AgentTurn) (*core.Run, error)
+	// AgentTurnStart commits t as a queued agent run in the session's
+	// thread, requested by t.Actor, and returns the run's id: the turn id.
+	AgentTurnStart(ctx context.Context, t AgentTurn) (runID string, err error)
 	// AgentAnswer answers the pending question requestID of run runID
 	// (as POST /api/v1/runs/{id}/answer): agent.ErrMalformedAnswer,
 	// agent.ErrInvalidAnswer, core.ErrNotFound, core.ErrConflict when the
 	// run waits for no such question.
-	AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) (*core.Run, error)
+	AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) error
 	// AgentRelease denies every pending approval of run runID as one
 	// nobody can answer (the stream holding it closed, or a shutdown); the
 	// model is told and continues. Nothing pending is no error.
@@ -53,19 +55,26 @@ type AgentEngine interface {
 }
 
 // TextDeltaSource is the optional capability of an AgentEngine that streams
-// a turn's text as the model produces it (text.delta events, not stored).
+// a turn's text as the model produces it (text.delta events, not stored,
+// served by the replica running the turn).
 type TextDeltaSource interface {
-	SubscribeTextDeltas(runID string) (ch <-chan string, cancel func())
+	Deltas(runID string) (ch <-chan agent.Delta, cancel func())
 }
+
+// ErrAgentUnsupported is what an AgentEngine answers for a part of the
+// Agent API the engine does not offer yet (HTTP 501 not_implemented).
+var ErrAgentUnsupported = errors.New("not supported by this engine yet")
 
 // AgentTurn is one turn to start.
 type AgentTurn struct {
-	ID      string
 	Session *core.AgentSession
 	Actor   core.Actor
 	Text    string
 	// Model is "" (the agent's) or a models[] name for this turn only.
 	Model string
+	// EventID identifies this request (a fresh id per call: creating a
+	// turn is not idempotent).
+	EventID string
 }
 
 // AgentInfo is one configured agent, as GET /api/v1/agent/agents lists it.
@@ -97,10 +106,10 @@ type AgentOptions struct {
 	Attendance *Attendance
 }
 
-// Attendance records which turns have a caller holding their event
-// stream: only then can an approval of an Agent API turn wait (the engine's
-// gate asks Attended; otherwise the call is denied at once as one nobody
-// can approve).
+// Attendance records which sessions have a caller holding their turn's
+// event stream: only then can an approval of an Agent API turn wait. The
+// engine's gate asks Attended; false means the call is denied at once as
+// one nobody can approve.
 type Attendance struct {
 	mu sync.Mutex
 	n  map[string]int
@@ -109,27 +118,32 @@ type Attendance struct {
 // NewAttendance returns an empty Attendance.
 func NewAttendance() *Attendance { return &Attendance{n: map[string]int{}} }
 
-// Attended reports whether a caller holds runID's event stream.
-func (a *Attendance) Attended(runID string) bool {
+// Attended reports whether a caller holds the event stream of a turn in
+// thread. Threads that are not Agent API sessions are never attended here
+// (their approvals go to chat cards).
+func (a *Attendance) Attended(thread core.Thread) bool {
+	if thread.Channel != core.AgentSessionChannel {
+		return false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.n[runID] > 0
+	return a.n[thread.Key] > 0
 }
 
-// hold marks runID attended until the returned func runs; it reports
-// whether that release left the run unattended.
-func (a *Attendance) hold(runID string) (release func() (last bool)) {
+// hold marks session attended until the returned func runs; it reports
+// whether that release left the session unattended.
+func (a *Attendance) hold(session string) (release func() (last bool)) {
 	a.mu.Lock()
-	a.n[runID]++
+	a.n[session]++
 	a.mu.Unlock()
 	var once sync.Once
 	return func() (last bool) {
 		once.Do(func() {
 			a.mu.Lock()
 			defer a.mu.Unlock()
-			a.n[runID]--
-			if a.n[runID] <= 0 {
-				delete(a.n, runID)
+			a.n[session]--
+			if a.n[session] <= 0 {
+				delete(a.n, session)
 				last = true
 			}
 		})
@@ -145,25 +159,13 @@ type agentServer struct {
 	agents     map[string]AgentInfo
 	defAgent   string
 	models     map[string]ModelInfo
-
-	mu sync.Mutex
-	// queued holds turns admitted to no slot yet, so cancel can end them
-	// before they exist in the engine.
-	queued map[string]queuedTurn
-}
-
-type queuedTurn struct {
-	session string
-	token   string
-	cancel  context.CancelFunc
 }
 
 func newAgentServer(s *server, o AgentOptions) (*agentServer, error) {
 	if o.Engine == nil || o.Sessions == nil {
 		return nil, errors.New("api: AgentOptions needs Engine and Sessions")
 	}
-	ag := &agentServer{s: s, o: o, attendance: o.Attendance, agents: map[string]AgentInfo{}, models: map[string]ModelInfo{},
-		queued: map[string]queuedTurn{}}
+	ag := &agentServer{s: s, o: o, attendance: o.Attendance, agents: map[string]AgentInfo{}, models: map[string]ModelInfo{}}
 	if ag.attendance == nil {
 		ag.attendance = NewAttendance()
 	}
@@ -392,25 +394,13 @@ func (ag *agentServer) getTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// cancelTurn ends a turn aborted: a queued one leaves the queue, a started
-// one is cancelled in the engine (pending approvals and questions are
-// withdrawn; results that arrive later are refused).
+// cancelTurn ends a started turn aborted in the engine: pending approvals
+// and questions are withdrawn and results that arrive later are refused. A
+// turn still waiting in the token's queue has no id yet; its caller ends
+// it by closing the request.
 func (ag *agentServer) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	tok := tokenFrom(ctx).actor.Name
-	ag.mu.Lock()
-	q, queued := ag.queued[id]
-	if queued && q.token == tok {
-		delete(ag.queued, id)
-	}
-	ag.mu.Unlock()
-	if queued && q.token == tok {
-		q.cancel()
-		writeJSON(w, http.StatusOK, &TurnResult{SessionID: q.session, TurnID: id, Status: TurnAborted,
-			Error: &ErrorBody{Code: "cancelled", Message: "cancelled while queued"}})
-		return
-	}
 	run, sess, err := ag.ownTurn(ctx, id)
 	if err != nil {
 		ag.s.fail(w, r, err)

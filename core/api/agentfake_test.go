@@ -104,6 +104,7 @@ type fakeAgent struct {
 	unattended int
 	releases   []string // AgentRelease calls
 	late       int      // results that arrived after a cancel, refused
+	nturn      int
 	napprove   int
 }
 
@@ -111,18 +112,21 @@ func newFakeAgent(st *memStore, att *Attendance) *fakeAgent {
 	return &fakeAgent{st: st, attendance: att, answers: map[string]chan json.RawMessage{}, released: map[string]chan struct{}{}}
 }
 
-func (f *fakeAgent) AgentTurnStart(_ context.Context, t AgentTurn) (*core.Run, error) {
-	run := &core.Run{ID: t.ID, Flow: t.Session.Agent, Thread: t.Session.Thread, Requester: t.Actor.ID, Status: core.RunQueued,
+func (f *fakeAgent) AgentTurnStart(_ context.Context, t AgentTurn) (string, error) {
+	f.mu.Lock()
+	f.nturn++
+	id := fmt.Sprintf("turn-%d", f.nturn)
+	f.mu.Unlock()
+	run := &core.Run{ID: id, Flow: core.AgentFlow(t.Session.Agent), Thread: t.Session.Thread, Requester: t.Actor.ID, Status: core.RunQueued,
 		Reason: t.Text, CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	out := clone(run)
 	f.st.addRun(run)
 	f.mu.Lock()
 	f.started = append(f.started, t)
-	f.answers[t.ID] = make(chan json.RawMessage, 1)
-	f.released[t.ID] = make(chan struct{})
+	f.answers[id] = make(chan json.RawMessage, 1)
+	f.released[id] = make(chan struct{})
 	f.mu.Unlock()
-	go f.play(t)
-	return out, nil
+	go f.play(id, t)
+	return id, nil
 }
 
 func (f *fakeAgent) release(turnID string) {
@@ -152,8 +156,7 @@ func (f *fakeAgent) live(id string) bool {
 	return true
 }
 
-func (f *fakeAgent) play(t AgentTurn) {
-	id := t.ID
+func (f *fakeAgent) play(id string, t AgentTurn) {
 	model := t.Model
 	if model == "" {
 		model = "default"
@@ -173,7 +176,7 @@ func (f *fakeAgent) play(t AgentTurn) {
 	case "deploy":
 		f.st.commit(id, "", core.EventToolStarted, map[string]any{"tool": "deploy", "tool_call_id": "call-1"})
 		ok := false
-		if f.attendance.Attended(id) {
+		if f.attendance.Attended(t.Session.Thread) {
 			aid := "ap-" + id
 			f.st.mu.Lock()
 			f.st.approvals = append(f.st.approvals, &approvals.Approval{ID: aid, RunID: id, Thread: t.Session.Thread.String(),
@@ -230,23 +233,23 @@ func (f *fakeAgent) play(t AgentTurn) {
 	f.st.commit(id, core.RunSucceeded, core.EventTurnFinished, map[string]any{"status": "succeeded"})
 }
 
-func (f *fakeAgent) AgentAnswer(_ context.Context, runID, requestID string, _ core.Actor, answers json.RawMessage) (*core.Run, error) {
+func (f *fakeAgent) AgentAnswer(_ context.Context, runID, requestID string, _ core.Actor, answers json.RawMessage) error {
 	if f.status(runID) != core.RunWaitingInput || requestID != "q1" {
-		return nil, fmt.Errorf("fake: answer %s/%s: %w", runID, requestID, core.ErrConflict)
+		return fmt.Errorf("fake: answer %s/%s: %w", runID, requestID, core.ErrConflict)
 	}
 	var arr []map[string]any
 	if err := json.Unmarshal(answers, &arr); err != nil {
-		return nil, fmt.Errorf("fake: %w", agent.ErrMalformedAnswer)
+		return fmt.Errorf("fake: %w", agent.ErrMalformedAnswer)
 	}
 	if len(arr) != 1 || (arr[0]["answer"] != "staging" && arr[0]["answer"] != "prod") {
-		return nil, fmt.Errorf("fake: env must be staging or prod: %w", agent.ErrInvalidAnswer)
+		return fmt.Errorf("fake: env must be staging or prod: %w", agent.ErrInvalidAnswer)
 	}
 	f.st.setRun(runID, func(r *core.Run) { r.Status = core.RunRunning })
 	f.mu.Lock()
 	ch := f.answers[runID]
 	f.mu.Unlock()
 	ch <- answers
-	return f.st.RunGet(context.Background(), runID)
+	return nil
 }
 
 func (f *fakeAgent) AgentRelease(_ context.Context, runID, why string) error {

@@ -113,15 +113,18 @@ func (ag *agentServer) postRun(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, err)
 		return
 	}
-	id, err := uuid.NewV7()
+	eventID, err := uuid.NewV7()
 	if err != nil {
 		ag.s.fail(w, r, fmt.Errorf("api: new turn id: %w", err))
 		return
 	}
-	turnID := id.String()
-	ag.runTurn(w, r, sess, turnID, func(ctx context.Context) error {
-		_, err := ag.o.Engine.AgentTurnStart(ctx, AgentTurn{ID: turnID, Session: sess, Actor: actorFrom(ctx), Text: b.Text, Model: b.Model})
-		return err
+	model := b.Model
+	if model == "" {
+		model = ag.agents[sess.Agent].Model
+	}
+	ag.runTurn(w, r, sess, "", model, func(ctx context.Context) (string, error) {
+		return ag.o.Engine.AgentTurnStart(ctx, AgentTurn{Session: sess, Actor: actorFrom(ctx), Text: b.Text, Model: b.Model,
+			EventID: "api-" + eventID.String()})
 	})
 }
 
@@ -157,17 +160,17 @@ func (ag *agentServer) answer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := runs[0]
-	ag.runTurn(w, r, sess, run.ID, func(ctx context.Context) error {
-		_, err := ag.o.Engine.AgentAnswer(ctx, run.ID, b.RequestID, actorFrom(ctx), b.Answers)
-		return err
+	ag.runTurn(w, r, sess, run.ID, ag.agents[sess.Agent].Model, func(ctx context.Context) (string, error) {
+		return run.ID, ag.o.Engine.AgentAnswer(ctx, run.ID, b.RequestID, actorFrom(ctx), b.Answers)
 	})
 }
 
 // runTurn takes a place in the token's queue for sess, waits for a slot,
-// calls begin (which starts or continues turnID in the engine) and follows
-// the turn until it ends or stops at a question, streaming or not as the
-// caller asked.
-func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *core.AgentSession, turnID string, begin func(context.Context) error) {
+// calls begin (which starts a turn, or continues turnID, in the engine and
+// returns its id) and follows the turn until it ends or stops at a
+// question, streaming or not as the caller asked. model is what
+// turn.started names.
+func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *core.AgentSession, turnID, model string, begin func(context.Context) (string, error)) {
 	ctx := r.Context()
 	tok := tokenFrom(ctx)
 	lim := ag.limits.For(tok.actor.Name, tok.agentConcurrency, tok.agentConcurrency*AgentQueueFactor)
@@ -199,60 +202,59 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		}
 	}
 	queued := func(pos int) {
-		em.send(EvRunQueued, map[string]any{"position": pos, "sessionId": sess.ID, "turnId": turnID})
+		d := map[string]any{"position": pos, "sessionId": sess.ID}
+		if turnID != "" {
+			d["turnId"] = turnID
+		}
+		_ = em.send(EvRunQueued, d)
 	}
 	if pos := ticket.Position(); pos > 0 {
 		queued(pos)
-		wctx, cancel := context.WithCancel(ctx)
-		ag.mu.Lock()
-		ag.queued[turnID] = queuedTurn{session: sess.ID, token: tok.actor.Name, cancel: cancel}
-		ag.mu.Unlock()
-		err := ticket.Wait(wctx, queued)
-		ag.mu.Lock()
-		delete(ag.queued, turnID)
-		ag.mu.Unlock()
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return // the caller left while queued: nothing started
-			}
-			ag.finish(w, r, em, &TurnResult{SessionID: sess.ID, TurnID: turnID, Status: TurnAborted,
-				Error: &ErrorBody{Code: "cancelled", Message: "cancelled while queued"}})
+		// A caller that leaves while queued started nothing: its turn
+		// never reaches the engine.
+		if err := ticket.Wait(ctx, queued); err != nil {
 			return
 		}
 	}
-	// Mark the turn attended before it starts, so its first approval
-	// already waits; a non-streaming caller sees no permission.requested
-	// and cannot answer, so its approvals are denied at once.
+	// Mark the session attended before the turn starts, so its first
+	// approval already waits; a non-streaming caller sees no
+	// permission.requested and cannot answer, so its approvals are denied
+	// at once.
 	release := func() bool { return false }
 	if em != nil {
-		release = ag.attendance.hold(turnID)
+		release = ag.attendance.hold(sess.ID)
 	}
-	var deltas <-chan string
-	if ds, ok := ag.o.Engine.(TextDeltaSource); ok && em != nil {
-		ch, cancel := ds.SubscribeTextDeltas(turnID)
-		defer cancel()
-		deltas = ch
+	after := int64(0)
+	if turnID != "" {
+		if after, err = ag.lastSeq(ctx, turnID); err != nil {
+			release()
+			ag.failTurn(w, r, em, sess, turnID, err)
+			return
+		}
 	}
-	after, err := ag.lastSeq(ctx, turnID)
-	if err == nil {
-		err = begin(ctx)
-	}
+	id, err := begin(ctx)
 	if err != nil {
 		release()
 		ag.failTurn(w, r, em, sess, turnID, err)
 		return
 	}
+	turnID = id
+	var deltas <-chan agent.Delta
+	if ds, ok := ag.o.Engine.(TextDeltaSource); ok && em != nil {
+		ch, cancel := ds.Deltas(turnID)
+		defer cancel()
+		deltas = ch
+	}
 	if !em.isStarted() {
 		queued(0) // admitted at once: position 0, sent once the turn exists
 	}
-	res, err := ag.follow(ctx, em, sess, turnID, after, deltas)
+	res, err := ag.follow(ctx, em, sess, turnID, model, after, deltas)
 	if err != nil {
 		last := release()
 		// The turn goes on in the engine; its slot stays taken until it
 		// ends, so a client cannot exceed its concurrency by hanging up.
 		released = true
-		go ag.drain(turnID, ticket, last)
+		go ag.drain(sess, turnID, ticket, last)
 		if ctx.Err() == nil {
 			ag.s.log.WarnContext(ctx, "api: agent turn", "turn", turnID, "err", err)
 			if em == nil {
@@ -285,6 +287,8 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 		err = invalid("answers", "%v", err)
 	case errors.Is(err, core.ErrConflict):
 		err = errf(http.StatusConflict, "no_pending_question", "that question is not waiting for an answer")
+	case errors.Is(err, ErrAgentUnsupported):
+		err = errf(http.StatusNotImplemented, "not_implemented", "%v", err)
 	}
 	if em == nil || !em.started {
 		ag.s.fail(w, r, err)
@@ -301,7 +305,7 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 // drain waits, detached from the caller who left, for the turn to end,
 // then frees its slot. When the caller was the last one attending, an
 // approval the turn waits for is released as a denial first.
-func (ag *agentServer) drain(turnID string, ticket *turnlimit.Ticket, lastAttendant bool) {
+func (ag *agentServer) drain(sess *core.AgentSession, turnID string, ticket *turnlimit.Ticket, lastAttendant bool) {
 	defer ticket.Release()
 	ctx := context.Background()
 	poll := time.NewTicker(ag.s.o.PollInterval)
@@ -319,7 +323,7 @@ func (ag *agentServer) drain(turnID string, ticket *turnlimit.Ticket, lastAttend
 		if run.Status.Final() || run.Status == core.RunWaitingInput {
 			return
 		}
-		if lastAttendant && run.Status == core.RunWaitingApproval && !ag.attendance.Attended(turnID) {
+		if lastAttendant && run.Status == core.RunWaitingApproval && !ag.attendance.Attended(sess.Thread) {
 			if err := ag.o.Engine.AgentRelease(ctx, turnID, "the app's event stream closed while the approval waited"); err != nil {
 				ag.s.log.Warn("api: release approvals", "turn", turnID, "err", err)
 			}
@@ -356,22 +360,26 @@ const maxTurnEventPages = 1000
 
 // turnState accumulates what a turn's events say about its result.
 type turnState struct {
+	model    string
 	texts    []string
 	question *PendingQuestion
 	errBody  *ErrorBody
 	finished bool
+	// calls are the tool call ids of the model's turn not yet started,
+	// by tool, in order: tool.started names the tool only.
+	calls map[string][]string
 }
 
 // follow streams turnID's events after `after` (to em when not nil) until
 // the turn ends or stops at a question, and returns its result.
-func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.AgentSession, turnID string, after int64, deltas <-chan string) (*TurnResult, error) {
+func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.AgentSession, turnID, model string, after int64, deltas <-chan agent.Delta) (*TurnResult, error) {
 	wake, cancel := ag.s.subscribeRun(turnID)
 	defer cancel()
 	poll := time.NewTicker(ag.s.o.PollInterval)
 	defer poll.Stop()
 	ping := time.NewTicker(ag.s.o.PingInterval)
 	defer ping.Stop()
-	var st turnState
+	st := turnState{model: model}
 	for {
 		// Status first: a final status commits with its last events, so
 		// the read that follows holds them all.
@@ -403,7 +411,11 @@ func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.Ag
 				deltas = nil
 				continue
 			}
-			if err := em.send(EvTextDelta, map[string]string{"text": d}); err != nil {
+			data := map[string]any{"text": d.Text}
+			if d.Restart {
+				data["restart"] = true // the text streamed so far is void
+			}
+			if err := em.send(EvTextDelta, data); err != nil {
 				return nil, err
 			}
 			continue
@@ -452,7 +464,8 @@ type eventData struct {
 	ToolCallID2 string          `json:"toolCallId"`
 	OK          *bool           `json:"ok"`
 	ApprovalID  string          `json:"approval_id"`
-	ApprovalIDs []string        `json:"approval_ids"`
+	Args        map[string]any  `json:"args"`
+	Reason      *string         `json:"reason"`
 	ActionID    string          `json:"action_id"`
 	RequestID   string          `json:"requestId"`
 	Questions   json.RawMessage `json:"questions"`
@@ -471,47 +484,48 @@ func firstOf(vs ...string) string {
 	return ""
 }
 
-// translate maps one stored run event to the Agent API event (if any) and
-// sends it. Stored events this API has no name for are not forwarded.
+// translate maps one stored run event to the Agent API's events (if any)
+// and sends them. Stored events this API has no name for are not
+// forwarded.
 func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core.AgentSession, ev core.RunEvent, st *turnState) error {
+	if ev.Type == core.EventAgentMessage {
+		return ag.translateMessage(em, ev, st)
+	}
 	var d eventData
 	if len(ev.Data) > 0 {
 		_ = json.Unmarshal(ev.Data, &d) // lenient: an odd shape sends empty fields
 	}
 	switch ev.Type {
 	case EvTurnStarted:
-		return em.send(EvTurnStarted, map[string]string{"model": d.Model})
+		return em.send(EvTurnStarted, map[string]string{"model": firstOf(d.Model, st.model)})
 	case EvTextDelta:
 		return em.send(EvTextDelta, map[string]string{"text": d.Text})
 	case EvMessageCommitted:
-		if d.Text != "" {
-			st.texts = append(st.texts, d.Text)
+		// The run's closing message repeats the model's last text; send
+		// only what is new (an error message, a flow's reply).
+		if d.Text == "" || (len(st.texts) > 0 && st.texts[len(st.texts)-1] == d.Text) {
+			return nil
 		}
+		st.texts = append(st.texts, d.Text)
 		return em.send(EvMessageCommitted, map[string]string{"text": d.Text})
 	case EvToolStarted:
-		return em.send(EvToolStarted, map[string]string{"toolName": firstOf(d.ToolName, d.Tool), "toolCallId": firstOf(d.ToolCallID2, d.ToolCallID)})
+		tool := firstOf(d.ToolName, d.Tool)
+		id := firstOf(d.ToolCallID2, d.ToolCallID)
+		if q := st.calls[tool]; id == "" && len(q) > 0 {
+			id, st.calls[tool] = q[0], q[1:]
+		}
+		return em.send(EvToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
 	case EvToolFinished:
-		return em.send(EvToolFinished, map[string]any{"toolCallId": firstOf(d.ToolCallID2, d.ToolCallID), "ok": d.OK != nil && *d.OK})
+		// Agent runs report a call's end with its result message (below),
+		// which every outcome has; the dispatch record is forwarded only
+		// when it says which call it was.
+		id := firstOf(d.ToolCallID2, d.ToolCallID)
+		if id == "" {
+			return nil
+		}
+		return em.send(EvToolFinished, map[string]any{"toolCallId": id, "ok": d.OK != nil && *d.OK})
 	case EvPermissionRequested:
-		ids := d.ApprovalIDs
-		if d.ApprovalID != "" {
-			ids = append([]string{d.ApprovalID}, ids...)
-		}
-		for _, id := range ids {
-			a, err := ag.s.o.Store.ApprovalGet(ctx, id)
-			if err != nil {
-				return fmt.Errorf("api: permission %s: %w", id, err)
-			}
-			input := a.ProposedArgs
-			if input == nil {
-				input = map[string]any{}
-			}
-			if err := em.send(EvPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": a.ID, "toolName": a.Tool,
-				"reason": a.Reason, "toolInput": input}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return ag.permission(ctx, em, sess, d)
 	case EvPermissionDecided:
 		return em.send(EvPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
 	case EvQuestionRequested:
@@ -528,6 +542,63 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		}
 	}
 	return nil
+}
+
+// translateMessage maps one stored conversation message: the model's text
+// is a committed message, its calls are remembered for tool.started, and a
+// call's result is tool.finished.
+func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *turnState) error {
+	var m agent.Message
+	if err := json.Unmarshal(ev.Data, &m); err != nil {
+		return nil // unreadable: the engine logs it; nothing to show
+	}
+	switch m.Role {
+	case agent.RoleAssistant:
+		for _, c := range m.Calls {
+			if st.calls == nil {
+				st.calls = map[string][]string{}
+			}
+			st.calls[c.Tool] = append(st.calls[c.Tool], c.ID)
+		}
+		if m.Text == "" {
+			return nil
+		}
+		st.texts = append(st.texts, m.Text)
+		return em.send(EvMessageCommitted, map[string]string{"text": m.Text})
+	case agent.RoleTool:
+		if q := st.calls[m.Tool]; len(q) > 0 && q[0] == m.CallID {
+			st.calls[m.Tool] = q[1:] // answered without being started (denied, refused)
+		}
+		return em.send(EvToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
+	}
+	return nil
+}
+
+// permission sends permission.requested for one approval, from the event's
+// own fields when it has them, else from the stored approval.
+func (ag *agentServer) permission(ctx context.Context, em *sseEmitter, sess *core.AgentSession, d eventData) error {
+	if d.ApprovalID == "" {
+		return nil
+	}
+	tool, input, reason := d.Tool, d.Args, ""
+	if d.Reason != nil {
+		reason = *d.Reason
+	}
+	if tool == "" || input == nil || d.Reason == nil {
+		a, err := ag.s.o.Store.ApprovalGet(ctx, d.ApprovalID)
+		if err != nil {
+			return fmt.Errorf("api: permission %s: %w", d.ApprovalID, err)
+		}
+		tool, input = firstOf(tool, a.Tool), a.ProposedArgs
+		if d.Reason == nil {
+			reason = a.Reason
+		}
+	}
+	if input == nil {
+		input = map[string]any{}
+	}
+	return em.send(EvPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
+		"reason": reason, "toolInput": input})
 }
 
 // turnResult computes the result of run (a turn of sess) from its status
