@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/internal/fakellm"
+)
+
+// The Agent API end to end: the real binary, a real store, the fake model
+// server scripted per test.
+
+var agentLLM = sync.OnceValue(fakellm.NewServer)
+
+const agentAppToken = "agent-app-token"
+
+// agentConfig is a config whose default agent "ops" talks to sc and may
+// call two tools: slow (allowed; it writes started, then waits for the
+// file "go" before it finishes, non-idempotent) and note (allowed).
+func agentConfig(e *env, pgDSN string, sc *fakellm.Script) {
+	slow := e.script("slow.sh", fmt.Sprintf(`
+touch %[1]s/started
+i=0
+while [ ! -e %[1]s/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+echo slow done
+`, e.dir))
+	e.writeConfig(e.storeYAML(pgDSN), fmt.Sprintf(`
+api:
+  tokens:
+    - {name: app, token: %q, actor: "console:alice", scopes: [read, request, decide, session.run], agent_concurrency: 1}
+models:
+  - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 20s}
+agents:
+  - {name: ops, model: default, tools: [slow, note], max_steps: 5, default: true}
+tools:
+  - name: slow
+    risk: external
+    idempotent: false
+    exec: {command: [%q], timeout: 1m}
+  - name: note
+    risk: read
+    exec: {command: [echo, noted]}
+policy:
+  rules:
+    - {match: {tool: "*"}, action: allow}
+`, agentAppToken, sc.OpenAIURL(), slow))
+}
+
+// agentCall calls the Agent API with the app token.
+func agentCall(t *testing.T, e *env, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, e.baseURL()+path, rd)
+	req.Header.Set("Authorization", "Bearer "+agentAppToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(data, &out)
+	return resp.StatusCode, out
+}
+
+type agentEvent struct {
+	name string
+	data map[string]any
+}
+
+// agentStream is one POST with Accept: text/event-stream.
+type agentStream struct {
+	status int
+	body   string
+	events chan agentEvent
+	cancel context.CancelFunc
+}
+
+func openAgentStream(t *testing.T, e *env, path string, body any) *agentStream {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.baseURL()+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+agentAppToken)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	s := &agentStream{status: resp.StatusCode, events: make(chan agentEvent, 256), cancel: cancel}
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		s.body = string(data)
+		close(s.events)
+		return s
+	}
+	go func() {
+		defer close(s.events)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		name := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+				var d map[string]any
+				_ = json.Unmarshal([]byte(v), &d)
+				s.events <- agentEvent{name: name, data: d}
+			}
+		}
+	}()
+	return s
+}
+
+// until reads events up to the first named name.
+func (s *agentStream) until(t *testing.T, name string) ([]string, agentEvent) {
+	t.Helper()
+	var seen []string
+	timeout := time.After(waitBound)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				t.Fatalf("stream ended before %s; saw %v", name, seen)
+			}
+			seen = append(seen, ev.name)
+			if ev.name == name {
+				return seen, ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s within %s; saw %v", name, waitBound, seen)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("note", `{"reason":"to take a note"}`), fakellm.Say("Noted, ", "all done."))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "take a note"})
+		if s.status != 200 {
+			t.Fatalf("status %d: %s", s.status, s.body)
+		}
+		seen, fin := s.until(t, "turn.finished")
+		got := strings.Join(seen, " ")
+		for _, want := range []string{"run.queued", "turn.started", "tool.started", "tool.finished", "message.committed"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("no %s in %v", want, seen)
+			}
+		}
+		if fin.data["status"] != "finished" || !strings.Contains(fmt.Sprint(fin.data["text"]), "all done.") {
+			t.Fatalf("turn.finished %v", fin.data)
+		}
+		sid := fin.data["session_id"].(string)
+
+		// A second turn in the same session, without streaming: the result.
+		sc.Push(fakellm.Say("Still here."))
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"session_id": sid, "text": "are you there?"})
+		if code != 200 || res["status"] != "finished" || res["text"] != "Still here." {
+			t.Fatalf("result %d %v", code, res)
+		}
+		// The model saw the session's history: the first turn's text.
+		if reqs := sc.Requests(); !strings.Contains(strings.Join(reqs[len(reqs)-1].Texts(), "\n"), "take a note") {
+			t.Errorf("the second turn's request lacks the first turn")
+		}
+		code, ses := agentCall(t, e, "GET", "/api/v1/agent/sessions/"+sid, nil)
+		if turns, _ := ses["turns"].([]any); code != 200 || len(turns) != 2 {
+			t.Fatalf("session %d %v", code, ses)
+		}
+		code, models := agentCall(t, e, "GET", "/api/v1/agent/models", nil)
+		if items, _ := models["items"].([]any); code != 200 || len(items) != 1 {
+			t.Errorf("models %d %v", code, models)
+		}
+		// The console lists the session's turns among the runs (thread agent:<id>).
+		code, runs := agentCall(t, e, "GET", "/api/v1/runs?thread=agent:"+sid, nil)
+		if items, _ := runs["items"].([]any); code != 200 || len(items) != 2 || items[0].(map[string]any)["kind"] != "agent" {
+			t.Errorf("runs of the session: %d %v", code, runs)
+		}
+	})
+}
+
+func TestAgentAPIQueuePositionAnd429(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		// The first turn calls slow, which waits for the file "go".
+		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("slow finished"))
+		first := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
+		first.until(t, "tool.started")
+		var queued []*agentStream
+		for i := range 4 { // agent_concurrency 1: the queue holds 4
+			sc.Push(fakellm.Say(fmt.Sprint("turn ", i)))
+			s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": fmt.Sprint("hello ", i)})
+			_, ev := s.until(t, "run.queued")
+			if ev.data["position"] != float64(i+1) {
+				t.Fatalf("turn %d queued at %v, want %d", i, ev.data["position"], i+1)
+			}
+			queued = append(queued, s)
+		}
+		full := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "one too many"})
+		if full.status != 429 || !strings.Contains(full.body, "queue_full") {
+			t.Fatalf("beyond the queue: %d %s", full.status, full.body)
+		}
+		if err := os.WriteFile(filepath.Join(e.dir, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		first.until(t, "turn.finished")
+		for i, s := range queued {
+			_, fin := s.until(t, "turn.finished")
+			if fin.data["status"] != "finished" {
+				t.Errorf("queued turn %d: %v", i, fin.data)
+			}
+		}
+	})
+}
+
+func TestAgentAPICancelWithLateResult(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("must not be asked for"))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
+		_, q := s.until(t, "run.queued")
+		turn := q.data["turnId"].(string)
+		s.until(t, "tool.started")
+		waitFor(t, "slow started", func() bool { _, err := os.Stat(filepath.Join(e.dir, "started")); return err == nil })
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/turns/"+turn+"/cancel", nil)
+		if code != 200 || res["status"] != "aborted" {
+			t.Fatalf("cancel %d %v", code, res)
+		}
+		_, fin := s.until(t, "turn.finished")
+		if fin.data["status"] != "aborted" {
+			t.Fatalf("turn.finished %v", fin.data)
+		}
+		// The tool's result arrives after the cancel: refused, the turn
+		// stays aborted and the model is not called again.
+		requests := len(sc.Requests())
+		if err := os.WriteFile(filepath.Join(e.dir, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the late result recorded", func() bool {
+			_, r := agentCall(t, e, "GET", "/api/v1/runs/"+turn, nil)
+			steps, _ := r["steps"].([]any)
+			return len(steps) > 0 && steps[0].(map[string]any)["status"] != "dispatching"
+		})
+		code, res = agentCall(t, e, "GET", "/api/v1/agent/turns/"+turn, nil)
+		if code != 200 || res["status"] != "aborted" {
+			t.Errorf("after the late result: %d %v", code, res)
+		}
+		if n := len(sc.Requests()); n != requests {
+			t.Errorf("the model was called %d more times after the cancel", n-requests)
+		}
+		code, _ = agentCall(t, e, "POST", "/api/v1/agent/turns/"+turn+"/cancel", nil)
+		if code != 409 {
+			t.Errorf("second cancel: %d, want 409", code)
+		}
+	})
+}
+
+func TestAgentAPIOutcomeUnknownAfterKill9(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("after the crash"))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
+		_, q := s.until(t, "run.queued")
+		turn, sid := q.data["turnId"].(string), q.data["sessionId"].(string)
+		waitFor(t, "slow started", func() bool { _, err := os.Stat(filepath.Join(e.dir, "started")); return err == nil })
+		e.kill() // mid-dispatch of a non-idempotent tool
+		e.start()
+		var res map[string]any
+		waitFor(t, "the turn ends after the restart", func() bool {
+			_, res = agentCall(t, e, "GET", "/api/v1/agent/turns/"+turn, nil)
+			return res["status"] != "running" && res["status"] != "queued"
+		})
+		errBody, _ := res["error"].(map[string]any)
+		if res["status"] != "error" || errBody["code"] != "AGENT_OUTCOME_UNKNOWN" {
+			t.Fatalf("turn after kill -9: %v", res)
+		}
+		_, ses := agentCall(t, e, "GET", "/api/v1/agent/sessions/"+sid, nil)
+		if turns, _ := ses["turns"].([]any); len(turns) != 1 {
+			t.Errorf("session %v", ses)
+		}
+	})
+}
