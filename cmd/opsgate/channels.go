@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -221,7 +222,7 @@ func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Tok
 	}
 	o := mcp.Options{Engine: eng, Store: st, Tokens: mt, Flows: flows, Version: version,
 		PublicURL: cfg.Server.PublicURL, AllowedOrigins: cfg.MCP.AllowedOrigins, InternalOrigins: cfg.MCP.InternalOrigins,
-		StateKey: mcpStateKey(key), Logger: log.With("component", "mcp")}
+		StateKey: mcpStateKey(key), Logger: log.With("component", "mcp"), Questions: mcpQuestions{eng}}
 	if a := cfg.MCP.OAuth; a != nil {
 		o.OAuth = &mcp.OAuth{AuthorizationServers: a.AuthorizationServers, ScopesSupported: a.ScopesSupported}
 	}
@@ -340,4 +341,27 @@ func overridePacing(p delivery.Pacing, rl config.RateLimits) delivery.Pacing {
 		account = rate(rl.Global)
 	}
 	return delivery.OverridePacing(p, rate(rl.Conversation), rate(rl.Group), account)
+}
+
+// mcpQuestions serves the ask_user questions of agent runs to core/mcp.
+type mcpQuestions struct{ eng *engine.Engine }
+
+func (q mcpQuestions) PendingQuestions(ctx context.Context, runID string) ([]mcp.Question, error) {
+	ps, err := q.eng.PendingQuestions(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]mcp.Question, 0, len(ps))
+	for _, p := range ps {
+		raw, err := json.Marshal(p.Ask)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mcp.Question{ID: p.ActionID, RunID: p.RunID, Questions: raw, ExpiresAt: p.ExpiresAt})
+	}
+	return out, nil
+}
+
+func (q mcpQuestions) Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, answer json.RawMessage) error {
+	return q.eng.Answer(ctx, actor, channel, runID, actionID, answer)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,13 @@ type Store interface {
 	OutboxRequeue(ctx context.Context, id string, now time.Time) error
 	ThreadMessages(ctx context.Context, p core.ThreadMessagesParams) ([]core.ThreadMessage, string, error)
 	Subscribe(topic string) (ch <-chan struct{}, cancel func())
+}
+
+// Answerer is the optional capability of an Engine that takes answers to
+// an agent's ask_user questions (the engine does): POST
+// /api/v1/runs/{id}/answer. Refusals are *core.DecisionError.
+type Answerer interface {
+	Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, answer json.RawMessage) error
 }
 
 // ToolSchemas is the optional capability of an Engine that knows each
@@ -274,6 +282,7 @@ func (s *server) routes() {
 	route("GET /api/v1/runs/{id}", s.getRun, read)
 	route("POST /api/v1/runs/{id}/cancel", s.cancelRun, []core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin})
 	route("GET /api/v1/runs/{id}/events", s.runEvents, read)
+	route("POST /api/v1/runs/{id}/answer", s.answerRun, []core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin})
 	route("GET /api/v1/approvals", s.listApprovals, read)
 	route("GET /api/v1/approvals/{id}", s.getApproval, read)
 	m.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)

@@ -239,6 +239,41 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, v)
 }
 
+// answerRun answers a run's pending question: {"action_id","answer"} with
+// answer the question array or a confirmation (CONTRACT.md "Agents");
+// 200 with the run; 400 malformed, 422 not an answer, 403 may not answer,
+// 404 no such question, 409 answered already, 410 expired.
+func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var b struct {
+		ActionID string          `json:"action_id"`
+		Answer   json.RawMessage `json:"answer"`
+	}
+	if err := decodeBody(r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if b.ActionID == "" || len(b.Answer) == 0 {
+		s.fail(w, r, errf(http.StatusUnprocessableEntity, "invalid", "action_id and answer are required"))
+		return
+	}
+	qa, ok := s.o.Engine.(Answerer)
+	if !ok {
+		s.fail(w, r, errf(http.StatusNotFound, "not_found", "this server takes no answers"))
+		return
+	}
+	if err := qa.Answer(r.Context(), actorFrom(r.Context()), DecisionChannel, id, b.ActionID, b.Answer); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	run, err := s.o.Store.RunGet(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, notFound(err, "run", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, NewRunView(run))
+}
+
 // agentUsage sums the token usage of an agent run's model turns, which
 // are stored with its conversation (agent.message events).
 func (s *server) agentUsage(ctx context.Context, runID string) (*UsageView, error) {

@@ -591,9 +591,3 @@ func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *Tool, st
 	audit := e.audit(approvals.AuditRunInterrupted, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
 	return true, ax.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
 }
-
-// askUser is replaced by the question flow (questions.go).
-func (ax *agentExec) askUser(ctx context.Context, call llm.Call, idx int) (bool, error) {
-	problem := "ask_user is not available in this thread"
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, nil)
-}

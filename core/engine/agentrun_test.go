@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -431,5 +433,85 @@ func TestAgentOneCardForSeveralGatedCallsAndApproveAll(t *testing.T) {
 		if txt := requestText(t, sc, 1); strings.Count(txt, "Approved by console:alice.") != 2 {
 			t.Fatalf("the model was not told of both approvals:\n%s", txt)
 		}
+	})
+}
+
+func TestAgentAskUser(t *testing.T) {
+	askArgs := `{"questions":[{"id":"env","kind":"choice","text":"Which environment?","choices":["staging","prod"]}]}`
+	t.Run("AnsweredByAThreadReply", func(t *testing.T) {
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b)
+			sc.Push(call("ask_user", askArgs), fakellm.Say("Using prod."))
+			rc := h.send("console:req", "slack:T1/C1/1", "ship it")
+			run := h.waitRun(rc.RunID, core.RunWaitingInput)
+			if got := h.outboxTexts(rc.RunID); len(got) != 1 || !containsAll(got[0], "Which environment?", "staging, prod", "Reply in this thread") {
+				t.Fatalf("question message %q", got)
+			}
+			qs, err := h.eng.PendingQuestions(context.Background(), run.ID)
+			if err != nil || len(qs) != 1 || qs[0].Ask.Questions[0].ID != "env" {
+				t.Fatalf("pending %+v %v", qs, err)
+			}
+			// Someone who is neither the requester nor an approver is not
+			// taken as answering; their message goes to the agent queue.
+			// The requester's reply answers.
+			if rc2 := h.send("console:req", "slack:T1/C1/1", "PROD"); rc2.RunID != rc.RunID {
+				t.Fatalf("the reply started run %q", rc2.RunID)
+			}
+			h.waitRun(rc.RunID, core.RunSucceeded)
+			if txt := requestText(t, sc, 1); !containsAll(txt, "Answered by console:req:", `source="answer"`, `"answer":"prod"`) {
+				t.Fatalf("the model did not get the answer:\n%s", txt)
+			}
+		})
+	})
+	t.Run("AnsweredThroughTheEngineWithRefusals", func(t *testing.T) {
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b)
+			sc.Push(call("ask_user", askArgs), fakellm.Say("Using staging."))
+			rc := h.send("console:req", "console:q2", "ship it")
+			h.waitRun(rc.RunID, core.RunWaitingInput)
+			ctx := context.Background()
+			qs, _ := h.eng.PendingQuestions(ctx, rc.RunID)
+			id := qs[0].ActionID
+			codeOf := func(err error) core.DecisionCode {
+				var de *core.DecisionError
+				if !errors.As(err, &de) {
+					t.Fatalf("want a refusal, got %v", err)
+				}
+				return de.Code
+			}
+			good := json.RawMessage(`[{"questionId":"env","isSkipped":false,"answer":"staging"}]`)
+			if c := codeOf(h.eng.Answer(ctx, core.Actor{ID: "console:stranger"}, "api", rc.RunID, id, good)); c != core.DecisionNotApprover {
+				t.Fatalf("stranger: %s", c)
+			}
+			if c := codeOf(h.eng.Answer(ctx, core.Actor{ID: "console:alice"}, "api", rc.RunID, id, json.RawMessage(`[{"questionId":"env","answer":"qa"}]`))); c != core.DecisionInvalidArgs {
+				t.Fatalf("invalid: %s", c)
+			}
+			if c := codeOf(h.eng.Answer(ctx, core.Actor{ID: "console:alice"}, "api", rc.RunID, id, json.RawMessage(`nope`))); c != core.DecisionBadRequest {
+				t.Fatalf("malformed: %s", c)
+			}
+			if err := h.eng.Answer(ctx, core.Actor{ID: "console:alice"}, "api", rc.RunID, id, good); err != nil {
+				t.Fatal(err)
+			}
+			if c := codeOf(h.eng.Answer(ctx, core.Actor{ID: "console:req"}, "api", rc.RunID, id, good)); c != core.DecisionAlreadyDecided {
+				t.Fatalf("second answer: %s", c)
+			}
+			h.waitRun(rc.RunID, core.RunSucceeded)
+			if txt := requestText(t, sc, 1); !containsAll(txt, "Answered by console:alice:", `"answer":"staging"`) {
+				t.Fatalf("the model did not get the answer:\n%s", txt)
+			}
+		})
+	})
+	t.Run("Expires", func(t *testing.T) {
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b)
+			sc.Push(call("ask_user", askArgs), fakellm.Say("Nobody answered."))
+			rc := h.send("console:req", "console:q3", "ship it")
+			h.waitRun(rc.RunID, core.RunWaitingInput)
+			h.clk.Advance(2 * time.Hour)
+			h.waitRun(rc.RunID, core.RunSucceeded)
+			if txt := requestText(t, sc, 1); !strings.Contains(txt, "the question expired") {
+				t.Fatalf("the model was not told:\n%s", txt)
+			}
+		})
 	})
 }

@@ -85,6 +85,9 @@ type Options struct {
 	// (agentrun.go); History keeps their conversations, default the Store.
 	Agents  []Agent
 	History core.AgentHistoryStore
+	// QuestionAnswerers says who may answer an agent's ask_user question:
+	// AnswerRequesterOrApprovers (default) or AnswerRequester.
+	QuestionAnswerers string
 
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration

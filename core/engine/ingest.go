@@ -47,6 +47,13 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		}
 		return core.Receipt{Duplicate: res.Duplicate, Refused: true}, nil
 	}
+	if len(e.assistants) > 0 {
+		// A message in a thread whose agent waits for an answer is the
+		// answer, when its sender may give it.
+		if rc, ok, err := e.answerFromThread(ctx, ev); ok || err != nil {
+			return rc, err
+		}
+	}
 	p := core.InboxRecordParams{Event: ev}
 	rt, err := e.router.Route(ev.Text)
 	var nm *router.NoMatchError

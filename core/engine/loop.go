@@ -240,6 +240,9 @@ func (e *Engine) sweep(ctx context.Context) {
 		if err := e.sweepAgentCalls(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("agent calls", "err", err)
 		}
+		if err := e.sweepQuestions(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("agent questions", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -63,3 +63,38 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAskUserOnTheConsole: the run page shows the agent's question as a
+// form and the conversation; answering it resumes the run with the answer.
+func TestAskUserOnTheConsole(t *testing.T) {
+	t.Parallel()
+	m := fakellm.Replies(
+		&llm.Response{Text: "Let me ask.", ToolCalls: []llm.ToolCall{{ID: "q1", Name: "ask_user",
+			Arguments: `{"questions":[{"id":"env","kind":"choice","text":"Which environment?","choices":["staging","prod"]},{"id":"why","kind":"text","text":"Why now?","optional":true}]}`}}},
+		&llm.Response{Text: "Deploying to prod."},
+	)
+	b := setup(t, setupOpts{agent: m})
+	c := newClient(t, b.url)
+	csrf := c.signIn(bobToken)
+	runID := b.send(t, "agent-q", "ship it please")
+	b.waitRun(t, runID, core.RunWaitingInput)
+	page := c.do("GET", "/runs/"+runID, nil, nil)
+	if page.status != 200 || !strings.Contains(page.body, "data-question") || !strings.Contains(page.body, "Which environment?") ||
+		!strings.Contains(page.body, `value="prod"`) || !strings.Contains(page.body, "Let me ask.") || !strings.Contains(page.body, "→ ask_user") {
+		t.Fatalf("run page: %d\n%s", page.status, page.body)
+	}
+	r := c.do("POST", "/runs/"+runID+"/answer", url.Values{csrfField: {csrf}, "action_id": {"ask-0"}, "q:env": {"prod"}}, nil)
+	if r.status != http.StatusOK && r.status != http.StatusSeeOther {
+		t.Fatalf("answer: %d %s", r.status, r.body)
+	}
+	b.waitRun(t, runID, core.RunSucceeded)
+	reqs := m.Requests()
+	last := reqs[len(reqs)-1].Messages
+	if got := last[len(last)-1].Text; !strings.Contains(got, "Answered by console:bob:") || !strings.Contains(got, `"answer":"prod"`) || !strings.Contains(got, `"isSkipped":true`) {
+		t.Fatalf("the model got %q", got)
+	}
+	page = c.do("GET", "/runs/"+runID, nil, nil)
+	if !strings.Contains(page.body, "Deploying to prod.") || strings.Contains(page.body, "data-question") {
+		t.Fatalf("final page:\n%s", page.body)
+	}
+}

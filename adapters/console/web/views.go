@@ -196,6 +196,10 @@ type runView struct {
 	Steps                                                                []stepView
 	Events                                                               []eventRow
 	Version                                                              string
+	// Agent runs: the conversation, and the question waiting for input.
+	Agent        bool
+	Conversation []convoEntry
+	Question     *questionView
 }
 
 // fold splits long output into a head shown at once and the rest behind a
@@ -246,7 +250,13 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *r
 		sv.ShowArgs = !sv.SameAsRun && (sv.Card == nil || (!sv.Card.Pending && len(sv.Card.EditDiff) == 0))
 		v.Steps = append(v.Steps, sv)
 	}
+	if _, ok := core.AgentOf(r.Flow); ok {
+		v.Agent, v.Conversation, v.Question = true, conversation(evs), pendingQuestion(r)
+	}
 	for _, ev := range evs {
+		if ev.Type == core.EventAgentMessage {
+			continue // shown as the conversation
+		}
 		v.Events = append(v.Events, eventRow{Seq: ev.Seq, Type: ev.Type, At: ts(ev.At), Summary: eventSummary(ev), Kind: eventKind(ev)})
 	}
 	last := int64(0)

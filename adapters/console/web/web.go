@@ -231,6 +231,7 @@ func (s *server) routes() {
 	m.HandleFunc("POST /approvals/{id}/decision", s.authed(s.decide))
 	m.HandleFunc("GET /runs", s.authed(s.need(read, s.runsPage)))
 	m.HandleFunc("GET /runs/{id}", s.authed(s.need(read, s.runPage)))
+	m.HandleFunc("POST /runs/{id}/answer", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.answerRun)))
 	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.cancelRun)))
 	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
 	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))

@@ -1,0 +1,347 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/markdown"
+)
+
+// ask_user (CONTRACT.md "Agents"): the model's questions to people. The call
+// puts the run in waiting_input with its step waiting_input (the ask as the
+// step's args) and a question message in the thread. An answer — from the
+// console, the API, MCP, or a reply in the thread — is validated against
+// the ask and written in ONE guarded checkpoint (the run must still be
+// waiting_input: the first answer wins) that requeues the run with the
+// step succeeded and the answer as its output; the resumed turn gives it
+// to the model. A question nobody answers within approvals.ttl expires the
+// same way, and the model is told.
+
+// StepWaitingInput is the step of an ask_user call waiting for an answer.
+const StepWaitingInput core.StepStatus = "waiting_input"
+
+// Who may answer a question (Options.QuestionAnswerers).
+const (
+	// AnswerRequesterOrApprovers (default): the run's requester, or anyone
+	// in an approvers group.
+	AnswerRequesterOrApprovers = "requester_or_approvers"
+	// AnswerRequester: the run's requester only.
+	AnswerRequester = "requester"
+)
+
+// askActionID names the question of step idx: the action_id of
+// POST /api/v1/runs/{id}/answer.
+func askActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
+
+// answered is a stored answer (the step's output).
+type answered struct {
+	By     string          `json:"by"`
+	Answer json.RawMessage `json:"answer"`
+}
+
+// askUser handles an ask_user call: a malformed ask is an error result; a
+// new one suspends the run; an answered or expired one becomes the result.
+func (ax *agentExec) askUser(ctx context.Context, call llm.Call, idx int) (bool, error) {
+	e := ax.e
+	ask, err := llm.ParseAsk(call.Arguments)
+	now := e.now()
+	if err != nil {
+		st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: core.StepFailed, Args: call.Args, Error: err.Error(), FinishedAt: &now}
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: err.Error()}, st)
+	}
+	st := ax.stepAt(idx)
+	switch {
+	case st == nil:
+		return true, ax.suspendAsk(ctx, call, idx, ask)
+	case st.Status == StepWaitingInput:
+		if st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
+			next := *st
+			next.Status, next.Error, next.FinishedAt = core.StepFailed, "question expired", &now
+			msg := llm.Unanswered(call, e.opts.ApprovalTTL, now)
+			return false, ax.commit(ctx, core.Checkpoint{Step: &next, Events: []core.RunEvent{
+				e.event(ax.run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(idx), "expired": true})}}, msg)
+		}
+		// Requeued without an answer: wait again.
+		return true, ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true})
+	case st.Status == core.StepSucceeded:
+		var an answered
+		if err := json.Unmarshal([]byte(st.Output), &an); err != nil {
+			return false, fmt.Errorf("answer of %s: %w", askActionID(idx), err)
+		}
+		reply, err := ask.ParseReply(an.Answer)
+		if err != nil {
+			return false, fmt.Errorf("stored answer of %s: %w", askActionID(idx), err)
+		}
+		return false, ax.commit(ctx, core.Checkpoint{}, reply.Result(call, an.By, now))
+	case st.Status == core.StepFailed:
+		return false, ax.commit(ctx, core.Checkpoint{}, llm.Unanswered(call, e.opts.ApprovalTTL, now))
+	}
+	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeCancelled}, nil)
+}
+
+// suspendAsk puts the run in waiting_input with the question in the thread.
+func (ax *agentExec) suspendAsk(ctx context.Context, call llm.Call, idx int, ask llm.Ask) error {
+	e := ax.e
+	now := e.now()
+	var args map[string]any
+	_ = json.Unmarshal(mustJSON(ask), &args)
+	st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: StepWaitingInput, Args: args, StartedAt: &now}
+	expires := now.Add(e.opts.ApprovalTTL)
+	text := questionText(ask, ax.run, idx, e.opts.PublicURL, expires)
+	return ax.checkpoint(ctx, core.Checkpoint{
+		Status: core.RunWaitingInput, Release: true, Step: st,
+		Outbox: e.toThread(ax.run.Thread, e.reply(ax.run, text)),
+		Events: []core.RunEvent{e.event(ax.run.ID, core.EventQuestionRequested, map[string]any{
+			"action_id": askActionID(idx), "questions": ask.Questions, "tool_call_id": call.ID, "expires_at": expires,
+			"session_id": ax.run.Thread.String(), "request_id": askActionID(idx),
+		})},
+	})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte("null")
+	}
+	return b
+}
+
+// questionText is the question as the thread gets it: every question, how
+// to answer by replying, and the console link.
+func questionText(ask llm.Ask, run *core.Run, idx int, publicURL string, expires time.Time) string {
+	var b strings.Builder
+	b.WriteString("❓ The agent asks:\n")
+	for i, q := range ask.Questions {
+		fmt.Fprintf(&b, "%d. %s", i+1, markdown.Escape(core.OneLine(q.Text)))
+		switch q.Kind {
+		case llm.QuestionChoice:
+			b.WriteString(" (one of: " + markdown.Escape(strings.Join(q.Choices, ", ")) + ")")
+		case llm.QuestionConfirm:
+			b.WriteString(" (yes or no)")
+		}
+		if q.Optional {
+			b.WriteString(" — optional, reply \"skip\" to skip")
+		}
+		b.WriteString("\n")
+	}
+	if len(ask.Questions) == 1 {
+		b.WriteString("Reply in this thread with your answer")
+	} else {
+		b.WriteString("Reply in this thread with one line per question, in order")
+	}
+	fmt.Fprintf(&b, " (before %s).", expires.UTC().Format("2006-01-02 15:04 UTC"))
+	if publicURL != "" {
+		fmt.Fprintf(&b, " Or answer in the console: %s/runs/%s", strings.TrimRight(publicURL, "/"), run.ID)
+	}
+	return b.String()
+}
+
+// PendingQuestion is the unanswered ask of a run waiting_input.
+type PendingQuestion struct {
+	ActionID  string
+	RunID     string
+	Ask       llm.Ask
+	ExpiresAt time.Time
+}
+
+// PendingQuestions lists a run's unanswered question (at most one: a run
+// waits on one ask at a time).
+func (e *Engine) PendingQuestions(ctx context.Context, runID string) ([]PendingQuestion, error) {
+	run, err := e.store.RunGet(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("engine: questions of %s: %w", runID, err)
+	}
+	var out []PendingQuestion
+	if run.Status != core.RunWaitingInput {
+		return out, nil
+	}
+	for _, st := range run.Steps {
+		if st.Status != StepWaitingInput {
+			continue
+		}
+		ask, err := llm.ParseAsk(string(mustJSON(st.Args)))
+		if err != nil {
+			continue
+		}
+		q := PendingQuestion{ActionID: askActionID(st.Index), RunID: runID, Ask: ask}
+		if st.StartedAt != nil {
+			q.ExpiresAt = st.StartedAt.Add(e.opts.ApprovalTTL)
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// Answer answers the question actionID of a run waiting_input with raw —
+// the question array [{"questionId","isSkipped","answer"}] or, for one
+// confirm question, {"isConfirmed","feedback"} — and requeues the run; the
+// model receives the answer. Refusals are *core.DecisionError: not_found
+// (no such question), already_decided (answered, expired or the run moved
+// on), not_approver (actor may not answer), bad_request (not JSON),
+// invalid_args (does not answer the questions).
+func (e *Engine) Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, raw json.RawMessage) error {
+	run, err := e.store.RunGet(ctx, runID)
+	if errors.Is(err, core.ErrNotFound) {
+		return &core.DecisionError{Code: core.DecisionNotFound, Message: "no run " + runID}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: answer %s: %w", runID, err)
+	}
+	i := slices.IndexFunc(run.Steps, func(s core.Step) bool { return askActionID(s.Index) == actionID && s.Tool == llm.AskUserTool })
+	if i < 0 {
+		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("run %s has no question %q", runID, actionID)}
+	}
+	st := run.Steps[i]
+	if run.Status != core.RunWaitingInput || st.Status != StepWaitingInput {
+		return &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question is no longer waiting for an answer"}
+	}
+	now := e.now()
+	if st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
+		return &core.DecisionError{Code: core.DecisionExpired, Message: "this question expired"}
+	}
+	if why := e.mayAnswer(run, actor.ID); why != "" {
+		return &core.DecisionError{Code: core.DecisionNotApprover, Message: why}
+	}
+	ask, err := llm.ParseAsk(string(mustJSON(st.Args)))
+	if err != nil {
+		return fmt.Errorf("engine: answer %s: stored ask: %w", runID, err)
+	}
+	reply, err := ask.ParseReply(raw)
+	switch {
+	case errors.Is(err, llm.ErrMalformedAnswer):
+		return &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error()}
+	case err != nil:
+		return &core.DecisionError{Code: core.DecisionInvalidArgs, Message: err.Error()}
+	}
+	next := st
+	next.Status, next.FinishedAt = core.StepSucceeded, &now
+	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON()}))
+	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
+		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued, Step: &next,
+		Events: []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{
+			"action_id": actionID, "by": actor.ID, "channel": channel, "answer": json.RawMessage(reply.JSON())})},
+	})
+	if errors.Is(err, core.ErrConflict) {
+		return &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question was answered meanwhile"}
+	}
+	if err != nil {
+		return fmt.Errorf("engine: answer %s: %w", runID, err)
+	}
+	return nil
+}
+
+// mayAnswer says why actor may not answer run's question, or "".
+func (e *Engine) mayAnswer(run *core.Run, actor string) string {
+	tr := e.trust()
+	if tr.dir.SamePerson(actor, run.Requester) {
+		return ""
+	}
+	if e.opts.QuestionAnswerers == AnswerRequester {
+		return "only the person who asked (" + run.Requester + ") may answer"
+	}
+	if strings.HasPrefix(actor, "agent:") {
+		return "an agent may not answer a question put to people"
+	}
+	for _, members := range e.opts.Groups {
+		if slices.Contains(tr.dir.Expand(members), actor) {
+			return ""
+		}
+	}
+	return "only the person who asked (" + run.Requester + ") or an approver may answer"
+}
+
+// sweepQuestions requeues the runs whose question expired, so the model is
+// told (the resumed turn sees the expiry).
+func (e *Engine) sweepQuestions(ctx context.Context) error {
+	if len(e.assistants) == 0 {
+		return nil
+	}
+	runs, _, err := e.store.RunList(ctx, core.RunListParams{Status: core.RunWaitingInput, Limit: sweepBatch})
+	if err != nil {
+		return fmt.Errorf("engine: list runs waiting for input: %w", err)
+	}
+	now := e.now()
+	for _, r := range runs {
+		if _, ok := core.AgentOf(r.Flow); !ok || now.Before(r.UpdatedAt.Add(e.opts.ApprovalTTL)) {
+			continue // the run waited less than the ttl: its question has too
+		}
+		full, err := e.store.RunGet(ctx, r.ID) // lists carry no steps
+		if err != nil {
+			return fmt.Errorf("engine: expire question of %s: %w", r.ID, err)
+		}
+		for _, st := range full.Steps {
+			if st.Status == StepWaitingInput && st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
+				err := e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: r.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued})
+				if err != nil && !errors.Is(err, core.ErrConflict) {
+					return fmt.Errorf("engine: expire question of %s: %w", r.ID, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// answerFromThread treats a message in a thread whose agent run waits for
+// input as the answer, when its sender may answer: one line per question
+// ("skip" skips an optional one). It reports whether it did.
+func (e *Engine) answerFromThread(ctx context.Context, ev core.ChannelEvent) (core.Receipt, bool, error) {
+	runs, _, err := e.store.RunList(ctx, core.RunListParams{Thread: ev.Thread.String(), Status: core.RunWaitingInput, Limit: 1})
+	if err != nil || len(runs) == 0 {
+		return core.Receipt{}, false, err
+	}
+	run := runs[0]
+	if _, ok := core.AgentOf(run.Flow); !ok || e.mayAnswer(run, ev.Actor.ID) != "" {
+		return core.Receipt{}, false, nil
+	}
+	qs, err := e.PendingQuestions(ctx, run.ID)
+	if err != nil || len(qs) == 0 {
+		return core.Receipt{}, false, err
+	}
+	q := qs[0]
+	lines := strings.Split(strings.TrimSpace(ev.Text), "\n")
+	if len(q.Ask.Questions) == 1 {
+		lines = []string{strings.TrimSpace(ev.Text)}
+	}
+	var answers []llm.Answer
+	for i, question := range q.Ask.Questions {
+		a := llm.Answer{QuestionID: question.ID}
+		if i < len(lines) {
+			a.Answer = strings.TrimSpace(lines[i])
+		}
+		if question.Optional && (a.Answer == "" || strings.EqualFold(a.Answer, "skip")) {
+			a.IsSkipped, a.Answer = true, ""
+		}
+		answers = append(answers, a)
+	}
+	// The message is recorded (deduplicated) first, starting nothing; the
+	// answer then goes through Answer like any other.
+	res, err := e.store.InboxRecord(ctx, core.InboxRecordParams{Event: ev})
+	if err != nil {
+		return core.Receipt{}, true, fmt.Errorf("engine: record answer %s/%s: %w", ev.Channel, ev.EventID, err)
+	}
+	rc := core.Receipt{Duplicate: res.Duplicate, RunID: run.ID}
+	if res.Duplicate {
+		return rc, true, nil
+	}
+	if err := e.Answer(ctx, ev.Actor, ev.Channel, run.ID, q.ActionID, mustJSON(answers)); err != nil {
+		var de *core.DecisionError
+		if errors.As(err, &de) {
+			// Tell the thread what was wrong; the question still waits.
+			_, rerr := e.store.InboxRecord(ctx, core.InboxRecordParams{Event: core.ChannelEvent{
+				Channel: ev.Channel, EventID: ev.EventID + "/refused", Actor: ev.Actor, Thread: ev.Thread, ReceivedAt: ev.ReceivedAt,
+			}, Replies: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, RunID: run.ID, CreatedAt: e.now(),
+				Text: "That did not answer the question: " + markdown.Escape(core.OneLine(de.Message)) + ". The question still waits."}}})
+			return rc, true, rerr
+		}
+		return rc, true, err
+	}
+	return rc, true, nil
+}
