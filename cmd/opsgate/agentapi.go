@@ -71,7 +71,7 @@ func (a agentEngine) AgentTurnStart(ctx context.Context, t api.AgentTurn) (strin
 }
 
 func (a agentEngine) AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) error {
-	return fmt.Errorf("answering a question over the Agent API: %w", api.ErrAgentUnsupported)
+	return a.e.Answer(ctx, actor, api.DecisionChannel, runID, requestID, answers)
 }
 
 func (a agentEngine) AgentRelease(ctx context.Context, runID, why string) error {

@@ -327,3 +327,40 @@ func TestAgentAPIOutcomeUnknownAfterKill9(t *testing.T) {
 		}
 	})
 }
+
+func TestAgentAPIQuestionAndAnswer(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("ask_user", `{"questions":[{"id":"env","kind":"choice","text":"Which environment?","choices":["staging","prod"]}]}`),
+			fakellm.Say("Deploying to prod."))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "deploy api"})
+		seen, fin := s.until(t, "turn.finished")
+		pq, _ := fin.data["pending_question"].(map[string]any)
+		if fin.data["status"] != "finished" || pq == nil || !strings.Contains(strings.Join(seen, " "), "question.requested") {
+			t.Fatalf("turn %v (%v)", fin.data, seen)
+		}
+		sid, rid := fin.data["session_id"].(string), pq["requestId"].(string)
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/answer", map[string]any{"session_id": sid, "request_id": rid,
+			"answers": []map[string]any{{"questionId": "env", "isSkipped": false, "answer": "moon"}}})
+		if code != 422 {
+			t.Errorf("a choice that is none: %d %v", code, res)
+		}
+		a := openAgentStream(t, e, "/api/v1/agent/answer", map[string]any{"session_id": sid, "request_id": rid,
+			"answers": []map[string]any{{"questionId": "env", "isSkipped": false, "answer": "prod"}}})
+		if a.status != 200 {
+			t.Fatalf("answer: %d %s", a.status, a.body)
+		}
+		_, fin = a.until(t, "turn.finished")
+		if fin.data["status"] != "finished" || !strings.Contains(fmt.Sprint(fin.data["text"]), "Deploying to prod.") || fin.data["pending_question"] != nil {
+			t.Fatalf("continued turn %v", fin.data)
+		}
+		reqs := sc.Requests()
+		if last := strings.Join(reqs[len(reqs)-1].Texts(), "\n"); !strings.Contains(last, "prod") {
+			t.Errorf("the model did not get the answer: %s", last)
+		}
+	})
+}
