@@ -1,9 +1,12 @@
 package api
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +79,72 @@ func TestAgentRunOverTheAPI(t *testing.T) {
 	last := reqs[len(reqs)-1].Messages
 	if got := last[len(last)-1].Text; !strings.Contains(got, `"isConfirmed":true`) || !strings.Contains(got, "ship it") {
 		t.Fatalf("the model got %q", got)
+	}
+}
+
+// gatedModel streams "hel", "lo" once ready is closed.
+type gatedModel struct{ ready chan struct{} }
+
+func (m *gatedModel) Stream(ctx context.Context, _ *llm.Request, sink llm.Sink) (*llm.Response, error) {
+	select {
+	case <-m.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	sink(llm.Delta{Text: "hel"})
+	sink(llm.Delta{Text: "lo"})
+	return &llm.Response{Text: "hello", Stop: llm.StopEnd}, nil
+}
+
+// TestAgentTextDeltasOverSSE: /api/v1/runs/{id}/events carries text.delta
+// frames (without ids) while the model writes, then the stored events.
+func TestAgentTextDeltasOverSSE(t *testing.T) {
+	t.Parallel()
+	st := coretest.Store(t)
+	m := &gatedModel{ready: make(chan struct{})}
+	eng, err := engine.New(engine.Options{
+		Store: st, Policy: &approvals.Policy{},
+		Agents:       []engine.Agent{{Name: "ops", ModelName: "fake", Model: m, Default: true}},
+		PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coretest.Run(t, eng)
+	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b := &bundle{url: srv.URL, h: h}
+	r := b.do(t, "POST", "/api/v1/messages", adminToken, map[string]string{"thread": "console:sse", "text": "say hello"})
+	want(t, r, 201, "")
+	runID := r.body["run"].(map[string]any)["id"].(string)
+	s := openSSE(t, b, "/api/v1/runs/"+runID+"/events", nil)
+	close(m.ready)
+	var text string
+	var types []string
+	for range 100 {
+		f := s.next(t)
+		if f.comment != "" {
+			continue
+		}
+		types = append(types, f.event)
+		if f.event == core.EventTextDelta {
+			if f.id != "" {
+				t.Errorf("a delta has id %q", f.id)
+			}
+			var d struct{ Text string }
+			_ = json.Unmarshal([]byte(f.data), &d)
+			text += d.Text
+		}
+		if f.event == "end" {
+			break
+		}
+	}
+	if text != "hello" || !slices.Contains(types, core.EventMessageCommitted) {
+		t.Fatalf("deltas %q, events %v", text, types)
 	}
 }

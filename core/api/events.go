@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
 )
 
 // eventPage bounds one read of a run's events; a long backlog is sent in
@@ -49,6 +50,16 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 	// the wait is lost.
 	wake, cancel := s.subscribeRun(id)
 	defer cancel()
+	// An agent run's streamed text comes from the engine on this replica,
+	// not the store: text.delta events carry no id, so Last-Event-ID stays
+	// the stored stream's, and a reconnect resumes at the committed
+	// message (message.committed / agent.message), never mid-delta.
+	var deltas <-chan llm.Delta
+	if ds, ok := s.o.Engine.(DeltaSource); ok {
+		var stop func()
+		deltas, stop = ds.Deltas(id)
+		defer stop()
+	}
 	run, err := s.o.Store.RunGet(ctx, id)
 	if err != nil {
 		s.fail(w, r, notFound(err, "run", id))
@@ -99,17 +110,34 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		// polling fallback (for anything else). A wake-up then costs one
 		// query, not two.
 		if !finished {
-			select {
-			case <-ctx.Done():
-				return
-			case <-wake:
-				continue
-			case <-poll.C:
-			case <-ping.C:
-				if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			woken := false
+		wait:
+			for {
+				select {
+				case <-ctx.Done():
 					return
+				case <-wake:
+					woken = true
+					break wait
+				case d := <-deltas:
+					// Deltas cost no store read: keep waiting.
+					b, _ := json.Marshal(map[string]any{"run_id": id, "text": d.Text, "restart": d.Restart})
+					if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", core.EventTextDelta, b); err != nil {
+						return
+					}
+					flusher.Flush()
+				case <-poll.C:
+					break wait
+				case <-ping.C:
+					if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+						return
+					}
+					flusher.Flush()
+					woken = true
+					break wait
 				}
-				flusher.Flush()
+			}
+			if woken {
 				continue
 			}
 		}
@@ -120,6 +148,12 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// DeltaSource is the optional capability of an Engine that streams an
+// agent turn's text as the model writes it (core/engine does).
+type DeltaSource interface {
+	Deltas(runID string) (<-chan llm.Delta, func())
 }
 
 // RunEventSubscriber is the optional capability of a Store that can wake

@@ -348,7 +348,11 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 		e.m.agentTurns.WithLabelValues(ag.Name, "finished").Inc()
 		return true, ax.finish(ctx, m, &m)
 	}
-	return false, ax.commit(ctx, core.Checkpoint{}, m)
+	var evs []core.RunEvent
+	if strings.TrimSpace(m.Text) != "" {
+		evs = append(evs, e.event(ax.run.ID, core.EventMessageCommitted, map[string]any{"text": m.Text, "final": false}))
+	}
+	return false, ax.commit(ctx, core.Checkpoint{Events: evs}, m)
 }
 
 func (ax *agentExec) system() string { return ax.ag.system }
@@ -506,7 +510,9 @@ func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *Tool, idx int
 // dispatchCall runs the call through the flow steps' dispatch and commits
 // its result for the model with the finished step.
 func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
+	ax.callID = call.ID
 	done, res, runErr, finished, err := ax.call(ctx, t, st, a, audit...)
+	ax.callID = ""
 	if err != nil {
 		return true, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -513,5 +514,43 @@ func TestAgentAskUser(t *testing.T) {
 				t.Fatalf("the model was not told:\n%s", txt)
 			}
 		})
+	})
+}
+
+// streamingModel streams two deltas once ready is closed.
+type streamingModel struct{ ready chan struct{} }
+
+func (m *streamingModel) Stream(ctx context.Context, _ *llm.Request, sink llm.Sink) (*llm.Response, error) {
+	select {
+	case <-m.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	sink(llm.Delta{Text: "hel"})
+	sink(llm.Delta{Text: "lo"})
+	return &llm.Response{Text: "hello", Stop: llm.StopEnd}, nil
+}
+
+func TestAgentStreamsTextDeltas(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		m := &streamingModel{ready: make(chan struct{})}
+		h := setup(t, b, withAgent(m))
+		rc := h.send("console:req", "console:d1", "say hello")
+		deltas, stop := h.eng.Deltas(rc.RunID)
+		defer stop()
+		close(m.ready)
+		var got string
+		for got != "hello" {
+			select {
+			case d := <-deltas:
+				got += d.Text
+			case <-time.After(10 * time.Second):
+				t.Fatalf("deltas so far %q", got)
+			}
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		if !slices.Contains(h.eventTypes(rc.RunID), core.EventMessageCommitted) {
+			t.Fatal("no message.committed")
+		}
 	})
 }

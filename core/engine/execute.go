@@ -33,6 +33,9 @@ type execution struct {
 	// events wait for the next checkpoint, so a turn costs no extra
 	// transaction just to say it started.
 	events []core.RunEvent
+	// callID, while an agent's call dispatches, is the model's id of it,
+	// added to the tool events.
+	callID string
 }
 
 // execute runs one claimed run. ErrConflict from a checkpoint means the run
@@ -366,9 +369,9 @@ func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approva
 	err = x.checkpoint(ctx, core.Checkpoint{
 		Step:  st,
 		Audit: audit,
-		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, map[string]any{
+		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, x.withCallID(map[string]any{
 			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
-		})},
+		}))},
 	})
 	if err != nil {
 		// Cancelled before the call: the step ends with the run and the
@@ -391,12 +394,20 @@ func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approva
 	done = *st
 	fin := e.now()
 	done.FinishedAt, done.Output = &fin, res.Output
-	finished = e.event(x.run.ID, core.EventToolFinished, map[string]any{
+	finished = e.event(x.run.ID, core.EventToolFinished, x.withCallID(map[string]any{
 		"step": st.Index, "tool": t.Name, "exit_code": res.ExitCode, "status": res.Status, "truncated": res.Truncated,
-		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(),
-	})
+		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(), "ok": runErr == nil,
+	}))
 	x.events = append(x.events, finished)
 	return done, res, runErr, finished, nil
+}
+
+// withCallID adds the agent call's id to a tool event's data.
+func (x *execution) withCallID(data map[string]any) map[string]any {
+	if x.callID != "" {
+		data["tool_call_id"] = x.callID
+	}
+	return data
 }
 
 // settleCancelled records st on a run cancelled under us, when err (a
