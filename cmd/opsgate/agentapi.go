@@ -50,8 +50,8 @@ type agentEngine struct {
 }
 
 var (
-	_ api.AgentEngine     = agentEngine{}
-	_ api.TextDeltaSource = agentEngine{}
+	_ api.AgentEngine = agentEngine{}
+	_ api.DeltaSource = agentEngine{}
 )
 
 func (a agentEngine) AgentTurnStart(ctx context.Context, t api.AgentTurn) (string, error) {

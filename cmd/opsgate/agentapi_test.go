@@ -183,8 +183,15 @@ func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
 				t.Errorf("no %s in %v", want, seen)
 			}
 		}
-		if fin.data["status"] != "finished" || !strings.Contains(fmt.Sprint(fin.data["text"]), "all done.") {
+		if fin.data["status"] != "finished" || fin.data["text"] != "Noted, all done." {
 			t.Fatalf("turn.finished %v", fin.data)
+		}
+		count := map[string]int{}
+		for _, n := range seen {
+			count[n]++
+		}
+		if count["tool.started"] != 1 || count["tool.finished"] != 1 || count["message.committed"] != 1 || count["turn.finished"] != 1 {
+			t.Errorf("each once: %v", seen)
 		}
 		sid := fin.data["session_id"].(string)
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/turnlimit"
 )
 
@@ -52,13 +51,6 @@ type AgentEngine interface {
 	// nobody can answer (the stream holding it closed, or a shutdown); the
 	// model is told and continues. Nothing pending is no error.
 	AgentRelease(ctx context.Context, runID, why string) error
-}
-
-// TextDeltaSource is the optional capability of an AgentEngine that streams
-// a turn's text as the model produces it (text.delta events, not stored,
-// served by the replica running the turn).
-type TextDeltaSource interface {
-	Deltas(runID string) (ch <-chan agent.Delta, cancel func())
 }
 
 // ErrAgentUnsupported is what an AgentEngine answers for a part of the

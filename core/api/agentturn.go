@@ -240,7 +240,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 	}
 	turnID = id
 	var deltas <-chan agent.Delta
-	if ds, ok := ag.o.Engine.(TextDeltaSource); ok && em != nil {
+	if ds, ok := ag.o.Engine.(DeltaSource); ok && em != nil {
 		ch, cancel := ds.Deltas(turnID)
 		defer cancel()
 		deltas = ch
@@ -366,8 +366,12 @@ type turnState struct {
 	errBody  *ErrorBody
 	finished bool
 	// calls are the tool call ids of the model's turn not yet started,
-	// by tool, in order: tool.started names the tool only.
+	// by tool, in order, for a tool.started that names the tool only.
 	calls map[string][]string
+	// started are the calls tool.started was sent for: their end is the
+	// engine's tool.finished; a call that never started (denied, refused)
+	// ends with its result message instead.
+	started map[string]bool
 }
 
 // follow streams turnID's events after `after` (to em when not nil) until
@@ -512,8 +516,15 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		tool := firstOf(d.ToolName, d.Tool)
 		id := firstOf(d.ToolCallID2, d.ToolCallID)
 		if q := st.calls[tool]; id == "" && len(q) > 0 {
-			id, st.calls[tool] = q[0], q[1:]
+			id = q[0]
 		}
+		if q := st.calls[tool]; len(q) > 0 && q[0] == id {
+			st.calls[tool] = q[1:]
+		}
+		if st.started == nil {
+			st.started = map[string]bool{}
+		}
+		st.started[id] = true
 		return em.send(EvToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
 	case EvToolFinished:
 		// Agent runs report a call's end with its result message (below),
@@ -544,9 +555,10 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 	return nil
 }
 
-// translateMessage maps one stored conversation message: the model's text
-// is a committed message, its calls are remembered for tool.started, and a
-// call's result is tool.finished.
+// translateMessage reads one stored conversation message: the model's
+// calls are remembered for tool.started, and the result of a call that
+// never started (denied, refused, nobody could approve) is its
+// tool.finished. The model's text arrives as message.committed.
 func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *turnState) error {
 	var m agent.Message
 	if err := json.Unmarshal(ev.Data, &m); err != nil {
@@ -560,14 +572,12 @@ func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *tu
 			}
 			st.calls[c.Tool] = append(st.calls[c.Tool], c.ID)
 		}
-		if m.Text == "" {
+	case agent.RoleTool:
+		if st.started[m.CallID] || m.Tool == agent.AskUserTool {
 			return nil
 		}
-		st.texts = append(st.texts, m.Text)
-		return em.send(EvMessageCommitted, map[string]string{"text": m.Text})
-	case agent.RoleTool:
 		if q := st.calls[m.Tool]; len(q) > 0 && q[0] == m.CallID {
-			st.calls[m.Tool] = q[1:] // answered without being started (denied, refused)
+			st.calls[m.Tool] = q[1:]
 		}
 		return em.send(EvToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
 	}
