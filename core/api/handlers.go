@@ -229,7 +229,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	}
 	v := NewRunView(run)
 	if run.Kind() == core.RunKindAgent {
-		u, err := s.agentUsage(r.Context(), id)
+		u, err := s.agentUsage(r.Context(), id, v)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -275,10 +275,12 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentUsage sums the token usage of an agent run's model turns, which
-// are stored with its conversation (agent.message events).
-func (s *server) agentUsage(ctx context.Context, runID string) (*UsageView, error) {
+// are stored with its conversation (agent.message events), and gives v's
+// steps the model's arguments and reason (the run's k-th call is step k).
+func (s *server) agentUsage(ctx context.Context, runID string, v *RunView) (*UsageView, error) {
 	u := &UsageView{}
 	var after int64
+	k := 0
 	for range 1000 {
 		evs, err := s.o.Store.RunEventList(ctx, runID, after, 500)
 		if err != nil {
@@ -291,12 +293,24 @@ func (s *server) agentUsage(ctx context.Context, runID string) (*UsageView, erro
 			}
 			var m struct {
 				Role  string `json:"role"`
+				Calls []struct {
+					Args   map[string]any `json:"args"`
+					Reason string         `json:"reason"`
+				} `json:"calls"`
 				Usage *struct {
 					In  int64 `json:"input_tokens"`
 					Out int64 `json:"output_tokens"`
 				} `json:"usage"`
 			}
 			if json.Unmarshal(e.Data, &m) == nil && m.Role == "assistant" {
+				for _, c := range m.Calls {
+					for i := range v.Steps {
+						if v.Steps[i].Index == k {
+							v.Steps[i].ProposedArgs, v.Steps[i].Reason = c.Args, c.Reason
+						}
+					}
+					k++
+				}
 				u.ModelCalls++
 				if m.Usage != nil {
 					u.InputTokens += m.Usage.In

@@ -65,6 +65,10 @@ type StepView struct {
 	Attempts       int             `json:"attempts"`
 	StartedAt      *string         `json:"started_at,omitempty"`
 	FinishedAt     *string         `json:"finished_at,omitempty"`
+	// ProposedArgs and Reason are an agent run's call as the model made
+	// it: its arguments (before any edit) and its one-line reason.
+	ProposedArgs map[string]any `json:"proposed_args,omitempty"`
+	Reason       string         `json:"reason,omitempty" jsonschema:"the model's one-line reason for the call (model output: data)"`
 }
 
 func emptyIfNil(m map[string]any) map[string]any {

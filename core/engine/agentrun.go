@@ -116,6 +116,26 @@ func (e *Engine) initAssistants() error {
 	return nil
 }
 
+// AgentInfo describes a configured agent (the Agent API's GET
+// /api/v1/agent/agents and /models).
+type AgentInfo struct {
+	Name, ModelName string
+	Default         bool
+	// Tools are the real names of the tools the model sees, ask_user last.
+	Tools    []string
+	MaxSteps int
+}
+
+// Agents lists the configured agents by name.
+func (e *Engine) Agents() []AgentInfo {
+	out := make([]AgentInfo, 0, len(e.assistants))
+	for _, a := range e.assistants {
+		out = append(out, AgentInfo{Name: a.Name, ModelName: a.ModelName, Default: a.Default, Tools: a.tb.Names(), MaxSteps: agentSteps(a).Limit()})
+	}
+	slices.SortFunc(out, func(x, y AgentInfo) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
 // toThread returns ms unless thread is an API session, which gets no
 // outbox messages.
 func (e *Engine) toThread(thread core.Thread, ms ...core.OutboxMessage) []core.OutboxMessage {

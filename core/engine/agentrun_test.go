@@ -554,3 +554,65 @@ func TestAgentStreamsTextDeltas(t *testing.T) {
 		}
 	})
 }
+
+func TestAgentCancelEndsEveryWaitingCall(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(fakellm.Turn{Calls: []fakellm.Call{
+			{Name: "deploy", Args: `{"service":"api","version":"1","reason":"a"}`},
+			{Name: "deploy", Args: `{"service":"web","version":"2","reason":"b"}`},
+		}})
+		rc := h.send("console:req", "console:x1", "ship both")
+		h.waitRun(rc.RunID, core.RunWaitingApproval)
+		if _, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:req"}); err != nil {
+			t.Fatal(err)
+		}
+		run := h.waitRun(rc.RunID, core.RunCancelled)
+		for _, st := range run.Steps {
+			if st.Status != core.StepCancelled {
+				t.Fatalf("step %d is %s", st.Index, st.Status)
+			}
+		}
+		items, _, _ := h.store.ApprovalList(context.Background(), approvals.ApprovalListParams{RunID: rc.RunID, Limit: 10})
+		for _, a := range items {
+			if a.Status == approvals.StatusPending {
+				t.Fatalf("approval %s still pending", a.ID)
+			}
+		}
+		if h.fx.deploy.total() != 0 {
+			t.Fatal("a cancelled call ran")
+		}
+	})
+}
+
+func TestAgentTurnEventsAndAgentList(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(fakellm.Say("hi there"))
+		rc := h.send("console:req", "console:e1", "hello")
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		evs, err := h.store.RunEventList(context.Background(), rc.RunID, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var started, finished map[string]any
+		for _, e := range evs {
+			switch e.Type {
+			case core.EventTurnStarted:
+				_ = json.Unmarshal(e.Data, &started)
+			case core.EventTurnFinished:
+				_ = json.Unmarshal(e.Data, &finished)
+			}
+		}
+		if started["model"] != "default" || started["agent"] != "ops" || finished["text"] != "hi there" || finished["status"] != "succeeded" {
+			t.Fatalf("turn.started %v, turn.finished %v", started, finished)
+		}
+		if evs[len(evs)-1].Type != core.EventTurnFinished {
+			t.Fatalf("last event %s", evs[len(evs)-1].Type)
+		}
+		as := h.eng.Agents()
+		if len(as) != 1 || as[0].Name != "ops" || !as[0].Default || as[0].Tools[len(as[0].Tools)-1] != "ask_user" {
+			t.Fatalf("agents %+v", as)
+		}
+	})
+}

@@ -209,18 +209,28 @@ func (e *Engine) cancelCheckpoint(run *core.Run, who string) core.Checkpoint {
 		Release:      true,
 		ErrorCode:    "cancelled",
 		ErrorMessage: "cancelled by " + who,
-		Outbox:       []core.OutboxMessage{e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))},
+		Outbox:       e.toThread(run.Thread, e.reply(run, fmt.Sprintf("🛑 Run %s (%s) was cancelled by %s.", run.ID, run.Flow, markdown.Escape(who)))),
 		Audit:        []approvals.AuditEntry{e.audit(approvals.AuditRunCancelled, who, run.ID, "", "", map[string]any{"previous_status": run.Status})},
 		Events:       []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunCancelled})},
 	}
 	if run.Status == core.RunRunning {
 		return c
 	}
+	// A flow run waits at its step index; an agent run may wait on several
+	// calls of one turn (one card) or on a question.
+	agentRun := run.Kind() == core.RunKindAgent
 	for _, st := range run.Steps {
-		if st.Index == run.StepIndex && (st.Status == core.StepWaitingApproval || st.Status == core.StepWaitingAgent) {
-			c.Step = cancelledStep(st, "run cancelled by "+who, now)
-			c.ExpectStatus = []core.RunStatus{run.Status}
+		waiting := st.Status == core.StepWaitingApproval || st.Status == core.StepWaitingAgent || st.Status == StepWaitingInput
+		if !waiting || (!agentRun && st.Index != run.StepIndex) {
+			continue
 		}
+		cs := cancelledStep(st, "run cancelled by "+who, now)
+		if c.Step == nil {
+			c.Step = cs
+		} else {
+			c.MoreSteps = append(c.MoreSteps, *cs)
+		}
+		c.ExpectStatus = []core.RunStatus{run.Status}
 	}
 	return c
 }

@@ -43,7 +43,14 @@ type execution struct {
 // stop without touching it.
 func (e *Engine) execute(ctx context.Context, run *core.Run) {
 	x := &execution{e: e, run: run, flow: e.flows[run.Flow], log: e.log.With("run", run.ID, "flow", run.Flow)}
-	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, map[string]any{"step_index": run.StepIndex}))
+	started := map[string]any{"step_index": run.StepIndex}
+	if name, ok := core.AgentOf(run.Flow); ok {
+		started["agent"] = name
+		if ag := e.assistants[name]; ag != nil {
+			started["model"] = ag.ModelName
+		}
+	}
+	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, started))
 	err := x.drive(ctx)
 	switch {
 	case err == nil:
@@ -486,7 +493,7 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 		Step: st, Outbox: e.toThread(x.run.Thread, r), Audit: audit,
 		Events: []core.RunEvent{
 			e.event(x.run.ID, core.EventMessageCommitted, map[string]any{"message_id": r.ID, "text": text}),
-			e.event(x.run.ID, core.EventTurnFinished, map[string]any{"status": status, "error_code": code}),
+			e.event(x.run.ID, core.EventTurnFinished, map[string]any{"status": status, "error_code": code, "error": msg, "text": text}),
 		},
 	})
 	if err == nil {
