@@ -35,7 +35,10 @@ i=0
 while [ ! -e %[1]s/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
 echo slow done
 `, e.dir))
+	// A short lease: after kill -9 the restarted server reclaims the turn
+	// once the dead owner's lease ran out.
 	e.writeConfig(e.storeYAML(pgDSN), fmt.Sprintf(`
+engine: {lease: 2s}
 api:
   tokens:
     - {name: app, token: %q, actor: "console:alice", scopes: [read, request, decide, session.run], agent_concurrency: 1}

@@ -188,12 +188,17 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		ag.s.fail(w, r, err)
 		return
 	}
+	// The slot is freed before the last word goes out: a client that
+	// sends the session's next turn the moment it reads turn.finished
+	// must not find the session still busy.
 	released := false
-	defer func() {
+	free := func() {
 		if !released {
+			released = true
 			ticket.Release()
 		}
-	}()
+	}
+	defer free()
 	var em *sseEmitter
 	if acceptsEventStream(r) {
 		if em, err = newSSEEmitter(w); err != nil {
@@ -228,6 +233,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 	if turnID != "" {
 		if after, err = ag.lastSeq(ctx, turnID); err != nil {
 			release()
+			free()
 			ag.failTurn(w, r, em, sess, turnID, err)
 			return
 		}
@@ -235,6 +241,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 	id, err := begin(ctx)
 	if err != nil {
 		release()
+		free()
 		ag.failTurn(w, r, em, sess, turnID, err)
 		return
 	}
@@ -264,6 +271,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		return
 	}
 	release()
+	free()
 	ag.finish(w, r, em, res)
 }
 
