@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -373,4 +375,11 @@ func TestAgentAPIQuestionAndAnswer(t *testing.T) {
 			t.Errorf("the model did not get the answer: %s", last)
 		}
 	})
+}
+
+// The API's session threads are the ones the engine sends nothing to.
+func TestAgentSessionChannelIsTheEngines(t *testing.T) {
+	if core.AgentSessionChannel != engine.AgentSessionChannel {
+		t.Fatalf("core %q, engine %q", core.AgentSessionChannel, engine.AgentSessionChannel)
+	}
 }
