@@ -105,7 +105,6 @@ type fakeAgent struct {
 	releases   []string // AgentRelease calls
 	late       int      // results that arrived after a cancel, refused
 	nturn      int
-	napprove   int
 }
 
 func newFakeAgent(st *memStore, att *Attendance) *fakeAgent {
