@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -539,4 +540,51 @@ func TestAgentAPIOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	want(t, b.do(t, "GET", "/api/v1/agent/models", adminToken, nil), 404, "agent_api_off")
+}
+
+// FuzzAgentBodies feeds arbitrary bodies to the Agent API's POST paths:
+// never a panic or a 5xx, always JSON (or an event stream that ends with
+// turn.finished), and a reply that is refused decides nothing.
+func FuzzAgentBodies(f *testing.F) {
+	for _, s := range []string{
+		`{"text":"hello"}`, `{"text":"hello","session_id":"x"}`, `{"text":"hello","model":"nope"}`, `{"text":""}`,
+		`{"session_id":"s","request_id":"ap-1","decision":"allowOnce"}`, `{"decision":"allowAlways"}`,
+		`{"session_id":"s","request_id":"q1","answers":[{"questionId":"env","answer":"prod"}]}`, `{"answers":null}`,
+		`{"agent":"nope"}`, `{}`, `[]`, `null`, ``, `{"text":1}`, "{\"text\":\"\xff\"}", `{"text":"a"} trailing`,
+	} {
+		for _, p := range []string{"/api/v1/agent/runs", "/api/v1/agent/reply", "/api/v1/agent/answer", "/api/v1/agent/sessions"} {
+			f.Add(p, []byte(s))
+		}
+	}
+	st := newMemStore()
+	now := func() time.Time { return testNow }
+	att := NewAttendance()
+	h, err := New(Options{Engine: &fakeEngine{st: st, now: now}, Store: st, Now: now, MaxBodyBytes: 8 << 10, PollInterval: 5 * time.Millisecond,
+		Tokens: []Token{{Name: "other", Token: otherToken, Actor: "api:other", Scopes: []core.Scope{core.ScopeSessionRun}}},
+		Agent: &AgentOptions{Engine: newFakeAgent(st, att), Sessions: &memSessions{}, Attendance: att,
+			Agents: []AgentInfo{{Name: "ops", Model: "default", Default: true}}, Models: []ModelInfo{{Name: "default"}}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path string, body []byte) {
+		switch path {
+		case "/api/v1/agent/runs", "/api/v1/agent/reply", "/api/v1/agent/answer", "/api/v1/agent/sessions":
+		default:
+			t.Skip()
+		}
+		req := httptest.NewRequest("POST", path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+otherToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %d for %q: %s", path, rec.Code, body, rec.Body)
+		}
+		var out map[string]json.RawMessage
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s: response is not JSON: %q", path, rec.Body)
+		}
+		if rec.Code >= 400 && out["error"] == nil {
+			t.Fatalf("%s %d without an error object: %s", path, rec.Code, rec.Body)
+		}
+	})
 }
