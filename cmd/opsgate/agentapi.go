@@ -8,6 +8,7 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agent/providers"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/engine"
 )
@@ -19,7 +20,6 @@ import (
 // (its paths then answer 404 agent_api_off).
 func agentAPIOptions(cfg *config.Config, eng *engine.Engine, st store, att *api.Attendance) *api.AgentOptions {
 	var agents []api.AgentInfo
-	models := map[string]bool{}
 	var modelInfos []api.ModelInfo
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
@@ -32,13 +32,15 @@ func agentAPIOptions(cfg *config.Config, eng *engine.Engine, st store, att *api.
 		settings, _ := json.Marshal(map[string]any{"model": a.Model, "instructions": a.Instructions, "tools": a.Tools,
 			"max_steps": a.MaxSteps})
 		agents = append(agents, api.AgentInfo{Name: a.Name, Model: a.Model, Default: a.Default, Tools: a.Tools, Settings: settings})
-		if !models[m.Name] {
-			models[m.Name] = true
-			modelInfos = append(modelInfos, api.ModelInfo{Name: m.Name, Provider: m.Provider, Model: m.Model})
-		}
 	}
 	if len(agents) == 0 {
 		return nil
+	}
+	// Every model that is on: a turn may switch to any (agentModelVariants).
+	for i := range cfg.Models {
+		if m := &cfg.Models[i]; m.Enabled() {
+			modelInfos = append(modelInfos, api.ModelInfo{Name: m.Name, Provider: m.Provider, Model: m.Model})
+		}
 	}
 	return &api.AgentOptions{Engine: agentEngine{e: eng, agents: agents}, Sessions: st, Agents: agents, Models: modelInfos, Attendance: att}
 }
@@ -55,14 +57,15 @@ var (
 )
 
 func (a agentEngine) AgentTurnStart(ctx context.Context, t api.AgentTurn) (string, error) {
+	name := t.Session.Agent
 	if t.Model != "" {
 		for _, ag := range a.agents {
 			if ag.Name == t.Session.Agent && ag.Model != t.Model {
-				return "", fmt.Errorf("switching the model of a turn (%s instead of %s): %w", t.Model, ag.Model, api.ErrAgentUnsupported)
+				name = variantName(ag.Name, t.Model)
 			}
 		}
 	}
-	rc, err := a.e.StartAgentTurn(ctx, engine.AgentTurn{Thread: t.Session.Thread, Agent: t.Session.Agent, Actor: t.Actor,
+	rc, err := a.e.StartAgentTurn(ctx, engine.AgentTurn{Thread: t.Session.Thread, Agent: name, Actor: t.Actor,
 		Text: t.Text, Channel: core.AgentSessionChannel, EventID: t.EventID})
 	if err != nil {
 		return "", err
@@ -79,3 +82,36 @@ func (a agentEngine) AgentRelease(ctx context.Context, runID, why string) error 
 }
 
 func (a agentEngine) Deltas(runID string) (<-chan llm.Delta, func()) { return a.e.Deltas(runID) }
+
+// variantName is the engine agent that is agent on another model: a turn
+// of the Agent API may switch the model (to one GET /api/v1/agent/models
+// lists) and keeps the session's history, which is the thread's.
+func variantName(agent, model string) string { return agent + "@" + model }
+
+// agentModelVariants are, for every agent that is on, the same agent on
+// every other model that is on: the engines' agents a turn's "model"
+// selects. They are never the default; chat never reaches them.
+func agentModelVariants(cfg *config.Config) ([]engine.Agent, error) {
+	var out []engine.Agent
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		if m := cfg.Model(a.Model); !a.Enabled() || m == nil || !m.Enabled() {
+			continue
+		}
+		for j := range cfg.Models {
+			m := &cfg.Models[j]
+			if m.Name == a.Model || !m.Enabled() {
+				continue
+			}
+			model, err := providers.New(m.Spec(), llm.RetryPolicy{})
+			if err != nil {
+				return nil, fmt.Errorf("agent %s on model %s: %w", a.Name, m.Name, err)
+			}
+			out = append(out, engine.Agent{
+				Name: variantName(a.Name, m.Name), ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
+				MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: llm.Window{MaxBytes: int(m.MaxHistory)},
+			})
+		}
+	}
+	return out, nil
+}

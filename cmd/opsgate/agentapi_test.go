@@ -43,16 +43,17 @@ echo slow done
 engine: {lease: 2s}
 api:
   tokens:
-    - {name: app, token: %q, actor: "console:alice", scopes: [read, request, decide, session.run], agent_concurrency: 1}
+    - {name: app, token: %[1]q, actor: "console:alice", scopes: [read, request, decide, session.run], agent_concurrency: 1}
 models:
-  - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 20s}
+  - {name: default, provider: openai, base_url: %[2]q, model: test-model, timeout: 20s}
+  - {name: small, provider: openai, base_url: %[2]q, model: small-model, timeout: 20s}
 agents:
   - {name: ops, model: default, tools: [slow, note], max_steps: 5, default: true}
 tools:
   - name: slow
     risk: external
     idempotent: false
-    exec: {command: [%q], timeout: 1m}
+    exec: {command: [%[3]q], timeout: 1m}
   - name: note
     risk: read
     exec: {command: [echo, noted]}
@@ -200,22 +201,30 @@ func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
 		}
 		sid := fin.data["session_id"].(string)
 
-		// A second turn in the same session, without streaming: the result.
+		// A second turn in the same session, on the other model, without
+		// streaming: the result.
 		sc.Push(fakellm.Say("Still here."))
-		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"session_id": sid, "text": "are you there?"})
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"session_id": sid, "text": "are you there?", "model": "small"})
 		if code != 200 || res["status"] != "finished" || res["text"] != "Still here." {
 			t.Fatalf("result %d %v", code, res)
 		}
 		// The model saw the session's history: the first turn's text.
-		if reqs := sc.Requests(); !strings.Contains(strings.Join(reqs[len(reqs)-1].Texts(), "\n"), "take a note") {
+		reqs := sc.Requests()
+		if !strings.Contains(strings.Join(reqs[len(reqs)-1].Texts(), "\n"), "take a note") {
 			t.Errorf("the second turn's request lacks the first turn")
+		}
+		if m := reqs[len(reqs)-1].JSON()["model"]; m != "small-model" {
+			t.Errorf("the second turn went to model %v, want small-model", m)
+		}
+		if reqs[0].JSON()["model"] != "test-model" {
+			t.Errorf("the first turn went to %v", reqs[0].JSON()["model"])
 		}
 		code, ses := agentCall(t, e, "GET", "/api/v1/agent/sessions/"+sid, nil)
 		if turns, _ := ses["turns"].([]any); code != 200 || len(turns) != 2 {
 			t.Fatalf("session %d %v", code, ses)
 		}
 		code, models := agentCall(t, e, "GET", "/api/v1/agent/models", nil)
-		if items, _ := models["items"].([]any); code != 200 || len(items) != 1 {
+		if items, _ := models["items"].([]any); code != 200 || len(items) != 2 {
 			t.Errorf("models %d %v", code, models)
 		}
 		// The console lists the session's turns among the runs (thread agent:<id>).

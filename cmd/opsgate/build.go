@@ -63,7 +63,11 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Agents = agents
+	variants, err := agentModelVariants(cfg)
+	if err != nil {
+		return o, err
+	}
+	o.Agents = append(agents, variants...)
 	return o, nil
 }
 
