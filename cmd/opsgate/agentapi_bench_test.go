@@ -38,13 +38,13 @@ import (
 //	go test -run '^$' -bench AgentAPIEventLatency -benchtime 400x ./cmd/opsgate/
 func BenchmarkAgentAPIEventLatency(b *testing.B) {
 	for _, kind := range []string{"sqlite", "postgres"} {
-		b.Run(kind, func(b *testing.B) { benchEventLatency(b, kind) })
+		for _, n := range []int{32, 1} { // 1: the same path without contention, for scale
+			b.Run(fmt.Sprintf("%s/sessions=%d", kind, n), func(b *testing.B) { benchEventLatency(b, kind, n) })
+		}
 	}
 }
 
-const benchSessions = 32
-
-func benchEventLatency(b *testing.B, kind string) {
+func benchEventLatency(b *testing.B, kind string, benchSessions int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := b.TempDir()
@@ -145,7 +145,7 @@ policy:
 	b.ReportMetric(q(lat, 0.99), "p99-ms")
 	for name, d := range byType {
 		slices.Sort(d)
-		b.Logf("%s: p50 %.2f ms, p99 %.2f ms (%d)", name, q(d, 0.5), q(d, 0.99), len(d))
+		b.Logf("%s: p50 %.2f ms, p99 %.2f ms (%d events)", name, q(d, 0.5), q(d, 0.99), len(d))
 	}
 	b.ReportMetric(float64(len(lat))/float64(b.N), "events/turn")
 }
