@@ -43,6 +43,9 @@ type Outbound struct {
 	Part, Parts int
 	// Card is set for KindCard and KindCardUpdate.
 	Card *Card
+	// Question is set on the last chunk of a reply that asks an agent's
+	// question, for a QuestionRenderer (buttons); others send the text.
+	Question *QuestionCard
 	// Edit is the reference of the message to update for KindCardUpdate,
 	// when the card was sent on this channel.
 	Edit *MessageRef

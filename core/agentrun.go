@@ -69,3 +69,59 @@ type AgentHistoryStore interface {
 	// store) EventAgentMessage records of the runs of thread, oldest first.
 	AgentHistory(ctx context.Context, thread Thread, limit int) ([]AgentRecord, error)
 }
+
+// AnswerEvent is a click on a question message's button: the choice (its
+// index among the single question's choices; for a confirm 0 is yes, 1 is
+// no) of the question ActionID of run RunID.
+type AnswerEvent struct {
+	RunID    string `json:"run_id"`
+	ActionID string `json:"action_id"`
+	Choice   int    `json:"choice"`
+}
+
+// QuestionCard is an agent's pending question as a chat renders it
+// natively: a platform that can (QuestionRenderer) shows buttons for a
+// single choice or confirm question; every other case is answered by a
+// reply in the thread, which the message's text explains.
+type QuestionCard struct {
+	RunID     string         `json:"run_id"`
+	ActionID  string         `json:"action_id"`
+	Questions []QuestionItem `json:"questions"`
+	ExpiresAt time.Time      `json:"expires_at"`
+}
+
+// QuestionItem is one question of a QuestionCard.
+type QuestionItem struct {
+	ID       string   `json:"id"`
+	Kind     string   `json:"kind"` // text | choice | confirm
+	Text     string   `json:"text"`
+	Choices  []string `json:"choices,omitempty"`
+	Optional bool     `json:"optional,omitempty"`
+}
+
+// Buttons are the answers a single choice or confirm question takes by a
+// click, in Choice order; nil when the card is answered by a reply.
+func (q *QuestionCard) Buttons() []string {
+	if q == nil || len(q.Questions) != 1 {
+		return nil
+	}
+	switch it := q.Questions[0]; it.Kind {
+	case "choice":
+		return it.Choices
+	case "confirm":
+		return []string{"Yes", "No"}
+	}
+	return nil
+}
+
+// QuestionSource finds the pending question an outbox message carries
+// (the engine implements it): nil, nil when the message is no pending
+// question (any more).
+type QuestionSource interface {
+	QuestionForMessage(ctx context.Context, runID, messageID string) (*QuestionCard, error)
+}
+
+// QuestionRenderer is an adapter that renders Outbound.Question natively.
+type QuestionRenderer interface {
+	RendersQuestions() bool
+}

@@ -73,7 +73,10 @@ type ChannelEvent struct {
 	Text string `json:"text"`
 	// Decision is set when the event answers an approval (a button, a modal,
 	// an email reply) instead of asking for work.
-	Decision    *Decision       `json:"decision,omitempty"`
+	Decision *Decision `json:"decision,omitempty"`
+	// Answer is set when the event answers an agent's question (a button
+	// of a question message).
+	Answer      *AnswerEvent    `json:"answer,omitempty"`
 	Attachments []Attachment    `json:"attachments,omitempty"`
 	Raw         json.RawMessage `json:"raw,omitempty"`
 	ReceivedAt  time.Time       `json:"received_at"`

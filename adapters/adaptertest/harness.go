@@ -71,6 +71,8 @@ type HarnessOptions struct {
 	Worker func(*delivery.Options)
 	// Logger receives engine and delivery logs (default: discarded).
 	Logger *slog.Logger
+	// Agents are the engine's LLM agents (free text goes to the default).
+	Agents []engine.Agent
 }
 
 // Harness is one engine and one delivery worker on a fresh store, both
@@ -192,7 +194,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 		People: o.People, Requesters: o.Requesters,
 		ApprovalTTL: o.ApprovalTTL, AllowSelfApproval: o.AllowSelfApproval,
 		Concurrency: 8, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
-		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger,
+		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger, Agents: o.Agents,
 	}
 	if eo.Flows == nil {
 		eo.Flows = []engine.Flow{DeployFlow()}
@@ -235,7 +237,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	}
 	h.Platform = o.Platform(h)
 	wo := delivery.Options{
-		Store: store, Cards: h.Engine, Platform: h.Platform, Owner: "adaptertest-delivery",
+		Store: store, Cards: h.Engine, Questions: h.Engine, Platform: h.Platform, Owner: "adaptertest-delivery",
 		LeaseTTL: 3 * time.Second, PollInterval: 100 * time.Millisecond, Logger: logger,
 		Subscribe: store.Subscribe,
 	}

@@ -20,6 +20,9 @@ const (
 	actionEdit    = "opsgate:edit"
 	// actionApproveAll approves every pending call of a batch card.
 	actionApproveAll = "opsgate:approve_all"
+	// actionAnswer answers an agent's question with one of its choices;
+	// its value is "<run>|<action>|<choice>" signed like an approval id.
+	actionAnswer = "opsgate:answer"
 
 	callbackReject = "opsgate:reject"
 	callbackEdit   = "opsgate:edit"

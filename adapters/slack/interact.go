@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +170,25 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: approvals.ActionApprove}, "")
 	case actionApproveAll:
 		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: core.ActionApproveAll}, "")
+	case actionAnswer:
+		parts := strings.Split(id, "|")
+		choice, err := strconv.Atoi(parts[len(parts)-1])
+		if len(parts) != 3 || err != nil {
+			a.tellLater(ctx, tk, in.User.ID, notValidButton)
+			return answerOK
+		}
+		ev := core.ChannelEvent{Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
+			Answer: &core.AnswerEvent{RunID: parts[0], ActionID: parts[1], Choice: choice}, Raw: raw, ReceivedAt: a.now()}
+		_, err = a.sink.HandleEvent(ctx, ev)
+		var de *core.DecisionError
+		switch {
+		case errors.As(err, &de):
+			a.tellLater(ctx, tk, in.User.ID, "Your answer was not taken: "+de.Message+".")
+		case err != nil:
+			a.log.ErrorContext(ctx, "slack: record answer", "run", parts[0], "err", err)
+			return answer{status: http.StatusInternalServerError}
+		}
+		return answerOK
 	case actionReject, actionEdit:
 		action, callback := approvals.ActionReject, callbackReject
 		if act.ActionID == actionEdit {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	slackapi "github.com/slack-go/slack"
@@ -44,6 +45,9 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	switch m.Kind {
 	case core.KindReply:
 		opts = append(opts, slackapi.MsgOptionText(m.Text, false))
+		if blocks := a.questionBlocks(m); blocks != nil {
+			opts = append(opts, slackapi.MsgOptionBlocks(blocks...))
+		}
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: %s without a card", m.Kind)}
@@ -129,4 +133,32 @@ func sendError(method string, err error) error {
 		return &core.PermanentError{Err: wrapped}
 	}
 	return wrapped
+}
+
+var _ core.QuestionRenderer = (*Adapter)(nil)
+
+// RendersQuestions implements core.QuestionRenderer: a single choice or
+// confirm question gets buttons.
+func (a *Adapter) RendersQuestions() bool { return true }
+
+// questionBlocks renders a reply that asks an agent's single choice or
+// confirm question: the text, then one button per answer (at most 25, the
+// actions block's limit; more choices are answered by a reply). nil when
+// the reply has no buttons to show.
+func (a *Adapter) questionBlocks(m core.Outbound) []slackapi.Block {
+	answers := m.Question.Buttons()
+	if len(answers) == 0 || len(answers) > 25 {
+		return nil
+	}
+	var btns []slackapi.BlockElement
+	for i, label := range answers {
+		ref := m.Question.RunID + "|" + m.Question.ActionID + "|" + strconv.Itoa(i)
+		btns = append(btns, slackapi.NewButtonBlockElement(actionAnswer, a.sign.buttonValue(actionAnswer, ref),
+			slackapi.NewTextBlockObject(slackapi.PlainTextType, clip(label, 75), false, false)))
+	}
+	text := slackapi.NewTextBlockObject(slackapi.MarkdownType, clip(m.Text, sectionTextMax), false, false)
+	return []slackapi.Block{
+		slackapi.NewSectionBlock(text, nil, nil),
+		slackapi.NewActionBlock("opsgate:question", btns...),
+	}
 }

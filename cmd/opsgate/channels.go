@@ -295,8 +295,9 @@ func startChannels(ctx context.Context, chans []channel, st core.Store, cards co
 	for _, ch := range chans {
 		name := ch.platform.Channel()
 		plat := delivery.WithPacing(ch.platform, overridePacing(ch.platform.Pacing(), ch.delivery.RateLimits))
+		qs, _ := cards.(core.QuestionSource) // the engine: questions get buttons where the platform can
 		w, err := delivery.New(delivery.Options{
-			Store: st, Cards: cards, Platform: plat, Owner: owner + "/" + name,
+			Store: st, Cards: cards, Questions: qs, Platform: plat, Owner: owner + "/" + name,
 			MaxAttempts: ch.delivery.MaxAttempts, Subscribe: st.Subscribe, Registerer: reg,
 			Logger: log.With("component", "delivery", "channel", name),
 		})

@@ -82,6 +82,13 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 		for i, p := range parts {
 			outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
 		}
+		if qr, ok := w.o.Platform.(core.QuestionRenderer); ok && qr.RendersQuestions() && w.o.Questions != nil && d.RunID != "" && len(outs) > 0 {
+			q, err := w.o.Questions.QuestionForMessage(ctx, d.RunID, d.ID)
+			if err != nil {
+				return nil, fmt.Errorf("question of run %s: %w", d.RunID, err)
+			}
+			outs[len(outs)-1].Question = q
+		}
 		return outs, nil
 	case core.KindCard, core.KindCardUpdate:
 		card, err := w.o.Cards.CardByApproval(ctx, d.ApprovalID)

@@ -94,3 +94,9 @@ func (p paced) Pacing() Pacing { return p.pacing }
 func WithPacing(plat Platform, pacing Pacing) Platform {
 	return paced{Platform: plat, pacing: pacing}
 }
+
+// RendersQuestions forwards the wrapped platform's core.QuestionRenderer.
+func (p paced) RendersQuestions() bool {
+	qr, ok := p.Platform.(core.QuestionRenderer)
+	return ok && qr.RendersQuestions()
+}

@@ -42,8 +42,11 @@ type Options struct {
 	Store core.OutboxStore
 	// Cards renders approval cards at send time, so a card shows the
 	// approval's state when it leaves, not when it was queued.
-	Cards    core.CardSource
-	Platform Platform
+	Cards core.CardSource
+	// Questions, when set and the platform is a core.QuestionRenderer,
+	// attaches an agent's pending question to the reply that asks it.
+	Questions core.QuestionSource
+	Platform  Platform
 	// Owner identifies this replica in leases; it must differ between
 	// replicas (and between a crashed worker and its successor).
 	Owner string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -75,22 +76,7 @@ func (e *Engine) initAssistants() error {
 		if _, dup := e.assistants[a.Name]; dup {
 			return fmt.Errorf("engine: duplicate agent %q", a.Name)
 		}
-		var names []string
-		for name := range e.tools {
-			for _, g := range a.Tools {
-				if ok, _ := path.Match(g, name); ok {
-					names = append(names, name)
-					break
-				}
-			}
-		}
-		slices.Sort(names)
-		var ts []llm.Tool
-		for _, n := range names {
-			t := e.tools[n]
-			ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
-		}
-		tb, err := llm.NewToolbox(ts)
+		tb, err := e.toolbox(a, nil)
 		if err != nil {
 			return fmt.Errorf("engine: agent %q: %w", a.Name, err)
 		}
@@ -134,6 +120,58 @@ func (e *Engine) Agents() []AgentInfo {
 	}
 	slices.SortFunc(out, func(x, y AgentInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out
+}
+
+// ToolLister is the optional capability of a ToolLookup that can list the
+// tools it offers now (core/upstream's registry): an agent's tools globs
+// then cover them too ("github.*"), as they are at each model turn.
+type ToolLister interface {
+	Tools() []*Tool
+}
+
+// toolbox is the toolbox of agent a over the static tools and extra (the
+// lister's tools now), each matched against a's globs.
+func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
+	byName := map[string]*Tool{}
+	for name, t := range e.tools {
+		byName[name] = t
+	}
+	for _, t := range extra {
+		if t != nil && byName[t.Name] == nil && t.Name != llm.AskUserTool {
+			byName[t.Name] = t
+		}
+	}
+	var names []string
+	for name := range byName {
+		for _, g := range a.Tools {
+			if ok, _ := path.Match(g, name); ok {
+				names = append(names, name)
+				break
+			}
+		}
+	}
+	slices.Sort(names)
+	var ts []llm.Tool
+	for _, n := range names {
+		t := byName[n]
+		ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
+	}
+	return llm.NewToolbox(ts)
+}
+
+// turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
+// Options.Lookup lists tools, one over the tools it offers now.
+func (ax *agentExec) turnToolbox() *llm.Toolbox {
+	tl, ok := ax.e.opts.Lookup.(ToolLister)
+	if !ok {
+		return ax.ag.tb
+	}
+	tb, err := ax.e.toolbox(ax.ag.Agent, tl.Tools())
+	if err != nil {
+		ax.log.Warn("agent toolbox over the upstream tools; using the configured ones", "err", err)
+		return ax.ag.tb
+	}
+	return tb
 }
 
 // toThread returns ms unless thread is an API session, which gets no
@@ -193,7 +231,27 @@ func (e *Engine) agentRun(p *core.InboxRecordParams, name string) {
 		CreatedAt: now, UpdatedAt: now,
 	}
 	p.Run = run
-	p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name})}
+	// The person's message is the conversation's next entry, stored with
+	// the event that brought it: its text and what came attached, each
+	// framed as external content.
+	parts := []llm.Part{llm.External(ev.Channel, ev.Actor.ID, ev.Text)}
+	for _, a := range ev.Attachments {
+		desc := a.Name
+		if a.Type != "" {
+			desc += " (" + a.Type + ")"
+		}
+		if a.Size > 0 {
+			desc += fmt.Sprintf(", %d bytes", a.Size)
+		}
+		if a.URL != "" {
+			desc += ", " + a.URL
+		}
+		parts = append(parts, llm.External(ev.Channel+".attachment", ev.Actor.ID, desc))
+	}
+	p.Events = []core.RunEvent{
+		e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name}),
+		e.event(run.ID, core.EventAgentMessage, llm.UserMessage(now, parts...)),
+	}
 }
 
 // agentExec is the conversation state of one agent run's execution.
@@ -232,28 +290,44 @@ func (x *execution) driveAgent(ctx context.Context, name string) error {
 
 func agentSteps(ag *agentRuntime) llm.Steps { return llm.Steps{Max: ag.MaxSteps} }
 
-// load reads the session's history.
+// load reads the session's history: the messages of the thread's earlier
+// runs (all final: one run of a thread is active at a time), then this
+// run's. Later runs' messages — a queued turn's message is stored when it
+// arrives — are left out: a run is known by its first message, and the
+// runs of a thread are started in order.
 func (ax *agentExec) load(ctx context.Context) error {
 	recs, err := ax.e.history.AgentHistory(ctx, ax.run.Thread, 0)
 	if err != nil {
 		return fmt.Errorf("load agent history: %w", err)
 	}
-	ax.hist = ax.hist[:0]
-	ax.mine = -1
+	first := map[string]int64{}
 	for _, r := range recs {
+		if _, ok := first[r.RunID]; !ok {
+			first[r.RunID] = r.Seq
+		}
+	}
+	mineFrom, ok := first[ax.run.ID]
+	if !ok {
+		mineFrom = math.MaxInt64
+	}
+	var earlier, mine []llm.Message
+	for _, r := range recs {
+		if r.RunID != ax.run.ID && first[r.RunID] > mineFrom {
+			continue // a later turn
+		}
 		var m llm.Message
 		if err := json.Unmarshal(r.Message, &m); err != nil {
 			ax.log.Warn("skipping an unreadable agent message", "seq", r.Seq, "err", err)
 			continue
 		}
-		if r.RunID == ax.run.ID && ax.mine < 0 {
-			ax.mine = len(ax.hist)
+		if r.RunID == ax.run.ID {
+			mine = append(mine, m)
+		} else {
+			earlier = append(earlier, m)
 		}
-		ax.hist = append(ax.hist, m)
 	}
-	if ax.mine < 0 {
-		ax.mine = len(ax.hist)
-	}
+	ax.hist = append(earlier, mine...)
+	ax.mine = len(earlier)
 	return nil
 }
 
@@ -333,7 +407,8 @@ type turnCall struct {
 func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
 	e, ag := ax.e, ax.ag
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
-	req, built := llm.BuildRequest(ax.system(), ax.hist, ag.tb, ag.Window)
+	tb := ax.turnToolbox()
+	req, built := llm.BuildRequest(ax.system(), ax.hist, tb, ag.Window)
 	req.MaxTokens = ag.MaxTokens
 	if steps.Spent() || turns > steps.Limit() {
 		req.ToolChoice = llm.ToolsNone
@@ -359,7 +434,7 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 	usage := resp.Usage
 	m := llm.Message{Role: llm.RoleAssistant, Text: resp.Text, Usage: &usage, Stop: resp.Stop, Model: resp.Model, At: e.now()}
 	for _, tc := range resp.ToolCalls {
-		m.Calls = append(m.Calls, ag.tb.Resolve(tc))
+		m.Calls = append(m.Calls, tb.Resolve(tc))
 	}
 	if len(m.Calls) == 0 || req.ToolChoice == llm.ToolsNone {
 		// With tools off the answer is final, even if the model still

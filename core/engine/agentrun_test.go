@@ -616,3 +616,126 @@ func TestAgentTurnEventsAndAgentList(t *testing.T) {
 		}
 	})
 }
+
+// listedTools is a lookup that also lists its tools, like the upstream
+// MCP registry.
+type listedTools struct{ *dynamicTools }
+
+func (l listedTools) Tools() []*Tool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*Tool
+	for _, t := range l.tools {
+		out = append(out, t)
+	}
+	return out
+}
+
+func TestAgentCallsUpstreamToolsItsGlobsCover(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		lk, rec, up := withUpstream(t, true)
+		sc := llmServer().Script(t)
+		m := agentModel(t, sc.OpenAIURL())
+		h := setup(t, b, func(o *Options) {
+			up(o)
+			o.Lookup = listedTools{lk}
+			o.Agents = []Agent{{Name: "ops", ModelName: "default", Model: m, Tools: []string{"up.*"}, Default: true}}
+		})
+		sc.Push(call("up__write", `{"path":"/tmp/x","content":"hi","reason":"you asked"}`), fakellm.Say("Written."))
+		rc := h.send("console:req", "console:u1", "please write hi to /tmp/x")
+		a := h.waitApproval(rc.RunID)
+		if a.Tool != "up.write" {
+			t.Fatalf("approval for %q", a.Tool)
+		}
+		if tools := sc.Requests()[0].JSON()["tools"]; !strings.Contains(fmt.Sprint(tools), "up__write") {
+			t.Fatalf("the model was not offered the upstream tool: %v", tools)
+		}
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		if len(rec.callsFor(rc.RunID)) != 1 {
+			t.Fatal("the upstream tool did not run once")
+		}
+		if txt := requestText(t, sc, 1); !strings.Contains(txt, `source="mcp:up.write"`) {
+			t.Fatalf("upstream output not framed as mcp content:\n%s", txt)
+		}
+	})
+}
+
+func TestAgentGetsAttachmentsAsExternalContent(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(fakellm.Say("Seen it."))
+		ev := h.event("console:req", "console:att", "what is in this log?")
+		ev.Attachments = []core.Attachment{{Name: "api.log", Type: "text/plain", Size: 42, URL: "https://files.example/api.log"}}
+		rc, err := h.eng.HandleEvent(context.Background(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		if txt := requestText(t, sc, 0); !containsAll(txt, `<external_content source="console.attachment" actor="console:req">`, "api.log (text/plain), 42 bytes") {
+			t.Fatalf("no attachment block:\n%s", txt)
+		}
+	})
+}
+
+// TestAgentQueuedTurnsStayInOrder: a message that arrives while a turn
+// waits is its own later turn: the waiting turn's model never sees it, and
+// the later turn sees the whole earlier exchange first.
+func TestAgentQueuedTurnsStayInOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		sc.Push(call("deploy", `{"service":"api","version":"1","reason":"asked"}`), fakellm.Say("Deployed."), fakellm.Say("You are welcome."))
+		rc := h.send("console:req", "console:o1", "please ship api 1")
+		a := h.waitApproval(rc.RunID)
+		rc2 := h.send("console:req", "console:o1", "thanks in advance")
+		if rc2.RunID == "" || rc2.RunID == rc.RunID {
+			t.Fatalf("second message: %+v", rc2)
+		}
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(rc.RunID, core.RunSucceeded)
+		h.waitRun(rc2.RunID, core.RunSucceeded)
+		if txt := requestText(t, sc, 1); strings.Contains(txt, "thanks in advance") {
+			t.Fatalf("the first turn saw the later message:\n%s", txt)
+		}
+		third := requestText(t, sc, 2)
+		if i, j := strings.Index(third, "Deployed."), strings.Index(third, "thanks in advance"); i < 0 || j < 0 || i > j {
+			t.Fatalf("the later turn's history is out of order:\n%s", third)
+		}
+	})
+}
+
+// TestAgentTurnResumesOnAnotherReplica: the replica that suspended the
+// turn stops; the decision lands on another, which resumes the turn from
+// the store (the conversation included) and finishes it.
+func TestAgentTurnResumesOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	b := backends[1] // two processes on one database: Postgres
+	sc := llmServer().Script(t)
+	h := setup(t, b, withAgent(agentModel(t, sc.OpenAIURL())))
+	sc.Push(call("deploy", `{"service":"api","version":"7","reason":"asked"}`), fakellm.Say("Deployed 7."))
+	rc := h.send("console:req", "console:rep", "please ship api 7")
+	a := h.waitApproval(rc.RunID)
+	h.quiesce()
+	s2, err := b.open(context.Background(), h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	e2 := h.newEngine(s2)
+	stop2 := h.runEngine(e2)
+	t.Cleanup(stop2)
+	if _, err := e2.Decide(context.Background(), core.Actor{ID: "console:alice"}, "console", core.Decision{ApprovalID: a.ID, Action: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed)
+	if run.Status != core.RunSucceeded || len(h.fx.deploy.callsFor(rc.RunID)) != 1 || len(sc.Requests()) != 2 {
+		t.Fatalf("run %s, deploy %d, model requests %d", run.Status, len(h.fx.deploy.callsFor(rc.RunID)), len(sc.Requests()))
+	}
+	if txt := requestText(t, sc, 1); !containsAll(txt, "please ship api 7", "Approved by console:alice.") {
+		t.Fatalf("the resumed turn lacks its history:\n%s", txt)
+	}
+}

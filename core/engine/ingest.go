@@ -35,6 +35,9 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if ev.Decision != nil {
 		return e.handleDecisionEvent(ctx, ev)
 	}
+	if ev.Answer != nil {
+		return e.handleAnswerEvent(ctx, ev)
+	}
 
 	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
 		p := e.refusedRequest(ev, why)

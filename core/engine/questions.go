@@ -93,12 +93,15 @@ func (ax *agentExec) suspendAsk(ctx context.Context, call llm.Call, idx int, ask
 	now := e.now()
 	var args map[string]any
 	_ = json.Unmarshal(mustJSON(ask), &args)
-	st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: StepWaitingInput, Args: args, StartedAt: &now}
 	expires := now.Add(e.opts.ApprovalTTL)
 	text := questionText(ask, ax.run, idx, e.opts.PublicURL, expires)
+	msg := e.reply(ax.run, text)
+	// While it waits, the step's output names the message that asks, so
+	// a chat that renders questions natively finds it (QuestionForMessage).
+	st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: StepWaitingInput, Args: args, StartedAt: &now, Output: msg.ID}
 	return ax.checkpoint(ctx, core.Checkpoint{
 		Status: core.RunWaitingInput, Release: true, Step: st,
-		Outbox: e.toThread(ax.run.Thread, e.reply(ax.run, text)),
+		Outbox: e.toThread(ax.run.Thread, msg),
 		Events: []core.RunEvent{e.event(ax.run.ID, core.EventQuestionRequested, map[string]any{
 			"action_id": askActionID(idx), "questions": ask.Questions, "tool_call_id": call.ID, "expires_at": expires,
 			"session_id": ax.run.Thread.String(), "request_id": askActionID(idx),
@@ -344,4 +347,80 @@ func (e *Engine) answerFromThread(ctx context.Context, ev core.ChannelEvent) (co
 		return rc, true, err
 	}
 	return rc, true, nil
+}
+
+var _ core.QuestionSource = (*Engine)(nil)
+
+// QuestionForMessage implements core.QuestionSource: the question the
+// outbox message messageID asks, while run runID still waits for it.
+func (e *Engine) QuestionForMessage(ctx context.Context, runID, messageID string) (*core.QuestionCard, error) {
+	if len(e.assistants) == 0 {
+		return nil, nil
+	}
+	run, err := e.store.RunGet(ctx, runID)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if run.Status != core.RunWaitingInput {
+		return nil, nil
+	}
+	for _, st := range run.Steps {
+		if st.Status != StepWaitingInput || st.Output != messageID {
+			continue
+		}
+		ask, err := llm.ParseAsk(string(mustJSON(st.Args)))
+		if err != nil {
+			return nil, nil
+		}
+		q := &core.QuestionCard{RunID: runID, ActionID: askActionID(st.Index)}
+		if st.StartedAt != nil {
+			q.ExpiresAt = st.StartedAt.Add(e.opts.ApprovalTTL)
+		}
+		for _, it := range ask.Questions {
+			q.Questions = append(q.Questions, core.QuestionItem{ID: it.ID, Kind: string(it.Kind), Text: it.Text, Choices: it.Choices, Optional: it.Optional})
+		}
+		return q, nil
+	}
+	return nil, nil
+}
+
+// handleAnswerEvent records a question button's click (deduplicated) and
+// answers with the clicked choice. Refusals are *core.DecisionError.
+func (e *Engine) handleAnswerEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error) {
+	an := ev.Answer
+	res, err := e.store.InboxRecord(ctx, core.InboxRecordParams{Event: ev})
+	if err != nil {
+		return core.Receipt{}, fmt.Errorf("engine: record answer %s/%s: %w", ev.Channel, ev.EventID, err)
+	}
+	rc := core.Receipt{Duplicate: res.Duplicate, RunID: an.RunID}
+	if res.Duplicate {
+		return rc, nil
+	}
+	qs, err := e.PendingQuestions(ctx, an.RunID)
+	if err != nil {
+		return rc, &core.DecisionError{Code: core.DecisionNotFound, Message: "no such question"}
+	}
+	i := slices.IndexFunc(qs, func(q PendingQuestion) bool { return q.ActionID == an.ActionID })
+	if i < 0 {
+		return rc, &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question is no longer waiting for an answer"}
+	}
+	ask := qs[i].Ask
+	if len(ask.Questions) != 1 {
+		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "this question is answered by a reply in the thread"}
+	}
+	q := ask.Questions[0]
+	var answer string
+	switch {
+	case q.Kind == llm.QuestionChoice && an.Choice >= 0 && an.Choice < len(q.Choices):
+		answer = q.Choices[an.Choice]
+	case q.Kind == llm.QuestionConfirm && (an.Choice == 0 || an.Choice == 1):
+		answer = []string{"yes", "no"}[an.Choice]
+	default:
+		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "not one of the question's answers"}
+	}
+	raw := mustJSON([]llm.Answer{{QuestionID: q.ID, Answer: answer}})
+	return rc, e.Answer(ctx, ev.Actor, ev.Channel, an.RunID, an.ActionID, raw)
 }
