@@ -48,7 +48,7 @@ models:
   - {name: default, provider: openai, base_url: %[2]q, model: test-model, timeout: 20s}
   - {name: small, provider: openai, base_url: %[2]q, model: small-model, timeout: 20s}
 agents:
-  - {name: ops, model: default, tools: [slow, note], max_steps: 5, default: true}
+  - {name: ops, model: default, tools: [slow, note, gated], max_steps: 5, default: true}
 tools:
   - name: slow
     risk: external
@@ -57,9 +57,16 @@ tools:
   - name: note
     risk: read
     exec: {command: [echo, noted]}
+  - name: gated
+    risk: reversible
+    exec: {command: [echo, gated ran]}
 policy:
   rules:
     - {match: {tool: "*"}, action: allow}
+    - {match: {tool: gated}, action: ask, approvers: ["group:sre"], allow_self_approval: true}
+approvers:
+  groups:
+    sre: ["console:alice"]
 `, agentAppToken, sc.OpenAIURL(), slow))
 }
 
@@ -391,4 +398,87 @@ func TestAgentSessionChannelIsTheEngines(t *testing.T) {
 	if core.AgentSessionChannel != engine.AgentSessionChannel {
 		t.Fatalf("core %q, engine %q", core.AgentSessionChannel, engine.AgentSessionChannel)
 	}
+}
+
+// engineDeniesUnattended: the engine's gate asks the API whether anyone
+// holds a session's stream (needs from agentrun, 1 and 2 in
+// /work/coord/notes/agentapi.md). Until it does, these two cases skip.
+const engineDeniesUnattended = false
+
+func TestAgentAPIApprovalOverTheStream(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("It ran."))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "run gated"})
+		_, p := s.until(t, "permission.requested")
+		if p.data["toolName"] != "gated" || p.data["reason"] != "you asked" {
+			t.Fatalf("permission.requested %v", p.data)
+		}
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/reply", map[string]any{"session_id": p.data["sessionId"],
+			"request_id": p.data["requestId"], "decision": "allowOnce"})
+		if code != 200 || res["status"] != "approved" {
+			t.Fatalf("reply %d %v", code, res)
+		}
+		_, fin := s.until(t, "turn.finished")
+		if fin.data["text"] != "It ran." {
+			t.Fatalf("turn.finished %v", fin.data)
+		}
+		reqs := sc.Requests()
+		if last := strings.Join(reqs[len(reqs)-1].Texts(), "\n"); !strings.Contains(last, "gated ran") {
+			t.Errorf("the model did not get the output: %s", last)
+		}
+	})
+}
+
+func TestAgentAPINoOneCanAnswer(t *testing.T) {
+	t.Parallel()
+	if !engineDeniesUnattended {
+		t.Skip("the engine's gate does not ask the API's attendance yet (docs/agent-api.md, Status)")
+	}
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("Could not run it."))
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "run gated"})
+		if code != 200 || res["status"] != "finished" || res["text"] != "Could not run it." {
+			t.Fatalf("result %d %v", code, res)
+		}
+		reqs := sc.Requests()
+		if last := strings.Join(reqs[len(reqs)-1].Texts(), "\n"); !strings.Contains(last, "nobody here can give") {
+			t.Errorf("the model was not told nobody could approve: %s", last)
+		}
+	})
+}
+
+func TestAgentAPIStreamDroppedMidWait(t *testing.T) {
+	t.Parallel()
+	if !engineDeniesUnattended {
+		t.Skip("the engine cannot release a wait yet (docs/agent-api.md, Status)")
+	}
+	backends(t, func(t *testing.T, pgDSN string) {
+		sc := agentLLM().Script(t)
+		e := newEnv(t)
+		agentConfig(e, pgDSN, sc)
+		e.start()
+		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("Went on without it."))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "run gated"})
+		_, q := s.until(t, "run.queued")
+		turn := q.data["turnId"].(string)
+		s.until(t, "permission.requested")
+		s.cancel() // the app hangs up while the approval waits
+		var res map[string]any
+		waitFor(t, "the turn goes on and ends", func() bool {
+			_, res = agentCall(t, e, "GET", "/api/v1/agent/turns/"+turn, nil)
+			return res["status"] == "finished"
+		})
+		if res["text"] != "Went on without it." {
+			t.Errorf("turn %v", res)
+		}
+	})
 }
