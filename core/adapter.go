@@ -19,7 +19,29 @@ const (
 	// shown); a platform that cannot edit answers ErrNotSupported
 	// and the pipeline sends it as a new message instead.
 	KindCardUpdate MessageKind = "card_update"
+	// KindStream is an agent's text while the model writes it (at most one
+	// a second per run): the first of a run is sent as a reply, later ones
+	// edit that message in place. Only a ReplyEditor gets them; for other
+	// platforms the pipeline skips them.
+	KindStream MessageKind = "stream"
+	// KindStreamEnd is the final answer of a run that streamed: chunked
+	// like a reply, its first chunk edits the streamed message.
+	KindStreamEnd MessageKind = "stream_end"
 )
+
+// ReplyEditor is an adapter that edits a sent reply in place when an
+// Outbound of KindReply carries Edit.
+type ReplyEditor interface {
+	EditsReplies() bool
+}
+
+// StreamRefStore is the optional capability of an outbox store that finds
+// the message a run's streamed text went out as (both stores have it).
+type StreamRefStore interface {
+	// OutboxStreamRef returns the reference of the first sent KindStream
+	// message of runID in thread, or ErrNotFound.
+	OutboxStreamRef(ctx context.Context, runID string, thread Thread) (*MessageRef, error)
+}
 
 // MessageRef is a platform's reference to a message it accepted (Slack ts,
 // Telegram message_id, Discord message id, email Message-ID), stored so the
@@ -47,7 +69,8 @@ type Outbound struct {
 	// question, for a QuestionRenderer (buttons); others send the text.
 	Question *QuestionCard
 	// Edit is the reference of the message to update for KindCardUpdate,
-	// when the card was sent on this channel.
+	// when the card was sent on this channel, and for a reply that edits
+	// an agent's streamed message (a ReplyEditor only).
 	Edit *MessageRef
 }
 

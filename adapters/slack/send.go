@@ -48,6 +48,14 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		if blocks := a.questionBlocks(m); blocks != nil {
 			opts = append(opts, slackapi.MsgOptionBlocks(blocks...))
 		}
+		if m.Edit != nil && m.Edit.ID != "" {
+			// An agent's streamed answer, edited in place.
+			ref, err := a.update(ctx, k, *m.Edit, opts)
+			if err == nil {
+				a.rememberThread(ctx, k.String())
+			}
+			return ref, err
+		}
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: %s without a card", m.Kind)}
@@ -162,3 +170,8 @@ func (a *Adapter) questionBlocks(m core.Outbound) []slackapi.Block {
 		slackapi.NewActionBlock("opsgate:question", btns...),
 	}
 }
+
+var _ core.ReplyEditor = (*Adapter)(nil)
+
+// EditsReplies implements core.ReplyEditor: chat.update edits a reply.
+func (a *Adapter) EditsReplies() bool { return true }

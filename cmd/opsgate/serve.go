@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
 
@@ -185,6 +186,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	chans, err := buildChannels(cfg, st, eng, tokens, log)
 	if err != nil {
 		return err
+	}
+	for _, ch := range chans {
+		// Agents stream their text into the threads of channels that can
+		// edit a reply in place.
+		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
+			eng.StreamInto(ch.platform.Channel())
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", apiHandler)

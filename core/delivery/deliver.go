@@ -90,6 +90,8 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 			outs[len(outs)-1].Question = q
 		}
 		return outs, nil
+	case core.KindStream, core.KindStreamEnd:
+		return w.prepareStream(ctx, d)
 	case core.KindCard, core.KindCardUpdate:
 		card, err := w.o.Cards.CardByApproval(ctx, d.ApprovalID)
 		if err != nil {
@@ -114,6 +116,49 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 		return []core.Outbound{out}, nil
 	}
 	return nil, &core.PermanentError{Err: fmt.Errorf("unknown message kind %q", d.Kind)}
+}
+
+// prepareStream turns an agent's streamed text into an edit of the message
+// the run's first streamed text went out as (or that first message), and
+// the final answer into reply chunks whose first edits it. A platform that
+// cannot edit replies gets no streamed text, and the final answer as a
+// plain reply.
+func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
+	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
+	re, ok := w.o.Platform.(core.ReplyEditor)
+	editor := ok && re.EditsReplies()
+	if !editor && d.Kind == core.KindStream {
+		return nil, nil // nothing to send: done
+	}
+	var ref *core.MessageRef
+	if rs, ok := w.o.Store.(core.StreamRefStore); ok && editor {
+		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread)
+		switch {
+		case err == nil:
+			ref = r
+		case !errors.Is(err, core.ErrNotFound):
+			return nil, fmt.Errorf("streamed message of run %s: %w", d.RunID, err)
+		}
+	}
+	f := w.o.Platform.Format()
+	text := d.Text
+	if f.Render != nil {
+		text = f.Render(text)
+	}
+	parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
+	if len(parts) == 0 {
+		return nil, nil
+	}
+	if d.Kind == core.KindStream {
+		// Only what fits one message streams; the end sends the rest.
+		return []core.Outbound{{Key: key(0), Thread: d.Thread, Kind: core.KindReply, Text: parts[0], Part: 1, Parts: 1, Edit: ref}}, nil
+	}
+	outs := make([]core.Outbound, len(parts))
+	for i, p := range parts {
+		outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
+	}
+	outs[0].Edit = ref
+	return outs, nil
 }
 
 // keys names the buckets a message to thread draws from.

@@ -100,3 +100,9 @@ func (p paced) RendersQuestions() bool {
 	qr, ok := p.Platform.(core.QuestionRenderer)
 	return ok && qr.RendersQuestions()
 }
+
+// EditsReplies forwards the wrapped platform's core.ReplyEditor.
+func (p paced) EditsReplies() bool {
+	re, ok := p.Platform.(core.ReplyEditor)
+	return ok && re.EditsReplies()
+}

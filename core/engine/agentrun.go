@@ -262,6 +262,8 @@ type agentExec struct {
 	// starts (a session's runs never interleave: one active per thread).
 	hist []llm.Message
 	mine int
+	// stream, when the thread streams, queues the text as it comes.
+	stream *streamer
 }
 
 // driveAgent runs an agent turn from its checkpoint.
@@ -417,7 +419,22 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 		ax.log.Debug("agent history bounded", "dropped", built.Dropped, "truncated", built.Truncated, "bytes", built.Bytes)
 	}
 	start := time.Now()
-	resp, err := ag.Model.Stream(ctx, req, e.deltas.sink(ax.run.ID))
+	sink := e.deltas.sink(ax.run.ID)
+	var stopStream func()
+	if e.streams(ax.run.Thread.Channel) {
+		if ax.stream == nil {
+			ax.stream = &streamer{e: e, run: ax.run}
+		}
+		st, hub := ax.stream, sink
+		sink = func(d llm.Delta) { hub(d); st.add(d) }
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() { defer close(done); st.loop(ctx, stop) }()
+		stopStream = func() { close(stop); <-done }
+	}
+	resp, err := ag.Model.Stream(ctx, req, sink)
+	if stopStream != nil {
+		stopStream()
+	}
 	e.m.agentModelCall.WithLabelValues(ag.Name).Observe(time.Since(start).Seconds())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -469,6 +486,9 @@ func (ax *agentExec) finish(ctx context.Context, answer llm.Message, store *llm.
 	}
 	if store != nil {
 		ax.events = append(ax.events, ax.message(*store))
+	}
+	if ax.stream != nil && ax.stream.wasQueued() {
+		ax.replyKind = core.KindStreamEnd // the answer replaces the streamed text
 	}
 	return ax.end(ctx, nil, core.RunSucceeded, "", "", text)
 }

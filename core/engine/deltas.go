@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"context"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 )
 
@@ -62,4 +66,95 @@ func (h *deltaHub) sink(runID string) llm.Sink {
 			}
 		}
 	}
+}
+
+// streamInterval is the least time between two edits of a streamed message.
+const streamInterval = time.Second
+
+// StreamInto makes agent turns in threads of these channels stream their
+// text into the thread: one message edited in place at most once a second
+// while the model writes, then the final answer (chunked as usual, its
+// first chunk in that message). cmd/opsgate names the channels whose
+// adapter is a core.ReplyEditor; other threads get the final answer only.
+func (e *Engine) StreamInto(channels ...string) {
+	set := map[string]bool{}
+	if old := e.streamTo.Load(); old != nil {
+		for k := range *old {
+			set[k] = true
+		}
+	}
+	for _, c := range channels {
+		set[c] = true
+	}
+	e.streamTo.Store(&set)
+}
+
+func (e *Engine) streams(channel string) bool {
+	set := e.streamTo.Load()
+	return set != nil && (*set)[channel]
+}
+
+// streamer queues a turn's text into the thread as KindStream outbox
+// messages, at most one per streamInterval, while the model call runs.
+type streamer struct {
+	e    *Engine
+	run  *core.Run
+	mu   sync.Mutex
+	text strings.Builder
+	// sent is the text last queued; queued reports whether any was.
+	sent   string
+	queued bool
+}
+
+// add is the llm.Sink part: it only collects.
+func (s *streamer) add(d llm.Delta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.Restart {
+		s.text.Reset()
+	}
+	s.text.WriteString(d.Text)
+}
+
+// run queues the text every streamInterval until stop is closed.
+func (s *streamer) loop(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTicker(streamInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.flush(ctx)
+		}
+	}
+}
+
+// flush queues the text collected so far, if it changed, under the run's
+// lease (an execution that lost its run queues nothing).
+func (s *streamer) flush(ctx context.Context) {
+	s.mu.Lock()
+	text := strings.TrimSpace(s.text.String())
+	if text == "" || text == s.sent {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	now := s.e.now()
+	err := s.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: s.run.ID, Owner: s.e.opts.Owner, Now: now,
+		Outbox: []core.OutboxMessage{{ID: s.e.opts.NewID(), Thread: s.run.Thread, Kind: core.KindStream, Text: text + " …", RunID: s.run.ID, CreatedAt: now}}})
+	if err != nil {
+		return // best effort: the final answer is sent anyway
+	}
+	s.mu.Lock()
+	s.sent, s.queued = text, true
+	s.mu.Unlock()
+}
+
+func (s *streamer) wasQueued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queued
 }

@@ -226,6 +226,8 @@ type Engine struct {
 	defaultAgent string
 	history      core.AgentHistoryStore
 	deltas       deltaHub
+	// streamTo are the channels agent turns stream into (StreamInto).
+	streamTo atomic.Pointer[map[string]bool]
 }
 
 type compiledFlow struct {

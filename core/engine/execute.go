@@ -36,6 +36,9 @@ type execution struct {
 	// callID, while an agent's call dispatches, is the model's id of it,
 	// added to the tool events.
 	callID string
+	// replyKind, when set, is the kind of the reply that ends the run
+	// (core.KindStreamEnd after an agent streamed into the thread).
+	replyKind core.MessageKind
 }
 
 // execute runs one claimed run. ErrConflict from a checkpoint means the run
@@ -488,6 +491,9 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 		st.FinishedAt = &now
 	}
 	r := e.reply(x.run, text)
+	if x.replyKind != "" {
+		r.Kind = x.replyKind
+	}
 	err := x.checkpoint(ctx, core.Checkpoint{
 		Status: status, Release: true, StepIndex: stepIndex, ErrorCode: code, ErrorMessage: msg,
 		Step: st, Outbox: e.toThread(x.run.Thread, r), Audit: audit,

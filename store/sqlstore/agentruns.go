@@ -49,3 +49,24 @@ func (s *Store) AgentHistory(ctx context.Context, thread core.Thread, limit int)
 	slices.Reverse(out)
 	return out, nil
 }
+
+var _ core.StreamRefStore = (*Store)(nil)
+
+// OutboxStreamRef implements core.StreamRefStore.
+func (s *Store) OutboxStreamRef(ctx context.Context, runID string, thread core.Thread) (*core.MessageRef, error) {
+	var refs string
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT refs FROM outbox WHERE run_id = ? AND thread = ?
+		AND kind = ? AND chunks_sent > 0 ORDER BY seq LIMIT 1`),
+		runID, threadString(thread), string(core.KindStream)).Scan(&refs)
+	if err != nil {
+		return nil, mapErr(err, "outbox stream ref", "streamed message of run "+runID)
+	}
+	var rs []core.MessageRef
+	if err := json.Unmarshal([]byte(refs), &rs); err != nil {
+		return nil, fmt.Errorf("store: outbox stream ref: %w", err)
+	}
+	if len(rs) == 0 {
+		return nil, mapErr(sql.ErrNoRows, "outbox stream ref", "streamed message of run "+runID)
+	}
+	return &rs[0], nil
+}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/opsgate/opsgate/core"
@@ -53,5 +54,33 @@ func testAgentHistory(t *testing.T, s core.Store) {
 	sameIDs(t, "newest three", got, `{"text":"ma2"}`, `{"text":"mc1"}`, `{"text":"mc2"}`)
 	if got := getRun(t, s, runs[0]); got.Kind() != core.RunKindAgent {
 		t.Errorf("kind = %q", got.Kind())
+	}
+}
+
+// testOutboxStreamRef: the reference of a run's first sent stream message
+// in a thread; none before it is sent, none for another run or thread.
+func testOutboxStreamRef(t *testing.T, s core.Store) {
+	rs, ok := s.(core.StreamRefStore)
+	if !ok {
+		t.Fatal("the store does not implement core.StreamRefStore")
+	}
+	th := thread("stream")
+	ids := queueMsgs(t, s,
+		core.OutboxMessage{Thread: th, Kind: core.KindStream, RunID: "run-s", Text: "a …"},
+		core.OutboxMessage{Thread: th, Kind: core.KindStream, RunID: "run-s", Text: "a b …"})
+	if _, err := rs.OutboxStreamRef(ctx(t), "run-s", th); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("before any was sent: %v, want ErrNotFound", err)
+	}
+	claimOutbox(t, s, "console", "o1", t0)
+	want := core.MessageRef{Channel: "console", ID: "stream-msg-1"}
+	if err := s.OutboxChunkSent(ctx(t), ids[0], "o1", 0, want, t0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rs.OutboxStreamRef(ctx(t), "run-s", th)
+	if err != nil || got == nil || *got != want {
+		t.Errorf("ref = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := rs.OutboxStreamRef(ctx(t), "run-other", th); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("another run: %v, want ErrNotFound", err)
 	}
 }

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
 		{"RunEventListAfter", testRunEventList},
 		{"AgentHistoryIsTheSessionsMessages", testAgentHistory},
+		{"OutboxStreamRefIsTheRunsFirstSentStream", testOutboxStreamRef},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},
 		{"AuditListFilters", testAuditListFilters},

@@ -139,7 +139,9 @@ func (s *server) chatItems(ctx context.Context, key string) ([]chatItem, error) 
 			}
 			items = append(items, chatItem{Key: "c-" + a.ID, Kind: "card", Who: "opsgate", At: ts(m.At), RunID: m.RunID,
 				Card: newCardView(a, run), at: m.At})
-		case m.Kind == core.KindReply:
+		case m.Kind == core.KindReply || m.Kind == core.KindStreamEnd:
+			// (An agent's streamed text, KindStream, is shown by its final
+			// answer only.)
 			items = append(items, chatItem{Key: "o-" + m.ID, Kind: "bot", Who: "opsgate", Text: m.Text, At: ts(m.At),
 				RunID: m.RunID, at: m.At})
 		}
