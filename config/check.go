@@ -60,6 +60,12 @@ func (c *checker) run() {
 	if c.given["approvals.session_ttl"] && c.cfg.Approvals.SessionTTL <= 0 {
 		c.problem("approvals.session_ttl", "must be greater than 0")
 	}
+	switch c.cfg.Approvals.QuestionAnswerers {
+	case "", QuestionAnswerersRequesterOrApprovers, QuestionAnswerersRequester:
+	default:
+		c.problem("approvals.question_answerers", "must be %q or %q, not %q",
+			QuestionAnswerersRequesterOrApprovers, QuestionAnswerersRequester, c.cfg.Approvals.QuestionAnswerers)
+	}
 	if c.given["audit.key_file"] && strings.TrimSpace(c.cfg.Audit.KeyFile) == "" {
 		c.problem("audit.key_file", "must not be empty (default <data_dir>/audit.key)")
 	}

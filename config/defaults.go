@@ -32,6 +32,14 @@ const (
 	DefaultAuditKeyFile = "audit.key"
 )
 
+// The values of approvals.question_answerers (the engine's
+// AnswerRequesterOrApprovers and AnswerRequester; cmd/opsgate tests that
+// they agree).
+const (
+	QuestionAnswerersRequesterOrApprovers = "requester_or_approvers"
+	QuestionAnswerersRequester            = "requester"
+)
+
 // applyDefaults fills omitted values. Values given explicitly (even as 0)
 // are left for the checks to judge, which is why presence comes from the
 // decoder's line table.
@@ -86,6 +94,9 @@ func applyDefaults(c *Config, given func(path string) bool) {
 	}
 	setDuration(&c.Approvals.TTL, DefaultApprovalTTL, given("approvals.ttl"))
 	setDuration(&c.Approvals.SessionTTL, DefaultSessionTTL, given("approvals.session_ttl"))
+	if c.Approvals.QuestionAnswerers == "" {
+		c.Approvals.QuestionAnswerers = QuestionAnswerersRequesterOrApprovers
+	}
 	if !given("channels.email.require_dmarc") {
 		// From: alone is forgeable: decisions by mail need our MX's word.
 		c.Channels.Email.RequireDMARC = true

@@ -51,6 +51,8 @@ func TestTrustProblems(t *testing.T) {
 		"SessionRunTypo": {"api:\n  tokens:\n    - {name: app, token: t, scopes: [session.runs]}\n",
 			"api.tokens[0].scopes[0]", `did you mean "session.run"?`},
 		"SessionTTL": {"approvals:\n  session_ttl: 0s\n", "approvals.session_ttl", "greater than 0"},
+		"QuestionAnswerers": {"approvals:\n  question_answerers: anyone\n", "approvals.question_answerers",
+			`must be "requester_or_approvers" or "requester"`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -85,6 +87,9 @@ func TestTrustDefaults(t *testing.T) {
 	}
 	if cfg.Approvals.SessionTTL.D() != time.Hour {
 		t.Errorf("session_ttl = %s", cfg.Approvals.SessionTTL.D())
+	}
+	if cfg.Approvals.QuestionAnswerers != QuestionAnswerersRequesterOrApprovers {
+		t.Errorf("question_answerers = %q, want the default %q", cfg.Approvals.QuestionAnswerers, QuestionAnswerersRequesterOrApprovers)
 	}
 	if want := filepath.Join("/srv/og", "audit.key"); cfg.Audit.KeyFile != want {
 		t.Errorf("audit.key_file = %q, want %q", cfg.Audit.KeyFile, want)

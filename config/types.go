@@ -490,4 +490,8 @@ type Approvals struct {
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
 	// SessionTTL is how long a session grant lasts; default 1h.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// QuestionAnswerers says who may answer an agent's ask_user question:
+	// "requester_or_approvers" (default) or "requester" — for teams where a
+	// question about the requester's intent must not be answered for them.
+	QuestionAnswerers string `yaml:"question_answerers"`
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -34,13 +33,11 @@ var (
 type verifier struct {
 	secret []byte
 	now    func() time.Time
-
-	mu   sync.Mutex
-	seen map[string]time.Time // signature → when it stops mattering
+	seen   *replayRing
 }
 
 func newVerifier(secret string, now func() time.Time) *verifier {
-	return &verifier{secret: []byte(secret), now: now, seen: map[string]time.Time{}}
+	return &verifier{secret: []byte(secret), now: now, seen: newReplayRing(replayCapacity)}
 }
 
 // readVerified reads the whole body (capped at limit), verifies it and puts
@@ -60,66 +57,42 @@ func (v *verifier) readVerified(r *http.Request, limit int64) (body []byte, rele
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sig := r.Header.Get("X-Slack-Signature")
-	if err := v.check(r.Header.Get("X-Slack-Request-Timestamp"), sig, body); err != nil {
+	at, err := v.check(r.Header.Get("X-Slack-Request-Timestamp"), sig, body)
+	if err != nil {
 		return nil, nil, err
 	}
-	if err := v.claim(sig); err != nil {
+	key := sigKeyOf(sig)
+	if err := v.seen.claim(key, v.now(), at.Add(signatureWindow)); err != nil {
 		return nil, nil, err
 	}
-	return body, func() { v.forget(sig) }, nil
+	return body, func() { v.seen.forget(key) }, nil
 }
 
-// check verifies one signature over body at timestamp ts.
-func (v *verifier) check(ts, sig string, body []byte) error {
+// check verifies one signature over body at timestamp ts and returns the
+// timestamp.
+func (v *verifier) check(ts, sig string, body []byte) (time.Time, error) {
 	if len(v.secret) == 0 {
 		// No signing secret (Socket Mode): nothing sent over HTTP can be
 		// trusted, and an empty HMAC key would be forgeable by anyone.
-		return fmt.Errorf("%w: no signing secret configured", ErrBadSignature)
+		return time.Time{}, fmt.Errorf("%w: no signing secret configured", ErrBadSignature)
 	}
 	if ts == "" || sig == "" {
-		return fmt.Errorf("%w: missing X-Slack-Signature or X-Slack-Request-Timestamp", ErrBadSignature)
+		return time.Time{}, fmt.Errorf("%w: missing X-Slack-Signature or X-Slack-Request-Timestamp", ErrBadSignature)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: malformed timestamp", ErrBadSignature)
+		return time.Time{}, fmt.Errorf("%w: malformed timestamp", ErrBadSignature)
 	}
 	at := time.Unix(sec, 0)
 	if d := v.now().Sub(at); d > signatureWindow || d < -signatureWindow {
-		return ErrStale
+		return time.Time{}, ErrStale
 	}
 	m := hmac.New(sha256.New, v.secret)
 	m.Write([]byte("v0:" + ts + ":"))
 	m.Write(body)
 	want := "v0=" + hex.EncodeToString(m.Sum(nil))
 	if !hmac.Equal([]byte(sig), []byte(want)) {
-		return ErrBadSignature
+		return time.Time{}, ErrBadSignature
 	}
-	return nil
-}
-
-// claim records sig as used; a second use inside the window is a replay.
-func (v *verifier) claim(sig string) error {
-	now := v.now()
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.seen) > 1024 {
-		for s, until := range v.seen {
-			if now.After(until) {
-				delete(v.seen, s)
-			}
-		}
-	}
-	if until, ok := v.seen[sig]; ok && !now.After(until) {
-		return ErrReplay
-	}
-	// A signature stays valid while its timestamp is within the window,
-	// i.e. at most 2×window from now.
-	v.seen[sig] = now.Add(2 * signatureWindow)
-	return nil
-}
-
-func (v *verifier) forget(sig string) {
-	v.mu.Lock()
-	delete(v.seen, sig)
-	v.mu.Unlock()
+	return at, nil
 }

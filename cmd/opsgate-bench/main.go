@@ -14,6 +14,18 @@
 //     tool is allowed;
 //   - the server's resident memory, from /metrics.
 //
+// Two subcommands measure other things:
+//
+//   - opsgate-bench slack: signed Slack app_mention events (Slack's
+//     X-Slack-Signature and X-Slack-Request-Timestamp) into POST
+//     /slack/events, each in its own channel, against a Slack Web API fake
+//     this command serves on loopback (the server's channels.slack.api_url
+//     points at it): acked events/s, full-path replies/s (reply posted at
+//     the fake) with latency percentiles, RSS after; with --rate and
+//     --duration a sustained load printing p99 and RSS every --interval;
+//   - opsgate-bench preload: fills a migrated store (SQLite or Postgres)
+//     with finished runs and pending approvals before the server starts.
+//
 // It is a measuring tool, not a load generator for arbitrary hosts: it
 // refuses servers that are not on a loopback address. Use
 // cmd/opsgate-bench/run.sh to build, start a server with bench.yaml, run
@@ -111,6 +123,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "preload":
+			return runPreload(ctx, args[1:], stdout, stderr)
+		case "slack":
+			return runSlack(ctx, args[1:], stdout, stderr)
+		}
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 		SessionTTL:        cfg.Approvals.SessionTTL.D(),
 		ApprovalTTL:       cfg.Approvals.TTL.D(),
 		AllowSelfApproval: cfg.Approvals.AllowSelfApproval,
+		QuestionAnswerers: cfg.Approvals.QuestionAnswerers,
 		Concurrency:       cfg.Engine.Concurrency,
 		Lease:             cfg.Engine.Lease.D(),
 		PollInterval:      cfg.Engine.PollInterval.D(),

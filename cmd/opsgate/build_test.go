@@ -6,7 +6,29 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core/engine"
 )
+
+// approvals.question_answerers is passed to the engine as written, so the
+// config's values must be the engine's.
+func TestQuestionAnswerersAgree(t *testing.T) {
+	if config.QuestionAnswerersRequesterOrApprovers != engine.AnswerRequesterOrApprovers ||
+		config.QuestionAnswerersRequester != engine.AnswerRequester {
+		t.Fatal("config's approvals.question_answerers values differ from the engine's")
+	}
+	cfg, err := config.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Approvals.QuestionAnswerers = config.QuestionAnswerersRequester
+	o, err := engineOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.QuestionAnswerers != engine.AnswerRequester {
+		t.Fatalf("engine options QuestionAnswerers = %q", o.QuestionAnswerers)
+	}
+}
 
 func TestBuildPolicyDefaultApprovers(t *testing.T) {
 	groups := map[string][]string{"sre": {"console:a"}, "dba": {"console:b"}}

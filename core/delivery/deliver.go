@@ -28,6 +28,7 @@ func (w *Worker) deliver(ctx context.Context, d *core.Delivery) {
 		return
 	}
 	keys := w.keys(d.Thread)
+	last, oneStep := w.o.Store.(lastChunkRecorder)
 	for i := d.ChunksSent; i < len(outs); i++ {
 		ref, retryAfter, err := w.send(ctx, keys, outs[i])
 		if err != nil && d.Kind == core.KindCardUpdate && outs[i].Edit != nil && errors.Is(err, core.ErrNotSupported) {
@@ -40,6 +41,19 @@ func (w *Worker) deliver(ctx context.Context, d *core.Delivery) {
 				return
 			}
 			w.fail(ctx, d, err, retryAfter, log)
+			return
+		}
+		if oneStep && i == len(outs)-1 {
+			if err := w.record(ctx, func(ctx context.Context) error {
+				return last.OutboxLastChunkSent(ctx, d.ID, w.o.Owner, i, ref, w.o.Now())
+			}); err != nil {
+				if ctx.Err() == nil {
+					log.Error("delivery: record last chunk sent", "chunk", i, "err", err)
+				}
+				return
+			}
+			w.m.chunks.WithLabelValues(w.channel).Inc()
+			w.m.sent.WithLabelValues(w.channel).Inc()
 			return
 		}
 		if err := w.record(ctx, func(ctx context.Context) error {
@@ -63,6 +77,13 @@ func (w *Worker) deliver(ctx context.Context, d *core.Delivery) {
 		return
 	}
 	w.m.sent.WithLabelValues(w.channel).Inc()
+}
+
+// lastChunkRecorder is an optional store capability: record a message's
+// last chunk and mark the message sent in one step (store/sqlstore: one
+// statement), exactly as OutboxChunkSent followed by OutboxDone.
+type lastChunkRecorder interface {
+	OutboxLastChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error
 }
 
 // prepare turns a message into the Outbounds to send: a reply rendered and

@@ -502,6 +502,48 @@ func TestAgentAskUser(t *testing.T) {
 			}
 		})
 	})
+	t.Run("OnlyTheRequesterWhenConfigured", func(t *testing.T) {
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b, func(o *Options) { o.QuestionAnswerers = AnswerRequester })
+			sc.Push(call("ask_user", askArgs), fakellm.Say("Using prod."))
+			rc := h.send("console:req", "console:q4", "ship it")
+			h.waitRun(rc.RunID, core.RunWaitingInput)
+			ctx := context.Background()
+			qs, _ := h.eng.PendingQuestions(ctx, rc.RunID)
+			good := json.RawMessage(`[{"questionId":"env","isSkipped":false,"answer":"prod"}]`)
+			var de *core.DecisionError
+			if err := h.eng.Answer(ctx, core.Actor{ID: "console:alice"}, "api", rc.RunID, qs[0].ActionID, good); !errors.As(err, &de) || de.Code != core.DecisionNotApprover {
+				t.Fatalf("an approver answered under question_answerers: requester: %v", err)
+			}
+			if err := h.eng.Answer(ctx, core.Actor{ID: "console:req"}, "api", rc.RunID, qs[0].ActionID, good); err != nil {
+				t.Fatal(err)
+			}
+			h.waitRun(rc.RunID, core.RunSucceeded)
+		})
+	})
+	t.Run("RemovedApproverNoLongerAnswers", func(t *testing.T) {
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b)
+			sc.Push(call("ask_user", askArgs), fakellm.Say("Using prod."))
+			rc := h.send("console:req", "console:q5", "ship it")
+			h.waitRun(rc.RunID, core.RunWaitingInput)
+			// alice leaves the team; the configuration is reloaded.
+			o := h.fx.options(t, h.store, h.clk)
+			o.Groups["sre"] = []string{"console:bob", "console:carol"}
+			h.eng.Reload(Trust{Policy: o.Policy, Groups: o.Groups})
+			ctx := context.Background()
+			qs, _ := h.eng.PendingQuestions(ctx, rc.RunID)
+			good := json.RawMessage(`[{"questionId":"env","isSkipped":false,"answer":"prod"}]`)
+			var de *core.DecisionError
+			if err := h.eng.Answer(ctx, core.Actor{ID: "console:alice"}, "api", rc.RunID, qs[0].ActionID, good); !errors.As(err, &de) || de.Code != core.DecisionNotApprover {
+				t.Fatalf("a removed approver answered: %v", err)
+			}
+			if err := h.eng.Answer(ctx, core.Actor{ID: "console:bob"}, "api", rc.RunID, qs[0].ActionID, good); err != nil {
+				t.Fatalf("a remaining approver: %v", err)
+			}
+			h.waitRun(rc.RunID, core.RunSucceeded)
+		})
+	})
 	t.Run("Expires", func(t *testing.T) {
 		eachBackend(t, func(t *testing.T, b backend) {
 			h, sc := agentSetup(t, b)

@@ -253,7 +253,7 @@ func (e *Engine) mayAnswer(run *core.Run, actor string) string {
 	if strings.HasPrefix(actor, "agent:") {
 		return "an agent may not answer a question put to people"
 	}
-	for _, members := range e.opts.Groups {
+	for _, members := range tr.groups {
 		if slices.Contains(tr.dir.Expand(members), actor) {
 			return ""
 		}

@@ -47,6 +47,9 @@ type trustState struct {
 	policy     *approvals.Policy
 	dir        *approvals.Directory
 	requesters map[string]Requesters
+	// groups are the approver groups as reloaded; who may answer a question
+	// is judged against them at answer time, like a decision.
+	groups     map[string][]string
 	sessionTTL time.Duration
 }
 
@@ -59,7 +62,7 @@ func newTrustState(t Trust) *trustState {
 	if ttl <= 0 {
 		ttl = approvals.DefaultSessionTTL
 	}
-	return &trustState{policy: p, dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, sessionTTL: ttl}
+	return &trustState{policy: p, dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
 }
 
 // trust returns the current trust configuration.

@@ -46,6 +46,19 @@ type Dialect struct {
 	NotifySQL string
 	// ChannelPrefix prefixes topic names to form notification channels.
 	ChannelPrefix string
+	// IndexedBy names, in the claim statements, the partial indexes of
+	// migration 0016 (SQLite's INDEXED BY): without statistics SQLite's
+	// planner prefers the wider status indexes and sorts every pending
+	// row; Postgres picks the partial indexes from its statistics.
+	IndexedBy bool
+}
+
+// indexedBy is the claim statements' index hint for table alias index.
+func (d Dialect) indexedBy(index string) string {
+	if !d.IndexedBy {
+		return ""
+	}
+	return " INDEXED BY " + index
 }
 
 // ChannelPrefixDefault is the prefix of opsgate's notification channels:
@@ -58,7 +71,7 @@ const auditLockKey = 0x6f70736761746501
 
 // SQLiteDialect is the dialect of store/sqlite.
 func SQLiteDialect() Dialect {
-	return Dialect{Name: "sqlite", ChannelPrefix: ChannelPrefixDefault}
+	return Dialect{Name: "sqlite", ChannelPrefix: ChannelPrefixDefault, IndexedBy: true}
 }
 
 // PostgresDialect is the dialect of store/postgres.

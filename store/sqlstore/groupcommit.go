@@ -27,7 +27,9 @@ type groupWriter struct {
 	jobs chan *groupJob
 	stop chan struct{}
 	done chan struct{}
-	once sync.Once
+	// stmts keeps the statements the batches run prepared.
+	stmts *stmtCache
+	once  sync.Once
 }
 
 type groupJob struct {
@@ -43,7 +45,8 @@ type groupJob struct {
 }
 
 func newGroupWriter(s *Store) *groupWriter {
-	w := &groupWriter{s: s, jobs: make(chan *groupJob), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &groupWriter{s: s, jobs: make(chan *groupJob), stop: make(chan struct{}), done: make(chan struct{}),
+		stmts: newStmtCache()}
 	go w.loop()
 	return w
 }
@@ -86,6 +89,7 @@ func (w *groupWriter) close() {
 
 func (w *groupWriter) loop() {
 	defer close(w.done)
+	defer w.stmts.close()
 	for {
 		var first *groupJob
 		select {
@@ -104,6 +108,9 @@ func (w *groupWriter) loop() {
 			}
 		}
 		w.run(batch)
+		// The connection is free between batches: prepare what this
+		// batch ran for the first time (stmtcache.go).
+		w.stmts.prepareWanted(context.Background(), w.s.db)
 	}
 }
 
@@ -131,7 +138,7 @@ func (w *groupWriter) run(batch []*groupJob) {
 			j.err = fmt.Errorf("store: %s: %w", j.op, err)
 			continue
 		}
-		j.t = &tx{tx: sqlTx, d: w.s.dialect, shared: true, key: w.s.key()}
+		j.t = &tx{tx: sqlTx, d: w.s.dialect, shared: true, key: w.s.key(), stmts: w.stmts}
 		if alone {
 			j.err = j.call()
 			if j.err == nil {

@@ -94,19 +94,10 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	if p.Limit <= 0 || p.Owner == "" {
 		return nil, errors.New("store: outbox claim: owner and a positive limit are required")
 	}
+	now := micros(p.Now)
+	args := []any{p.Owner, micros(p.LeaseUntil), p.Channel, now, p.Owner, now, p.Limit}
 	var out []*core.Delivery
-	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
-		now := micros(p.Now)
-		// Select and lease in one statement, as RunClaim does.
-		rows, err := t.query(ctx, `UPDATE outbox SET owner = ?, lease_until = ?
-			WHERE id IN (SELECT m.id FROM outbox m
-				WHERE m.channel = ? AND m.status = ? AND m.next_attempt_at <= ?
-				  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
-				  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.thread = m.thread AND o.status = ? AND o.seq < m.seq)
-				ORDER BY m.seq LIMIT ?`+t.d.SkipLocked+`)
-			RETURNING `+deliveryColumns,
-			p.Owner, micros(p.LeaseUntil),
-			p.Channel, string(core.DeliveryPending), now, p.Owner, now, string(core.DeliveryPending), p.Limit)
+	claim := func(rows *sql.Rows, err error) error {
 		if err != nil {
 			return fmt.Errorf("store: outbox claim: %w", err)
 		}
@@ -115,8 +106,36 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 		}
 		slices.SortFunc(out, func(a, b *core.Delivery) int { return cmp.Compare(a.Seq, b.Seq) })
 		return nil
+	}
+	// Select and lease in one statement, as RunClaim does. It writes
+	// nothing else, so without a group writer (Postgres) it runs outside
+	// a transaction block: one round trip, not three.
+	if s.writer == nil {
+		err := claim(s.db.QueryContext(ctx, s.dialect.Rebind(outboxClaimSQL(s.dialect)), args...))
+		return out, err
+	}
+	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
+		return claim(t.query(ctx, outboxClaimSQL(t.d), args...))
 	})
 	return out, err
+}
+
+// outboxClaimSQL is OutboxClaim's statement, with the pending status a
+// literal for the partial indexes of migration 0016 (see runClaimSQL):
+// outbox_pending walks only a channel's pending messages in queue order and
+// stops after Limit heads; outbox_thread_pending answers "is there an older
+// pending message in this thread" from the thread's pending entries alone.
+// A claim so reads the heads it returns plus the pending rows queued before
+// them that it must pass over (leased, waiting out a retry, or behind their
+// thread's head) — never the sent backlog.
+func outboxClaimSQL(d Dialect) string {
+	return `UPDATE outbox SET owner = ?, lease_until = ?
+		WHERE id IN (SELECT m.id FROM outbox m` + d.indexedBy("outbox_pending") + `
+			WHERE m.channel = ? AND m.status = 'pending' AND m.next_attempt_at <= ?
+			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o` + d.indexedBy("outbox_thread_pending") + ` WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq)
+			ORDER BY m.seq LIMIT ?` + d.SkipLocked + `)
+		RETURNING ` + deliveryColumns
 }
 
 // lockOutbox reads the owner and progress of a message under the row lock
@@ -135,8 +154,24 @@ func lockOutbox(ctx context.Context, t *tx, op, id, owner string) (chunks int, r
 
 // OutboxChunkSent implements core.OutboxStore. Recording a chunk already
 // recorded is a no-op (a retry after a lost answer); skipping ahead is a
-// conflict.
+// conflict. The usual case — the caller holds the message and records the
+// next chunk — is one guarded statement; anything else is explained by
+// the transaction below.
 func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return fmt.Errorf("store: outbox chunk sent %s: ref: %w", id, err)
+	}
+	// refs is always a compact JSON array written by this store: append
+	// by text, so both backends do it without their JSON functions.
+	ok, err := s.guardedUpdate(ctx, "outbox chunk sent", `UPDATE outbox SET
+		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
+			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
+		chunks_sent = chunks_sent + 1 WHERE id = ? AND owner = ? AND chunks_sent = ?`, nil,
+		string(b), string(b), id, owner, chunk)
+	if err != nil || ok {
+		return err
+	}
 	return s.inTx(ctx, "outbox chunk sent", func(t *tx) error {
 		chunks, refsJSON, err := lockOutbox(ctx, t, "outbox chunk sent", id, owner)
 		if err != nil {
@@ -163,29 +198,95 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 	})
 }
 
+// OutboxLastChunkSent records a message's last chunk and marks it sent:
+// OutboxChunkSent then OutboxDone, in one guarded statement when the
+// caller holds the message and this chunk is the next (the usual case; the
+// delivery worker finds it as an optional capability). Otherwise it falls
+// back to the two calls, which explain a refusal or treat a chunk already
+// recorded as a retry.
+func (s *Store) OutboxLastChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error {
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return fmt.Errorf("store: outbox last chunk sent %s: ref: %w", id, err)
+	}
+	ok, err := s.guardedUpdate(ctx, "outbox last chunk sent", `UPDATE outbox SET
+		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
+			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
+		chunks_sent = chunks_sent + 1, status = ?, sent_at = ?, owner = NULL, lease_until = NULL
+		WHERE id = ? AND owner = ? AND chunks_sent = ?`, []string{core.TopicOutbox},
+		string(b), string(b), string(core.DeliverySent), micros(now), id, owner, chunk)
+	if err != nil || ok {
+		return err
+	}
+	if err := s.OutboxChunkSent(ctx, id, owner, chunk, ref, now); err != nil {
+		return err
+	}
+	return s.OutboxDone(ctx, id, owner, now)
+}
+
 // OutboxDone implements core.OutboxStore. The thread's next message becomes
-// claimable, so the outbox topic is announced.
+// claimable, so the outbox topic is announced. The owner guard is part of
+// the update: one statement when the caller holds the message, the usual
+// case; otherwise the transaction below says why not.
 func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time) error {
+	ok, err := s.guardedUpdate(ctx, "outbox done", `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL
+		WHERE id = ? AND owner = ?`, []string{core.TopicOutbox}, string(core.DeliverySent), micros(now), id, owner)
+	if err != nil || ok {
+		return err
+	}
 	return s.inTx(ctx, "outbox done", func(t *tx) error {
-		// The owner guard is part of the update: one round trip when the
-		// caller holds the message, the usual case.
-		r, err := t.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL WHERE id = ? AND owner = ?`,
-			string(core.DeliverySent), micros(now), id, owner)
-		if err != nil {
-			return fmt.Errorf("store: outbox done %s: %w", id, err)
+		_, _, err := lockOutbox(ctx, t, "outbox done", id, owner)
+		if err == nil {
+			err = fmt.Errorf("store: outbox done %s: not updated: %w", id, core.ErrConflict)
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("store: outbox done %s: %w", id, err)
-		} else if n == 0 {
-			_, _, err := lockOutbox(ctx, t, "outbox done", id, owner)
-			if err == nil {
-				err = fmt.Errorf("store: outbox done %s: not updated: %w", id, core.ErrConflict)
+		return err
+	})
+}
+
+// guardedUpdate runs q, an UPDATE guarded to match one row or none, as one
+// statement (execOne) and reports whether it matched; topics are announced
+// when it did.
+func (s *Store) guardedUpdate(ctx context.Context, op, q string, topics []string, args ...any) (bool, error) {
+	n, err := s.execOne(ctx, op, q, topics, args...)
+	return n > 0, err
+}
+
+// execOne runs one write statement and returns the rows it affected;
+// topics are announced when it affected any. Without a group writer
+// (Postgres) it runs outside any transaction block, so it is its own
+// transaction: one round trip instead of BEGIN, the statement and COMMIT.
+// With one (SQLite) it joins the writer's batch.
+func (s *Store) execOne(ctx context.Context, op, q string, topics []string, args ...any) (int64, error) {
+	var n int64
+	if s.writer != nil {
+		err := s.inTx(ctx, op, func(t *tx) error {
+			r, err := t.exec(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			if n, err = r.RowsAffected(); err == nil && n > 0 {
+				for _, topic := range topics {
+					t.notify(topic)
+				}
 			}
 			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("store: %s: %w", op, err)
 		}
-		t.notify(core.TopicOutbox)
-		return nil
-	})
+		return n, nil
+	}
+	r, err := s.db.ExecContext(ctx, s.dialect.Rebind(q), args...)
+	if err == nil {
+		n, err = r.RowsAffected()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", op, err)
+	}
+	if n > 0 && len(topics) > 0 {
+		s.afterCommit(&tx{topics: topics})
+	}
+	return n, nil
 }
 
 // OutboxRetry implements core.OutboxStore.
@@ -280,4 +381,11 @@ func (s *Store) OutboxCardRef(ctx context.Context, approvalID string, thread cor
 		return nil, mapErr(sql.ErrNoRows, "outbox card ref", "card for approval "+approvalID)
 	}
 	return &rs[0], nil
+}
+
+// ClaimStatements returns RunClaim's and OutboxClaim's statements as d
+// runs them, for tests that check their query plans read the partial
+// indexes of migration 0016.
+func ClaimStatements(d Dialect) (runs, outbox string) {
+	return d.Rebind(runClaimSQL(d)), d.Rebind(outboxClaimSQL(d))
 }

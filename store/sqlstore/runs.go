@@ -15,9 +15,6 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
-// activeStatuses are the run statuses that hold a thread (core.RunStatus.Active).
-var activeStatuses = []any{string(core.RunRunning), string(core.RunWaitingApproval), string(core.RunWaitingInput)}
-
 // InboxRecord implements core.RunStore. The (channel, event id) insert is
 // the deduplication: ON CONFLICT DO NOTHING makes a concurrent duplicate wait
 // for the first transaction and then insert nothing. When Run is set and
@@ -146,17 +143,8 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	err := s.inTx(ctx, "run claim", func(t *tx) error {
 		// Select and take in one statement; the subquery's row locks (SKIP
 		// LOCKED on Postgres) keep concurrent claimers off the same rows.
-		rows, err := t.query(ctx, `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
-			WHERE id IN (SELECT r.id FROM runs r
-				WHERE (r.status = ? AND NOT EXISTS (
-						SELECT 1 FROM runs o WHERE o.thread = r.thread
-						AND (o.status IN (?, ?, ?) OR (o.status = ? AND o.seq < r.seq))))
-				   OR (r.status = ? AND r.lease_until < ?)
-				ORDER BY r.seq LIMIT ?`+t.d.SkipLocked+`)
-			RETURNING `+runColumns,
-			string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now),
-			string(core.RunQueued), activeStatuses[0], activeStatuses[1], activeStatuses[2], string(core.RunQueued),
-			string(core.RunRunning), micros(p.Now), p.Limit)
+		rows, err := t.query(ctx, runClaimSQL(t.d),
+			string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now), micros(p.Now), p.Limit)
 		if err != nil {
 			return fmt.Errorf("store: run claim: %w", err)
 		}
@@ -183,6 +171,27 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 		return nil, err
 	}
 	return runs, nil
+}
+
+// runClaimSQL is RunClaim's statement. The statuses are literals, not
+// parameters: the planner uses a partial index only when the query's own
+// predicate implies the index's, which a parameter (in a generic plan, or
+// in SQLite) never does. runs_claimable (migration 0016) then holds only
+// queued and running runs, and runs_thread_active only a thread's active
+// and queued ones, so a claim reads the same few index entries whether 10
+// or 10 million finished runs lie behind them. TestClaimLiterals checks the
+// literals against the core's statuses.
+func runClaimSQL(d Dialect) string {
+	return `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
+		WHERE id IN (SELECT r.id FROM runs r` + d.indexedBy("runs_claimable") + `
+			WHERE r.status IN ('queued', 'running')
+			  AND ((r.status = 'queued' AND NOT EXISTS (
+					SELECT 1 FROM runs o` + d.indexedBy("runs_thread_active") + ` WHERE o.thread = r.thread
+					AND o.status IN ('queued', 'running', 'waiting_approval', 'waiting_input')
+					AND (o.status <> 'queued' OR o.seq < r.seq)))
+			   OR (r.status = 'running' AND r.lease_until < ?))
+			ORDER BY r.seq LIMIT ?` + d.SkipLocked + `)
+		RETURNING ` + runColumns
 }
 
 // RunHeartbeat implements core.RunStore: one statement for every listed

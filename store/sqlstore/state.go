@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -22,17 +21,14 @@ func (s *Store) StateGet(ctx context.Context, key string) ([]byte, error) {
 }
 
 // StatePut implements core.StateStore as one upsert, so concurrent puts of
-// one key serialize on its row and the last commit wins.
+// one key serialize on its row and the last commit wins; on Postgres it is
+// its own transaction (execOne), one round trip.
 func (s *Store) StatePut(ctx context.Context, key string, value []byte, now time.Time) error {
 	if value == nil {
 		value = []byte{} // the column is NOT NULL; an empty value is still a value
 	}
-	return s.inTx(ctx, "state put", func(t *tx) error {
-		if _, err := t.exec(ctx, `INSERT INTO adapter_state (key, value, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-			key, value, micros(orNow(now))); err != nil {
-			return fmt.Errorf("store: state put %s: %w", key, err)
-		}
-		return nil
-	})
+	_, err := s.execOne(ctx, "state put "+key, `INSERT INTO adapter_state (key, value, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+		nil, key, value, micros(orNow(now)))
+	return err
 }

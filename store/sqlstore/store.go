@@ -205,18 +205,32 @@ type tx struct {
 	shared bool
 	// key seals audit entries appended inline (Store.SetAuditKey).
 	key approvals.AuditKey
+	// stmts, in a group commit, holds the writer's prepared statements.
+	stmts *stmtCache
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
+	ctx, q = t.stmtCtx(ctx), t.d.Rebind(q)
+	if st := t.stmts.get(q); st != nil {
+		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, q, args...)
 }
 
 func (t *tx) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
+	ctx, q = t.stmtCtx(ctx), t.d.Rebind(q)
+	if st := t.stmts.get(q); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, q, args...)
 }
 
 func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.stmtCtx(ctx), t.d.Rebind(q), args...)
+	ctx, q = t.stmtCtx(ctx), t.d.Rebind(q)
+	if st := t.stmts.get(q); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, q, args...)
 }
 
 // stmtCtx is the context a statement runs under: the caller's, except in a

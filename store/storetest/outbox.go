@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -126,6 +127,48 @@ func testOutboxChunkSent(t *testing.T, s core.Store) {
 	if len(all) != 1 || all[0].ChunksSent != 2 || fmt.Sprint(all[0].Refs) != fmt.Sprint([]core.MessageRef{ref(0), ref(1)}) ||
 		all[0].Status != core.DeliveryPending {
 		t.Errorf("message = %+v, want 2 chunks with refs m0 m1, still pending", all)
+	}
+}
+
+// testOutboxLastChunkSent: a store that records the last chunk and the
+// send in one step (an optional capability of the delivery worker) does
+// exactly what OutboxChunkSent then OutboxDone do.
+func testOutboxLastChunkSent(t *testing.T, s core.Store) {
+	last, ok := s.(interface {
+		OutboxLastChunkSent(ctx context.Context, id, owner string, chunk int, ref core.MessageRef, now time.Time) error
+	})
+	if !ok {
+		t.Skip("store has no OutboxLastChunkSent")
+	}
+	ids := queueMsgs(t, s, core.OutboxMessage{Thread: thread("last-a"), Text: "a"}, core.OutboxMessage{Thread: thread("last-a"), Text: "b"})
+	claimOutbox(t, s, "console", "o1", t0)
+	ref := func(i int) core.MessageRef { return core.MessageRef{Channel: "console", ID: fmt.Sprintf("m%d", i)} }
+	if err := s.OutboxChunkSent(ctx(t), ids[0], "o1", 0, ref(0), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.OutboxLastChunkSent(ctx(t), ids[0], "o2", 1, ref(1), t0); !errors.Is(err, core.ErrConflict) {
+		t.Errorf("last chunk by another owner err = %v, want ErrConflict", err)
+	}
+	if err := last.OutboxLastChunkSent(ctx(t), ids[0], "o1", 1, ref(1), t0); err != nil {
+		t.Fatalf("last chunk: %v", err)
+	}
+	all := allOutbox(t, s)
+	if all[0].ID != ids[0] || all[0].ChunksSent != 2 || fmt.Sprint(all[0].Refs) != fmt.Sprint([]core.MessageRef{ref(0), ref(1)}) ||
+		all[0].Status != core.DeliverySent || all[0].SentAt.IsZero() {
+		t.Errorf("message = %+v, want 2 chunks with refs m0 m1, sent", all[0])
+	}
+	// The thread's next message is its head now.
+	if ds := claimOutbox(t, s, "console", "o1", t0); len(ds) != 1 || ds[0].ID != ids[1] {
+		t.Errorf("after the last chunk, claim = %v, want [%s]", deliveryIDs(ds), ids[1])
+	}
+	// A retry after a lost answer (the chunk is recorded, the message sent)
+	// is refused as a conflict, like OutboxDone after the message left the
+	// caller: the worker only logs it.
+	if err := last.OutboxLastChunkSent(ctx(t), ids[0], "o1", 1, ref(1), t0); !errors.Is(err, core.ErrConflict) {
+		t.Errorf("repeated last chunk err = %v, want ErrConflict", err)
+	}
+	if err := last.OutboxLastChunkSent(ctx(t), "no-such-msg", "o1", 0, ref(0), t0); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("unknown message err = %v, want ErrNotFound", err)
 	}
 }
 

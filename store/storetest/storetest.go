@@ -78,6 +78,7 @@ func Run(t *testing.T, open Open) {
 		{"OutboxClaimsInThreadOrder", testOutboxThreadOrder},
 		{"OutboxSkipsLeasedAndNotDue", testOutboxLeasedAndDue},
 		{"OutboxChunkSentGuardedByOwner", testOutboxChunkSent},
+		{"OutboxLastChunkSentIsChunkThenDone", testOutboxLastChunkSent},
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
