@@ -133,6 +133,10 @@ func (c *checker) api() {
 		if c.given[p+".scopes"] && len(t.Scopes) == 0 {
 			c.problem(p+".scopes", "must list at least one scope (read, request, decide, admin, session.run), or be left out for the defaults")
 		}
+		if t.AgentConcurrency < 1 || t.AgentConcurrency > MaxAgentConcurrency {
+			c.problem(p+".agent_concurrency", "must be between 1 and %d (turns at once; default %d), got %d",
+				MaxAgentConcurrency, DefaultAgentConcurrency, t.AgentConcurrency)
+		}
 		for j, sc := range t.Scopes {
 			if _, err := core.ParseScope(sc); err != nil {
 				msg := err.Error()

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +20,14 @@ const (
 	DefaultDryRunTimeout = 30 * time.Second
 	DefaultApprovalTTL   = time.Hour
 	DefaultSessionTTL    = time.Hour
+	// DefaultAgentConcurrency is api.tokens[].agent_concurrency when
+	// omitted: Agent API turns one token runs at once.
+	DefaultAgentConcurrency = 4
+	// MaxAgentConcurrency bounds api.tokens[].agent_concurrency.
+	MaxAgentConcurrency = 32
+	// AgentQueueFactor is how many turns per allowed concurrent turn may
+	// wait in a token's queue (4 × agent_concurrency); more are refused.
+	AgentQueueFactor = 4
 	// DefaultAuditKeyFile is the audit key's file name under data_dir.
 	DefaultAuditKeyFile = "audit.key"
 )
@@ -50,6 +59,9 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		t := &c.API.Tokens[i]
 		if t.Actor == "" && t.Name != "" {
 			t.Actor = "api:" + t.Name
+		}
+		if !given(fmt.Sprintf("api.tokens[%d].agent_concurrency", i)) {
+			t.AgentConcurrency = DefaultAgentConcurrency
 		}
 	}
 	normalizeIdentities(c)

@@ -44,6 +44,12 @@ func TestTrustProblems(t *testing.T) {
 		"QuorumCountsPersons": {"people:\n  alice: [\"slack:U1\", \"console:alice\"]\napprovers:\n  groups:\n    sre: [\"slack:U1\", \"console:alice\"]\n" +
 			validTools + "policy:\n  rules:\n    - {match: {tool: t}, action: ask, approvers: [\"group:sre\"], quorum: 2}\n",
 			"policy.rules[0].quorum", "exceeds the 1 eligible approvers"},
+		"AgentConcurrencyZero": {"api:\n  tokens:\n    - {name: app, token: t, scopes: [session.run], agent_concurrency: 0}\n",
+			"api.tokens[0].agent_concurrency", "between 1 and 32"},
+		"AgentConcurrencyTooHigh": {"api:\n  tokens:\n    - {name: app, token: t, scopes: [session.run], agent_concurrency: 33}\n",
+			"api.tokens[0].agent_concurrency", "got 33"},
+		"SessionRunTypo": {"api:\n  tokens:\n    - {name: app, token: t, scopes: [session.runs]}\n",
+			"api.tokens[0].scopes[0]", `did you mean "session.run"?`},
 		"SessionTTL": {"approvals:\n  session_ttl: 0s\n", "approvals.session_ttl", "greater than 0"},
 		"QuestionAnswerers": {"approvals:\n  question_answerers: anyone\n", "approvals.question_answerers",
 			`must be "requester_or_approvers" or "requester"`},
@@ -75,6 +81,9 @@ func TestTrustDefaults(t *testing.T) {
 	}
 	if !cfg.Channels.Email.RequireDMARC {
 		t.Error("require_dmarc does not default to true")
+	}
+	if got := cfg.API.Tokens[0].AgentConcurrency; got != DefaultAgentConcurrency {
+		t.Errorf("agent_concurrency = %d, want the default %d", got, DefaultAgentConcurrency)
 	}
 	if cfg.Approvals.SessionTTL.D() != time.Hour {
 		t.Errorf("session_ttl = %s", cfg.Approvals.SessionTTL.D())

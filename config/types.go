@@ -113,6 +113,11 @@ type APIToken struct {
 	// admin], or [read, request, session.run] for an "agent:" actor; an
 	// agent never decides, whatever its scopes say.
 	Scopes []string `yaml:"scopes"`
+	// AgentConcurrency is how many Agent API turns (scope session.run) the
+	// token runs at once, 1..32; default DefaultAgentConcurrency. Up to
+	// AgentQueueFactor times as many more wait in order; beyond that a new
+	// turn is refused (429 queue_full). docs/agent-api.md.
+	AgentConcurrency int `yaml:"agent_concurrency"`
 	// Internal marks a token of the internal MCP endpoints
 	// (/internal/mcp, /internal/mcp/studio): it works there only, and no
 	// other token works there (config/mcpserver.go).

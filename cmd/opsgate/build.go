@@ -64,7 +64,11 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Agents = agents
+	variants, err := agentModelVariants(cfg)
+	if err != nil {
+		return o, err
+	}
+	o.Agents = append(agents, variants...)
 	return o, nil
 }
 
@@ -272,7 +276,7 @@ func apiTokens(cfg *config.Config) []api.Token {
 		if t.Internal {
 			continue // the internal MCP endpoints' only (internalTokens)
 		}
-		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor}
+		tok := api.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, AgentConcurrency: t.AgentConcurrency}
 		if t.Scopes != nil {
 			tok.Scopes = make([]core.Scope, 0, len(t.Scopes))
 			for _, sc := range t.Scopes {

@@ -185,7 +185,8 @@ func TestGoreleaserStampsWhatMainDeclares(t *testing.T) {
 	extra := strings.Join(d.ExtraFiles, " ") + " "
 	for _, e := range ents {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || e.Name() == "deploy" || e.Name() == "docs" || e.Name() == "artifacts" ||
-			e.Name() == "data" || e.Name() == "dist" || e.Name() == "testdata" || e.Name() == "node_modules" {
+			e.Name() == "data" || e.Name() == "dist" || e.Name() == "testdata" || e.Name() == "node_modules" ||
+			e.Name() == "clients" { // clients/js: the Agent API's JavaScript client, not part of the binary
 			continue
 		}
 		if !strings.Contains(extra, e.Name()+" ") {

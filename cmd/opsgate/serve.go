@@ -154,6 +154,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Who holds an Agent API turn's event stream: the engine's gate will
+	// ask it whether anyone can answer an approval (docs/agent-api.md).
+	attendance := api.NewAttendance()
 
 	tokens := apiTokens(cfg)
 	// Where a person finds a token to sign in with; never the token itself.
@@ -174,6 +177,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Tokens:       tokens,
 		Logger:       log.With("component", "api"),
 		PollInterval: cfg.Engine.PollInterval.D(),
+		Agent:        agentAPIOptions(cfg, eng, st, attendance),
 	})
 	if err != nil {
 		return fmt.Errorf("build API: %w", err)

@@ -38,6 +38,8 @@ type store interface {
 	AuditAdoptKey(ctx context.Context, key approvals.AuditKey, now time.Time) error
 	// AuditAppend audits what belongs to no run (a configuration reload).
 	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
+	// AgentSessionStore keeps the Agent API's sessions.
+	core.AgentSessionStore
 	// SessionStore keeps the console's sign-outs for every replica.
 	web.SessionStore
 }

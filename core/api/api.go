@@ -95,6 +95,9 @@ type Token struct {
 	Token  string
 	Actor  string
 	Scopes []core.Scope
+	// AgentConcurrency bounds the token's Agent API turns at once (1..32);
+	// 0 means config's default, 4.
+	AgentConcurrency int
 }
 
 // Options configures New. Engine, Store and at least a valid Token list are
@@ -115,6 +118,9 @@ type Options struct {
 	// PingInterval is how often an idle event stream sends a ": ping"
 	// comment so proxies keep the connection open; default 15 s.
 	PingInterval time.Duration
+	// Agent serves the Agent API (/api/v1/agent/...); nil answers its
+	// paths with 404 agent_api_off.
+	Agent *AgentOptions
 }
 
 // The limits of the API that are not configurable.
@@ -138,6 +144,7 @@ type server struct {
 	log    *slog.Logger
 	tokens *TokenSet
 	mux    *http.ServeMux
+	agent  *agentServer
 }
 
 // TokenSet is the configured tokens, kept as digests and matched in
@@ -150,6 +157,8 @@ type tokenEntry struct {
 	digest [sha256.Size]byte
 	actor  core.Actor
 	scopes core.Scopes
+	// agentConcurrency is the token's Agent API bound (Token.AgentConcurrency).
+	agentConcurrency int
 }
 
 // NewTokenSet validates ts (a non-empty token, an actor "<channel>:<id>")
@@ -169,8 +178,15 @@ func NewTokenSet(ts []Token) (*TokenSet, error) {
 				return nil, fmt.Errorf("token %d (%q): %w", i, t.Name, err)
 			}
 		}
+		if t.AgentConcurrency < 0 || t.AgentConcurrency > MaxAgentConcurrency {
+			return nil, fmt.Errorf("token %d (%q): agent concurrency %d: want 1..%d", i, t.Name, t.AgentConcurrency, MaxAgentConcurrency)
+		}
+		conc := t.AgentConcurrency
+		if conc == 0 {
+			conc = DefaultAgentConcurrency
+		}
 		set.entries = append(set.entries, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name},
-			scopes: core.TokenScopes(t.Actor, t.Scopes)})
+			scopes: core.TokenScopes(t.Actor, t.Scopes), agentConcurrency: conc})
 	}
 	return set, nil
 }
@@ -189,8 +205,14 @@ func (ts *TokenSet) Match(tok string) (core.Actor, bool) {
 
 // MatchScopes is Match that also returns the token's scopes.
 func (ts *TokenSet) MatchScopes(tok string) (core.Actor, core.Scopes, bool) {
+	e, ok := ts.match(tok)
+	return e.actor, e.scopes, ok
+}
+
+// match finds tok's entry in constant time (see Match).
+func (ts *TokenSet) match(tok string) (tokenEntry, bool) {
 	if tok == "" {
-		return core.Actor{}, nil, false
+		return tokenEntry{}, false
 	}
 	d := sha256.Sum256([]byte(tok))
 	idx := -1
@@ -199,9 +221,9 @@ func (ts *TokenSet) MatchScopes(tok string) (core.Actor, core.Scopes, bool) {
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
 	if idx < 0 {
-		return core.Actor{}, nil, false
+		return tokenEntry{}, false
 	}
-	return ts.entries[idx].actor, ts.entries[idx].scopes, true
+	return ts.entries[idx], true
 }
 
 // New validates o and returns the API handler. It serves absolute
@@ -236,6 +258,13 @@ func New(o Options) (http.Handler, error) {
 	if tokens.Len() == 0 {
 		s.log.Warn("api: no tokens configured; every API request will be refused")
 	}
+	if o.Agent != nil {
+		ag, err := newAgentServer(s, *o.Agent)
+		if err != nil {
+			return nil, err
+		}
+		s.agent = ag
+	}
 	s.routes()
 	return s, nil
 }
@@ -265,11 +294,14 @@ func (s *server) routes() {
 	route("GET /api/v1/audit/verify", s.verifyAudit, read)
 	route("GET /api/v1/deliveries", s.listDeliveries, admin)
 	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, admin)
+	s.agentRoutes(route)
 }
 
 type actorKey struct{}
 
 type scopesKey struct{}
+
+type tokenKey struct{}
 
 // actorFrom returns the authenticated actor; the auth step always sets it
 // before a route handler runs.
@@ -324,7 +356,8 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
-	actor, scopes, ok := s.authenticate(r)
+	tok, ok := s.authenticate(r)
+	actor, scopes := tok.actor, tok.scopes
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid bearer token")
@@ -332,6 +365,7 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	who = actor.ID
 	ctx := context.WithValue(r.Context(), actorKey{}, actor)
+	ctx = context.WithValue(ctx, tokenKey{}, tok)
 	r = r.WithContext(context.WithValue(ctx, scopesKey{}, scopes))
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
@@ -354,14 +388,20 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// authenticate checks the request's bearer token with TokenSet.MatchScopes.
-func (s *server) authenticate(r *http.Request) (core.Actor, core.Scopes, bool) {
+// authenticate checks the request's bearer token with TokenSet.match.
+func (s *server) authenticate(r *http.Request) (tokenEntry, bool) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return core.Actor{}, nil, false
+		return tokenEntry{}, false
 	}
-	return s.tokens.MatchScopes(strings.TrimSpace(tok))
+	return s.tokens.match(strings.TrimSpace(tok))
+}
+
+// tokenFrom returns the authenticated token's entry.
+func tokenFrom(ctx context.Context) tokenEntry {
+	t, _ := ctx.Value(tokenKey{}).(tokenEntry)
+	return t
 }
 
 // statusRecorder captures what the mux's fallback handlers write.

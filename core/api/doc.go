@@ -52,6 +52,20 @@
 //	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=
 //	POST /api/v1/deliveries/{id}/requeue  → {"id","status":"pending"}; 409 not_dead
 //
+// The Agent API (scope session.run; agent.go, agentturn.go; docs/agent-api.md):
+//
+//	POST /api/v1/agent/sessions           {"agent"?} → 201 {"session_id","agent","created_at"}
+//	GET  /api/v1/agent/sessions           this token's sessions
+//	GET  /api/v1/agent/sessions/{id}      a session with its turns (read it before re-sending)
+//	POST /api/v1/agent/runs               {"text","session_id"?,"agent"?,"model"?} → SSE with
+//	                                      Accept: text/event-stream, else the result; 429 queue_full,
+//	                                      409 session_busy
+//	GET  /api/v1/agent/turns/{id}         a turn's result
+//	POST /api/v1/agent/turns/{id}/cancel  → the result (aborted); 409 turn_finished
+//	POST /api/v1/agent/reply              {"session_id","request_id","decision":"allowOnce"|"deny"}
+//	POST /api/v1/agent/answer             {"session_id","request_id","answers"} → like runs
+//	GET  /api/v1/agent/models, /api/v1/agent/agents
+//
 // Decisions made through the API are recorded with channel "console" (the
 // API is the console's back end) and the token's actor.
 //

@@ -99,6 +99,8 @@ func Run(t *testing.T, open Open) {
 		{"AuditListNewestFirst", testAuditListNewest},
 		{"AgentCallCreateWithCheckpoint", testAgentCallCreateWithCheckpoint},
 		{"AgentCallChangeAtomic", testAgentCallChangeAtomic},
+		{"AgentSessionRoundTrip", testAgentSessionRoundTrip},
+		{"AgentSessionListByTokenNewestFirst", testAgentSessionListByTokenNewestFirst},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

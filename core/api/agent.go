@@ -1,0 +1,536 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/turnlimit"
+)
+
+// The Agent API (CONTRACT.md "Agent API", docs/agent-api.md): apps holding a
+// token with scope session.run drive agent sessions. A session is a thread
+// "agentapi:<session id>" owned by the token that created it; a turn is one
+// agent run in that thread (turn_id = run id). What the API needs of the
+// engine is AgentEngine; everything an app sees is built from the run, its
+// stored events and its approvals, so any replica serves any stream.
+
+// Agent API limits (config.DefaultAgentConcurrency and friends mirror them).
+const (
+	DefaultAgentConcurrency = 4
+	MaxAgentConcurrency     = 32
+	AgentQueueFactor        = 4
+	// CodeOutcomeUnknown is a turn's error code when it may have run a tool
+	// whose outcome is unknown (a crash mid-dispatch): read the session
+	// before retrying, never retry blindly.
+	CodeOutcomeUnknown = "AGENT_OUTCOME_UNKNOWN"
+)
+
+// AgentEngine is what the Agent API needs of the engine beyond Engine
+// (Decide for reply, Cancel for cancel). Declared here, where it is used;
+// cmd/opsgate adapts *engine.Engine to it.
+type AgentEngine interface {
+	// AgentTurnStart commits t as a queued agent run in the session's
+	// thread, requested by t.Actor, and returns the run's id: the turn id.
+	AgentTurnStart(ctx context.Context, t AgentTurn) (runID string, err error)
+	// AgentAnswer answers the pending question requestID of run runID
+	// (as POST /api/v1/runs/{id}/answer): agent.ErrMalformedAnswer,
+	// agent.ErrInvalidAnswer, core.ErrNotFound, core.ErrConflict when the
+	// run waits for no such question.
+	AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) error
+	// AgentRelease denies every pending approval of run runID as one
+	// nobody can answer (the stream holding it closed, or a shutdown); the
+	// model is told and continues. Nothing pending is no error.
+	AgentRelease(ctx context.Context, runID, why string) error
+}
+
+// ErrAgentUnsupported is what an AgentEngine answers for a part of the
+// Agent API the engine does not offer yet (HTTP 501 not_implemented).
+var ErrAgentUnsupported = errors.New("not supported by this engine yet")
+
+// AgentTurn is one turn to start.
+type AgentTurn struct {
+	Session *core.AgentSession
+	Actor   core.Actor
+	Text    string
+	// Model is "" (the agent's) or a models[] name for this turn only.
+	Model string
+	// EventID identifies this request (a fresh id per call: creating a
+	// turn is not idempotent).
+	EventID string
+}
+
+// AgentInfo is one configured agent, as GET /api/v1/agent/agents lists it.
+// Settings is the agent's configuration as JSON, copied into each session
+// created for it.
+type AgentInfo struct {
+	Name     string          `json:"name"`
+	Model    string          `json:"model"`
+	Default  bool            `json:"default"`
+	Tools    []string        `json:"tools"`
+	Settings json.RawMessage `json:"-"`
+}
+
+// ModelInfo is one configured model, as GET /api/v1/agent/models lists it.
+type ModelInfo struct {
+	Name     string `json:"name"`
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+}
+
+// AgentOptions configures the Agent API.
+type AgentOptions struct {
+	Engine   AgentEngine
+	Sessions core.AgentSessionStore
+	Agents   []AgentInfo
+	Models   []ModelInfo
+	// Attendance is shared with the engine's gate, which asks it whether
+	// anyone can answer an approval; New makes one when nil.
+	Attendance *Attendance
+}
+
+// Attendance records which sessions have a caller holding their turn's
+// event stream: only then can an approval of an Agent API turn wait. The
+// engine's gate asks Attended; false means the call is denied at once as
+// one nobody can approve.
+type Attendance struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// NewAttendance returns an empty Attendance.
+func NewAttendance() *Attendance { return &Attendance{n: map[string]int{}} }
+
+// Attended reports whether a caller holds the event stream of a turn in
+// thread. Threads that are not Agent API sessions are never attended here
+// (their approvals go to chat cards).
+func (a *Attendance) Attended(thread core.Thread) bool {
+	if thread.Channel != core.AgentSessionChannel {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[thread.Key] > 0
+}
+
+// hold marks session attended until the returned func runs; it reports
+// whether that release left the session unattended.
+func (a *Attendance) hold(session string) (release func() (last bool)) {
+	a.mu.Lock()
+	a.n[session]++
+	a.mu.Unlock()
+	var once sync.Once
+	return func() (last bool) {
+		once.Do(func() {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.n[session]--
+			if a.n[session] <= 0 {
+				delete(a.n, session)
+				last = true
+			}
+		})
+		return last
+	}
+}
+
+type agentServer struct {
+	s          *server
+	o          AgentOptions
+	attendance *Attendance
+	limits     turnlimit.Set
+	agents     map[string]AgentInfo
+	defAgent   string
+	models     map[string]ModelInfo
+}
+
+func newAgentServer(s *server, o AgentOptions) (*agentServer, error) {
+	if o.Engine == nil || o.Sessions == nil {
+		return nil, errors.New("api: AgentOptions needs Engine and Sessions")
+	}
+	ag := &agentServer{s: s, o: o, attendance: o.Attendance, agents: map[string]AgentInfo{}, models: map[string]ModelInfo{}}
+	if ag.attendance == nil {
+		ag.attendance = NewAttendance()
+	}
+	for _, a := range o.Agents {
+		ag.agents[a.Name] = a
+		if a.Default || len(o.Agents) == 1 {
+			ag.defAgent = a.Name
+		}
+	}
+	for _, m := range o.Models {
+		ag.models[m.Name] = m
+	}
+	return ag, nil
+}
+
+// agentRoutes registers the Agent API, every path behind scope session.run.
+func (s *server) agentRoutes(route func(string, http.HandlerFunc, []core.Scope)) {
+	run := []core.Scope{core.ScopeSessionRun}
+	ag := s.agent
+	if ag == nil {
+		s.mux.HandleFunc("/api/v1/agent/", func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, "agent_api_off", "the Agent API is not enabled on this server (no agents configured)")
+		})
+		return
+	}
+	route("POST /api/v1/agent/sessions", ag.createSession, run)
+	route("GET /api/v1/agent/sessions", ag.listSessions, run)
+	route("GET /api/v1/agent/sessions/{id}", ag.getSession, run)
+	route("POST /api/v1/agent/runs", ag.postRun, run)
+	route("GET /api/v1/agent/turns/{id}", ag.getTurn, run)
+	route("POST /api/v1/agent/turns/{id}/cancel", ag.cancelTurn, run)
+	route("POST /api/v1/agent/reply", ag.reply, run)
+	route("POST /api/v1/agent/answer", ag.answer, run)
+	route("GET /api/v1/agent/models", ag.listModels, run)
+	route("GET /api/v1/agent/agents", ag.listAgents, run)
+}
+
+// SessionView is a session as the Agent API shows it.
+type SessionView struct {
+	SessionID string        `json:"session_id"`
+	Agent     string        `json:"agent"`
+	CreatedAt string        `json:"created_at"`
+	Turns     []*TurnResult `json:"turns,omitempty"`
+}
+
+func newSessionView(a *core.AgentSession) *SessionView {
+	return &SessionView{SessionID: a.ID, Agent: a.Agent, CreatedAt: rfc3339(a.CreatedAt)}
+}
+
+type sessionBody struct {
+	Agent string `json:"agent"`
+}
+
+func (ag *agentServer) createSession(w http.ResponseWriter, r *http.Request) {
+	var b sessionBody
+	if err := decodeBody(r, &b); err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	sess, err := ag.newSession(r.Context(), b.Agent)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/agent/sessions/"+sess.ID)
+	writeJSON(w, http.StatusCreated, newSessionView(sess))
+}
+
+// newSession creates a session of agent (the default one when "") owned by
+// the request's token.
+func (ag *agentServer) newSession(ctx context.Context, agentName string) (*core.AgentSession, error) {
+	if agentName == "" {
+		agentName = ag.defAgent
+		if agentName == "" {
+			return nil, invalid("agent", "agent is required: this server has no default agent (GET /api/v1/agent/agents lists them)")
+		}
+	}
+	info, ok := ag.agents[agentName]
+	if !ok {
+		return nil, invalid("agent", "unknown agent %q; GET /api/v1/agent/agents lists them", agentName)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("api: new session id: %w", err)
+	}
+	tok := tokenFrom(ctx)
+	sess := &core.AgentSession{ID: id.String(), Token: tok.actor.Name, Actor: tok.actor.ID, Agent: info.Name,
+		Settings: info.Settings, Thread: core.Thread{Channel: core.AgentSessionChannel, Key: id.String()},
+		CreatedAt: ag.s.o.Now().UTC()}
+	if err := ag.o.Sessions.AgentSessionCreate(ctx, sess); err != nil {
+		return nil, fmt.Errorf("api: create session: %w", err)
+	}
+	return sess, nil
+}
+
+// ownSession returns the session if the request's token owns it; any other
+// token's session is 404, so ids of other apps' sessions cannot be probed.
+func (ag *agentServer) ownSession(ctx context.Context, id string) (*core.AgentSession, error) {
+	if id == "" {
+		return nil, invalid("session_id", "session_id is required")
+	}
+	if len(id) > maxIDLen {
+		return nil, invalid("session_id", "session_id is longer than %d bytes", maxIDLen)
+	}
+	sess, err := ag.o.Sessions.AgentSessionGet(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "session", id)
+	}
+	if sess.Token != tokenFrom(ctx).actor.Name {
+		return nil, errf(http.StatusNotFound, "not_found", "session %q not found", id)
+	}
+	return sess, nil
+}
+
+func (ag *agentServer) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit, err := queryLimit(r, defaultLimit, maxLimit)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	cursor := r.URL.Query().Get("cursor")
+	p := core.AgentSessionListParams{Token: tokenFrom(r.Context()).actor.Name, Limit: limit, Cursor: cursor}
+	items, next, err := listPage(r.Context(), "sessions", cursor, ag.o.Sessions.AgentSessionList, p,
+		core.AgentSessionListParams{Token: p.Token, Limit: 1})
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, listView[*SessionView]{Items: viewsOf(items, newSessionView), NextCursor: next})
+}
+
+// getSession is a session with its turns, oldest first: what a client
+// reads before re-sending a turn whose answer it lost.
+func (ag *agentServer) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := ag.ownSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	runs, err := ag.sessionRuns(r.Context(), sess)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	v := newSessionView(sess)
+	v.Turns = []*TurnResult{}
+	for _, run := range runs {
+		res, err := ag.turnResult(r.Context(), sess, run, 0)
+		if err != nil {
+			ag.s.fail(w, r, err)
+			return
+		}
+		v.Turns = append(v.Turns, res)
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// maxSessionTurns bounds the turns GET /api/v1/agent/sessions/{id} shows
+// (the newest).
+const maxSessionTurns = 200
+
+// sessionRuns returns the session's runs oldest first (the newest
+// maxSessionTurns).
+func (ag *agentServer) sessionRuns(ctx context.Context, sess *core.AgentSession) ([]*core.Run, error) {
+	runs, _, err := ag.s.o.Store.RunList(ctx, core.RunListParams{Thread: sess.Thread.String(), Limit: maxSessionTurns})
+	if err != nil {
+		return nil, fmt.Errorf("api: session %s runs: %w", sess.ID, err)
+	}
+	sort.SliceStable(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt) })
+	return runs, nil
+}
+
+func (ag *agentServer) listModels(w http.ResponseWriter, r *http.Request) {
+	items := make([]ModelInfo, 0, len(ag.o.Models))
+	items = append(items, ag.o.Models...)
+	writeJSON(w, http.StatusOK, listView[ModelInfo]{Items: items})
+}
+
+func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
+	items := make([]AgentInfo, 0, len(ag.o.Agents))
+	for _, a := range ag.o.Agents {
+		a.Default = a.Name == ag.defAgent
+		if a.Tools == nil {
+			a.Tools = []string{}
+		}
+		items = append(items, a)
+	}
+	writeJSON(w, http.StatusOK, listView[AgentInfo]{Items: items})
+}
+
+// ownTurn returns the run turnID and its session when the request's token
+// owns the session; 404 otherwise.
+func (ag *agentServer) ownTurn(ctx context.Context, turnID string) (*core.Run, *core.AgentSession, error) {
+	if turnID == "" || len(turnID) > maxIDLen {
+		return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+	}
+	run, err := ag.s.o.Store.RunGet(ctx, turnID)
+	if err != nil {
+		return nil, nil, notFound(err, "turn", turnID)
+	}
+	if run.Thread.Channel != core.AgentSessionChannel {
+		return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+	}
+	sess, err := ag.ownSession(ctx, run.Thread.Key)
+	if err != nil {
+		var he *httpError
+		if errors.As(err, &he) && he.status == http.StatusNotFound {
+			return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+		}
+		return nil, nil, err
+	}
+	return run, sess, nil
+}
+
+func (ag *agentServer) getTurn(w http.ResponseWriter, r *http.Request) {
+	run, sess, err := ag.ownTurn(r.Context(), r.PathValue("id"))
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	res, err := ag.turnResult(r.Context(), sess, run, 0)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// cancelTurn ends a started turn aborted in the engine: pending approvals
+// and questions are withdrawn and results that arrive later are refused. A
+// turn still waiting in the token's queue has no id yet; its caller ends
+// it by closing the request.
+func (ag *agentServer) cancelTurn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	run, sess, err := ag.ownTurn(ctx, id)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	if run.Status.Final() {
+		ag.s.fail(w, r, errf(http.StatusConflict, "turn_finished", "turn %s already ended (%s)", id, run.Status))
+		return
+	}
+	if _, err := ag.s.o.Engine.Cancel(ctx, id, actorFrom(ctx)); err != nil {
+		if errors.Is(err, core.ErrConflict) {
+			ag.s.fail(w, r, errf(http.StatusConflict, "turn_finished", "turn %s already ended", id))
+			return
+		}
+		ag.s.fail(w, r, fmt.Errorf("api: cancel turn %s: %w", id, err))
+		return
+	}
+	run, err = ag.s.o.Store.RunGet(ctx, id)
+	if err != nil {
+		ag.s.fail(w, r, fmt.Errorf("api: cancel turn %s: %w", id, err))
+		return
+	}
+	res, err := ag.turnResult(ctx, sess, run, 0)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+type replyBody struct {
+	SessionID string `json:"session_id"`
+	RequestID string `json:"request_id"`
+	Decision  string `json:"decision"`
+	Reason    string `json:"reason"`
+}
+
+// ReplyView is what a reply answers with: the approval's status after it.
+type ReplyView struct {
+	SessionID string `json:"session_id"`
+	RequestID string `json:"request_id"`
+	Decision  string `json:"decision"`
+	Status    string `json:"status"`
+}
+
+// reply decides a permission.requested approval as the token's actor:
+// allowOnce approves this call only, deny rejects it. It is an ordinary
+// decision, so it passes every check a decision passes anywhere (scope
+// decide, an eligible person, not the requester, never an agent); an app
+// can never write an "always allow" rule.
+func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var b replyBody
+	if err := decodeBody(r, &b); err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	var action string
+	switch b.Decision {
+	case "allowOnce":
+		action = "approve"
+	case "deny":
+		action = "reject"
+	case "":
+		ag.s.fail(w, r, invalid("decision", "decision is required: allowOnce or deny"))
+		return
+	default:
+		ag.s.fail(w, r, invalid("decision", "decision %q: want allowOnce or deny (an app never grants more than one call)", b.Decision))
+		return
+	}
+	if len(b.Reason) > maxReasonLen {
+		ag.s.fail(w, r, invalid("reason", "reason is longer than %d bytes", maxReasonLen))
+		return
+	}
+	sess, err := ag.ownSession(ctx, b.SessionID)
+	if err != nil {
+		ag.s.fail(w, r, err)
+		return
+	}
+	if b.RequestID == "" || len(b.RequestID) > maxIDLen {
+		ag.s.fail(w, r, invalid("request_id", "request_id is required"))
+		return
+	}
+	a, err := ag.s.o.Store.ApprovalGet(ctx, b.RequestID)
+	var run *core.Run
+	if err == nil {
+		if run, err = ag.s.o.Store.RunGet(ctx, a.RunID); err == nil && run.Thread != sess.Thread {
+			err = core.ErrNotFound
+		}
+	}
+	if err != nil {
+		ag.s.fail(w, r, notFound(err, "request", b.RequestID))
+		return
+	}
+	if run.Status.Final() && a.Status == approvals.StatusPending {
+		// The engine withdraws a final run's approvals; until it has, a
+		// late reply is refused here all the same.
+		ag.s.fail(w, r, errf(http.StatusConflict, "turn_finished", "turn %s already ended (%s); its requests are withdrawn", run.ID, run.Status))
+		return
+	}
+	d := core.Decision{ApprovalID: a.ID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
+	actor := actorFrom(ctx)
+	if !scopesFrom(ctx).Has(core.ScopeDecide) {
+		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
+		if _, err := ag.s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+			ag.s.fail(w, r, fmt.Errorf("api: reply %s: %w", a.ID, err))
+			return
+		}
+		ag.s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
+			"this token may not decide approvals: a person decides, with a token that has scope decide"))
+		return
+	}
+	got, err := ag.s.o.Engine.Decide(ctx, actor, DecisionChannel, d)
+	if err != nil {
+		if _, refused := core.Refusal(err); refused {
+			ag.s.fail(w, r, err)
+			return
+		}
+		ag.s.fail(w, r, notFound(err, "request", b.RequestID))
+		return
+	}
+	status := ""
+	if got != nil {
+		status = string(got.Status)
+	}
+	writeJSON(w, http.StatusOK, ReplyView{SessionID: sess.ID, RequestID: a.ID, Decision: b.Decision, Status: status})
+}
+
+// acceptsEventStream reports whether the caller asked for Server-Sent
+// Events.
+func acceptsEventStream(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+				return true
+			}
+		}
+	}
+	return false
+}
