@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -310,6 +311,33 @@ func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
 		}
 	}
 	return g
+}
+
+// Release ends a pending approval that nobody can answer any more (an
+// Agent API caller hung up, or its turn was released at shutdown): it
+// expires now, with why recorded on the expiry, so the run's model hears
+// that nobody could approve rather than that time ran out. Like Expire it
+// is a system action, never a person's decision.
+func Release(a *Approval, now time.Time, why string) Outcome {
+	o := Expire(a, now)
+	o.Approval.Decisions[len(o.Approval.Decisions)-1].Reason = ReleasedPrefix + why
+	o.Audit[0].Detail = detailJSON(map[string]any{"expires_at": a.ExpiresAt, "released": why})
+	return o
+}
+
+// ReleasedPrefix starts the reason of an expiry that Release recorded.
+const ReleasedPrefix = "released: "
+
+// Released reports why a was released (Release), if it was.
+func (a *Approval) Released() (string, bool) {
+	if a.Status != StatusExpired || len(a.Decisions) == 0 {
+		return "", false
+	}
+	d := a.Decisions[len(a.Decisions)-1]
+	if d.Action != ActionExpire || !strings.HasPrefix(d.Reason, ReleasedPrefix) {
+		return "", false
+	}
+	return strings.TrimPrefix(d.Reason, ReleasedPrefix), true
 }
 
 // Expire finalizes a pending approval whose time ran out.

@@ -3,6 +3,7 @@ package approvals
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -303,5 +304,28 @@ func TestSchemaDocumentIsACopyOfTheConfiguredSchema(t *testing.T) {
 	}
 	if (*Schema)(nil).Document() != nil {
 		t.Fatal("a nil schema has a document")
+	}
+}
+
+// A released approval is an expiry that says why, and only Release makes
+// one: a plain expiry is not taken for a release.
+func TestReleaseIsAnExpiryWithItsReason(t *testing.T) {
+	now := t0.Add(time.Minute)
+	o := Release(pending(1), now, "the app's event stream closed")
+	a := o.Approval
+	if a.Status != StatusExpired || !o.Final || len(o.Audit) != 1 || o.Audit[0].Kind != AuditApprovalExpired || o.Audit[0].Actor != "system" {
+		t.Fatalf("release outcome %+v", o)
+	}
+	if why, ok := a.Released(); !ok || why != "the app's event stream closed" {
+		t.Fatalf("Released() = %q, %v", why, ok)
+	}
+	if !strings.Contains(string(o.Audit[0].Detail), "released") {
+		t.Errorf("audit detail %s does not say it was released", o.Audit[0].Detail)
+	}
+	if _, ok := Expire(pending(1), now).Approval.Released(); ok {
+		t.Error("a plain expiry reads as released")
+	}
+	if _, ok := pending(1).Released(); ok {
+		t.Error("a pending approval reads as released")
 	}
 }

@@ -78,7 +78,7 @@ func (a agentEngine) AgentAnswer(ctx context.Context, runID, requestID string, a
 }
 
 func (a agentEngine) AgentRelease(ctx context.Context, runID, why string) error {
-	return nil // the engine does not release waits yet; the approval stays decidable in the console
+	return a.e.ReleaseAgentApprovals(ctx, runID, why)
 }
 
 func (a agentEngine) Deltas(runID string) (<-chan llm.Delta, func()) { return a.e.Deltas(runID) }

@@ -400,11 +400,6 @@ func TestAgentSessionChannelIsTheEngines(t *testing.T) {
 	}
 }
 
-// engineDeniesUnattended: the engine's gate asks the API whether anyone
-// holds a session's stream (needs from agentrun, 1 and 2 in
-// /work/coord/notes/agentapi.md). Until it does, these two cases skip.
-const engineDeniesUnattended = false
-
 func TestAgentAPIApprovalOverTheStream(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
@@ -436,9 +431,6 @@ func TestAgentAPIApprovalOverTheStream(t *testing.T) {
 
 func TestAgentAPINoOneCanAnswer(t *testing.T) {
 	t.Parallel()
-	if !engineDeniesUnattended {
-		t.Skip("the engine's gate does not ask the API's attendance yet (docs/agent-api.md, Status)")
-	}
 	backends(t, func(t *testing.T, pgDSN string) {
 		sc := agentLLM().Script(t)
 		e := newEnv(t)
@@ -458,9 +450,6 @@ func TestAgentAPINoOneCanAnswer(t *testing.T) {
 
 func TestAgentAPIStreamDroppedMidWait(t *testing.T) {
 	t.Parallel()
-	if !engineDeniesUnattended {
-		t.Skip("the engine cannot release a wait yet (docs/agent-api.md, Status)")
-	}
 	backends(t, func(t *testing.T, pgDSN string) {
 		sc := agentLLM().Script(t)
 		e := newEnv(t)

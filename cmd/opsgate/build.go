@@ -236,12 +236,15 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
-func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup engine.ToolLookup) (*engine.Engine, error) {
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup engine.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
 	o.Store, o.Logger, o.Registerer, o.Lookup = st, log, reg, lookup
+	if att != nil {
+		o.AgentAttendance = att
+	}
 	e, err := engine.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("build engine: %w", err)

@@ -150,13 +150,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	for _, n := range cfg.AgentNotices() {
 		log.Info(n)
 	}
-	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up))
+	// Who holds an Agent API turn's event stream: the engine's gate asks
+	// it whether anyone can answer an approval (docs/agent-api.md).
+	attendance := api.NewAttendance()
+	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up), attendance)
 	if err != nil {
 		return err
 	}
-	// Who holds an Agent API turn's event stream: the engine's gate will
-	// ask it whether anyone can answer an approval (docs/agent-api.md).
-	attendance := api.NewAttendance()
 
 	tokens := apiTokens(cfg)
 	// Where a person finds a token to sign in with; never the token itself.

@@ -294,6 +294,31 @@ func (e *Engine) expireRunApprovals(ctx context.Context, runID string) error {
 	return nil
 }
 
+// ReleaseAgentApprovals ends every pending approval of an agent turn that
+// nobody can answer any more — the Agent API caller holding its stream hung
+// up, or the server is shutting down — as a denial: each is released
+// (approvals.Release, audited with why) and the turn goes on, its model told
+// nobody could approve the call. Approvals already decided are left as
+// they are; with none pending it does nothing.
+func (e *Engine) ReleaseAgentApprovals(ctx context.Context, runID, why string) error {
+	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})
+	if err != nil {
+		return fmt.Errorf("engine: list approvals of run %s: %w", runID, err)
+	}
+	for _, a := range pending {
+		now := e.now()
+		if _, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
+			if a.Status != approvals.StatusPending {
+				return approvals.Outcome{}
+			}
+			return approvals.Release(a, now, why)
+		}}); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return fmt.Errorf("engine: release approval %s: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
 // AgentCalls returns a run's agent calls, newest first (views, pending
 // actions).
 func (e *Engine) AgentCalls(ctx context.Context, runID string) ([]*core.AgentCall, error) {

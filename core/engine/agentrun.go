@@ -559,6 +559,9 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 			return true, fmt.Errorf("find grant: %w", err)
 		}
 		if g == nil {
+			if why := ax.unattended(); why != "" {
+				return ax.unanswerable(ctx, call, t, idx, args, why)
+			}
 			asks := []ask{ax.ask(call, t, idx, args, v)}
 			for _, lc := range later {
 				if q, ok := ax.preGate(ctx, tr, lc); ok {
@@ -592,7 +595,7 @@ func (ax *agentExec) ask(call llm.Call, t *Tool, idx int, args map[string]any, v
 // still re-checked against deny rules when it is reached.
 func (ax *agentExec) preGate(ctx context.Context, tr *trustState, lc turnCall) (ask, bool) {
 	c := lc.call
-	if !lc.admitted || c.Problem != "" || c.Tool == llm.AskUserTool || ax.stepAt(lc.idx) != nil {
+	if !lc.admitted || c.Problem != "" || c.Tool == llm.AskUserTool || ax.stepAt(lc.idx) != nil || ax.unattended() != "" {
 		return ask{}, false
 	}
 	t, err := ax.e.lookupTool(ctx, c.Tool)
@@ -613,6 +616,26 @@ func (ax *agentExec) preGate(ctx context.Context, tr *trustState, lc turnCall) (
 		return ask{}, false
 	}
 	return ax.ask(c, t, lc.idx, args, v), true
+}
+
+// unattended says why nobody can answer an approval of this turn, or "":
+// an Agent API session (no chat thread, no card) whose event stream nobody
+// holds.
+func (ax *agentExec) unattended() string {
+	att := ax.e.opts.AgentAttendance
+	if ax.run.Thread.Channel != AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
+		return ""
+	}
+	return "nobody holds the app's event stream to answer it"
+}
+
+// unanswerable records a call that needed an approval nobody could give:
+// it is denied at once, audited, and the model told to go on without it.
+func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, why string) (bool, error) {
+	now := ax.e.now()
+	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: "nobody could approve: " + why, FinishedAt: &now}
+	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, "", t.Name, map[string]any{"why": "no approver: " + why, "args": args})
+	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, st, audit)
 }
 
 // denied records a call a rule denied; the model is told which rule and
@@ -689,6 +712,10 @@ func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *Tool, st 
 		next.Status, next.Output = core.StepRejected, feedback(a)
 		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(a.Winners(), ""), Feedback: feedback(a)}, &next)
 	case approvals.StatusExpired:
+		if why, ok := a.Released(); ok {
+			next.Status, next.Error = core.StepDenied, "nobody could approve: "+why
+			return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, &next)
+		}
 		next.Status, next.Error = core.StepFailed, "approval expired"
 		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, &next)
 	}

@@ -85,6 +85,12 @@ type Options struct {
 	// (agentrun.go); History keeps their conversations, default the Store.
 	Agents  []Agent
 	History core.AgentHistoryStore
+	// AgentAttendance says whether someone holds an Agent API session's
+	// event stream (cmd passes the API's attendance). An approval in such a
+	// session waits only while someone does; otherwise the call is denied
+	// at once and the model told nobody could approve it. Nil: always
+	// attended.
+	AgentAttendance interface{ Attended(core.Thread) bool }
 	// QuestionAnswerers says who may answer an agent's ask_user question:
 	// AnswerRequesterOrApprovers (default) or AnswerRequester.
 	QuestionAnswerers string
