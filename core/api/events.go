@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -89,6 +90,14 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		// that led to it commit together, so once a final status has been
 		// seen, the event read that follows it holds the last event.
 		final := run.Status.Final()
+		// Deltas the model wrote before what is read below are in the
+		// channel already (the engine sinks them before it commits the
+		// message): send them first, so none is lost behind a wake-up and
+		// they come before their message.committed.
+		if !drainDeltas(w, id, deltas) {
+			return
+		}
+		flusher.Flush()
 		sent, finished, err := s.sendEvents(ctx, w, flusher, id, &after)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -121,8 +130,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 					break wait
 				case d := <-deltas:
 					// Deltas cost no store read: keep waiting.
-					b, _ := json.Marshal(map[string]any{"run_id": id, "text": d.Text, "restart": d.Restart})
-					if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", core.EventTextDelta, b); err != nil {
+					if writeDelta(w, id, d) != nil {
 						return
 					}
 					flusher.Flush()
@@ -146,6 +154,29 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 				s.log.WarnContext(ctx, "api: run events: get run", "run", id, "err", err)
 			}
 			return
+		}
+	}
+}
+
+// writeDelta writes one text.delta frame (no id: a reconnect resumes at the
+// committed message, never mid-delta).
+func writeDelta(w io.Writer, runID string, d llm.Delta) error {
+	b, _ := json.Marshal(map[string]any{"run_id": runID, "text": d.Text, "restart": d.Restart})
+	_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", core.EventTextDelta, b)
+	return err
+}
+
+// drainDeltas writes the deltas waiting in ch without blocking; false when
+// the client is gone.
+func drainDeltas(w io.Writer, runID string, ch <-chan llm.Delta) bool {
+	for {
+		select {
+		case d := <-ch:
+			if writeDelta(w, runID, d) != nil {
+				return false
+			}
+		default:
+			return true
 		}
 	}
 }
