@@ -61,6 +61,17 @@ func TestAgentRunOverTheAPI(t *testing.T) {
 	if run["kind"] != "agent" || run["agent"] != "ops" {
 		t.Fatalf("run view %v", run)
 	}
+	// The run says what it waits for, so a client can show the question
+	// and answer it without reading the thread.
+	pa, _ := run["pending_actions"].([]any)
+	if len(pa) != 1 {
+		t.Fatalf("pending_actions %v", run["pending_actions"])
+	}
+	act := pa[0].(map[string]any)
+	qs, _ := act["questions"].([]any)
+	if act["id"] != "ask-0" || act["kind"] != "question" || len(qs) != 1 || qs[0].(map[string]any)["text"] != "Go ahead?" || act["expires_at"] == "" {
+		t.Fatalf("pending action %v", act)
+	}
 	want(t, b.do(t, "POST", "/api/v1/runs/"+runID+"/answer", reqToken, map[string]any{"action_id": "ask-0", "answer": "{not json"}), 422, "")
 	want(t, b.do(t, "POST", "/api/v1/runs/"+runID+"/answer", eveToken, map[string]any{"action_id": "ask-0",
 		"answer": map[string]any{"isConfirmed": true}}), 403, "")

@@ -78,6 +78,14 @@ type Answerer interface {
 	Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, answer json.RawMessage) error
 }
 
+// QuestionLister is the optional capability of an Engine that lists a
+// run's unanswered ask_user questions (the engine does): GET
+// /api/v1/runs/{id} then carries them in "pending_actions", so a terminal
+// or an app can show the question and answer it.
+type QuestionLister interface {
+	QuestionCards(ctx context.Context, runID string) ([]core.QuestionCard, error)
+}
+
 // ToolSchemas is the optional capability of an Engine that knows each
 // tool's input schema (the engine does): GET /api/v1/approvals/{id} then
 // carries "input_schema", so a client can build an edit form that

@@ -236,6 +236,17 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 		}
 		v.Usage = u
 	}
+	if ql, ok := s.o.Engine.(QuestionLister); ok && run.Status == core.RunWaitingInput {
+		qs, err := ql.QuestionCards(r.Context(), id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		for _, q := range qs {
+			v.PendingActions = append(v.PendingActions, PendingActionView{ID: q.ActionID, Kind: "question",
+				Questions: q.Questions, ExpiresAt: rfc3339(q.ExpiresAt)})
+		}
+	}
 	writeJSON(w, http.StatusOK, v)
 }
 

@@ -43,6 +43,17 @@ type RunView struct {
 	Steps        []StepView     `json:"steps"`
 	// Usage is an agent run's model token usage (GET /api/v1/runs/{id}).
 	Usage *UsageView `json:"usage,omitempty"`
+	// PendingActions are the questions a run waiting_input waits for
+	// (GET /api/v1/runs/{id}; answer with POST /api/v1/runs/{id}/answer).
+	PendingActions []PendingActionView `json:"pending_actions,omitempty"`
+}
+
+// PendingActionView is one question a run waits for.
+type PendingActionView struct {
+	ID        string              `json:"id"`
+	Kind      string              `json:"kind" jsonschema:"question"`
+	Questions []core.QuestionItem `json:"questions"`
+	ExpiresAt string              `json:"expires_at"`
 }
 
 // UsageView counts the model tokens of an agent run.

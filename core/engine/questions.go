@@ -183,6 +183,29 @@ func (e *Engine) PendingQuestions(ctx context.Context, runID string) ([]PendingQ
 	return out, nil
 }
 
+// QuestionCards is PendingQuestions in the core's shape, for surfaces that
+// list what a run waits for (the API's pending_actions).
+func (e *Engine) QuestionCards(ctx context.Context, runID string) ([]core.QuestionCard, error) {
+	ps, err := e.PendingQuestions(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.QuestionCard, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, questionCard(p))
+	}
+	return out, nil
+}
+
+// questionCard renders one pending question as a core.QuestionCard.
+func questionCard(p PendingQuestion) core.QuestionCard {
+	q := core.QuestionCard{RunID: p.RunID, ActionID: p.ActionID, ExpiresAt: p.ExpiresAt}
+	for _, it := range p.Ask.Questions {
+		q.Questions = append(q.Questions, core.QuestionItem{ID: it.ID, Kind: string(it.Kind), Text: it.Text, Choices: it.Choices, Optional: it.Optional})
+	}
+	return q
+}
+
 // Answer answers the question actionID of a run waiting_input with raw —
 // the question array [{"questionId","isSkipped","answer"}] or, for one
 // confirm question, {"isConfirmed","feedback"} — and requeues the run; the
@@ -375,14 +398,12 @@ func (e *Engine) QuestionForMessage(ctx context.Context, runID, messageID string
 		if err != nil {
 			return nil, nil
 		}
-		q := &core.QuestionCard{RunID: runID, ActionID: askActionID(st.Index)}
+		p := PendingQuestion{ActionID: askActionID(st.Index), RunID: runID, Ask: ask}
 		if st.StartedAt != nil {
-			q.ExpiresAt = st.StartedAt.Add(e.opts.ApprovalTTL)
+			p.ExpiresAt = st.StartedAt.Add(e.opts.ApprovalTTL)
 		}
-		for _, it := range ask.Questions {
-			q.Questions = append(q.Questions, core.QuestionItem{ID: it.ID, Kind: string(it.Kind), Text: it.Text, Choices: it.Choices, Optional: it.Optional})
-		}
-		return q, nil
+		q := questionCard(p)
+		return &q, nil
 	}
 	return nil, nil
 }
