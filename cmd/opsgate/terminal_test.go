@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/internal/fakellm"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -340,5 +342,45 @@ func TestChatDecidesInPlace(t *testing.T) {
 	// Bad usage is exit 2.
 	if _, _, code := e.cli("chat", "--thread", "a\nb"); code != 2 {
 		t.Fatalf("chat --thread with a line break: exit %d", code)
+	}
+}
+
+// The terminal surfaces' client against the real server: a run waiting on
+// an agent's ask_user lists the question in pending_actions (what opsgate
+// tui shows), and the client's answer continues the turn.
+func TestTerminalClientAnswersAnAgentQuestion(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	sc := llmServer().Script(t)
+	sc.Push(fakellm.CallTool("ask_user", `{"questions":[{"id":"env","kind":"choice","text":"Which environment?","choices":["staging","prod"]}]}`),
+		fakellm.Say("Using staging."))
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+engine: {poll_interval: 100ms}
+models:
+  - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 10s}
+agents:
+  - {name: ops, model: default, tools: [], default: true}
+`, sc.OpenAIURL()))
+	e.start()
+	run := e.message("tui-agent", "ship it somewhere")
+	e.waitStatus(run.ID, "waiting_input")
+	c, err := client.New(e.baseURL(), e.token())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Run(t.Context(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.PendingActions) != 1 || r.PendingActions[0].Kind != "question" || len(r.PendingActions[0].Questions) != 1 ||
+		r.PendingActions[0].Questions[0].Text != "Which environment?" || client.Time(r.PendingActions[0].ExpiresAt).IsZero() {
+		t.Fatalf("pending actions %+v", r.PendingActions)
+	}
+	if _, err := c.Answer(t.Context(), run.ID, r.PendingActions[0].ID, []client.QuestionAnswer{{QuestionID: "env", Answer: "staging"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(run.ID, "succeeded")
+	if reqs := sc.Requests(); len(reqs) != 2 || !strings.Contains(strings.Join(reqs[1].Texts(), "\n"), `"answer":"staging"`) {
+		t.Fatalf("the model did not get the answer (%d requests)", len(reqs))
 	}
 }
