@@ -16,8 +16,8 @@ import (
 func TestAttendanceSharedThroughTheStore(t *testing.T) {
 	t.Parallel()
 	st := coretest.Store(t)
-	a := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "a", Renew: 20 * time.Millisecond})
-	b := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "b", Renew: 20 * time.Millisecond})
+	a := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "a", Renew: 200 * time.Millisecond})
+	b := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "b", Renew: 200 * time.Millisecond})
 	thread := core.Thread{Channel: core.AgentSessionChannel, Key: "ses-1"}
 	if a.Attended(thread) || b.Attended(thread) {
 		t.Fatal("attended before any stream")
@@ -35,7 +35,7 @@ func TestAttendanceSharedThroughTheStore(t *testing.T) {
 		t.Error("a chat thread attended")
 	}
 	// Renewed while held: still attended well past the first hold's lapse.
-	time.Sleep(4 * 3 * 20 * time.Millisecond)
+	time.Sleep(2 * AttendanceLapse * 200 * time.Millisecond)
 	if !b.Attended(thread) {
 		t.Error("the hold lapsed although its stream is open")
 	}
@@ -59,9 +59,9 @@ func TestAttendanceSharedThroughTheStore(t *testing.T) {
 	// A replica that died leaves its hold; it lapses once not renewed: b's
 	// clock past the lapse sees nobody.
 	_ = a.Hold(ctx, thread.Key)
-	late := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "c", Now: func() time.Time { return time.Now().Add(time.Second) }})
+	late := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "c", Now: func() time.Time { return time.Now().Add(time.Hour) }})
 	if !b.Attended(thread) || late.Attended(thread) {
-		t.Errorf("a held hold: attended %v now, %v a second later (want true, false)", b.Attended(thread), late.Attended(thread))
+		t.Errorf("a held hold: attended %v now, %v an hour later (want true, false)", b.Attended(thread), late.Attended(thread))
 	}
 }
 
@@ -71,8 +71,8 @@ func TestAttendanceSharedThroughTheStore(t *testing.T) {
 func TestAgentStreamDroppedWhileAnotherReplicaHolds(t *testing.T) {
 	t.Parallel()
 	st := coretest.Store(t)
-	here := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "here", Renew: 50 * time.Millisecond})
-	there := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "there", Renew: 50 * time.Millisecond})
+	here := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "here", Renew: 500 * time.Millisecond})
+	there := NewSharedAttendance(AttendanceOptions{Store: st, Replica: "there", Renew: 500 * time.Millisecond})
 	b := setupAgentWith(t, here)
 	sid := b.newSession(t, appToken)
 	releaseThere := there.Hold(context.Background(), sid)

@@ -31,13 +31,13 @@ func TestAgentAttendanceAcrossReplicas(t *testing.T) {
 	// Replica A only serves the stream here: its engine stops, so B is
 	// the one that claims the turn.
 	h.quiesce()
-	attA := api.NewSharedAttendance(api.AttendanceOptions{Store: h.store.(api.AttendanceStore), Replica: "a", Renew: 100 * time.Millisecond})
+	attA := api.NewSharedAttendance(api.AttendanceOptions{Store: h.store.(api.AttendanceStore), Replica: "a", Renew: time.Second})
 	s2, err := b.open(context.Background(), h.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s2.Close() })
-	attB := api.NewSharedAttendance(api.AttendanceOptions{Store: s2.(api.AttendanceStore), Replica: "b", Renew: 100 * time.Millisecond})
+	attB := api.NewSharedAttendance(api.AttendanceOptions{Store: s2.(api.AttendanceStore), Replica: "b", Renew: time.Second})
 	att = attB.Attended
 	e2 := h.newEngine(s2)
 	stop2 := h.runEngine(e2)
