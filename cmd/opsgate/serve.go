@@ -151,8 +151,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Info(n)
 	}
 	// Who holds an Agent API turn's event stream: the engine's gate asks
-	// it whether anyone can answer an approval (docs/agent-api.md).
-	attendance := api.NewAttendance()
+	// it whether anyone can answer an approval (docs/agent-api.md). Holds
+	// go through the store, so the replica executing a turn sees a stream
+	// another replica serves.
+	attendance := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
 	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up), attendance)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/redact"
 	"github.com/opsgate/opsgate/store/postgres"
 	"github.com/opsgate/opsgate/store/sqlite"
@@ -40,6 +41,9 @@ type store interface {
 	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
 	// AgentSessionStore keeps the Agent API's sessions.
 	core.AgentSessionStore
+	// AttendanceStore shares who holds an Agent API stream between
+	// replicas.
+	api.AttendanceStore
 	// SessionStore keeps the console's sign-outs for every replica.
 	web.SessionStore
 }

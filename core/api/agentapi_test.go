@@ -30,7 +30,12 @@ type agentBundle struct {
 
 func setupAgent(t *testing.T) *agentBundle {
 	t.Helper()
-	att := NewAttendance()
+	return setupAgentWith(t, NewAttendance())
+}
+
+// setupAgentWith is setupAgent whose API and fake engine share att.
+func setupAgentWith(t *testing.T, att *Attendance) *agentBundle {
+	t.Helper()
 	sessions := &memSessions{}
 	var fa *fakeAgent
 	b := setup(t, func(o *Options) {

@@ -227,7 +227,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 	// at once.
 	release := func() bool { return false }
 	if em != nil {
-		release = ag.attendance.hold(sess.ID)
+		release = ag.attendance.Hold(ctx, sess.ID)
 	}
 	after := int64(0)
 	if turnID != "" {
@@ -311,8 +311,10 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 }
 
 // drain waits, detached from the caller who left, for the turn to end,
-// then frees its slot. When the caller was the last one attending, an
-// approval the turn waits for is released as a denial first.
+// then frees its slot. When the caller was the last one attending on this
+// replica, an approval the turn waits for is released as a denial once no
+// replica holds the session's stream any more (another replica's hold is
+// released when its stream closes, or lapses when that replica died).
 func (ag *agentServer) drain(sess *core.AgentSession, turnID string, ticket *turnlimit.Ticket, lastAttendant bool) {
 	defer ticket.Release()
 	ctx := context.Background()
@@ -331,7 +333,7 @@ func (ag *agentServer) drain(sess *core.AgentSession, turnID string, ticket *tur
 		if run.Status.Final() || run.Status == core.RunWaitingInput {
 			return
 		}
-		if lastAttendant && run.Status == core.RunWaitingApproval && !ag.attendance.Attended(sess.Thread) {
+		if lastAttendant && run.Status == core.RunWaitingApproval && ag.unattended(ctx, sess) {
 			if err := ag.o.Engine.AgentRelease(ctx, turnID, "the app's event stream closed while the approval waited"); err != nil {
 				ag.s.log.Warn("api: release approvals", "turn", turnID, "err", err)
 			}
@@ -342,6 +344,20 @@ func (ag *agentServer) drain(sess *core.AgentSession, turnID string, ticket *tur
 		case <-poll.C:
 		}
 	}
+}
+
+// unattended reports whether no replica holds sess's event stream any
+// more, so its waiting approvals can be released. A store that cannot say
+// leaves them waiting: the next poll asks again.
+func (ag *agentServer) unattended(ctx context.Context, sess *core.AgentSession) bool {
+	ctx, cancel := context.WithTimeout(ctx, attendanceTimeout)
+	defer cancel()
+	held, err := ag.attendance.attended(ctx, sess.Thread.Key)
+	if err != nil {
+		ag.s.log.Warn("api: agent attendance", "session", sess.ID, "err", err)
+		return false
+	}
+	return !held
 }
 
 // lastSeq is the newest stored event of run (0 when none or no run yet):

@@ -101,6 +101,8 @@ func Run(t *testing.T, open Open) {
 		{"AgentCallChangeAtomic", testAgentCallChangeAtomic},
 		{"AgentSessionRoundTrip", testAgentSessionRoundTrip},
 		{"AgentSessionListByTokenNewestFirst", testAgentSessionListByTokenNewestFirst},
+		{"AgentAttendanceHoldRenewLapse", testAgentAttendanceHoldRenewLapse},
+		{"AgentAttendanceReleasePerHolder", testAgentAttendanceReleasePerHolder},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
