@@ -183,7 +183,7 @@ func benchTurn(c *http.Client, url, session string) ([]benchGot, benchTurnID, er
 			got = append(got, benchGot{name: v, at: time.Now()})
 			continue
 		}
-		if v, ok := strings.CutPrefix(line, "data: "); ok && name == api.EvTurnFinished {
+		if v, ok := strings.CutPrefix(line, "data: "); ok && name == core.EventTurnFinished {
 			var r api.TurnResult
 			if err := json.Unmarshal([]byte(v), &r); err != nil {
 				return nil, id, err

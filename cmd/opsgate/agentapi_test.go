@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +22,18 @@ import (
 // The Agent API end to end: the real binary, a real store, the fake model
 // server scripted per test.
 
-var agentLLM = sync.OnceValue(fakellm.NewServer)
-
 const agentAppToken = "agent-app-token"
+
+// startAgentServer starts a server on agentConfig with its own script on
+// the package's fake model server.
+func startAgentServer(t *testing.T, pgDSN string) (*env, *fakellm.Script) {
+	t.Helper()
+	sc := llmServer().Script(t)
+	e := newEnv(t)
+	agentConfig(e, pgDSN, sc)
+	e.start()
+	return e, sc
+}
 
 // agentConfig is a config whose default agent "ops" talks to sc and may
 // call two tools: slow (allowed; it writes started, then waits for the
@@ -180,10 +188,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("note", `{"reason":"to take a note"}`), fakellm.Say("Noted, ", "all done."))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "take a note"})
 		if s.status != 200 {
@@ -245,10 +250,7 @@ func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
 func TestAgentAPIQueuePositionAnd429(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		// The first turn calls slow, which waits for the file "go".
 		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("slow finished"))
 		first := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
@@ -283,10 +285,7 @@ func TestAgentAPIQueuePositionAnd429(t *testing.T) {
 func TestAgentAPICancelWithLateResult(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("must not be asked for"))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
 		_, q := s.until(t, "run.queued")
@@ -329,10 +328,7 @@ func TestAgentAPICancelWithLateResult(t *testing.T) {
 func TestAgentAPIOutcomeUnknownAfterKill9(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("slow", `{"reason":"slowly"}`), fakellm.Say("after the crash"))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "go slow"})
 		_, q := s.until(t, "run.queued")
@@ -359,10 +355,7 @@ func TestAgentAPIOutcomeUnknownAfterKill9(t *testing.T) {
 func TestAgentAPIQuestionAndAnswer(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("ask_user", `{"questions":[{"id":"env","kind":"choice","text":"Which environment?","choices":["staging","prod"]}]}`),
 			fakellm.Say("Deploying to prod."))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "deploy api"})
@@ -403,10 +396,7 @@ func TestAgentSessionChannelIsTheEngines(t *testing.T) {
 func TestAgentAPIApprovalOverTheStream(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("It ran."))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "run gated"})
 		_, p := s.until(t, "permission.requested")
@@ -432,10 +422,7 @@ func TestAgentAPIApprovalOverTheStream(t *testing.T) {
 func TestAgentAPINoOneCanAnswer(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("Could not run it."))
 		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "run gated"})
 		if code != 200 || res["status"] != "finished" || res["text"] != "Could not run it." {
@@ -451,10 +438,7 @@ func TestAgentAPINoOneCanAnswer(t *testing.T) {
 func TestAgentAPIStreamDroppedMidWait(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, pgDSN string) {
-		sc := agentLLM().Script(t)
-		e := newEnv(t)
-		agentConfig(e, pgDSN, sc)
-		e.start()
+		e, sc := startAgentServer(t, pgDSN)
 		sc.Push(fakellm.CallTool("gated", `{"reason":"you asked"}`), fakellm.Say("Went on without it."))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "run gated"})
 		_, q := s.until(t, "run.queued")

@@ -19,8 +19,9 @@ import (
 // the misbehaving fake for crashes.
 
 // fsConfig serves a flow that writes a file in root through fs.write_file
-// (which asks) and one that reads it through fs.read_text_file (allowed).
-func fsConfig(e *env, root string) {
+// (which asks) and one that reads it through fs.read_text_file (allowed);
+// extra is appended to the config (models and agents).
+func fsConfig(e *env, root, extra string) {
 	bin := npmtest.Bin(e.t, "mcp-server-filesystem")
 	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
 engine: {poll_interval: 100ms}
@@ -48,7 +49,25 @@ policy:
     - {match: {tool: "fs.write_file"}, action: ask, approvers: ["group:sre"]}
 approvals:
   allow_self_approval: true
-`, bin, root, root, root))
+`, bin, root, root, root)+extra)
+}
+
+// editAndWait edits approval id of run to write "edited by the approver"
+// to target, waits for the run to succeed and checks the file holds the
+// edited content.
+func editAndWait(t *testing.T, e *env, runID, id, target string) {
+	t.Helper()
+	edit := map[string]any{"action": "edit", "args": map[string]any{"path": target, "content": "edited by the approver"}}
+	if code := e.api("POST", "/api/v1/approvals/"+id+"/decision", edit, nil); code != 200 {
+		t.Fatalf("edit: HTTP %d", code)
+	}
+	done := e.waitRun(runID, "final", func(r testRun) bool { return r.Status == "succeeded" || r.Status == "failed" })
+	if done.Status != "succeeded" {
+		t.Fatalf("run %s: %+v", done.Status, done.Steps)
+	}
+	if b, err := os.ReadFile(target); err != nil || string(b) != "edited by the approver" {
+		t.Fatalf("file content %q (%v), want the edited content", b, err)
+	}
 }
 
 func TestFilesystemWriteOnlyAfterApprovalWithEditedContent(t *testing.T) {
@@ -58,7 +77,7 @@ func TestFilesystemWriteOnlyAfterApprovalWithEditedContent(t *testing.T) {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fsConfig(e, root)
+	fsConfig(e, root, "")
 	e.start()
 
 	run := e.message("ops-fs", "write notes.txt proposed")
@@ -83,17 +102,7 @@ func TestFilesystemWriteOnlyAfterApprovalWithEditedContent(t *testing.T) {
 	if code := e.api("POST", "/api/v1/approvals/"+id+"/decision", map[string]any{"action": "edit", "args": map[string]any{"path": target}}, nil); code != 422 {
 		t.Fatalf("edit without content: HTTP %d, want 422", code)
 	}
-	edit := map[string]any{"action": "edit", "args": map[string]any{"path": target, "content": "edited by the approver"}}
-	if code := e.api("POST", "/api/v1/approvals/"+id+"/decision", edit, nil); code != 200 {
-		t.Fatalf("edit: HTTP %d", code)
-	}
-	done := e.waitRun(run.ID, "final", func(r testRun) bool { return r.Status == "succeeded" || r.Status == "failed" })
-	if done.Status != "succeeded" {
-		t.Fatalf("write run %s: %+v", done.Status, done.Steps)
-	}
-	if b, err := os.ReadFile(target); err != nil || string(b) != "edited by the approver" {
-		t.Fatalf("file content %q (%v), want the edited content", b, err)
-	}
+	editAndWait(t, e, run.ID, id, target)
 	// Reading is allowed by policy: no approval, the output is the file.
 	read := e.message("ops-fs-read", "read notes.txt")
 	got := e.waitRun(read.ID, "final", func(r testRun) bool { return r.Status == "succeeded" || r.Status == "failed" })
@@ -191,7 +200,7 @@ func TestMCPToolsCommandListsWhatServersOffer(t *testing.T) {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fsConfig(e, root)
+	fsConfig(e, root, "")
 	out, errOut, code := e.cli("mcp", "tools")
 	if code != 0 {
 		t.Fatalf("mcp tools: exit %d\n%s\n%s", code, out, errOut)
@@ -249,27 +258,12 @@ func TestAgentFilesystemWriteOnlyAfterApprovalWithEditedContent(t *testing.T) {
 	sc := llmServer().Script(t)
 	args, _ := json.Marshal(map[string]string{"path": target, "content": "proposed by the model", "reason": "you asked for notes"})
 	sc.Push(fakellm.CallTool(agent.WireName("fs.write_file"), string(args)), fakellm.Say("Written."))
-	bin := npmtest.Bin(e.t, "mcp-server-filesystem")
-	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
-engine: {poll_interval: 100ms}
-approvers:
-  groups:
-    sre: ["console:admin"]
-mcp_servers:
-  - name: fs
-    command: [%q, %q]
-    tools: ["read_*", "list_*", "write_file"]
-policy:
-  rules:
-    - {match: {tool: "fs.read_*"}, action: allow}
-    - {match: {tool: "fs.write_file"}, action: ask, approvers: ["group:sre"]}
-approvals:
-  allow_self_approval: true
+	fsConfig(e, root, fmt.Sprintf(`
 models:
   - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 10s}
 agents:
   - {name: ops, model: default, tools: ["fs.*"], default: true}
-`, bin, root, sc.OpenAIURL()))
+`, sc.OpenAIURL()))
 	e.start()
 
 	run := e.message("ops-agent-fs", "please write the notes file")
@@ -285,23 +279,13 @@ agents:
 		Tool   string `json:"tool"`
 		Reason string `json:"reason"`
 	}
-	if code := e.api("GET", "/api/v1/approvals/"+id, nil, &a); code != 200 || a.Tool != "fs.write_file" {
+	if code := e.api("GET", "/api/v1/approvals/"+id, nil, &a); code != 200 || a.Tool != "fs.write_file" || a.Reason != "you asked for notes" {
 		t.Fatalf("GET approval: %d %+v", code, a)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatalf("the file exists before any decision: %v", err)
 	}
-	edit := map[string]any{"action": "edit", "args": map[string]any{"path": target, "content": "edited by the approver"}}
-	if code := e.api("POST", "/api/v1/approvals/"+id+"/decision", edit, nil); code != 200 {
-		t.Fatalf("edit: HTTP %d", code)
-	}
-	done := e.waitRun(run.ID, "final", func(r testRun) bool { return r.Status == "succeeded" || r.Status == "failed" })
-	if done.Status != "succeeded" {
-		t.Fatalf("agent run %s: %+v", done.Status, done.Steps)
-	}
-	if b, err := os.ReadFile(target); err != nil || string(b) != "edited by the approver" {
-		t.Fatalf("file content %q (%v), want the edited content", b, err)
-	}
+	editAndWait(t, e, run.ID, id, target)
 	reqs := sc.Requests()
 	if len(reqs) != 2 {
 		t.Fatalf("the model got %d requests, want 2", len(reqs))

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -93,26 +92,12 @@ func TestAgentRunOverTheAPI(t *testing.T) {
 	}
 }
 
-// gatedModel streams "hel", "lo" once ready is closed.
-type gatedModel struct{ ready chan struct{} }
-
-func (m *gatedModel) Stream(ctx context.Context, _ *llm.Request, sink llm.Sink) (*llm.Response, error) {
-	select {
-	case <-m.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	sink(llm.Delta{Text: "hel"})
-	sink(llm.Delta{Text: "lo"})
-	return &llm.Response{Text: "hello", Stop: llm.StopEnd}, nil
-}
-
 // TestAgentTextDeltasOverSSE: /api/v1/runs/{id}/events carries text.delta
 // frames (without ids) while the model writes, then the stored events.
 func TestAgentTextDeltasOverSSE(t *testing.T) {
 	t.Parallel()
 	st := coretest.Store(t)
-	m := &gatedModel{ready: make(chan struct{})}
+	m := fakellm.NewGated("hel", "lo")
 	eng, err := engine.New(engine.Options{
 		Store: st, Policy: &approvals.Policy{},
 		Agents:       []engine.Agent{{Name: "ops", ModelName: "fake", Model: m, Default: true}},
@@ -134,7 +119,7 @@ func TestAgentTextDeltasOverSSE(t *testing.T) {
 	want(t, r, 201, "")
 	runID := r.body["run"].(map[string]any)["id"].(string)
 	s := openSSE(t, b, "/api/v1/runs/"+runID+"/events", nil)
-	close(m.ready)
+	close(m.Ready)
 	var text string
 	var types []string
 	for range 100 {

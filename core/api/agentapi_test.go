@@ -270,7 +270,7 @@ func TestAgentRunStream(t *testing.T) {
 	if s.status != 200 {
 		t.Fatalf("status %d: %s", s.status, s.body)
 	}
-	seen, fin := s.until(t, EvTurnFinished)
+	seen, fin := s.until(t, core.EventTurnFinished)
 	if strings.Join(seen, " ") != "run.queued turn.started message.committed turn.finished" {
 		t.Errorf("events %v", seen)
 	}
@@ -285,10 +285,10 @@ func TestAgentConcurrency(t *testing.T) {
 	b := setupAgent(t) // the app token runs 1 turn at once and queues 4
 	first := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "block"})
 	ev := first.next(t)
-	if ev.name != EvRunQueued || ev.data["position"] != 0.0 {
+	if ev.name != core.EventRunQueued || ev.data["position"] != 0.0 {
 		t.Fatalf("first event %v", ev)
 	}
-	first.until(t, EvTurnStarted)
+	first.until(t, core.EventTurnStarted)
 	firstTurn := "turn-1"
 
 	t.Run("OneTurnPerSession", func(t *testing.T) {
@@ -299,7 +299,7 @@ func TestAgentConcurrency(t *testing.T) {
 	for i := range 4 {
 		s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "hello"})
 		ev := s.next(t)
-		if ev.name != EvRunQueued || ev.data["position"] != float64(i+1) {
+		if ev.name != core.EventRunQueued || ev.data["position"] != float64(i+1) {
 			t.Fatalf("queued turn %d: %v", i, ev)
 		}
 		queued = append(queued, s)
@@ -312,11 +312,11 @@ func TestAgentConcurrency(t *testing.T) {
 	want(t, b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"text": "hello"}), 200, "")
 
 	b.fa.release(firstTurn)
-	first.until(t, EvTurnFinished)
+	first.until(t, core.EventTurnFinished)
 	// Each queued turn moves up (run.queued with smaller positions, as its
 	// waiter sees them), starts and finishes.
 	for i, s := range queued {
-		seen, fin := s.until(t, EvTurnFinished)
+		seen, fin := s.until(t, core.EventTurnFinished)
 		if fin.data["status"] != "finished" {
 			t.Errorf("queued turn %d: %v (%v)", i, fin.data, seen)
 		}
@@ -328,7 +328,7 @@ func TestAgentLeavingWhileQueuedStartsNothing(t *testing.T) {
 	b := setupAgent(t)
 	first := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "block"})
 	first.next(t)
-	_, started := first.until(t, EvTurnStarted)
+	_, started := first.until(t, core.EventTurnStarted)
 	_ = started
 	b.fa.mu.Lock()
 	firstTurn := fmt.Sprintf("turn-%d", b.fa.nturn)
@@ -352,8 +352,8 @@ func TestAgentLeavingWhileQueuedStartsNothing(t *testing.T) {
 		t.Errorf("third position %v after the second left", pos)
 	}
 	b.fa.release(firstTurn)
-	first.until(t, EvTurnFinished)
-	third.until(t, EvTurnFinished)
+	first.until(t, core.EventTurnFinished)
+	third.until(t, core.EventTurnFinished)
 	b.fa.mu.Lock()
 	n := len(b.fa.started)
 	b.fa.mu.Unlock()
@@ -366,7 +366,7 @@ func TestAgentPermission(t *testing.T) {
 	t.Parallel()
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "deploy api"})
-	seen, p := s.until(t, EvPermissionRequested)
+	seen, p := s.until(t, core.EventPermissionRequested)
 	if strings.Join(seen, " ") != "run.queued turn.started tool.started permission.requested" {
 		t.Errorf("events %v", seen)
 	}
@@ -398,7 +398,7 @@ func TestAgentPermission(t *testing.T) {
 	if d.Action != approvals.ActionApprove || d.Scope != approvals.ScopeCall || d.ApprovalID != rid {
 		t.Errorf("decision %+v", d)
 	}
-	seen, fin := s.until(t, EvTurnFinished)
+	seen, fin := s.until(t, core.EventTurnFinished)
 	if !strings.Contains(strings.Join(seen, " "), "tool.finished") || fin.data["text"] != "Deployed api." {
 		t.Errorf("after the reply: %v %v", seen, fin.data)
 	}
@@ -411,7 +411,7 @@ func TestAgentReplyNeverByAnAgent(t *testing.T) {
 	t.Parallel()
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", agentTok, map[string]any{"text": "deploy api"})
-	_, p := s.until(t, EvPermissionRequested)
+	_, p := s.until(t, core.EventPermissionRequested)
 	r := b.do(t, "POST", "/api/v1/agent/reply", agentTok, map[string]any{"session_id": p.data["sessionId"], "request_id": p.data["requestId"], "decision": "allowOnce"})
 	want(t, r, 403, string(core.DecisionHumanRequired))
 	b.eng.mu.Lock()
@@ -445,7 +445,7 @@ func TestAgentStreamDroppedMidWait(t *testing.T) {
 	t.Parallel()
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "deploy api"})
-	_, p := s.until(t, EvPermissionRequested)
+	_, p := s.until(t, core.EventPermissionRequested)
 	turn := strings.TrimPrefix(p.data["requestId"].(string), "ap-")
 	s.cancel() // the app hangs up while the approval waits
 	eventually(t, "the wait released as a denial", func() bool {
@@ -467,7 +467,7 @@ func TestAgentQuestion(t *testing.T) {
 	t.Parallel()
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "ask me"})
-	seen, fin := s.until(t, EvTurnFinished)
+	seen, fin := s.until(t, core.EventTurnFinished)
 	if strings.Join(seen, " ") != "run.queued turn.started question.requested turn.finished" {
 		t.Errorf("events %v", seen)
 	}
@@ -488,7 +488,7 @@ func TestAgentQuestion(t *testing.T) {
 		{"questionId": "env", "isSkipped": false, "answer": "prod"}}}), 409, "no_pending_question")
 	a := b.post(t, "/api/v1/agent/answer", appToken, map[string]any{"session_id": sid, "request_id": "q1", "answers": []map[string]any{
 		{"questionId": "env", "isSkipped": false, "answer": "prod"}}})
-	seen, fin = a.until(t, EvTurnFinished)
+	seen, fin = a.until(t, core.EventTurnFinished)
 	if strings.Join(seen, " ") != "run.queued message.committed turn.finished" || fin.data["text"] != "You chose prod." || fin.data["pending_question"] != nil {
 		t.Errorf("continued turn: %v %v", seen, fin.data)
 	}
@@ -500,14 +500,14 @@ func TestAgentCancelWithLateResult(t *testing.T) {
 	t.Parallel()
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"text": "deploy api"})
-	_, p := s.until(t, EvPermissionRequested)
+	_, p := s.until(t, core.EventPermissionRequested)
 	turn := strings.TrimPrefix(p.data["requestId"].(string), "ap-")
 	r := b.do(t, "POST", "/api/v1/agent/turns/"+turn+"/cancel", appToken, nil)
 	want(t, r, 200, "")
 	if r.body["status"] != "aborted" {
 		t.Errorf("cancel %s", r.raw)
 	}
-	_, fin := s.until(t, EvTurnFinished)
+	_, fin := s.until(t, core.EventTurnFinished)
 	if fin.data["status"] != "aborted" {
 		t.Errorf("turn.finished %v", fin.data)
 	}

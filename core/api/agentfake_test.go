@@ -208,7 +208,7 @@ func (f *fakeAgent) play(id string, t AgentTurn) {
 			f.st.commit(id, "", core.EventMessageCommitted, map[string]any{"text": "I could not deploy: " + string(agent.OutcomeNoApprover)})
 		}
 	case "ask":
-		f.st.commit(id, core.RunWaitingInput, EvQuestionRequested, map[string]any{"action_id": "q1",
+		f.st.commit(id, core.RunWaitingInput, core.EventQuestionRequested, map[string]any{"action_id": "q1",
 			"questions": []map[string]any{{"id": "env", "kind": "choice", "text": "Which environment?", "choices": []string{"staging", "prod"}}}})
 		f.mu.Lock()
 		ch := f.answers[id]

@@ -27,20 +27,9 @@ const (
 	TurnRunning  = "running"
 )
 
-// The Agent API's event names (CONTRACT.md). Clients ignore names they do
-// not know; more may be added.
-const (
-	EvRunQueued           = "run.queued"
-	EvTurnStarted         = "turn.started"
-	EvTextDelta           = "text.delta"
-	EvMessageCommitted    = "message.committed"
-	EvToolStarted         = "tool.started"
-	EvToolFinished        = "tool.finished"
-	EvPermissionRequested = "permission.requested"
-	EvPermissionDecided   = "permission.decided"
-	EvQuestionRequested   = "question.requested"
-	EvTurnFinished        = "turn.finished"
-)
+// The Agent API's event names are the run events' (core.Event*, CONTRACT.md):
+// a turn's stream is its run's, translated. Clients ignore names they do not
+// know; more may be added.
 
 // TurnResult is a turn's outcome: the body of POST /api/v1/agent/runs
 // without Accept: text/event-stream, and the data of turn.finished.
@@ -211,7 +200,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		if turnID != "" {
 			d["turnId"] = turnID
 		}
-		_ = em.send(EvRunQueued, d)
+		_ = em.send(core.EventRunQueued, d)
 	}
 	if pos := ticket.Position(); pos > 0 {
 		queued(pos)
@@ -279,7 +268,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 // result itself.
 func (ag *agentServer) finish(w http.ResponseWriter, r *http.Request, em *sseEmitter, res *TurnResult) {
 	if em != nil {
-		em.send(EvTurnFinished, res)
+		em.send(core.EventTurnFinished, res)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -307,7 +296,7 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 		ag.s.log.ErrorContext(r.Context(), "api: agent turn failed", "turn", turnID, "err", err)
 	}
 	body := he.body
-	em.send(EvTurnFinished, &TurnResult{SessionID: sess.ID, TurnID: turnID, Status: TurnError, Error: &body})
+	em.send(core.EventTurnFinished, &TurnResult{SessionID: sess.ID, TurnID: turnID, Status: TurnError, Error: &body})
 }
 
 // drain waits, detached from the caller who left, for the turn to end,
@@ -443,7 +432,7 @@ func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.Ag
 			if d.Restart {
 				data["restart"] = true // the text streamed so far is void
 			}
-			if err := em.send(EvTextDelta, data); err != nil {
+			if err := em.send(core.EventTextDelta, data); err != nil {
 				return nil, err
 			}
 			continue
@@ -524,19 +513,19 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		_ = json.Unmarshal(ev.Data, &d) // lenient: an odd shape sends empty fields
 	}
 	switch ev.Type {
-	case EvTurnStarted:
-		return em.send(EvTurnStarted, map[string]string{"model": firstOf(d.Model, st.model)})
-	case EvTextDelta:
-		return em.send(EvTextDelta, map[string]string{"text": d.Text})
-	case EvMessageCommitted:
+	case core.EventTurnStarted:
+		return em.send(core.EventTurnStarted, map[string]string{"model": firstOf(d.Model, st.model)})
+	case core.EventTextDelta:
+		return em.send(core.EventTextDelta, map[string]string{"text": d.Text})
+	case core.EventMessageCommitted:
 		// The run's closing message repeats the model's last text; send
 		// only what is new (an error message, a flow's reply).
 		if d.Text == "" || (len(st.texts) > 0 && st.texts[len(st.texts)-1] == d.Text) {
 			return nil
 		}
 		st.texts = append(st.texts, d.Text)
-		return em.send(EvMessageCommitted, map[string]string{"text": d.Text})
-	case EvToolStarted:
+		return em.send(core.EventMessageCommitted, map[string]string{"text": d.Text})
+	case core.EventToolStarted:
 		tool := firstOf(d.ToolName, d.Tool)
 		id := firstOf(d.ToolCallID2, d.ToolCallID)
 		if q := st.calls[tool]; id == "" && len(q) > 0 {
@@ -549,8 +538,8 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 			st.started = map[string]bool{}
 		}
 		st.started[id] = true
-		return em.send(EvToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
-	case EvToolFinished:
+		return em.send(core.EventToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
+	case core.EventToolFinished:
 		// Agent runs report a call's end with its result message (below),
 		// which every outcome has; the dispatch record is forwarded only
 		// when it says which call it was.
@@ -558,19 +547,19 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		if id == "" {
 			return nil
 		}
-		return em.send(EvToolFinished, map[string]any{"toolCallId": id, "ok": d.OK != nil && *d.OK})
-	case EvPermissionRequested:
+		return em.send(core.EventToolFinished, map[string]any{"toolCallId": id, "ok": d.OK != nil && *d.OK})
+	case core.EventPermissionRequested:
 		return ag.permission(ctx, em, sess, d)
-	case EvPermissionDecided:
-		return em.send(EvPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
-	case EvQuestionRequested:
+	case core.EventPermissionDecided:
+		return em.send(core.EventPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
+	case core.EventQuestionRequested:
 		qs := d.Questions
 		if len(qs) == 0 {
 			qs = json.RawMessage("[]")
 		}
 		st.question = &PendingQuestion{SessionID: sess.ID, RequestID: firstOf(d.RequestID, d.ActionID), Questions: qs}
-		return em.send(EvQuestionRequested, st.question)
-	case EvTurnFinished:
+		return em.send(core.EventQuestionRequested, st.question)
+	case core.EventTurnFinished:
 		st.finished = true
 		if d.ErrorCode != "" || d.Error != "" {
 			st.errBody = &ErrorBody{Code: d.ErrorCode, Message: d.Error}
@@ -603,7 +592,7 @@ func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *tu
 		if q := st.calls[m.Tool]; len(q) > 0 && q[0] == m.CallID {
 			st.calls[m.Tool] = q[1:]
 		}
-		return em.send(EvToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
+		return em.send(core.EventToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
 	}
 	return nil
 }
@@ -631,7 +620,7 @@ func (ag *agentServer) permission(ctx context.Context, em *sseEmitter, sess *cor
 	if input == nil {
 		input = map[string]any{}
 	}
-	return em.send(EvPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
+	return em.send(core.EventPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
 		"reason": reason, "toolInput": input})
 }
 

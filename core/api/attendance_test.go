@@ -77,7 +77,7 @@ func TestAgentStreamDroppedWhileAnotherReplicaHolds(t *testing.T) {
 	sid := b.newSession(t, appToken)
 	releaseThere := there.Hold(context.Background(), sid)
 	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"session_id": sid, "text": "deploy api"})
-	_, p := s.until(t, EvPermissionRequested)
+	_, p := s.until(t, core.EventPermissionRequested)
 	turn := strings.TrimPrefix(p.data["requestId"].(string), "ap-")
 	s.cancel()
 	// The drain polls every PollInterval; give it several rounds.

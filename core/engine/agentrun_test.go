@@ -559,28 +559,14 @@ func TestAgentAskUser(t *testing.T) {
 	})
 }
 
-// streamingModel streams two deltas once ready is closed.
-type streamingModel struct{ ready chan struct{} }
-
-func (m *streamingModel) Stream(ctx context.Context, _ *llm.Request, sink llm.Sink) (*llm.Response, error) {
-	select {
-	case <-m.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	sink(llm.Delta{Text: "hel"})
-	sink(llm.Delta{Text: "lo"})
-	return &llm.Response{Text: "hello", Stop: llm.StopEnd}, nil
-}
-
 func TestAgentStreamsTextDeltas(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		m := &streamingModel{ready: make(chan struct{})}
+		m := fakellm.NewGated("hel", "lo")
 		h := setup(t, b, withAgent(m))
 		rc := h.send("console:req", "console:d1", "say hello")
 		deltas, stop := h.eng.Deltas(rc.RunID)
 		defer stop()
-		close(m.ready)
+		close(m.Ready)
 		var got string
 		for got != "hello" {
 			select {

@@ -106,3 +106,33 @@ func Looping(call agent.ToolCall, n int, final string) *Model {
 		return &agent.Response{ToolCalls: []agent.ToolCall{c}, Usage: agent.Usage{InputTokens: 1, OutputTokens: 1}}, nil
 	}}
 }
+
+// Gated is a model for streaming tests: each turn waits until Ready is
+// closed (so a test can subscribe first), then streams Deltas one by one
+// and answers with their text.
+type Gated struct {
+	Ready  chan struct{}
+	Deltas []string
+}
+
+var _ agent.Model = (*Gated)(nil)
+
+// NewGated returns a Gated model streaming deltas once its Ready is closed.
+func NewGated(deltas ...string) *Gated { return &Gated{Ready: make(chan struct{}), Deltas: deltas} }
+
+// Stream waits for Ready (or ctx), then streams the deltas.
+func (g *Gated) Stream(ctx context.Context, _ *agent.Request, sink agent.Sink) (*agent.Response, error) {
+	select {
+	case <-g.Ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	text := ""
+	for _, d := range g.Deltas {
+		if sink != nil {
+			sink(agent.Delta{Text: d})
+		}
+		text += d
+	}
+	return &agent.Response{Text: text, Stop: agent.StopEnd}, nil
+}
