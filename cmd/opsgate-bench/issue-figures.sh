@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The performance figures README "Performance" reports, in one run: the full
+# path over signed Slack events (acked/s, replies/s, RSS) and the decision →
+# tool-started latencies (100 at once, one every 10 ms), on SQLite and on a
+# throwaway Postgres at default durability (fsync and synchronous_commit on,
+# data on disk), REPS times each, each on a fresh store, then the same with a
+# preloaded store (PRELOAD_FINISHED finished runs, PRELOAD_PENDING pending
+# approvals) when PRELOAD=1.
+#
+#   cmd/opsgate-bench/issue-figures.sh            # REPS=3 PRELOAD=0 STORES="postgres sqlite"
+#
+# Everything listens on loopback. Run it on an otherwise idle machine: the figures
+# are CPU-bound. Needs the postgresql server binaries (Debian's package) and, as
+# root, the postgres user to own the throwaway cluster.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+REPS=${REPS:-3}
+PRELOAD=${PRELOAD:-0}
+PRELOAD_FINISHED=${PRELOAD_FINISHED:-1000000}
+PRELOAD_PENDING=${PRELOAD_PENDING:-100000}
+STORES=${STORES:-postgres sqlite}
+EVENTS=${EVENTS:-10000}
+PGPORT=${PGPORT:-55491}
+work=$(mktemp -d /var/tmp/opsgate-figures.XXXXXX)
+chmod 755 "$work"
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
+server_pid=
+
+as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+cleanup() {
+	[[ -n $server_pid ]] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+	[[ -d $work/pg ]] && (cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1)
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+echo "building into $work"
+(cd "$root" && go build -o "$work/opsgate" ./cmd/opsgate && go build -o "$work/opsgate-bench" ./cmd/opsgate-bench)
+
+if [[ " $STORES " == *" postgres "* ]]; then
+	mkdir -p "$work/pg" && [[ $EUID -eq 0 ]] && chown postgres "$work/pg"
+	(cd / && as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null)
+	cat >>"$work/pg/postgresql.conf" <<-EOF
+		listen_addresses = '127.0.0.1'
+		port = $PGPORT
+		unix_socket_directories = '$work/pg'
+		max_connections = 200
+		shared_buffers = 256MB
+	EOF
+	(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w start >/dev/null)
+fi
+
+export OPSGATE_BENCH_TOKEN BENCH_LISTEN=127.0.0.1:18091 BENCH_SLACK=true \
+	BENCH_SLACK_API_URL=http://127.0.0.1:18099/api/ SLACK_SIGNING_SECRET=benchsecret
+OPSGATE_BENCH_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+
+# one STORE REP: a fresh store, one server, the Slack run and the two decision runs.
+one() {
+	local store=$1 rep=$2
+	export BENCH_STORE_DRIVER=$store BENCH_DATA_DIR=$work/data-$store-$rep
+	mkdir -p "$BENCH_DATA_DIR"
+	if [[ $store == postgres ]]; then
+		local db="bench_${rep}_$RANDOM"
+		psql -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE $db" postgres
+		export BENCH_STORE_DSN="postgres://postgres@127.0.0.1:$PGPORT/$db?sslmode=disable"
+	else
+		export BENCH_STORE_DSN=$BENCH_DATA_DIR/opsgate.db
+	fi
+	"$work/opsgate" migrate --config "$root/cmd/opsgate-bench/bench.yaml" >/dev/null
+	if [[ $PRELOAD == 1 ]]; then
+		"$work/opsgate-bench" preload --driver "$store" --dsn "$BENCH_STORE_DSN" \
+			--finished "$PRELOAD_FINISHED" --pending "$PRELOAD_PENDING" | tail -n1
+	fi
+	"$work/opsgate" serve --config "$root/cmd/opsgate-bench/bench.yaml" --log-level warn >"$work/server.log" 2>&1 &
+	server_pid=$!
+	for _ in $(seq 300); do curl -fsS "http://$BENCH_LISTEN/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+	echo "--- $store rep $rep (preload=$PRELOAD)"
+	"$work/opsgate-bench" slack --server "http://$BENCH_LISTEN" --events "$EVENTS" --concurrency 16 | grep -E '^(acked|full path|rss):'
+	"$work/opsgate-bench" --server "http://$BENCH_LISTEN" --token "$OPSGATE_BENCH_TOKEN" --messages 0 --runs 100 --e2e-runs 0 | grep '^decision:'
+	"$work/opsgate-bench" --server "http://$BENCH_LISTEN" --token "$OPSGATE_BENCH_TOKEN" --messages 0 --runs 100 --e2e-runs 0 \
+		--decide-every 10ms | grep '^decision:'
+	kill -TERM "$server_pid"
+	wait "$server_pid" || true
+	server_pid=
+}
+
+uptime
+for store in $STORES; do
+	for rep in $(seq "$REPS"); do one "$store" "$rep"; done
+done
+uptime
