@@ -122,6 +122,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer, when set, receives the engine's metrics.
 	Registerer prometheus.Registerer
+
+	// startRecordDue, when set (tests), replaces the startRecordDelay
+	// timer of a deferred start record (deferstart.go).
+	startRecordDue func() <-chan time.Time
 }
 
 // Flow is a named sequence of tool calls started by a chat command.

@@ -333,9 +333,10 @@ func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step)
 }
 
 // dispatch calls the tool, recorded before (dispatching, with its
-// idempotency key) and after (the result), so a crash in between is seen.
+// idempotency key) and after (the result), so a crash in between is seen;
+// a quick idempotent call has both in one record (deferstart.go).
 func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
-	done, res, runErr, finished, err := x.call(ctx, t, st, a, audit...)
+	done, res, runErr, _, err := x.call(ctx, t, st, a, audit...)
 	if err != nil {
 		return false, err
 	}
@@ -347,14 +348,14 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 			text += "\n" + x.fold(res.Output)
 		}
 		err := x.endAt(ctx, &done, &next, core.RunFailed, "tool_failed", runErr.Error(), text)
-		return false, x.settleCancelled(ctx, err, &done, finished)
+		return false, x.settleCancelled(ctx, err, &done, x.events...)
 	}
 	done.Status = core.StepSucceeded
 	if next == len(x.flow.steps) {
-		return false, x.settleCancelled(ctx, x.succeed(ctx, &done), &done, finished)
+		return false, x.settleCancelled(ctx, x.succeed(ctx, &done), &done, x.events...)
 	}
 	if err := x.checkpoint(ctx, core.Checkpoint{Step: &done, StepIndex: &next}); err != nil {
-		return false, x.settleCancelled(ctx, err, &done, finished)
+		return false, x.settleCancelled(ctx, err, &done, x.events...)
 	}
 	x.run.StepIndex = next
 	return true, nil
@@ -376,13 +377,30 @@ func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approva
 	if a != nil {
 		st.ApprovalID = a.ID
 	}
-	err = x.checkpoint(ctx, core.Checkpoint{
+	started := core.Checkpoint{
 		Step:  st,
 		Audit: audit,
 		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, x.withCallID(map[string]any{
 			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
 		}))},
-	})
+	}
+	call := tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)}
+	start := time.Now()
+	var deferred bool
+	mayDefer := x.mayDeferStart(t, a, audit)
+	if mayDefer {
+		deferred, res, runErr, err = x.runDeferringStart(ctx, t, call, started)
+	} else if err = x.checkpoint(ctx, started); err == nil {
+		if a != nil && a.DecidedAt != nil {
+			e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
+		}
+		res, runErr = t.Runner.Run(ctx, call)
+	}
+	if err != nil && mayDefer {
+		// The start record of a call already running was refused (the
+		// run was cancelled): the call was cut.
+		return done, res, nil, core.RunEvent{}, x.settleCancelled(ctx, err, cancelledStep(*st, "run cancelled during the call; the call was cut", e.now()), x.events...)
+	}
 	if err != nil {
 		// Cancelled before the call: the step ends with the run and the
 		// tool is never called.
@@ -392,14 +410,14 @@ func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approva
 		pending.StartedAt, pending.IdempotencyKey = nil, ""
 		return done, res, nil, core.RunEvent{}, x.settleCancelled(ctx, err, cancelledStep(pending, "run cancelled before the call", now))
 	}
-	if a != nil && a.DecidedAt != nil {
-		e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
-	}
-	start := time.Now()
-	res, runErr = t.Runner.Run(ctx, tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)})
 	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(start).Seconds())
 	if runErr != nil && ctx.Err() != nil {
 		return done, res, nil, core.RunEvent{}, errShutdown
+	}
+	if deferred {
+		// The call ended before its start was due to be recorded: the
+		// start goes with the result, in the next checkpoint.
+		x.events = append(x.events, started.Events...)
 	}
 	done = *st
 	fin := e.now()
