@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/store/sqlite"
 	"github.com/opsgate/opsgate/store/sqlstore"
 )
@@ -16,6 +17,50 @@ import (
 // does not walk finished runs or sent messages.
 func TestClaimPlansUsePartialIndexes(t *testing.T) {
 	t.Parallel()
+	db := migratedDB(t)
+	runs, outbox := sqlstore.ClaimStatements(sqlstore.SQLiteDialect())
+	checkPlans(t, db, []planCase{
+		{"runs", runs, []any{"running", "o", 1, 1, 1, 16}, []string{"runs_claimable", "runs_thread_active"}},
+		{"outbox", outbox, []any{"o", 1, "slack", 1, "o", 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
+	})
+}
+
+// TestReadPlansUsePartialIndexes: the reads that filter by a status list
+// and count from the partial indexes (migrations 0016 and 0019), never by
+// walking the finished runs or the sent messages.
+func TestReadPlansUsePartialIndexes(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	d := sqlstore.SQLiteDialect()
+	var cases []planCase
+	for st, idx := range map[core.RunStatus]string{
+		core.RunWaitingInput: "runs_status", core.RunWaitingApproval: "runs_status", core.RunFailed: "runs_status",
+		core.RunQueued: "runs_claimable", core.RunRunning: "runs_claimable",
+	} {
+		runs, _ := sqlstore.ListStatements(d, st, core.DeliverySent)
+		cases = append(cases, planCase{"run list " + string(st), runs, []any{string(st), 101}, []string{idx}})
+	}
+	for _, st := range []core.DeliveryStatus{core.DeliveryPending, core.DeliveryDead} {
+		_, outbox := sqlstore.ListStatements(d, core.RunSucceeded, st)
+		cases = append(cases, planCase{"outbox list " + string(st), outbox, []any{string(st), 101}, []string{"outbox_unsent"}})
+	}
+	dead, backlog, channelDead := sqlstore.OverviewOutboxStatements(d)
+	cases = append(cases,
+		planCase{"overview dead letters", dead, nil, []string{"outbox_unsent"}},
+		planCase{"overview backlog", backlog, []any{"slack"}, []string{"outbox_pending"}},
+		planCase{"overview channel dead letters", channelDead, []any{"slack"}, []string{"outbox_unsent"}})
+	checkPlans(t, db, cases)
+}
+
+type planCase struct {
+	name, stmt string
+	args       []any
+	want       []string
+}
+
+// migratedDB is a migrated store's database, opened without the store.
+func migratedDB(t *testing.T) *sql.DB {
+	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "plan.db")
 	s, err := sqlite.Open(ctx, path)
@@ -32,17 +77,15 @@ func TestClaimPlansUsePartialIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	runs, outbox := sqlstore.ClaimStatements(sqlstore.SQLiteDialect())
-	for _, c := range []struct {
-		name, stmt string
-		args       []any
-		want       []string
-	}{
-		{"runs", runs, []any{"running", "o", 1, 1, 1, 16}, []string{"runs_claimable", "runs_thread_active"}},
-		{"outbox", outbox, []any{"o", 1, "slack", 1, "o", 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
-	} {
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.stmt, c.args...)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// checkPlans fails unless each case's query plan names every wanted index.
+func checkPlans(t *testing.T, db *sql.DB, cases []planCase) {
+	t.Helper()
+	for _, c := range cases {
+		rows, err := db.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+c.stmt, c.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -58,7 +101,7 @@ func TestClaimPlansUsePartialIndexes(t *testing.T) {
 		rows.Close()
 		for _, idx := range c.want {
 			if !strings.Contains(plan.String(), idx) {
-				t.Errorf("%s claim plan does not use %s:\n%s", c.name, idx, plan.String())
+				t.Errorf("%s plan does not use %s:\n%s", c.name, idx, plan.String())
 			}
 		}
 	}

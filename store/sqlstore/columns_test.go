@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -33,5 +34,46 @@ func TestClaimLiterals(t *testing.T) {
 	}
 	if !strings.Contains(outboxClaimSQL(SQLiteDialect()), "'"+string(core.DeliveryPending)+"'") {
 		t.Errorf("outbox claim lacks the literal %q", core.DeliveryPending)
+	}
+}
+
+// TestStatusLiterals: the status filters of RunList, OutboxList and
+// Overview spell the partial indexes' predicates with literals (migrations
+// 0016 and 0019); they must be the core's statuses, and each status must
+// be listed with the predicate of the index that holds it.
+func TestStatusLiterals(t *testing.T) {
+	claimable := fmt.Sprintf("status IN ('%s', '%s')", core.RunQueued, core.RunRunning)
+	other := fmt.Sprintf("status NOT IN ('%s', '%s', '%s')", core.RunQueued, core.RunRunning, core.RunSucceeded)
+	for st, want := range map[core.RunStatus]string{
+		core.RunQueued: claimable, core.RunRunning: claimable,
+		core.RunWaitingApproval: other, core.RunWaitingInput: other, core.RunFailed: other,
+		core.RunRejected: other, core.RunCancelled: other, core.RunInterrupted: other,
+		"some_new_status": other,
+		core.RunSucceeded: "",
+	} {
+		got := runStatusWhere(st)
+		if want == "" && strings.Contains(got, "IN (") || want != "" && !strings.Contains(got, want) {
+			t.Errorf("run status filter for %s = %q, want it to hold %q", st, got, want)
+		}
+	}
+	sent := "'" + string(core.DeliverySent) + "'"
+	for _, st := range []core.DeliveryStatus{core.DeliveryPending, core.DeliveryDead} {
+		if !strings.Contains(outboxStatusWhere(st), "status <> "+sent) {
+			t.Errorf("outbox status filter for %s = %q, want it to hold status <> %s", st, outboxStatusWhere(st), sent)
+		}
+	}
+	if strings.Contains(outboxStatusWhere(core.DeliverySent), "<>") {
+		t.Errorf("outbox status filter for sent = %q", outboxStatusWhere(core.DeliverySent))
+	}
+	dead, pending := "'"+string(core.DeliveryDead)+"'", "'"+string(core.DeliveryPending)+"'"
+	for _, c := range []struct{ stmt, status string }{
+		{overviewDeadSQL, dead}, {overviewChannelDeadSQL, dead}, {overviewBacklogSQL, pending},
+	} {
+		if !strings.Contains(c.stmt, "status = "+c.status) {
+			t.Errorf("overview statement lacks the literal %s: %s", c.status, c.stmt)
+		}
+		if c.status == dead && !strings.Contains(c.stmt, "status <> "+sent) {
+			t.Errorf("overview statement lacks outbox_unsent's predicate: %s", c.stmt)
+		}
 	}
 }

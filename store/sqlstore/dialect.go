@@ -48,8 +48,10 @@ type Dialect struct {
 	ChannelPrefix string
 	// IndexedBy names, in the claim statements, the partial indexes of
 	// migration 0016 (SQLite's INDEXED BY): without statistics SQLite's
-	// planner prefers the wider status indexes and sorts every pending
-	// row; Postgres picks the partial indexes from its statistics.
+	// planner preferred the wider status indexes (dropped in migration
+	// 0019) and sorted every pending row; the hint keeps any index added
+	// later from doing the same. Postgres picks the partial indexes from
+	// its statistics.
 	IndexedBy bool
 }
 

@@ -314,7 +314,7 @@ func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*cor
 	limit := pageLimit(p.Limit)
 	where, args := "1 = 1", []any{}
 	if p.Status != "" {
-		where += " AND status = ?"
+		where += outboxStatusWhere(p.Status)
 		args = append(args, string(p.Status))
 	}
 	if p.Cursor != "" {
@@ -325,8 +325,7 @@ func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*cor
 		where += " AND seq > ?"
 		args = append(args, c)
 	}
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+deliveryColumns+` FROM outbox WHERE `+where+
-		` ORDER BY seq LIMIT ?`), append(args, limit+1)...)
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(outboxListSQL(where)), append(args, limit+1)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: outbox list: %w", err)
 	}
@@ -340,6 +339,24 @@ func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*cor
 	}
 	items, next := page(items, seqs, limit)
 	return items, next, nil
+}
+
+// outboxListSQL is OutboxList's statement for a WHERE clause.
+func outboxListSQL(where string) string {
+	return `SELECT ` + deliveryColumns + ` FROM outbox WHERE ` + where + ` ORDER BY seq LIMIT ?`
+}
+
+// outboxStatusWhere is OutboxList's status filter. For any status but
+// sent it adds the predicate of outbox_unsent (migration 0019), spelled as
+// the migrations do, so pending and dead messages are listed in queue order
+// from that index, never by walking the sent backlog (see runStatusWhere:
+// a parameter alone does not let the planner use a partial index). Sent
+// messages, the bulk of the table, are listed from the primary key.
+func outboxStatusWhere(st core.DeliveryStatus) string {
+	if st == core.DeliverySent {
+		return " AND status = ?"
+	}
+	return " AND status = ? AND status <> 'sent'"
 }
 
 // OutboxRequeue implements core.OutboxStore: only a dead message can be
@@ -388,4 +405,20 @@ func (s *Store) OutboxCardRef(ctx context.Context, approvalID string, thread cor
 // indexes of migration 0016.
 func ClaimStatements(d Dialect) (runs, outbox string) {
 	return d.Rebind(runClaimSQL(d)), d.Rebind(outboxClaimSQL(d))
+}
+
+// ListStatements returns, as d runs them, RunList's statement filtered by
+// run status alone and OutboxList's filtered by delivery status alone, for
+// tests that check their query plans read the partial indexes of
+// migrations 0016 and 0019. Their parameters are the status, then the
+// limit.
+func ListStatements(d Dialect, run core.RunStatus, delivery core.DeliveryStatus) (runs, outbox string) {
+	return d.Rebind(runListSQL("1 = 1" + runStatusWhere(run))), d.Rebind(outboxListSQL("1 = 1" + outboxStatusWhere(delivery)))
+}
+
+// OverviewOutboxStatements returns Overview's dead-letter count, and its
+// per-channel backlog and dead-letter counts (parameter: the channel), as d
+// runs them, for the same tests.
+func OverviewOutboxStatements(d Dialect) (dead, backlog, channelDead string) {
+	return d.Rebind(overviewDeadSQL), d.Rebind(overviewBacklogSQL), d.Rebind(overviewChannelDeadSQL)
 }

@@ -514,7 +514,7 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 	limit := pageLimit(p.Limit)
 	where, args := "1 = 1", []any{}
 	if p.Status != "" {
-		where += " AND status = ?"
+		where += runStatusWhere(p.Status)
 		args = append(args, string(p.Status))
 	}
 	if p.Thread != "" {
@@ -545,8 +545,7 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 		where += " AND seq < ?"
 		args = append(args, c)
 	}
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+runColumns+` FROM runs WHERE `+where+
-		` ORDER BY seq DESC LIMIT ?`), append(args, limit+1)...)
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(runListSQL(where)), append(args, limit+1)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: run list: %w", err)
 	}
@@ -565,6 +564,32 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 	}
 	items, next := page(items, seqs, limit)
 	return items, next, nil
+}
+
+// runListSQL is RunList's statement for a WHERE clause.
+func runListSQL(where string) string {
+	return `SELECT ` + runColumns + ` FROM runs WHERE ` + where + ` ORDER BY seq DESC LIMIT ?`
+}
+
+// runStatusWhere is RunList's status filter. Besides the status (a
+// parameter), it spells the predicate of the partial index that holds runs
+// of that status, exactly as the migrations do: a parameter never implies a
+// partial index's predicate (not in a Postgres generic plan, not in SQLite,
+// which matches the predicate's text), so without it a list of queued runs
+// or the question sweep's waiting_input runs would walk the primary key
+// through every finished run. Queued and running runs are listed from
+// runs_claimable (migration 0016), every other status but succeeded from
+// runs_status (migration 0019); succeeded runs, the bulk of the table, from
+// the primary key, where a page is the newest rows. TestStatusLiterals
+// checks the literals against the core's statuses.
+func runStatusWhere(st core.RunStatus) string {
+	switch st {
+	case core.RunQueued, core.RunRunning:
+		return " AND status = ? AND status IN ('queued', 'running')"
+	case core.RunSucceeded:
+		return " AND status = ?"
+	}
+	return " AND status = ? AND status NOT IN ('queued', 'running', 'succeeded')"
 }
 
 // RunEventList implements core.RunStore. Every append to a run's stream
