@@ -192,6 +192,11 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 	if p.Decide == nil {
 		return nil, errors.New("store: approval decide: Decide func is required")
 	}
+	if s.dialect.OneStatement {
+		if stored, result, handled := s.approvalDecideOne(ctx, p); handled {
+			return stored, result
+		}
+	}
 	var stored *approvals.Approval
 	var result error
 	err := s.inTx(ctx, "approval decide", func(t *tx) error {
