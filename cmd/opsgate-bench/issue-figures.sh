@@ -21,7 +21,7 @@ PRELOAD_FINISHED=${PRELOAD_FINISHED:-1000000}
 PRELOAD_PENDING=${PRELOAD_PENDING:-100000}
 STORES=${STORES:-postgres sqlite}
 EVENTS=${EVENTS:-10000}
-PGPORT=${PGPORT:-55491}
+PGPORT=${PGPORT:-55492}
 work=$(mktemp -d /var/tmp/opsgate-figures.XXXXXX)
 chmod 755 "$work"
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
@@ -30,8 +30,13 @@ server_pid=
 as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 cleanup() {
-	[[ -n $server_pid ]] && kill -TERM "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-	[[ -d $work/pg ]] && (cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1)
+	if [[ -n $server_pid ]]; then
+		kill -TERM "$server_pid" 2>/dev/null || true
+		wait "$server_pid" 2>/dev/null || true
+	fi
+	if [[ -f $work/pg/postmaster.pid ]]; then
+		(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1) || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
