@@ -45,7 +45,7 @@ func CleanPath(s string) (string, bool) {
 		if p == "" {
 			return s, false
 		}
-		p = strings.NewReplacer("%2E", ".", "%2e", ".").Replace(p)
+		p = encodedDots.Replace(p)
 		return m + cleanSlashPath(p) + rest[end:], true
 	}
 	if !strings.HasPrefix(s, "/") && !hasDotSegment(s) {
@@ -108,3 +108,7 @@ func CleanArgs(args map[string]any) map[string]any {
 	}
 	return out
 }
+
+// encodedDots decodes percent-encoded dots; built once (a Replacer is safe
+// for concurrent use).
+var encodedDots = strings.NewReplacer("%2E", ".", "%2e", ".")

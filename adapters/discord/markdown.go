@@ -47,9 +47,10 @@ func (dialect) Link(u, label, _ string) string {
 
 // linkURL percent-encodes the characters that would end a Discord (url) or
 // <url> early.
-func linkURL(u string) string {
-	return strings.NewReplacer("<", "%3C", ">", "%3E", "(", "%28", ")", "%29", " ", "%20").Replace(u)
-}
+func linkURL(u string) string { return linkEscapes.Replace(u) }
+
+// linkEscapes is built once (a Replacer is safe for concurrent use).
+var linkEscapes = strings.NewReplacer("<", "%3C", ">", "%3E", "(", "%28", ")", "%29", " ", "%20")
 
 // neutralizeMentions keeps @everyone, @here and <@…>/<#…>/<t:…> references
 // from pinging or resolving, by a zero-width space after "@" or "<".

@@ -262,8 +262,11 @@ func quoteWord(v string) string {
 	if v != "" && !strings.ContainsAny(v, " \t\n\r\"\\") {
 		return v
 	}
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ", "\r", " ").Replace(v) + `"`
+	return `"` + quoteEscapes.Replace(v) + `"`
 }
+
+// quoteEscapes is built once (a Replacer is safe for concurrent use).
+var quoteEscapes = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", " ", "\r", " ")
 
 // handleCommand starts a run for a slash command in a thread of its own.
 // Within Discord's 3 seconds (RootTimeout) it posts the bot's root message

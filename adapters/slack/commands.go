@@ -12,6 +12,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // slashCommand is one slash command invocation, from an HTTP form or a
@@ -182,6 +183,4 @@ func codeSpan(s string) string {
 
 // escapeMrkdwn escapes the three characters Slack requires escaped in any
 // text it parses, so outside text never becomes a link or a mention.
-func escapeMrkdwn(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func escapeMrkdwn(s string) string { return markdown.EscapeEntities(s) }

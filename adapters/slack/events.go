@@ -181,7 +181,7 @@ func cleanText(s, botUserID string) string {
 		}
 		return target
 	})
-	s = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
+	s = unescapeEntities.Replace(s)
 	// Collapse the spaces a removed mention leaves, but keep line breaks:
 	// a multi-line request keeps its shape.
 	lines := strings.Split(s, "\n")
@@ -190,3 +190,7 @@ func cleanText(s, botUserID string) string {
 	}
 	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
+
+// unescapeEntities undoes Slack's three entities; built once (a Replacer
+// is safe for concurrent use).
+var unescapeEntities = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")

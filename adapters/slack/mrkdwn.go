@@ -43,9 +43,10 @@ func (d mrkdwn) Link(u, _, text string) string {
 
 // slackURL encodes a URL for Slack's <url|text>: "|" and ">" would end it
 // early, and Slack wants & written as &amp; everywhere.
-func slackURL(u string) string {
-	return strings.NewReplacer("|", "%7C", "<", "%3C", ">", "%3E", "&", "&amp;").Replace(u)
-}
+func slackURL(u string) string { return urlEscapes.Replace(u) }
+
+// urlEscapes is built once (a Replacer is safe for concurrent use).
+var urlEscapes = strings.NewReplacer("|", "%7C", "<", "%3C", ">", "%3E", "&", "&amp;")
 
 // renderMrkdwn turns opsgate's Markdown subset into Slack mrkdwn.
 func renderMrkdwn(md string) string { return markdown.Convert(md, mrkdwn{}) }

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
 	"github.com/opsgate/opsgate/core/chunk"
+	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // MaxText is Telegram's limit on a message's text after entity parsing, in
@@ -19,9 +20,7 @@ const MaxText = 4096
 
 // esc escapes text for parse_mode=HTML: Telegram needs only <, > and &
 // (and " inside attributes).
-func esc(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
-}
+func esc(s string) string { return markdown.EscapeAttr(s) }
 
 // visibleLen is what Telegram counts against MaxText: the text left after
 // tags are parsed away and entities decoded, in UTF-16 code units.

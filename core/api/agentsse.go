@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -57,7 +56,7 @@ func (e *sseEmitter) send(name string, data any) error {
 		return fmt.Errorf("api: encode %s: %w", name, err)
 	}
 	e.start()
-	name = strings.NewReplacer("\n", "", "\r", "").Replace(name)
+	name = noLineBreaks.Replace(name)
 	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
 		return fmt.Errorf("api: write %s: %w", name, err)
 	}

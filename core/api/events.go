@@ -249,7 +249,7 @@ func writeEvent(w http.ResponseWriter, ev core.RunEvent) error {
 	}
 	// A type is a short dotted name; strip line breaks anyway so a stored
 	// value can never inject SSE fields.
-	typ := strings.NewReplacer("\n", "", "\r", "").Replace(ev.Type)
+	typ := noLineBreaks.Replace(ev.Type)
 	if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, typ, b); err != nil {
 		return fmt.Errorf("write event %d: %w", ev.Seq, err)
 	}
@@ -272,3 +272,7 @@ func lastEventID(r *http.Request) (int64, error) {
 	}
 	return n, nil
 }
+
+// noLineBreaks strips line breaks from an SSE field value; built once (a
+// Replacer is safe for concurrent use).
+var noLineBreaks = strings.NewReplacer("\n", "", "\r", "")

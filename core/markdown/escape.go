@@ -12,14 +12,17 @@ const ZWSP = "\u200b"
 
 // EscapeEntities writes &, < and > as HTML entities (&amp; &lt; &gt;), as
 // HTML-like formats and Slack's mrkdwn require.
-func EscapeEntities(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
+func EscapeEntities(s string) string { return entities.Replace(s) }
+
+// entities and attrEntities are built once: a Replacer is safe for
+// concurrent use, and building one per call cost every reply its tables.
+var (
+	entities     = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+	attrEntities = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
+)
 
 // EscapeAttr is EscapeEntities for a double-quoted attribute value: " too.
-func EscapeAttr(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
-}
+func EscapeAttr(s string) string { return attrEntities.Replace(s) }
 
 // Inert fences every character of chars in s with zero-width spaces, so it
 // can neither open nor close formatting on a platform that has no escape

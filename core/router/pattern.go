@@ -311,8 +311,11 @@ func tokenize(text string) ([]token, error) {
 // words or bind another placeholder by name ("HighCPU duration=720h" stays
 // one value).
 func Quote(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+	return `"` + quoteEscapes.Replace(s) + `"`
 }
+
+// quoteEscapes is built once (a Replacer is safe for concurrent use).
+var quoteEscapes = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
 
 // TemplateFuncs are the functions of templates that write command lines
 // (webhook text templates): quote writes any value as one token, so a value
