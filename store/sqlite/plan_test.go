@@ -40,15 +40,15 @@ func TestReadPlansUsePartialIndexes(t *testing.T) {
 		runs, _ := sqlstore.ListStatements(d, st, core.DeliverySent)
 		cases = append(cases, planCase{"run list " + string(st), runs, []any{string(st), 101}, []string{idx}})
 	}
-	for _, st := range []core.DeliveryStatus{core.DeliveryPending, core.DeliveryDead} {
+	for st, idx := range map[core.DeliveryStatus]string{core.DeliveryPending: "outbox_thread_pending", core.DeliveryDead: "outbox_dead"} {
 		_, outbox := sqlstore.ListStatements(d, core.RunSucceeded, st)
-		cases = append(cases, planCase{"outbox list " + string(st), outbox, []any{string(st), 101}, []string{"outbox_unsent"}})
+		cases = append(cases, planCase{"outbox list " + string(st), outbox, []any{string(st), 101}, []string{idx}})
 	}
 	dead, backlog, channelDead := sqlstore.OverviewOutboxStatements(d)
 	cases = append(cases,
-		planCase{"overview dead letters", dead, nil, []string{"outbox_unsent"}},
+		planCase{"overview dead letters", dead, nil, []string{"outbox_dead"}},
 		planCase{"overview backlog", backlog, []any{"slack"}, []string{"outbox_pending"}},
-		planCase{"overview channel dead letters", channelDead, []any{"slack"}, []string{"outbox_unsent"}})
+		planCase{"overview channel dead letters", channelDead, []any{"slack"}, []string{"outbox_dead"}})
 	checkPlans(t, db, cases)
 }
 

@@ -56,24 +56,20 @@ func TestStatusLiterals(t *testing.T) {
 			t.Errorf("run status filter for %s = %q, want it to hold %q", st, got, want)
 		}
 	}
-	sent := "'" + string(core.DeliverySent) + "'"
-	for _, st := range []core.DeliveryStatus{core.DeliveryPending, core.DeliveryDead} {
-		if !strings.Contains(outboxStatusWhere(st), "status <> "+sent) {
-			t.Errorf("outbox status filter for %s = %q, want it to hold status <> %s", st, outboxStatusWhere(st), sent)
+	dead, pending := "'"+string(core.DeliveryDead)+"'", "'"+string(core.DeliveryPending)+"'"
+	for st, lit := range map[core.DeliveryStatus]string{core.DeliveryPending: pending, core.DeliveryDead: dead} {
+		if !strings.Contains(outboxStatusWhere(st), "status = "+lit) {
+			t.Errorf("outbox status filter for %s = %q, want it to hold status = %s", st, outboxStatusWhere(st), lit)
 		}
 	}
-	if strings.Contains(outboxStatusWhere(core.DeliverySent), "<>") {
-		t.Errorf("outbox status filter for sent = %q", outboxStatusWhere(core.DeliverySent))
+	if strings.Contains(outboxStatusWhere(core.DeliverySent), "'") {
+		t.Errorf("outbox status filter for sent = %q, want the parameter alone", outboxStatusWhere(core.DeliverySent))
 	}
-	dead, pending := "'"+string(core.DeliveryDead)+"'", "'"+string(core.DeliveryPending)+"'"
 	for _, c := range []struct{ stmt, status string }{
-		{overviewDeadSQL, dead}, {overviewChannelDeadSQL, dead}, {overviewBacklogSQL, pending},
+		{overviewDeadSQL, dead}, {overviewChannelDeadSQL(SQLiteDialect()), dead}, {overviewBacklogSQL, pending},
 	} {
 		if !strings.Contains(c.stmt, "status = "+c.status) {
 			t.Errorf("overview statement lacks the literal %s: %s", c.status, c.stmt)
-		}
-		if c.status == dead && !strings.Contains(c.stmt, "status <> "+sent) {
-			t.Errorf("overview statement lacks outbox_unsent's predicate: %s", c.stmt)
 		}
 	}
 }

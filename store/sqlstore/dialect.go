@@ -53,6 +53,12 @@ type Dialect struct {
 	// later from doing the same. Postgres picks the partial indexes from
 	// its statistics.
 	IndexedBy bool
+	// Fence ends a correlated EXISTS subquery that must stay a subplan:
+	// Postgres's " OFFSET 0" keeps it from being turned into a join, whose
+	// inner side a planner that estimates the pending rows at none (as
+	// statistics taken while nothing was pending do) may read whole,
+	// unparameterized, for every outer row.
+	Fence string
 }
 
 // indexedBy is the claim statements' index hint for table alias index.
@@ -88,6 +94,7 @@ func PostgresDialect() Dialect {
 		OneStatement:   true,
 		NotifySQL:      "pg_notify(?, ?)",
 		ChannelPrefix:  ChannelPrefixDefault,
+		Fence:          " OFFSET 0",
 	}
 }
 

@@ -133,7 +133,7 @@ func outboxClaimSQL(d Dialect) string {
 		WHERE id IN (SELECT m.id FROM outbox m` + d.indexedBy("outbox_pending") + `
 			WHERE m.channel = ? AND m.status = 'pending' AND m.next_attempt_at <= ?
 			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
-			  AND NOT EXISTS (SELECT 1 FROM outbox o` + d.indexedBy("outbox_thread_pending") + ` WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o` + d.indexedBy("outbox_thread_pending") + ` WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq` + d.Fence + `)
 			ORDER BY m.seq LIMIT ?` + d.SkipLocked + `)
 		RETURNING ` + deliveryColumns
 }
@@ -325,7 +325,7 @@ func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*cor
 		where += " AND seq > ?"
 		args = append(args, c)
 	}
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(outboxListSQL(where)), append(args, limit+1)...)
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(outboxListSQL(s.dialect, p.Status, where)), append(args, limit+1)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: outbox list: %w", err)
 	}
@@ -341,22 +341,36 @@ func (s *Store) OutboxList(ctx context.Context, p core.OutboxListParams) ([]*cor
 	return items, next, nil
 }
 
-// outboxListSQL is OutboxList's statement for a WHERE clause.
-func outboxListSQL(where string) string {
-	return `SELECT ` + deliveryColumns + ` FROM outbox WHERE ` + where + ` ORDER BY seq LIMIT ?`
+// outboxListSQL is OutboxList's statement for a WHERE clause filtering by
+// status st (or by none). SQLite, which keeps no statistics, is told the
+// status's partial index: left to itself it walks the table in seq order
+// for pending messages, every sent one included.
+func outboxListSQL(d Dialect, st core.DeliveryStatus, where string) string {
+	from := "outbox"
+	switch st {
+	case core.DeliveryPending:
+		from += d.indexedBy("outbox_thread_pending")
+	case core.DeliveryDead:
+		from += d.indexedBy("outbox_dead")
+	}
+	return `SELECT ` + deliveryColumns + ` FROM ` + from + ` WHERE ` + where + ` ORDER BY seq LIMIT ?`
 }
 
-// outboxStatusWhere is OutboxList's status filter. For any status but
-// sent it adds the predicate of outbox_unsent (migration 0019), spelled as
-// the migrations do, so pending and dead messages are listed in queue order
-// from that index, never by walking the sent backlog (see runStatusWhere:
-// a parameter alone does not let the planner use a partial index). Sent
-// messages, the bulk of the table, are listed from the primary key.
+// outboxStatusWhere is OutboxList's status filter. For pending and dead
+// it adds the predicate of their partial index (outbox_pending, migration
+// 0016; outbox_dead, 0019), spelled as the migrations do, so those are
+// listed from the index, never by walking the sent backlog (see
+// runStatusWhere: a parameter alone does not let the planner use a partial
+// index). Sent messages, the bulk of the table, are listed from the
+// primary key.
 func outboxStatusWhere(st core.DeliveryStatus) string {
-	if st == core.DeliverySent {
-		return " AND status = ?"
+	switch st {
+	case core.DeliveryPending:
+		return " AND status = ? AND status = 'pending'"
+	case core.DeliveryDead:
+		return " AND status = ? AND status = 'dead'"
 	}
-	return " AND status = ? AND status <> 'sent'"
+	return " AND status = ?"
 }
 
 // OutboxRequeue implements core.OutboxStore: only a dead message can be
@@ -413,12 +427,12 @@ func ClaimStatements(d Dialect) (runs, outbox string) {
 // migrations 0016 and 0019. Their parameters are the status, then the
 // limit.
 func ListStatements(d Dialect, run core.RunStatus, delivery core.DeliveryStatus) (runs, outbox string) {
-	return d.Rebind(runListSQL("1 = 1" + runStatusWhere(run))), d.Rebind(outboxListSQL("1 = 1" + outboxStatusWhere(delivery)))
+	return d.Rebind(runListSQL("1 = 1" + runStatusWhere(run))), d.Rebind(outboxListSQL(d, delivery, "1 = 1"+outboxStatusWhere(delivery)))
 }
 
 // OverviewOutboxStatements returns Overview's dead-letter count, and its
 // per-channel backlog and dead-letter counts (parameter: the channel), as d
 // runs them, for the same tests.
 func OverviewOutboxStatements(d Dialect) (dead, backlog, channelDead string) {
-	return d.Rebind(overviewDeadSQL), d.Rebind(overviewBacklogSQL), d.Rebind(overviewChannelDeadSQL)
+	return d.Rebind(overviewDeadSQL), d.Rebind(overviewBacklogSQL), d.Rebind(overviewChannelDeadSQL(d))
 }

@@ -37,7 +37,7 @@ CREATE INDEX runs_status ON runs (status, seq) WHERE status NOT IN ('queued', 'r
 
 -- Superseded by outbox_pending (0016) for the claim; its other reader,
 -- Overview's per-channel backlog and dead letters, now reads outbox_pending
--- (0.36 ms for 2,000 pending) and outbox_unsent (0.11 ms).
+-- (0.36 ms for 2,000 pending) and outbox_dead.
 DROP INDEX outbox_claim;
 -- Superseded by outbox_thread_pending (0016) for the claim; the reads of a
 -- thread (ThreadMessages, OutboxCardRef's generic plan, OutboxStreamRef)
@@ -45,14 +45,20 @@ DROP INDEX outbox_claim;
 -- never chose outbox_thread.
 DROP INDEX outbox_thread;
 -- Held every sent message for the dead-letter count and OutboxList by
--- status; outbox_unsent holds only pending and dead ones. Dead letters
--- 0.16 ms (0.20 before), a page of dead or pending messages 0.03–0.04 ms
--- (a generic plan walked the primary key: 29 ms dead, 149 ms pending).
+-- status (a generic plan walked the primary key: 29 ms dead, 149 ms
+-- pending). Dead letters are read from outbox_dead, pending messages from
+-- outbox_pending (0016; few, sorted by seq after the read).
 DROP INDEX outbox_status;
--- One entry per message of the full path (while pending), not two; like
--- outbox_pending it collects the entries of messages since sent, which the
--- fixed autovacuum thresholds of 0016 keep few.
-CREATE INDEX outbox_unsent ON outbox (status, seq) WHERE status <> 'sent';
+-- Only dead letters: the full path never enters it. An index over every
+-- unsent row (status, seq) WHERE status <> 'sent' was tried first and is
+-- a trap: it matches the claim's status = 'pending' as well as
+-- outbox_pending does, and with statistics taken when nothing was pending
+-- (a large store, autovacuum busy elsewhere) the planner answered the
+-- claim's "older pending message in this thread?" from it with a join
+-- filter — every pending row per candidate. Measured on 1.1 M rows under
+-- the Slack load: the claim at 4.0 ms a call and the full path at 314
+-- replies/s instead of 600; outbox_dead cannot serve the claim.
+CREATE INDEX outbox_dead ON outbox (seq) WHERE status = 'dead';
 
 -- Kept, each needed by a read on a large store (measured without it):
 -- runs_created (Overview's runs of the last hour: 18 ms; a seq scan 128 ms;
@@ -64,3 +70,17 @@ CREATE INDEX outbox_unsent ON outbox (status, seq) WHERE status <> 'sent';
 -- outbox side is a seq scan of every message), outbox_card (OutboxCardRef,
 -- cards only), run_events_run and run_events_agent (RunEventList,
 -- AgentHistory).
+
+-- outbox_pending again, now only for rows with a channel (every row has
+-- one): the claim names a channel, so it still reads this index, but the
+-- claim's "older pending message in this thread?" — which names no
+-- channel — can no longer be answered from it, only from
+-- outbox_thread_pending (thread, seq). With both indexes over the same
+-- rows, statistics taken while nothing was pending (both estimated empty)
+-- made Postgres pick outbox_pending for that check, with the thread as a
+-- filter: every pending row read per candidate. Measured on 1.1 M rows
+-- under the Slack load: 4.0 ms a claim, the full path at 314 replies/s
+-- instead of 600. (TestOutboxClaimPlanWithStaleStatistics in
+-- store/postgres.)
+DROP INDEX outbox_pending;
+CREATE INDEX outbox_pending ON outbox (channel, seq) WHERE status = 'pending' AND channel IS NOT NULL;

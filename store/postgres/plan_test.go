@@ -1,0 +1,81 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/opsgate/opsgate/store/pgtest"
+	"github.com/opsgate/opsgate/store/sqlstore"
+)
+
+// TestOutboxClaimPlanWithStaleStatistics: statistics taken while nothing
+// was pending — a large store whose outbox autovacuum has not reached yet
+// — must not turn the claim's "older pending message in this thread?"
+// into a scan of every pending row. It did when an index over all unsent
+// rows existed (4 ms a claim at 1.1 M rows), and again, once only
+// outbox_thread_pending could answer it, as a join whose inner side read
+// that index whole for every candidate. The claim must read
+// outbox_pending, and look each candidate's thread up in
+// outbox_thread_pending, in the generic plan a prepared statement settles
+// on.
+func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	open(t, dsn) // migrated
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO outbox (id, channel, thread, kind, text, run_id, status, next_attempt_at, created_at, sent_at)
+		SELECT 'sent-' || x, 'slack', 'slack:T/C' || (x % 5000), 'reply', 'ok', 'r-' || x, 'sent', x, x, x
+		FROM generate_series(1, 50000) AS x`)
+	exec(`ANALYZE outbox`) // nothing pending: the stale statistics
+	exec(`INSERT INTO outbox (id, channel, thread, kind, text, run_id, status, next_attempt_at, created_at)
+		SELECT 'pend-' || x, 'slack', 'slack:T/P' || (x % 50), 'reply', 'ok', 'r-' || x, 'pending', 0, x
+		FROM generate_series(1, 2000) AS x`)
+
+	_, claim := sqlstore.ClaimStatements(sqlstore.PostgresDialect())
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 'o', 1, 16)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"outbox_pending", "outbox_thread_pending", "Index Cond: ((thread = m.thread)"} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("claim plan lacks %q (the thread check must look up the candidate's thread):\n%s", want, plan.String())
+		}
+	}
+}
