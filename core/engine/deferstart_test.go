@@ -85,10 +85,7 @@ func TestLongIdempotentCallIsRecordedWhileItRuns(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		due := make(chan time.Time)
 		h, log := setupDeferred(t, b, due)
-		gate := make(chan struct{})
-		h.fx.restart.mu.Lock()
-		h.fx.restart.gate, h.fx.restart.started = gate, make(chan string, 1)
-		h.fx.restart.mu.Unlock()
+		gate := h.fx.restart.hold(1)
 		rc := h.send("console:req", "console:l1", "restart api")
 		<-h.fx.restart.started
 		if run, _ := h.store.RunGet(context.Background(), rc.RunID); len(run.Steps) != 0 {
@@ -120,10 +117,7 @@ func TestCancelBeforeADeferredStartRecordCutsTheCall(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		due := make(chan time.Time)
 		h, _ := setupDeferred(t, b, due)
-		gate := make(chan struct{}) // never opened: only the cut ends the call
-		h.fx.restart.mu.Lock()
-		h.fx.restart.gate, h.fx.restart.started = gate, make(chan string, 1)
-		h.fx.restart.mu.Unlock()
+		h.fx.restart.hold(1) // the gate is never opened: only the cut ends the call
 		rc := h.send("console:req", "console:c1", "restart api")
 		<-h.fx.restart.started
 		if _, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:admin"}); err != nil {

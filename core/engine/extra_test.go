@@ -15,10 +15,7 @@ import (
 func TestCancelRunningRunIgnoresLateResult(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b)
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 1)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(1)
 		rc := h.send("console:req", "console:t1", "status api")
 		<-h.fx.status.started
 		run, err := h.eng.Cancel(context.Background(), rc.RunID, core.Actor{ID: "console:admin"})
@@ -147,10 +144,7 @@ type fakeStore struct{ core.Store }
 func TestLapsedLeaseNeverRunsTwice(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b)
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(10)
 		rc := h.send("console:req", "console:t1", "status api")
 		<-h.fx.status.started
 		for range 5 {

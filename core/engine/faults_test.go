@@ -324,10 +324,7 @@ func TestIntermediateResultAnswerLost(t *testing.T) {
 func TestStoreOutageRunNotKept(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h, fs := setupFaults(t, b)
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(10)
 		first := h.send("console:req", "console:same", "status api")
 		second := h.send("console:req", "console:same", "status web")
 		if got := <-h.fx.status.started; got != first.RunID {

@@ -140,6 +140,17 @@ func (r *recorder) Preview(ctx context.Context, c tools.Call) (string, error) {
 	return "would " + r.name + " " + fmt.Sprint(core.ArgsFromMap(c.Args)), nil
 }
 
+// hold makes every call wait until the returned gate is closed (or its
+// context ends), announcing its run id on r.started (buffered n) as it
+// begins.
+func (r *recorder) hold(n int) chan struct{} {
+	gate := make(chan struct{})
+	r.mu.Lock()
+	r.gate, r.started = gate, make(chan string, n)
+	r.mu.Unlock()
+	return gate
+}
+
 // callsFor returns the dispatches of one run.
 func (r *recorder) callsFor(runID string) []tools.Call {
 	r.mu.Lock()

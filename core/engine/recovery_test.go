@@ -100,10 +100,7 @@ func TestMidDispatchCrashIdempotentRedispatched(t *testing.T) {
 func TestRunsInOneThreadAreSequential(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b)
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(10)
 		first := h.send("console:req", "console:same", "status one")
 		second := h.send("console:req", "console:same", "status two")
 		if got := <-h.fx.status.started; got != first.RunID {
@@ -130,10 +127,7 @@ func TestRunsInDifferentThreadsOverlap(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b)
 		const n = 5
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, n)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(n)
 		var ids []string
 		for i := range n {
 			ids = append(ids, h.send("console:req", fmt.Sprintf("console:th%d", i), "status api").RunID)
@@ -159,10 +153,7 @@ func TestRunsInDifferentThreadsOverlap(t *testing.T) {
 func TestConcurrencyBound(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b, func(o *Options) { o.Concurrency = 2 })
-		gate := make(chan struct{})
-		h.fx.status.mu.Lock()
-		h.fx.status.gate, h.fx.status.started = gate, make(chan string, 10)
-		h.fx.status.mu.Unlock()
+		gate := h.fx.status.hold(10)
 		var ids []string
 		for i := range 4 {
 			ids = append(ids, h.send("console:req", fmt.Sprintf("console:c%d", i), "status api").RunID)

@@ -322,24 +322,34 @@ func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) erro
 	// Announced whether or not the run was waiting: a spurious wake-up
 	// costs a claimer one empty query.
 	t.notify(core.TopicRuns)
+	ev, card, err := decisionEffects(a, at)
+	if err != nil {
+		return err
+	}
+	if err := appendEvents(ctx, t, []core.RunEvent{ev}, a.RunID, at); err != nil {
+		return err
+	}
+	return insertOutbox(ctx, t, at, card)
+}
+
+// decisionEffects are what a final decision adds besides the requeue, on
+// either write path: the run's permission.decided event and the update of
+// the approval's card in its thread.
+func decisionEffects(a *approvals.Approval, at time.Time) (core.RunEvent, core.OutboxMessage, error) {
 	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
 	if err != nil {
-		return fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
-	}
-	if err := appendEvents(ctx, t, []core.RunEvent{{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}},
-		a.RunID, at); err != nil {
-		return err
+		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
 	}
 	thread, err := core.ParseThread(a.Thread)
 	if err != nil {
-		return fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 	}
 	id, err := uuid.NewV7()
 	if err != nil {
-		return fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
+		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
 	}
-	return insertOutbox(ctx, t, at, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate,
-		ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at})
+	return core.RunEvent{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at},
+		core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at}, nil
 }
 
 func derefTime(t *time.Time) time.Time {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -33,12 +34,8 @@ func appendAudit(ctx context.Context, t *tx, entries []approvals.AuditEntry) err
 		return nil
 	}
 	if t.d.DeferAuditSeal {
-		args := make([]any, 0, len(entries)*7)
-		for _, e := range entries {
-			args = append(args, micros(orNow(e.At)), e.Kind, e.Actor, e.RunID, e.ApprovalID, e.Tool, auditDetail(e.Detail))
-		}
-		if _, err := t.exec(ctx, `INSERT INTO audit_pending (at, kind, actor, run_id, approval_id, tool, detail)
-			VALUES `+valueRows(len(entries), 7), args...); err != nil {
+		q, args := pendingAuditInsert(entries)
+		if _, err := t.exec(ctx, q, args...); err != nil {
 			return fmt.Errorf("store: audit append: %w", err)
 		}
 		t.audited = true
@@ -94,6 +91,16 @@ func sealOnto(ctx context.Context, t *tx, entries []approvals.AuditEntry) error 
 		return fmt.Errorf("store: audit append: %w", err)
 	}
 	return nil
+}
+
+// pendingAuditInsert is the statement (? placeholders) and arguments that
+// add entries, unsealed, to audit_pending.
+func pendingAuditInsert(entries []approvals.AuditEntry) (string, []any) {
+	args := make([]any, 0, len(entries)*len(pendingCols))
+	for _, row := range auditRows(entries) {
+		args = append(args, row...)
+	}
+	return `INSERT INTO audit_pending (` + strings.Join(pendingCols, ", ") + `) VALUES ` + valueRows(len(entries), len(pendingCols)), args
 }
 
 func auditDetail(d json.RawMessage) any {

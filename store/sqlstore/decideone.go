@@ -3,12 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -76,17 +73,13 @@ func (v versionScanner) Scan(dest ...any) error {
 }
 
 // auditOne appends entries (pending, Dialect.DeferAuditSeal) in one
-// statement.
+// statement outside a transaction.
 func (s *Store) auditOne(ctx context.Context, entries []approvals.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	args := make([]any, 0, len(entries)*7)
-	for _, row := range auditRows(entries) {
-		args = append(args, row...)
-	}
-	if _, err := s.db.ExecContext(ctx, s.dialect.Rebind(`INSERT INTO audit_pending (at, kind, actor, run_id, approval_id, tool, detail)
-		VALUES `+valueRows(len(entries), 7)), args...); err != nil {
+	q, args := pendingAuditInsert(entries)
+	if _, err := s.db.ExecContext(ctx, s.dialect.Rebind(q), args...); err != nil {
 		return fmt.Errorf("store: audit append: %w", err)
 	}
 	s.afterCommit(&tx{audited: true})
@@ -151,25 +144,16 @@ func requeueFromDecision(b *stmtBuilder, a *approvals.Approval) error {
 		"status = CASE WHEN runs.status = "+waiting+" THEN "+queued+" ELSE runs.status END "+
 		"FROM g WHERE runs.id = g.run_id RETURNING runs.id)")
 	b.wake(core.TopicRuns, "")
-	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
+	ev, card, err := decisionEffects(a, at)
 	if err != nil {
-		return fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
+		return err
 	}
-	erows, runs := eventRows([]core.RunEvent{{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}}, a.RunID, at)
+	erows, runs := eventRows([]core.RunEvent{ev}, a.RunID, at)
 	b.insert("r", "run_events", eventCols, eventTypes, erows, "")
 	for _, id := range runs {
 		b.wake(core.TopicEvents, id)
 	}
-	thread, err := core.ParseThread(a.Thread)
-	if err != nil {
-		return fmt.Errorf("store: approval decide %s: %w", a.ID, err)
-	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
-	}
-	orows, err := outboxRows([]core.OutboxMessage{{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate,
-		ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at}}, at)
+	orows, err := outboxRows([]core.OutboxMessage{card}, at)
 	if err != nil {
 		return err
 	}

@@ -49,15 +49,9 @@ DROP INDEX outbox_thread;
 -- pending). Dead letters are read from outbox_dead, pending messages from
 -- outbox_pending (0016; few, sorted by seq after the read).
 DROP INDEX outbox_status;
--- Only dead letters: the full path never enters it. An index over every
--- unsent row (status, seq) WHERE status <> 'sent' was tried first and is
--- a trap: it matches the claim's status = 'pending' as well as
--- outbox_pending does, and with statistics taken when nothing was pending
--- (a large store, autovacuum busy elsewhere) the planner answered the
--- claim's "older pending message in this thread?" from it with a join
--- filter — every pending row per candidate. Measured on 1.1 M rows under
--- the Slack load: the claim at 4.0 ms a call and the full path at 314
--- replies/s instead of 600; outbox_dead cannot serve the claim.
+-- Only dead letters: the full path never enters it. Not an index over
+-- every unsent row: that one would also match the claim's pending rows,
+-- the trap described at outbox_pending below.
 CREATE INDEX outbox_dead ON outbox (seq) WHERE status = 'dead';
 
 -- Kept, each needed by a read on a large store (measured without it):
