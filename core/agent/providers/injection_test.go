@@ -68,7 +68,11 @@ func TestInjectionOnlyInsideBlocks(t *testing.T) {
 		t.Run(provider, func(t *testing.T) {
 			t.Parallel()
 			sc := srv.Script(t)
-			var m agent.Model
+			// err is the subtest's own: the two run in parallel.
+			var (
+				m   agent.Model
+				err error
+			)
 			if provider == "openai" {
 				m, err = openai.New(agent.ModelSpec{BaseURL: sc.OpenAIURL(), Model: "m"})
 			} else {
