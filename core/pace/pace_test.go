@@ -293,6 +293,35 @@ func TestIdleBucketsEvicted(t *testing.T) {
 	}
 }
 
+// TestDefaultIdleTTLBoundsMemory: with no IdleTTL configured, a platform's
+// conversations (every Slack thread in its own channel, say) cost memory
+// only while they were active in the last DefaultIdleTTL and a half, not
+// the ten minutes that let a sustained load hold 300,000 buckets.
+func TestDefaultIdleTTLBoundsMemory(t *testing.T) {
+	t.Parallel()
+	l, clk := setup(t, Spec{Conversation: &Rate{Every: time.Second, Burst: 3}})
+	for i := range 500 {
+		if err := l.Wait(context.Background(), Keys{Conversation: fmt.Sprint("old", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(DefaultIdleTTL / 2)
+	if err := l.Wait(context.Background(), Keys{Conversation: "recent"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Len(); got != 501 {
+		t.Fatalf("before the TTL: Len = %d, want 501 (nothing idle long enough)", got)
+	}
+	clk.Advance(DefaultIdleTTL)
+	if err := l.Wait(context.Background(), Keys{Conversation: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	// "old…" idle 1.5 TTL: gone; "recent" idle 1 TTL: gone too; "new" stays.
+	if got := l.Len(); got != 1 {
+		t.Fatalf("after 1.5 × DefaultIdleTTL: Len = %d, want 1", got)
+	}
+}
+
 func TestEvictionKeepsUnrefilledBucket(t *testing.T) {
 	t.Parallel()
 	l, clk := setup(t, Spec{Conversation: &Rate{Every: time.Hour, Burst: 1}, IdleTTL: time.Minute})
