@@ -141,8 +141,9 @@ type Limiter struct {
 // bucket with no pause or reset pending is evicted, and it comes back full.
 // The TTL only spares a busy conversation the churn of re-creating its
 // bucket, while memory is bounded by the conversations active in the last
-// TTL and a half: at 400 new Slack threads a second, ten minutes held
-// 300,000 buckets (60 MB); one minute holds 36,000.
+// TTL and a half: at 400 new Slack threads a second (about 225 bytes a
+// bucket), ten minutes would keep up to 360,000 buckets; one minute keeps
+// at most 36,000.
 const DefaultIdleTTL = time.Minute
 
 // New builds a Limiter from spec.
