@@ -74,7 +74,7 @@ func setupReal(t *testing.T) *realBundle {
 	status := &countingTool{}
 	eng, err := engine.New(engine.Options{
 		Store: st,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
 		},

@@ -624,7 +624,7 @@ func (e *Engine) putReceipt(ctx context.Context, c *core.AgentCall, actor core.A
 
 // agentAsk suspends a tool call for a human decision: the approval (and
 // its card, in the run's thread) with a pending receipt, in one change.
-func (e *Engine) agentAsk(ctx context.Context, tr *trustState, actor core.Actor, claimID string, c *core.AgentCall, run *core.Run, t *Tool, r *core.AgentReceipt, v approvals.Verdict) (*core.AgentReceipt, error) {
+func (e *Engine) agentAsk(ctx context.Context, tr *trustState, actor core.Actor, claimID string, c *core.AgentCall, run *core.Run, t *tools.Tool, r *core.AgentReceipt, v approvals.Verdict) (*core.AgentReceipt, error) {
 	preview := e.agentPreview(ctx, t, r)
 	now := e.now()
 	a := &approvals.Approval{
@@ -647,7 +647,7 @@ func (e *Engine) agentAsk(ctx context.Context, tr *trustState, actor core.Actor,
 	})
 }
 
-func (e *Engine) agentPreview(ctx context.Context, t *Tool, r *core.AgentReceipt) string {
+func (e *Engine) agentPreview(ctx context.Context, t *tools.Tool, r *core.AgentReceipt) string {
 	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
 	out, err := t.Runner.Preview(pctx, tools.Call{RunID: strings.SplitN(r.IdempotencyKey, "/", 2)[0], IdempotencyKey: r.IdempotencyKey + "/preview", Args: maps.Clone(r.Args)})
@@ -700,7 +700,7 @@ func (e *Engine) agentToolDecided(ctx context.Context, actor core.Actor, c *core
 // idempotency key) and after (the result). The call runs detached from
 // the agent's request: a client that gives up does not cut it short, and
 // the agent reads the outcome by polling the same toolCallId.
-func (e *Engine) agentDispatch(ctx context.Context, actor core.Actor, claimID string, c *core.AgentCall, t *Tool, r *core.AgentReceipt, a *approvals.Approval, audit ...approvals.AuditEntry) (*core.AgentReceipt, error) {
+func (e *Engine) agentDispatch(ctx context.Context, actor core.Actor, claimID string, c *core.AgentCall, t *tools.Tool, r *core.AgentReceipt, a *approvals.Approval, audit ...approvals.AuditEntry) (*core.AgentReceipt, error) {
 	if err := e.markAlive(ctx); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // Agent runs (issue 12): free text that matches no flow goes to the default
@@ -122,19 +123,10 @@ func (e *Engine) Agents() []AgentInfo {
 	return out
 }
 
-// ToolLister is the optional capability of a ToolLookup that can list the
-// tools it offers now (core/upstream's registry): an agent's tools globs
-// then cover them too ("github.*"), as they are at each model turn. Tools
-// waits, bounded by ctx, for sources still making their first connection,
-// so a turn right after a start does not see an empty toolbox.
-type ToolLister interface {
-	Tools(ctx context.Context) []*Tool
-}
-
 // toolbox is the toolbox of agent a over the static tools and extra (the
 // lister's tools now), each matched against a's globs.
-func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
-	byName := map[string]*Tool{}
+func (e *Engine) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
+	byName := map[string]*tools.Tool{}
 	for name, t := range e.tools {
 		byName[name] = t
 	}
@@ -164,7 +156,7 @@ func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
 // turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
 // Options.Lookup lists tools, one over the tools it offers now.
 func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
-	tl, ok := ax.e.opts.Lookup.(ToolLister)
+	tl, ok := ax.e.opts.Lookup.(tools.ToolLister)
 	if !ok {
 		return ax.ag.tb
 	}
@@ -578,7 +570,7 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 }
 
 // ask is the suspend of one agent call: the model's reason goes on the card.
-func (ax *agentExec) ask(call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict) ask {
+func (ax *agentExec) ask(call llm.Call, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict) ask {
 	reason := call.Reason
 	if reason == "" {
 		reason = ax.run.Reason
@@ -631,7 +623,7 @@ func (ax *agentExec) unattended() string {
 
 // unanswerable records a call that needed an approval nobody could give:
 // it is denied at once, audited, and the model told to go on without it.
-func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, why string) (bool, error) {
+func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *tools.Tool, idx int, args map[string]any, why string) (bool, error) {
 	now := ax.e.now()
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: "nobody could approve: " + why, FinishedAt: &now}
 	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, "", t.Name, map[string]any{"why": "no approver: " + why, "args": args})
@@ -640,7 +632,7 @@ func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *Tool, i
 
 // denied records a call a rule denied; the model is told which rule and
 // the run goes on.
-func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) (bool, error) {
+func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) (bool, error) {
 	now := ax.e.now()
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID, FinishedAt: &now}
 	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
@@ -649,7 +641,7 @@ func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *Tool, idx int
 
 // dispatchCall runs the call through the flow steps' dispatch and commits
 // its result for the model with the finished step.
-func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
+func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
 	ax.callID = call.ID
 	done, res, runErr, finished, err := ax.call(ctx, t, st, a, audit...)
 	ax.callID = ""
@@ -685,7 +677,7 @@ func toolSource(name string) string {
 }
 
 // resumeCall continues a call whose approval was decided or expired.
-func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
+func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step) (bool, error) {
 	e := ax.e
 	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
 	if err != nil {
@@ -725,7 +717,7 @@ func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *Tool, st 
 // recoverCall settles a call found dispatching after a crash: an idempotent
 // tool runs again with the same key; otherwise the run is interrupted, the
 // thread told, and the model gets "outcome unknown" on the next turn.
-func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
+func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step) (bool, error) {
 	e := ax.e
 	if t.Idempotent {
 		next := *st

@@ -16,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/agent/providers"
+	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -649,10 +650,10 @@ func TestAgentTurnEventsAndAgentList(t *testing.T) {
 // MCP registry.
 type listedTools struct{ *dynamicTools }
 
-func (l listedTools) Tools(context.Context) []*Tool {
+func (l listedTools) Tools(context.Context) []*tools.Tool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*Tool
+	var out []*tools.Tool
 	for _, t := range l.tools {
 		out = append(out, t)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // Decide applies an approver's decision to an approval: the one path every
@@ -66,7 +67,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.
 			t, err := e.lookupTool(ctx, a.Tool)
-			if errors.Is(err, ErrUnknownTool) {
+			if errors.Is(err, tools.ErrUnknownTool) {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
 			}
 			if err != nil {
@@ -88,7 +89,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 // (an exec value that would read as an option, an http value that would
 // walk the URL path) refuses what the runner would refuse, before anyone
 // is asked to approve it.
-func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
+func applySchema(t *tools.Tool, args map[string]any) (map[string]any, error) {
 	args = approvals.CleanArgs(args)
 	if t.Schema != nil {
 		var err error
@@ -277,7 +278,7 @@ var _ core.CardSource = (*Engine)(nil)
 
 // ToolInputSchema returns the input schema of the tool named name as it
 // is now (what an edit of its arguments is validated against), as JSON
-// values; an error wrapping ErrUnknownTool when there is no such tool.
+// values; an error wrapping tools.ErrUnknownTool when there is no such tool.
 func (e *Engine) ToolInputSchema(ctx context.Context, name string) (map[string]any, error) {
 	t, err := e.lookupTool(ctx, name)
 	if err != nil {

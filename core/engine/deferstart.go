@@ -27,7 +27,7 @@ const startRecordDelay = 50 * time.Millisecond
 // only for an idempotent flow step (an agent's call commits its own
 // bookkeeping with the start), not for a decided call (its executed
 // arguments are recorded with the start) nor one whose start is audited.
-func (x *execution) mayDeferStart(t *Tool, a *approvals.Approval, audit []approvals.AuditEntry) bool {
+func (x *execution) mayDeferStart(t *tools.Tool, a *approvals.Approval, audit []approvals.AuditEntry) bool {
 	return t.Idempotent && x.callID == "" && a == nil && len(audit) == 0
 }
 
@@ -36,7 +36,7 @@ func (x *execution) mayDeferStart(t *Tool, a *approvals.Approval, audit []approv
 // first and started was not written (the caller commits it with the
 // result). A start checkpoint that fails cuts the call and returns the
 // error, as a failed start checkpoint does before a call.
-func (x *execution) runDeferringStart(ctx context.Context, t *Tool, call tools.Call, started core.Checkpoint) (deferred bool, res tools.Result, runErr, err error) {
+func (x *execution) runDeferringStart(ctx context.Context, t *tools.Tool, call tools.Call, started core.Checkpoint) (deferred bool, res tools.Result, runErr, err error) {
 	callCtx, cut := context.WithCancel(ctx)
 	defer cut()
 	type outcome struct {

@@ -161,7 +161,7 @@ func (x *execution) bind(ctx context.Context, cs compiledStep, st *core.Step) (c
 	}
 	x.log.Warn("tool unavailable", "tool", cs.name, "err", err)
 	if st != nil && st.Status == core.StepDispatching {
-		_, err := x.recover(ctx, compiledStep{name: cs.name, tool: &Tool{Name: cs.name}}, st)
+		_, err := x.recover(ctx, compiledStep{name: cs.name, tool: &tools.Tool{Name: cs.name}}, st)
 		return cs, err
 	}
 	msg := fmt.Sprintf("tool %s is unavailable: %v", cs.name, err)
@@ -172,13 +172,13 @@ func (x *execution) bind(ctx context.Context, cs compiledStep, st *core.Step) (c
 	return cs, x.end(ctx, failed, core.RunFailed, "tool_unavailable", msg, "❌ "+msg+"; it did not run.")
 }
 
-func toolInfo(t *Tool) approvals.ToolInfo {
+func toolInfo(t *tools.Tool) approvals.ToolInfo {
 	return approvals.ToolInfo{Name: t.Name, Risk: t.Risk, Destructive: t.Destructive}
 }
 
 // deny ends the run: the tool never runs and the thread is told which rule
 // refused it.
-func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) error {
+func (x *execution) deny(ctx context.Context, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) error {
 	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID}
 	audit := x.e.audit(approvals.AuditPolicyDenied, "system", x.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
 	text := fmt.Sprintf("⛔ %s was denied by policy (%s); it did not run.", t.Name, v.Why)
@@ -187,14 +187,14 @@ func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]
 
 // suspend records the ask in ONE checkpoint: the approval, the step and
 // run waiting for it, the card in the outbox, the audit entry.
-func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
+func (x *execution) suspend(ctx context.Context, tr *trustState, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict) error {
 	return x.suspendCall(ctx, tr, t, idx, args, v, x.run.Reason, nil)
 }
 
 // ask is one gated call to suspend: a flow step, or one call of an agent's
 // turn (with the model's reason and extra permission.requested fields).
 type ask struct {
-	tool   *Tool
+	tool   *tools.Tool
 	idx    int
 	args   map[string]any
 	v      approvals.Verdict
@@ -205,7 +205,7 @@ type ask struct {
 // suspendCall is suspend with the reason shown on the card (a flow's
 // request text, or the model's one-line reason for an agent's call) and
 // extra fields for the permission.requested event.
-func (x *execution) suspendCall(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict, reason string, extra map[string]any) error {
+func (x *execution) suspendCall(ctx context.Context, tr *trustState, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict, reason string, extra map[string]any) error {
 	return x.suspendAsks(ctx, tr, []ask{{tool: t, idx: idx, args: args, v: v, reason: reason, extra: extra}})
 }
 
@@ -254,7 +254,7 @@ func (x *execution) suspendAsks(ctx context.Context, tr *trustState, asks []ask)
 
 // preview runs the tool's dry run, bounded in time and size. A failure is
 // shown on the card rather than blocking the ask.
-func (x *execution) preview(ctx context.Context, t *Tool, idx int, args map[string]any) string {
+func (x *execution) preview(ctx context.Context, t *tools.Tool, idx int, args map[string]any) string {
 	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
 	out, err := t.Runner.Preview(pctx, tools.Call{RunID: x.run.ID, IdempotencyKey: idempotencyKey(x.run.ID, idx) + "/preview", Args: maps.Clone(args)})
@@ -335,7 +335,7 @@ func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step)
 // dispatch calls the tool, recorded before (dispatching, with its
 // idempotency key) and after (the result), so a crash in between is seen;
 // a quick idempotent call has both in one record (deferstart.go).
-func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
+func (x *execution) dispatch(ctx context.Context, t *tools.Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
 	done, res, runErr, _, err := x.call(ctx, t, st, a, audit...)
 	if err != nil {
 		return false, err
@@ -367,7 +367,7 @@ func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *app
 // tool.finished event (queued in x.events). A non-nil err means the
 // execution stops: the run was cancelled before the call (recorded), or
 // a shutdown cut the call.
-func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (done core.Step, res tools.Result, runErr error, finished core.RunEvent, err error) {
+func (x *execution) call(ctx context.Context, t *tools.Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (done core.Step, res tools.Result, runErr error, finished core.RunEvent, err error) {
 	e := x.e
 	now := e.now()
 	st.Tool, st.Status = t.Name, core.StepDispatching
