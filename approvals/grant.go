@@ -27,13 +27,19 @@ const DefaultSessionTTL = time.Hour
 // needs a quorum above 1, nor a high_impact tool unless the policy says so
 // (Policy.ForeverHighImpact).
 //
+// Both are bound to the policy rule that asked (RuleKey: an edited or
+// replaced rule ends them) and are only as good as their granter: a grant
+// covers a call only while its Actor may still decide it under the live
+// configuration (Call.Eligible), and never when its Actor is an agent.
+//
 // Neither ever lets a denied call through: grants are consulted only when
 // the policy asks.
 type Grant struct {
 	ID    string `json:"id"`
 	Scope Scope  `json:"scope"`
 	Tool  string `json:"tool"`
-	// Thread, Requester and RuleKey bind a session grant.
+	// Thread and Requester bind a session grant; RuleKey binds both kinds
+	// to the rule that asked.
 	Thread    string `json:"thread,omitempty"`
 	Requester string `json:"requester,omitempty"`
 	RuleKey   string `json:"rule,omitempty"`
@@ -71,6 +77,10 @@ type Call struct {
 	Requester string
 	Args      map[string]any
 	Verdict   Verdict
+	// Eligible is who may decide the call now: the live verdict's
+	// approvers expanded through the live directory. A grant covers the
+	// call only while its granter is among them.
+	Eligible []string
 }
 
 // Covers reports whether g lets call run without asking at now. A call the
@@ -80,9 +90,15 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 	if !g.Active(now) || c.Verdict.Effect != EffectAsk || g.Tool != c.Tool || max(c.Verdict.Quorum, 1) != 1 {
 		return false
 	}
+	// Bound to the rule that asked, and only as good as the granter's say
+	// over the call now. A grant stored before grants named their rule
+	// (RuleKey "") is bound to nothing and covers nothing.
+	if g.RuleKey == "" || g.RuleKey != c.Verdict.RuleKey || IsAgent(g.Actor) || !slices.Contains(c.Eligible, g.Actor) {
+		return false
+	}
 	switch g.Scope {
 	case ScopeSession:
-		return c.Risk != RiskHighImpact && g.Thread == c.Thread && g.Requester == c.Requester && g.RuleKey == c.Verdict.RuleKey
+		return c.Risk != RiskHighImpact && g.Thread == c.Thread && g.Requester == c.Requester
 	case ScopeForever:
 		if c.Risk == RiskHighImpact && !foreverHighImpact {
 			return false

@@ -63,6 +63,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		Eligible:          tr.dir.Expand(a.Approvers),
 		SessionTTL:        tr.sessionTTL,
 		ForeverHighImpact: tr.policy.ForeverHighImpact,
+		PolicyVersion:     tr.policyVersion,
 		Validate: func(args map[string]any) (map[string]any, error) {
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.

@@ -44,9 +44,11 @@ type Requesters struct {
 
 // trustState is a Trust compiled for use: the directory built once.
 type trustState struct {
-	policy     *approvals.Policy
-	dir        *approvals.Directory
-	requesters map[string]Requesters
+	policy *approvals.Policy
+	// policyVersion is policy.Version(), computed once per reload.
+	policyVersion string
+	dir           *approvals.Directory
+	requesters    map[string]Requesters
 	// groups are the approver groups as reloaded; who may answer a question
 	// is judged against them at answer time, like a decision.
 	groups     map[string][]string
@@ -62,7 +64,7 @@ func newTrustState(t Trust) *trustState {
 	if ttl <= 0 {
 		ttl = approvals.DefaultSessionTTL
 	}
-	return &trustState{policy: p, dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
+	return &trustState{policy: p, policyVersion: p.Version(), dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
 }
 
 // trust returns the current trust configuration.
@@ -114,6 +116,7 @@ const maxGrantScan = 1000
 // grantFor returns an active grant covering the call, or nil.
 func (e *Engine) grantFor(ctx context.Context, tr *trustState, c approvals.Call) (*approvals.Grant, error) {
 	now := e.now()
+	c.Eligible = tr.dir.Expand(c.Verdict.Approvers)
 	p := approvals.GrantListParams{Tool: c.Tool, ActiveAt: now, Limit: 200}
 	for seen := 0; seen < maxGrantScan; {
 		gs, next, err := e.store.GrantList(ctx, p)
