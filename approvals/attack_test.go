@@ -182,7 +182,7 @@ func TestForeverGrant(t *testing.T) {
 	r.Scope = ScopeForever
 	out := Decide(a, r, testEnv(t))
 	if out.Err != nil || out.Grant == nil || out.Grant.Scope != ScopeForever || out.Grant.ExpiresAt != nil ||
-		!sameArgs(out.Grant.Args, a.ProposedArgs) {
+		!SameArgs(out.Grant.Args, a.ProposedArgs) {
 		t.Fatalf("forever grant = %+v, %v", out.Grant, out.Err)
 	}
 	g := out.Grant

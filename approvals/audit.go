@@ -54,6 +54,18 @@ func (k AuditKind) Valid() bool {
 	return false
 }
 
+// NewAuditEntry builds an entry stamped at; detail is encoded as JSON (an
+// unencodable detail is left out). The store seals it into the chain.
+func NewAuditEntry(at time.Time, kind AuditKind, actor, runID, approvalID, tool string, detail any) AuditEntry {
+	ae := AuditEntry{At: at, Kind: kind, Actor: actor, RunID: runID, ApprovalID: approvalID, Tool: tool}
+	if detail != nil {
+		if b, err := json.Marshal(detail); err == nil {
+			ae.Detail = b
+		}
+	}
+	return ae
+}
+
 // AuditEntry is one line of the append-only decision log. Each entry
 // carries the hash of the previous one, so altering a row, or deleting one
 // before the newest, breaks the chain at the next row and `opsgate audit

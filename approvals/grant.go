@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -106,7 +105,7 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 		if g.Pattern != nil {
 			return PatternMatches(g.Pattern, c.Args)
 		}
-		return sameArgs(g.Args, c.Args)
+		return SameArgs(g.Args, c.Args)
 	}
 	return false
 }
@@ -128,24 +127,11 @@ func PatternMatches(pattern map[string]string, args map[string]any) bool {
 	return true
 }
 
-// sameArgs compares argument objects by their JSON values, so 2 and 2.0
-// (as a schema may produce either) are the same argument.
-func sameArgs(a, b map[string]any) bool {
-	norm := func(m map[string]any) any {
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return nil
-		}
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			return nil
-		}
-		if v == nil {
-			return map[string]any{}
-		}
-		return v
-	}
-	return reflect.DeepEqual(norm(a), norm(b))
+// SameArgs compares argument objects by their JSON values (CanonicalArgs),
+// so 2 and 2.0 (as a schema may produce either) are the same argument and
+// no arguments are the empty object.
+func SameArgs(a, b map[string]any) bool {
+	return reflect.DeepEqual(CanonicalArgs(a), CanonicalArgs(b))
 }
 
 // grantProblem says why scope cannot be granted on the approval's final

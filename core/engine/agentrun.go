@@ -14,6 +14,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -497,117 +498,49 @@ func (ax *agentExec) result(ctx context.Context, call llm.Call, o llm.Outcome, s
 }
 
 // handleCall takes the next unanswered call of the stored model turn
-// through the gate; later are the turn's calls after it, which are gated
-// with it when it suspends so one card holds every call that waits.
+// through the gate (core/gate); later are the turn's calls after it,
+// which wait on the same card when it suspends, so one card holds every
+// call that waits.
 func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCall) (bool, error) {
-	e := ax.e
-	call, idx, admitted := tc.call, tc.idx, tc.admitted
-	now := e.now()
-	failed := func(msg string) *core.Step {
-		return &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: msg, FinishedAt: &now}
-	}
-	if !admitted {
+	call, idx := tc.call, tc.idx
+	if !tc.admitted {
 		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeStepLimit, MaxSteps: agentSteps(ax.ag).Limit()}, nil)
 	}
 	if call.Problem != "" {
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid}, failed(call.Problem))
+		now := ax.e.now()
+		st := &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: call.Problem, FinishedAt: &now}
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid}, st)
 	}
 	if call.Tool == llm.AskUserTool {
 		return ax.askUser(ctx, call, idx)
 	}
-	t, err := e.lookupTool(ctx, call.Tool)
-	if err != nil {
-		if ctx.Err() != nil {
-			return true, errShutdown
-		}
-		problem := fmt.Sprintf("the tool %s is unavailable (%v)", call.Tool, err)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(problem))
-	}
-	if st := ax.stepAt(idx); st != nil {
-		switch st.Status {
-		case core.StepWaitingApproval:
-			return ax.resumeCall(ctx, call, t, st)
-		case core.StepDispatching:
-			return ax.recoverCall(ctx, call, t, st)
-		}
+	st := ax.stepAt(idx)
+	if st != nil && st.Status != core.StepWaitingApproval && st.Status != core.StepDispatching {
 		// A step already settled whose result is missing cannot be
 		// committed apart from its result; treat it as unknown.
 		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInterrupted}, nil)
 	}
-	args, err := applySchema(t, call.Args)
-	if err != nil {
-		problem := fmt.Sprintf("the arguments are invalid for %s: %v; call it again with arguments its schema accepts", t.Name, err)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(err.Error()))
-	}
-	tr := e.trust()
-	v := tr.policy.Evaluate(toolInfo(t), args)
-	switch v.Effect {
-	case approvals.EffectDeny:
-		return ax.denied(ctx, call, t, idx, args, v, "")
-	case approvals.EffectAsk:
-		g, err := e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
-			Requester: ax.run.Requester, Args: args, Verdict: v})
-		if err != nil {
-			return true, fmt.Errorf("find grant: %w", err)
+	rec := &agentRecord{stepRecord: stepRecord{x: ax.execution, idx: idx, name: call.Tool, base: st}, ax: ax, llm: call}
+	c := ax.gateCall(rec.stepRecord, call)
+	for _, lc := range later {
+		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && ax.stepAt(lc.idx) == nil {
+			c.Later = append(c.Later, ax.gateCall(stepRecord{x: ax.execution, idx: lc.idx, name: lc.call.Tool}, lc.call))
 		}
-		if g == nil {
-			if why := ax.unattended(); why != "" {
-				return ax.unanswerable(ctx, call, t, idx, args, why)
-			}
-			asks := []ask{ax.ask(call, t, idx, args, v)}
-			for _, lc := range later {
-				if q, ok := ax.preGate(ctx, tr, lc); ok {
-					asks = append(asks, q)
-				}
-			}
-			return true, ax.suspendAsks(ctx, tr, asks)
-		}
-		audit := e.audit(approvals.AuditGrantApplied, g.Actor, ax.run.ID, g.ApprovalID, t.Name, map[string]any{
-			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": ax.run.Requester})
-		return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil, audit)
 	}
-	return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil)
+	if _, err := ax.e.gate.Pass(ctx, c, rec); err != nil {
+		return true, err
+	}
+	return rec.done, nil
 }
 
-// ask is the suspend of one agent call: the model's reason goes on the card.
-func (ax *agentExec) ask(call llm.Call, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict) ask {
-	reason := call.Reason
-	if reason == "" {
-		reason = ax.run.Reason
-	}
-	return ask{tool: t, idx: idx, args: args, v: v, reason: reason, extra: map[string]any{
-		"reason": call.Reason, "tool_call_id": call.ID, "agent": ax.ag.Name,
-	}}
-}
-
-// preGate gates a later call of the turn ahead of its time, so it waits on
-// the same card: only a call the gate would ask about now (valid, admitted,
-// no grant covering it) is returned. Everything else is left to be gated
-// in its turn, after the calls before it ran; a call pre-gated here is
-// still re-checked against deny rules when it is reached.
-func (ax *agentExec) preGate(ctx context.Context, tr *trustState, lc turnCall) (ask, bool) {
-	c := lc.call
-	if !lc.admitted || c.Problem != "" || c.Tool == llm.AskUserTool || ax.stepAt(lc.idx) != nil || ax.unattended() != "" {
-		return ask{}, false
-	}
-	t, err := ax.e.lookupTool(ctx, c.Tool)
-	if err != nil {
-		return ask{}, false
-	}
-	args, err := applySchema(t, c.Args)
-	if err != nil {
-		return ask{}, false
-	}
-	v := tr.policy.Evaluate(toolInfo(t), args)
-	if v.Effect != approvals.EffectAsk {
-		return ask{}, false
-	}
-	g, err := ax.e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
-		Requester: ax.run.Requester, Args: args, Verdict: v})
-	if err != nil || g != nil {
-		return ask{}, false
-	}
-	return ax.ask(c, t, lc.idx, args, v), true
+// gateCall is the gate.Call of one call of the model: its one-line reason
+// is required (issue 26: a call that needs approval without one goes back
+// to the model), and an Agent API session nobody attends has no approver.
+func (ax *agentExec) gateCall(r stepRecord, call llm.Call) gate.Call {
+	c := r.call(call.Args, call.Reason)
+	c.RequireReason, c.NoApprover = true, ax.unattended()
+	c.Tags = map[string]any{"tool_call_id": call.ID, "agent": ax.ag.Name}
+	return c
 }
 
 // unattended says why nobody can answer an approval of this turn, or "":
@@ -621,50 +554,87 @@ func (ax *agentExec) unattended() string {
 	return "nobody holds the app's event stream to answer it"
 }
 
-// unanswerable records a call that needed an approval nobody could give:
-// it is denied at once, audited, and the model told to go on without it.
-func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *tools.Tool, idx int, args map[string]any, why string) (bool, error) {
-	now := ax.e.now()
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: "nobody could approve: " + why, FinishedAt: &now}
-	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, "", t.Name, map[string]any{"why": "no approver: " + why, "args": args})
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, st, audit)
+// agentRecord is the gate.Record of one call of the model: every outcome
+// becomes the call's step and its tool result for the model, committed
+// together; an interrupted call ends the run.
+type agentRecord struct {
+	stepRecord
+	ax  *agentExec
+	llm llm.Call
+	// done reports, once settled, that the execution ends (suspended,
+	// waiting, interrupted or stopped).
+	done bool
 }
 
-// denied records a call a rule denied; the model is told which rule and
-// the run goes on.
-func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *tools.Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) (bool, error) {
-	now := ax.e.now()
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID, FinishedAt: &now}
-	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeDenied, Rule: v.Why}, st, audit)
+// Settle implements gate.Record.
+func (r *agentRecord) Settle(ctx context.Context, o *gate.Outcome) error {
+	ax, call := r.ax, r.llm
+	tool := call.Tool
+	result := func(out llm.Outcome, st *core.Step, audit ...approvals.AuditEntry) error {
+		_, err := ax.result(ctx, call, out, st, audit...)
+		return err
+	}
+	switch o.Kind {
+	case gate.Ran:
+		return r.ran(ctx, o)
+	case gate.StartRefused:
+		r.done = true
+		return r.startRefused(ctx, o)
+	case gate.Waiting:
+		r.done = true
+		return ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
+	case gate.Denied:
+		return result(llm.Outcome{Kind: llm.OutcomeDenied, Rule: o.Verdict.Why}, r.ended(o, core.StepDenied, o.Verdict.Why), o.Audit...)
+	case gate.Invalid:
+		problem := fmt.Sprintf("the arguments are invalid for %s: %v; call it again with arguments its schema accepts", tool, o.Err)
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, o.Err.Error()))
+	case gate.Unavailable:
+		problem := fmt.Sprintf("the tool %s is unavailable (%v)", tool, o.Err)
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, problem))
+	case gate.NeedsReason:
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: o.Problem}, r.ended(o, core.StepFailed, o.Problem))
+	case gate.NoApprover, gate.Released:
+		return result(llm.Outcome{Kind: llm.OutcomeNoApprover, Why: o.Problem}, r.ended(o, core.StepDenied, "nobody could approve: "+o.Problem), o.Audit...)
+	case gate.Rejected:
+		st := r.ended(o, core.StepRejected, "")
+		st.Output = feedback(o.Approval)
+		return result(llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(o.Approval.Winners(), ""), Feedback: st.Output}, st)
+	case gate.Expired:
+		a := o.Approval
+		return result(llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, r.ended(o, core.StepFailed, "approval expired"))
+	case gate.Refused:
+		problem := "it was approved but the gate refused to run it: " + o.Problem
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, o.Problem), o.Audit...)
+	case gate.Interrupted:
+		r.done = true
+		st := r.ended(o, core.StepInterrupted, o.Problem)
+		r.keepDispatch(st)
+		ax.events = append(ax.events, ax.message(llm.Outcome{Kind: llm.OutcomeInterrupted}.Result(call, o.At)))
+		text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", ax.run.ID, markdown.Escape(tool))
+		return ax.end(ctx, st, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, o.Audit...)
+	}
+	return fmt.Errorf("engine: an agent's call cannot settle a %s call", o.Kind)
 }
 
-// dispatchCall runs the call through the flow steps' dispatch and commits
-// its result for the model with the finished step.
-func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
-	ax.callID = call.ID
-	done, res, runErr, finished, err := ax.call(ctx, t, st, a, audit...)
-	ax.callID = ""
-	if err != nil {
-		return true, err
+// ran commits the result of a call that ran, for the model, with its step.
+func (r *agentRecord) ran(ctx context.Context, o *gate.Outcome) error {
+	ax := r.ax
+	done := r.finished(o)
+	out := llm.Outcome{Kind: llm.OutcomeRan, Output: o.Result.Output, Source: toolSource(o.Tool.Name)}
+	if o.RunErr != nil {
+		out.Error = o.RunErr.Error()
 	}
-	o := llm.Outcome{Kind: llm.OutcomeRan, Output: res.Output, Source: toolSource(t.Name)}
-	done.Status = core.StepSucceeded
-	if runErr != nil {
-		done.Status, done.Error = core.StepFailed, runErr.Error()
-		o.Error = runErr.Error()
-	}
-	if a != nil {
-		o.By = joinOr(a.Winners(), "")
+	if a := o.Approval; a != nil {
+		out.By = joinOr(a.Winners(), "")
 		if a.Status == approvals.StatusEdited {
-			o.Kind, o.Args = llm.OutcomeEdited, done.Args
+			out.Kind, out.Args = llm.OutcomeEdited, done.Args
 		}
 	}
-	msg := o.Result(call, ax.e.now())
-	if err := ax.commit(ctx, core.Checkpoint{Step: &done}, msg); err != nil {
-		return true, ax.settleCancelled(ctx, err, &done, finished)
+	if err := ax.commit(ctx, core.Checkpoint{Step: &done}, out.Result(r.llm, ax.e.now())); err != nil {
+		r.done = true
+		return ax.settleCancelled(ctx, err, &done, o.Events...)
 	}
-	return false, nil
+	return nil
 }
 
 // toolSource labels a tool's output for the model: upstream MCP tools
@@ -674,62 +644,4 @@ func toolSource(name string) string {
 		return "mcp:" + name
 	}
 	return "tool:" + name
-}
-
-// resumeCall continues a call whose approval was decided or expired.
-func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step) (bool, error) {
-	e := ax.e
-	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
-	if err != nil {
-		return true, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
-	}
-	now := e.now()
-	next := *st
-	next.FinishedAt = &now
-	switch a.Status {
-	case approvals.StatusPending:
-		return true, ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
-	case approvals.StatusApproved, approvals.StatusEdited:
-		args := a.ApprovedArgs
-		if args == nil {
-			args = a.ProposedArgs
-		}
-		if v := e.trust().policy.Evaluate(toolInfo(t), args); v.Effect == approvals.EffectDeny {
-			return ax.denied(ctx, call, t, st.Index, args, v, a.ID)
-		}
-		d := *st
-		d.Args = args
-		return ax.dispatchCall(ctx, call, t, &d, a)
-	case approvals.StatusRejected:
-		next.Status, next.Output = core.StepRejected, feedback(a)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(a.Winners(), ""), Feedback: feedback(a)}, &next)
-	case approvals.StatusExpired:
-		if why, ok := a.Released(); ok {
-			next.Status, next.Error = core.StepDenied, "nobody could approve: "+why
-			return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, &next)
-		}
-		next.Status, next.Error = core.StepFailed, "approval expired"
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, &next)
-	}
-	return true, fmt.Errorf("approval %s has unknown status %q", a.ID, a.Status)
-}
-
-// recoverCall settles a call found dispatching after a crash: an idempotent
-// tool runs again with the same key; otherwise the run is interrupted, the
-// thread told, and the model gets "outcome unknown" on the next turn.
-func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *tools.Tool, st *core.Step) (bool, error) {
-	e := ax.e
-	if t.Idempotent {
-		next := *st
-		return ax.dispatchCall(ctx, call, t, &next, nil,
-			e.audit(approvals.AuditRunRedispatched, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
-	}
-	now := e.now()
-	next := *st
-	next.Status, next.Error, next.FinishedAt = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running", &now
-	msg := llm.Outcome{Kind: llm.OutcomeInterrupted}.Result(call, now)
-	ax.events = append(ax.events, ax.message(msg))
-	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", ax.run.ID, markdown.Escape(t.Name))
-	audit := e.audit(approvals.AuditRunInterrupted, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
-	return true, ax.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -74,7 +74,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 			if err != nil {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is unavailable: %v", a.Tool, err)}
 			}
-			return applySchema(t, args)
+			return gate.Validate(t, args)
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
@@ -82,36 +82,6 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 			return v, tr.dir.Expand(v.Approvers)
 		},
 	}
-}
-
-// applySchema cleans path-like values (so the schema, the policy, the card
-// and the tool all see one form), fills defaults and validates; a tool
-// without a schema takes any object. Then the tool's own argument check
-// (an exec value that would read as an option, an http value that would
-// walk the URL path) refuses what the runner would refuse, before anyone
-// is asked to approve it.
-func applySchema(t *tools.Tool, args map[string]any) (map[string]any, error) {
-	args = approvals.CleanArgs(args)
-	if t.Schema != nil {
-		var err error
-		if args, err = t.Schema.Apply(args); err != nil {
-			return nil, err
-		}
-	} else {
-		args = maps.Clone(args)
-	}
-	if c, ok := t.Runner.(argChecker); ok {
-		if err := c.CheckArgs(args); err != nil {
-			return nil, &approvals.ValidationError{Message: err.Error()}
-		}
-	}
-	return args, nil
-}
-
-// argChecker is implemented by runners that refuse some argument values
-// whatever the schema says (core/tools Exec and HTTP).
-type argChecker interface {
-	CheckArgs(args map[string]any) error
 }
 
 // decisionError maps the store's and approvals' refusals to the one error

@@ -27,6 +27,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -123,8 +124,8 @@ type Options struct {
 	// Registerer, when set, receives the engine's metrics.
 	Registerer prometheus.Registerer
 
-	// startRecordDue, when set (tests), replaces the startRecordDelay
-	// timer of a deferred start record (deferstart.go).
+	// startRecordDue, when set (tests), replaces the delay of a deferred
+	// start record (core/gate).
 	startRecordDue func() <-chan time.Time
 }
 
@@ -157,8 +158,10 @@ type Engine struct {
 	router *router.Router
 	flows  map[string]*compiledFlow
 	tools  tools.Static
-	log    *slog.Logger
-	m      *metrics
+	// gate is the one path of every tool call (core/gate).
+	gate *gate.Gate
+	log  *slog.Logger
+	m    *metrics
 	// trustNow is the live policy, people and requesters (Reload).
 	trustNow atomic.Pointer[trustState]
 
@@ -308,6 +311,13 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	e.gate, err = gate.New(gate.Options{
+		Store: o.Store, Tools: toolSet{e}, Trust: e.gateTrust, ApprovalTTL: o.ApprovalTTL,
+		Now: o.Now, NewID: o.NewID, Logger: o.Logger, Observer: m, StartRecordDue: o.startRecordDue,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	if err := e.initAgents(); err != nil {
 		return nil, err
 	}
@@ -325,6 +335,14 @@ func (e *Engine) Owner() string { return e.opts.Owner }
 func (e *Engine) FlowsHelp() string { return e.router.Help() }
 
 func (e *Engine) now() time.Time { return e.opts.Now().UTC() }
+
+// toolSet is the engine's tools as the gate looks them up: the static
+// ones, then Options.Lookup's.
+type toolSet struct{ e *Engine }
+
+func (ts toolSet) LookupTool(ctx context.Context, name string) (*tools.Tool, error) {
+	return ts.e.lookupTool(ctx, name)
+}
 
 // lookupTool finds a tool among the static ones, then through Options.Lookup.
 func (e *Engine) lookupTool(ctx context.Context, name string) (*tools.Tool, error) {

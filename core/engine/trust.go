@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/gate"
 )
 
 // Trust is the part of the configuration that says who may do what: the
@@ -110,31 +111,10 @@ func (e *Engine) refusedRequest(ev core.ChannelEvent, why string) core.InboxReco
 	}
 }
 
-// maxGrantScan bounds how many active grants of one tool the gate reads.
-const maxGrantScan = 1000
-
-// grantFor returns an active grant covering the call, or nil.
-func (e *Engine) grantFor(ctx context.Context, tr *trustState, c approvals.Call) (*approvals.Grant, error) {
-	now := e.now()
-	c.Eligible = tr.dir.Expand(c.Verdict.Approvers)
-	p := approvals.GrantListParams{Tool: c.Tool, ActiveAt: now, Limit: 200}
-	for seen := 0; seen < maxGrantScan; {
-		gs, next, err := e.store.GrantList(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range gs {
-			if g.Covers(c, now, tr.policy.ForeverHighImpact) {
-				return g, nil
-			}
-		}
-		seen += len(gs)
-		if next == "" {
-			break
-		}
-		p.Cursor = next
-	}
-	return nil, nil
+// gateTrust is the live trust configuration as the gate judges with it.
+func (e *Engine) gateTrust() gate.Trust {
+	tr := e.trust()
+	return gate.Trust{Policy: tr.policy, PolicyVersion: tr.policyVersion, Dir: tr.dir}
 }
 
 // CancelAllowed reports whether actor may cancel the run without admin
