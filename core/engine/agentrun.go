@@ -581,8 +581,9 @@ func (r *agentRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 		r.done = true
 		return r.startRefused(ctx, o)
 	case gate.Waiting:
+		// The turn's next call waits on the card (its siblings ran).
 		r.done = true
-		return ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
+		return r.wait(ctx, o.Approval.ID)
 	case gate.Denied:
 		return result(llm.Outcome{Kind: llm.OutcomeDenied, Rule: o.Verdict.Why}, r.ended(o, core.StepDenied, o.Verdict.Why), o.Audit...)
 	case gate.Invalid:

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
@@ -62,6 +64,27 @@ func (r *stepRecord) Suspend(ctx context.Context, s *gate.Suspension) error {
 		x.setStep(&c.MoreSteps[i])
 	}
 	return nil
+}
+
+// wait releases the run to wait for approvalID again. A decision that
+// committed while this execution held the run found it running and could
+// not requeue it; read back after the wait is recorded, it requeues the
+// run here, so no decided approval is left with its run waiting.
+func (r *stepRecord) wait(ctx context.Context, approvalID string) error {
+	x := r.x
+	if err := x.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true}); err != nil {
+		return err
+	}
+	a, err := x.e.store.ApprovalGet(ctx, approvalID)
+	if err != nil || a.Status == approvals.StatusPending {
+		return err
+	}
+	err = x.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: x.run.ID, Now: x.e.now(),
+		ExpectStatus: []core.RunStatus{core.RunWaitingApproval}, Status: core.RunQueued})
+	if errors.Is(err, core.ErrConflict) {
+		return nil // requeued (or cancelled) already
+	}
+	return err
 }
 
 // dispatching is the step s records: dispatching, with its key and attempt.
@@ -145,8 +168,9 @@ func (r *flowRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 	case gate.StartRefused:
 		return r.startRefused(ctx, o)
 	case gate.Waiting:
-		// Requeued without a decision (should not happen): wait again.
-		return x.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
+		// Requeued without a decision on this step (should not happen for
+		// a flow): wait again.
+		return r.wait(ctx, o.Approval.ID)
 	case gate.Denied:
 		st := r.ended(o, core.StepDenied, o.Verdict.Why)
 		text := fmt.Sprintf("⛔ %s was denied by policy (%s); it did not run.", tool, o.Verdict.Why)
