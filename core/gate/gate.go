@@ -92,7 +92,7 @@ type Options struct {
 	Logger      *slog.Logger
 	Observer    Observer
 	// StartRecordDue, when set (tests), replaces the startRecordDelay
-	// timer of a deferred start record (deferstart.go).
+	// timer of a deferred start record (startRecordDelay).
 	StartRecordDue func() <-chan time.Time
 }
 

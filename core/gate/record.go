@@ -27,7 +27,7 @@ type Record interface {
 }
 
 // DeferringRecord is the optional capability of a Record whose Start may
-// be written late (deferstart.go): the caller's start record holds nothing
+// be written late (startRecordDelay): the caller's start record holds nothing
 // but the start. Only an idempotent call without an approval or an audited
 // start is deferred.
 type DeferringRecord interface {
