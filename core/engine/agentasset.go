@@ -20,10 +20,8 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 	if err != nil {
 		return nil, err
 	}
-	if done, err := e.checkServed(ctx, c); err != nil {
+	if err := e.stillServed(ctx, c); err != nil {
 		return nil, err
-	} else if done {
-		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	if ae := owned(c, actor, claimID); ae != nil {
 		return nil, ae

@@ -170,6 +170,16 @@ func (e *Engine) checkServed(ctx context.Context, c *core.AgentCall) (bool, erro
 	return true, e.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped")
 }
 
+// stillServed refuses an operation on c (RUN_INTERRUPTED) when the
+// replica serving it is gone, interrupting it first (checkServed).
+func (e *Engine) stillServed(ctx context.Context, c *core.AgentCall) error {
+	done, err := e.checkServed(ctx, c)
+	if err == nil && done {
+		err = agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
+	}
+	return err
+}
+
 // interruptAgentCall ends a claimed call and its run interrupted
 // (RUN_INTERRUPTED): a tool in flight has an unknown outcome.
 func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) error {
@@ -394,10 +404,8 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 	if err != nil {
 		return nil, err
 	}
-	if done, err := e.checkServed(ctx, c); err != nil {
+	if err := e.stillServed(ctx, c); err != nil {
 		return nil, err
-	} else if done {
-		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	if err := e.markAlive(ctx); err != nil {
 		return nil, err

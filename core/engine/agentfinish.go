@@ -55,10 +55,8 @@ func (e *Engine) AgentCallFail(ctx context.Context, actor core.Actor, ref AgentR
 }
 
 func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref AgentRef, c *core.AgentCall, claimID string, status core.AgentCallStatus, result json.RawMessage, message string) (*core.Run, error) {
-	if done, err := e.checkServed(ctx, c); err != nil {
+	if err := e.stillServed(ctx, c); err != nil {
 		return nil, err
-	} else if done {
-		return nil, agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
 	var withdraw []core.AgentReceipt
 	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
