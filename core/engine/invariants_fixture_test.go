@@ -272,6 +272,10 @@ func setupInv(t *testing.T, b backend, c *invCaller) *invHarness {
 			o.Groups, o.Policy = ih.live.Groups, ih.live.Policy
 		}
 		o.Tools, o.Flows, o.Lookup = ih.ts.static(t), invFlows(ih.prefix), lookup
+		// 160 engines run in this test: an idle one polls less. Every wait
+		// that matters is woken by the store (a decision, a requeue); the
+		// poll only paces the sweeps (expiry, a lapsed lease).
+		o.PollInterval = 100 * time.Millisecond
 		if c.upstream {
 			o.Tools = nil
 		}

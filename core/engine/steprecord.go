@@ -128,9 +128,6 @@ func (r *stepRecord) finished(o *gate.Outcome) core.Step {
 // ended is the step of an outcome that ends the call without running it.
 func (r *stepRecord) ended(o *gate.Outcome, status core.StepStatus, errText string) *core.Step {
 	at := o.At
-	if at.IsZero() {
-		at = r.x.e.now()
-	}
 	st := &core.Step{Index: r.idx, Tool: r.name, Status: status, Args: o.Args, Error: errText, FinishedAt: &at}
 	if o.Tool != nil && o.Tool.Name != "" {
 		st.Tool = o.Tool.Name

@@ -220,6 +220,9 @@ func (g *Gate) lookup(ctx context.Context, name string) (*tools.Tool, error) {
 
 // settle has rec write o and returns it.
 func (g *Gate) settle(ctx context.Context, rec Record, o *Outcome) (*Outcome, error) {
+	if o.At.IsZero() {
+		o.At = g.now()
+	}
 	if err := rec.Settle(ctx, o); err != nil {
 		return o, err
 	}
