@@ -294,7 +294,7 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	c := callerOf(r)
 	d := &core.Decision{ApprovalID: b.ApprovalID, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope)}
-	if _, err := a.d.Authority.Approval(r.Context(), c.auth, authority.Decide, b.ApprovalID); humanRequired(err) {
+	if _, err := a.d.Authority.Approval(r.Context(), c.auth, authority.Decide, b.ApprovalID); authority.HumanRequired(err) {
 		// Refused by the engine, so the attempt is audited like any.
 		d.Unverified = fmt.Sprintf("local: token %q has no scope decide (agents and tokens without decide never decide)", c.actor.Name)
 	}
@@ -320,14 +320,6 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, DecisionReceipt{EventID: ev.EventID, Duplicate: rc.Duplicate, ApprovalID: b.ApprovalID, RunID: rc.RunID,
 		Status: rc.ApprovalStatus})
-}
-
-// humanRequired reports whether the authority refused a decision because
-// the token may not decide at all; any other answer goes to the engine,
-// which judges the approver and audits a refusal.
-func humanRequired(err error) bool {
-	ref, ok := authority.RefusalOf(err)
-	return ok && ref.Code == authority.CodeHumanRequired
 }
 
 func isRefusalOrNotFound(err error) bool {

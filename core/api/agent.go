@@ -630,16 +630,8 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 	}
 	d := core.Decision{ApprovalID: b.RequestID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
 	actor := actorFrom(ctx)
-	if humanRequired(ag.s.auth.Approval(ctx, authFrom(ctx), authority.Decide, b.RequestID)) {
-		// A token that may decide nothing is told so whatever it names;
-		// the attempt goes through the engine, which audits it.
-		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-		if _, err := ag.s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
-			ag.s.fail(w, r, fmt.Errorf("api: reply %s: %w", b.RequestID, err))
-			return
-		}
-		ag.s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
-			"this token may not decide approvals: a person decides, with a token that has scope decide"))
+	// A token that may decide nothing is told so whatever it names.
+	if ag.s.refuseUndecided(w, r, d) {
 		return
 	}
 	a, err := ag.s.o.Store.ApprovalGet(ctx, b.RequestID)

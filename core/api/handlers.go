@@ -536,16 +536,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
 	actor := actorFrom(r.Context())
-	if humanRequired(s.auth.Approval(r.Context(), authFrom(r.Context()), authority.Decide, id)) {
-		// Refused, but through the engine, so the attempt is audited
-		// like every other refused decision.
-		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-		if _, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
-			s.fail(w, r, fmt.Errorf("api: decide %s: %w", id, err))
-			return
-		}
-		s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
-			"this token may not decide approvals: a person decides, with a token that has scope decide"))
+	if s.refuseUndecided(w, r, d) {
 		return
 	}
 	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
@@ -567,13 +558,24 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	s.writeApproval(w, r, a)
 }
 
-// humanRequired reports whether the authority refused a decision because
-// the token may not decide at all (an agent, no scope decide). Any other
-// answer goes to the engine, which judges the approver with the same rule
-// (approvals.MayDecide) and audits a refusal.
-func humanRequired(_ *approvals.Approval, err error) bool {
-	ref, ok := authority.RefusalOf(err)
-	return ok && ref.Code == authority.CodeHumanRequired
+// refuseUndecided answers a decision by a token that may decide nothing
+// at all (an agent, no scope decide: authority's human_confirmation_required)
+// and reports whether it did. The attempt still goes through the engine,
+// marked unverified, so it is audited like every other refused decision.
+func (s *server) refuseUndecided(w http.ResponseWriter, r *http.Request, d core.Decision) bool {
+	ctx := r.Context()
+	if _, err := s.auth.Approval(ctx, authFrom(ctx), authority.Decide, d.ApprovalID); !authority.HumanRequired(err) {
+		return false
+	}
+	actor := actorFrom(ctx)
+	d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
+	if _, err := s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+		s.fail(w, r, fmt.Errorf("api: decide %s: %w", d.ApprovalID, err))
+		return true
+	}
+	s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
+		"this token may not decide approvals: a person decides, with a token that has scope decide"))
+	return true
 }
 
 // isRefusal reports whether err is a decision refusal.

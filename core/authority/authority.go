@@ -183,6 +183,15 @@ func RefusalOf(err error) (*Refusal, bool) {
 	return r, ok
 }
 
+// HumanRequired reports whether err refuses an actor that may decide
+// nothing at all (an agent, a token without scope decide): a surface
+// still hands such an attempt to the engine, marked unverified, so it is
+// audited, and answers human_confirmation_required.
+func HumanRequired(err error) bool {
+	r, ok := RefusalOf(err)
+	return ok && r.Code == CodeHumanRequired
+}
+
 func refuse(code Code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Message: fmt.Sprintf(format, args...)}
 }

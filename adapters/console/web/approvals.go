@@ -217,7 +217,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	if d.Scope != "" && !d.Scope.Valid() {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
 	}
-	if humanRequired(s.auth.Approval(ctx, info.auth, authority.Decide, id)) {
+	if _, err := s.auth.Approval(ctx, info.auth, authority.Decide, id); authority.HumanRequired(err) {
 		// Through the engine all the same, so the attempt is audited.
 		d.Unverified = fmt.Sprintf("console: token %q has no scope decide (agents and tokens without decide never decide)", info.actor.Name)
 		_, _ = s.o.Engine.Decide(ctx, info.actor, Channel, d)
@@ -317,13 +317,4 @@ func editedFields(form url.Values, fields []argField) []argField {
 		}
 	}
 	return out
-}
-
-// humanRequired reports whether the authority refused a decision because
-// the session's token may not decide at all (an agent, no scope decide).
-// Any other answer goes to the engine, which judges the approver with the
-// same rule and audits a refusal.
-func humanRequired(_ *approvals.Approval, err error) bool {
-	ref, ok := authority.RefusalOf(err)
-	return ok && ref.Code == authority.CodeHumanRequired
 }
