@@ -174,7 +174,7 @@ type tokenEntry struct {
 	agentConcurrency int
 }
 
-// NewTokenSet validates ts (a non-empty token, an actor "<channel>:<id>")
+// NewTokenSet validates ts (a non-empty token and name, an actor "<channel>:<id>")
 // and keeps each token's SHA-256 digest: comparing fixed-size digests keeps
 // the comparison constant-time even when token lengths differ.
 func NewTokenSet(ts []Token) (*TokenSet, error) {
@@ -182,6 +182,10 @@ func NewTokenSet(ts []Token) (*TokenSet, error) {
 	for i, t := range ts {
 		if t.Token == "" {
 			return nil, fmt.Errorf("token %d (%q): empty token", i, t.Name)
+		}
+		if t.Name == "" {
+			// Agent API sessions belong to a token by its name.
+			return nil, fmt.Errorf("token %d: empty name", i)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)

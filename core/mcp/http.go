@@ -266,8 +266,8 @@ func newTokens(ts []Token) ([]token, error) {
 	out := make([]token, 0, len(ts))
 	seen := map[[32]byte]bool{}
 	for i, t := range ts {
-		if t.Token == "" {
-			return nil, fmt.Errorf("token %d (%q): empty token", i, t.Name)
+		if t.Token == "" || t.Name == "" {
+			return nil, fmt.Errorf("token %d (%q): empty token or name", i, t.Name)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok {
 			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)

@@ -165,8 +165,8 @@ func New(o Options) (http.Handler, error) {
 	}
 	s.mux = authority.NewMux(s.auth, s.deny, s.authed)
 	for i, t := range o.Tokens {
-		if t.Token == "" {
-			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
+		if t.Token == "" || t.Name == "" {
+			return nil, fmt.Errorf("web: token %d (%q): empty token or name", i, t.Name)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("web: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
