@@ -174,14 +174,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
 		return out
 	}
-	if IsAgent(r.Actor) {
-		return refuse(ErrHumanRequired, r.Actor+" may read and ask, never decide", nil)
-	}
-	if !slices.Contains(a.Eligible, r.Actor) {
-		return refuse(ErrNotApprover, r.Actor+" is not among "+fmt.Sprint(a.Approvers), nil)
-	}
-	if env.Eligible != nil && !slices.Contains(env.Eligible, r.Actor) {
-		return refuse(ErrNotApprover, r.Actor+" is no longer among "+fmt.Sprint(a.Approvers)+" in the current configuration", nil)
+	var who *RefusedError
+	if errors.As(MayDecide(a, r.Actor, env), &who) {
+		return refuse(who.Reason, who.Detail, nil)
 	}
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)

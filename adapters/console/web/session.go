@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Cookie names. The session cookie is HttpOnly and SameSite=Strict; the
@@ -113,17 +114,19 @@ type reqInfo struct {
 	sess   session
 	actor  core.Actor
 	scopes core.Scopes
-	csrf   string
+	// auth is the session's token as core/authority judges it.
+	auth authority.Actor
+	csrf string
 }
 
-// scopesOf returns the scopes of the configured token a session names.
-func (s *server) scopesOf(tag string) core.Scopes {
+// tokenOf returns the configured token a session names.
+func (s *server) tokenOf(tag string) tokenEntry {
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare([]byte(t.tag), []byte(tag)) == 1 {
-			return t.scopes
+			return t
 		}
 	}
-	return nil
+	return tokenEntry{}
 }
 
 func infoFrom(ctx context.Context) reqInfo {
@@ -164,7 +167,8 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(localPath(next, "/chat")), http.StatusSeeOther)
 			return
 		}
-		info := reqInfo{sess: ss, actor: actor, scopes: s.scopesOf(ss.Tag), csrf: s.csrfToken(ss)}
+		tok := s.tokenOf(ss.Tag)
+		info := reqInfo{sess: ss, actor: actor, scopes: tok.scopes, auth: tok.auth, csrf: s.csrfToken(ss)}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
 			got := r.PostFormValue(csrfField)
@@ -177,7 +181,8 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+		ctx := authority.WithActor(context.WithValue(r.Context(), ctxKey{}, info), info.auth)
+		h(w, r.WithContext(ctx))
 	}
 }
 
