@@ -76,7 +76,7 @@ func setupReal(t *testing.T, extra ...Token) *realBundle {
 	status := &countingTool{}
 	eng, err := engine.New(engine.Options{
 		Store: st,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
 		},
