@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/adapters/console/oidc"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
@@ -98,6 +99,16 @@ type Options struct {
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
 	StreamTick time.Duration
+	// OIDC, when set, offers sign-in with the identity provider
+	// (channels.console.oidc; idp.go, docs/console.md). People and a Store
+	// that is a SigninStore are then required.
+	OIDC *oidc.Client
+	// People is who the live configuration knows, for sign-ins at the
+	// identity provider.
+	People People
+	// NoTokenLogin turns sign-in with an API token off
+	// (channels.console.token_login: false).
+	NoTokenLogin bool
 }
 
 // Channel is the channel of console messages and decisions: the console and
@@ -119,6 +130,9 @@ type server struct {
 	secure bool
 	// sessions is o.Store's sign-out record.
 	sessions SessionStore
+	// idp and signins are set when sign-in at the identity provider is on.
+	idp     *oidc.Client
+	signins SigninStore
 }
 
 type tokenEntry struct {
@@ -156,6 +170,9 @@ func New(o Options) (http.Handler, error) {
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("web: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
 		}
+	}
+	if err := s.setupIDP(); err != nil {
+		return nil, err
 	}
 	s.key = o.SessionKey
 	if len(s.key) == 0 {
@@ -221,6 +238,8 @@ func (s *server) routes() {
 	m.HandleFunc("GET /signin", s.signinPage)
 	m.HandleFunc("POST /signin", s.signin)
 	m.HandleFunc("POST /signout", s.authed(s.signout))
+	m.HandleFunc("GET /auth/login", s.idpLogin)
+	m.HandleFunc("GET /auth/callback", s.idpCallback)
 	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
 	m.HandleFunc("GET /{$}", s.authed(s.need(read, s.homePage)))
 	m.HandleFunc("GET /chat", s.authed(s.need(read, s.chatPage)))
