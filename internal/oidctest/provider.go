@@ -107,7 +107,7 @@ func Start(t testing.TB, o Options) *Provider {
 		t.Fatalf("oidctest: provider: %v", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/login", loginForm(st, op.AuthCallbackURL(prov), op.NewIssuerInterceptor(prov.IssuerFromRequest)))
+	mux.Handle(loginPath, loginForm(st, op.AuthCallbackURL(prov), op.NewIssuerInterceptor(prov.IssuerFromRequest)))
 	mux.Handle("/", prov)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	go func() { _ = srv.Serve(ln) }()
@@ -169,6 +169,11 @@ func (s *store) SetUserinfoFromToken(ctx context.Context, ui *zoidc.UserInfo, to
 		return err
 	}
 	ui.AppendClaims("groups", s.p.groups[subject])
+	if u := s.p.users[subject]; u != nil && ui.Email != "" && !u.EmailVerified {
+		// Said outright, as Keycloak and Okta do (the library omits a
+		// false email_verified).
+		ui.AppendClaims("email_verified", false)
+	}
 	return nil
 }
 

@@ -233,7 +233,10 @@ func (s *server) renderSignin(w http.ResponseWriter, r *http.Request, status int
 	}
 	s.setCookie(w, r, signinCookie, nonce, 30*time.Minute)
 	next := localPath(r.FormValue("next"), "/chat")
-	data := map[string]any{"Title": "Sign in", "Nonce": nonce, "Next": next, "Error": msg, "TokenLogin": !s.o.NoTokenLogin}
+	// Here is the sign-in page whatever the path (a refused callback's URL
+	// carries the provider's code, which the page must not repeat).
+	data := map[string]any{"Title": "Sign in", "Nonce": nonce, "Next": next, "Error": msg, "TokenLogin": !s.o.NoTokenLogin,
+		"Here": "/signin?next=" + url.QueryEscape(next)}
 	if s.idp != nil {
 		data["IDP"] = s.idp.Issuer()
 		data["IDPLogin"] = "/auth/login?next=" + url.QueryEscape(next)
