@@ -15,7 +15,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/opsgate/opsgate/core"
 )
@@ -70,7 +71,7 @@ func (c Config) Validate() error {
 			bad("addr", "an http sink has url, not addr")
 		}
 		for k, v := range c.Headers {
-			if !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+			if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
 				bad("headers", "%q is not a valid header", k)
 			}
 			if http.CanonicalHeaderKey(k) == "Content-Type" {
@@ -81,18 +82,6 @@ func (c Config) Validate() error {
 		bad("type", "want syslog or http, not %q", c.Type)
 	}
 	return core.ConfigErrorOf(ErrConfig, probs)
-}
-
-func validHeaderName(k string) bool {
-	if k == "" {
-		return false
-	}
-	for _, r := range k {
-		if r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
-	}
-	return true
 }
 
 // ParseAddr splits a syslog address into the network and address

@@ -210,6 +210,18 @@ func (br *idpBrowser) get(u string) page {
 	return readPage(br.t, res)
 }
 
+// begin starts a sign-in: the browser ends on the provider's sign-in page
+// (the response, body closed).
+func (br *idpBrowser) begin(ib *idpBundle) *http.Response {
+	br.t.Helper()
+	res, err := br.hc.Get(ib.url + "/auth/login")
+	if err != nil {
+		br.t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
+}
+
 func readPage(t *testing.T, res *http.Response) page {
 	t.Helper()
 	defer res.Body.Close()
@@ -225,7 +237,7 @@ func (ib *idpBundle) signIn(br *idpBrowser, user, password string) page {
 	if err != nil {
 		br.t.Fatal(err)
 	}
-	defer res.Body.Close()
+	res.Body.Close()
 	return readPage(br.t, ib.idp.Login(br.t, br.hc, res, user, password))
 }
 
@@ -427,11 +439,7 @@ func TestIDPRefusals(t *testing.T) {
 			// clock the callback comes 3 minutes after the attempt began
 			// (within the attempt's 10 minutes).
 			br := ib.browser(t)
-			res, err := br.hc.Get(ib.url + "/auth/login")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
+			res := br.begin(ib)
 			ib.clock.advance(3 * time.Minute)
 			defer ib.clock.reset()
 			p := readPage(t, ib.idp.Login(t, br.hc, res, "alice", "pw-alice"))
@@ -460,12 +468,8 @@ func TestIDPRefusals(t *testing.T) {
 		{"StateOfAnotherBrowser", func(t *testing.T) page {
 			// The victim's browser gets an answer for the attacker's attempt.
 			attacker, victim := ib.browser(t), ib.browser(t)
-			res, err := attacker.hc.Get(ib.url + "/auth/login")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-			victim.get(ib.url + "/auth/login") // the victim has an attempt of its own
+			res := attacker.begin(ib)
+			victim.begin(ib) // the victim has an attempt of its own
 			attacker.hc.CheckRedirect = func(r *http.Request, _ []*http.Request) error {
 				if r.URL.Path == "/auth/callback" {
 					return http.ErrUseLastResponse
@@ -483,11 +487,7 @@ func TestIDPRefusals(t *testing.T) {
 		}, http.StatusBadRequest, "did not start in this browser"},
 		{"ProviderError", func(t *testing.T) page {
 			br := ib.browser(t)
-			res, err := br.hc.Get(ib.url + "/auth/login")
-			if err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
+			br.begin(ib)
 			return br.get(ib.url + "/auth/callback?error=access_denied&error_description=" + url.QueryEscape("<b>user said no</b>"))
 		}, http.StatusUnauthorized, "access_denied: &lt;b&gt;user said no&lt;/b&gt;"},
 	}
