@@ -57,6 +57,8 @@ const (
 	// scoped to /auth/.
 	attemptCookie = "opsgate_oidc"
 	attemptTTL    = 10 * time.Minute
+	// maxNext bounds the page to return to that an attempt carries.
+	maxNext = 400
 )
 
 // idpScopes are what a session begun at the identity provider may do:
@@ -101,7 +103,11 @@ func (s *server) idpLogin(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusNotFound, "Sign-in with an identity provider is not configured here.")
 		return
 	}
-	a := attempt{Attempt: oidc.NewAttempt(), Next: localPath(r.FormValue("next"), "/chat"), Exp: s.o.Now().Add(attemptTTL).Unix()}
+	next := localPath(r.FormValue("next"), "/chat")
+	if len(next) > maxNext {
+		next = "/chat" // the attempt cookie must stay under maxCookieLen
+	}
+	a := attempt{Attempt: oidc.NewAttempt(), Next: next, Exp: s.o.Now().Add(attemptTTL).Unix()}
 	to, err := s.idp.AuthURL(r.Context(), a.Attempt)
 	if err != nil {
 		s.log.ErrorContext(r.Context(), "web: identity provider unavailable", "issuer", s.idp.Issuer(), "err", err)

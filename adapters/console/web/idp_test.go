@@ -283,6 +283,22 @@ func TestIDPSignInKnownPerson(t *testing.T) {
 	}
 }
 
+// TestIDPLongNextStillSignsIn: a return path too long for the attempt
+// cookie falls back to the chat instead of failing the sign-in.
+func TestIDPLongNextStillSignsIn(t *testing.T) {
+	ib := setupIDP(t, idpOpts{})
+	br := ib.browser(t)
+	res, err := br.hc.Get(ib.url + "/auth/login?next=" + url.QueryEscape("/runs?flow="+strings.Repeat("x", 2000)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	p := ib.continued(br, readPage(t, ib.idp.Login(t, br.hc, res, "alice", "pw-alice")))
+	if !strings.HasSuffix(p.url, "/chat") || !strings.Contains(p.body, "console:alice@example.com") {
+		t.Fatalf("after a long next: %d %s", p.status, p.url)
+	}
+}
+
 func TestIDPSignOutEndsTheSession(t *testing.T) {
 	ib := setupIDP(t, idpOpts{})
 	br := ib.browser(t)
