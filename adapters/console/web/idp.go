@@ -142,13 +142,14 @@ func (s *server) idpCallback(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, "attempt cookie invalid or expired", "This sign-in took longer than 10 minutes or its cookie was altered. Please start again.", nil)
 		return
 	}
-	if e := q.Get("error"); e != "" {
-		refuse(http.StatusUnauthorized, "provider answered "+e, "The identity provider did not sign you in ("+clip(e+": "+q.Get("error_description"), 200)+").", nil)
-		return
-	}
 	state := q.Get("state")
 	if state == "" || subtle.ConstantTimeCompare([]byte(state), []byte(a.State)) != 1 {
 		refuse(http.StatusBadRequest, "state mismatch", "The identity provider's answer does not belong to this browser's sign-in attempt. Please start again.", nil)
+		return
+	}
+	// Only an answer to this browser's attempt shows the provider's words.
+	if e := q.Get("error"); e != "" {
+		refuse(http.StatusUnauthorized, "provider answered "+e, "The identity provider did not sign you in ("+clip(e+": "+q.Get("error_description"), 200)+").", nil)
 		return
 	}
 	if err := s.signins.ConsoleStateUse(ctx, state, time.Unix(a.Exp, 0), now); err != nil {

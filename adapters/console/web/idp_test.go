@@ -172,12 +172,18 @@ type idpBrowser struct {
 	jar      *cookiejar.Jar
 	callback string
 	attempt  string
+	// state is the last sign-in attempt's, as the console sent it to the
+	// provider.
+	state string
 }
 
 func (ib *idpBundle) browser(t *testing.T) *idpBrowser {
 	jar, _ := cookiejar.New(nil)
 	br := &idpBrowser{t: t, jar: jar}
 	br.hc = &http.Client{Jar: jar, Timeout: 15 * time.Second, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if st := r.URL.Query().Get("state"); st != "" && strings.HasPrefix(r.URL.String(), ib.idp.Issuer) {
+			br.state = st
+		}
 		if r.URL.Path == "/auth/callback" {
 			br.callback = r.URL.String()
 			u, _ := url.Parse(ib.url + "/auth/")
@@ -504,8 +510,22 @@ func TestIDPRefusals(t *testing.T) {
 		{"ProviderError", func(t *testing.T) page {
 			br := ib.browser(t)
 			br.begin(ib)
-			return br.get(ib.url + "/auth/callback?error=access_denied&error_description=" + url.QueryEscape("<b>user said no</b>"))
+			if br.state == "" {
+				t.Fatal("the attempt's state was not seen")
+			}
+			return br.get(ib.url + "/auth/callback?error=access_denied&state=" + url.QueryEscape(br.state) +
+				"&error_description=" + url.QueryEscape("<b>user said no</b>"))
 		}, http.StatusUnauthorized, "access_denied: &lt;b&gt;user said no&lt;/b&gt;"},
+		{"ProviderErrorForAnotherAttempt", func(t *testing.T) page {
+			// Words on our page only for this browser's own attempt.
+			br := ib.browser(t)
+			br.begin(ib)
+			p := br.get(ib.url + "/auth/callback?error=access_denied&state=forged&error_description=" + url.QueryEscape("call +1-555-SCAM"))
+			if strings.Contains(p.body, "SCAM") {
+				t.Fatal("the page repeats words of an answer to another attempt")
+			}
+			return p
+		}, http.StatusBadRequest, "does not belong to this browser"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
