@@ -228,12 +228,12 @@ func (s *Sinks) step(ctx context.Context, log *slog.Logger, k *sink, cursor int6
 	if n > 0 {
 		cursor = entries[n-1].Seq
 		k.m.delivered.Add(float64(n))
-		k.m.position.Set(float64(cursor))
 		if err := s.saveCursor(ctx, k.cfg.Name, cursor); err != nil {
 			// Delivered but not recorded: they go again after a restart
 			// (at least once).
 			log.WarnContext(ctx, "audit sink: save cursor", "seq", cursor, "err", err)
 		}
+		k.m.position.Set(float64(cursor))
 	}
 	if derr == nil {
 		return cursor, len(entries) == batch, 0, s.o.Batch
@@ -252,11 +252,11 @@ func (s *Sinks) step(ctx context.Context, log *slog.Logger, k *sink, cursor int6
 			dead := entries[0]
 			cursor = dead.Seq
 			k.m.dead.Inc()
-			k.m.position.Set(float64(cursor))
 			log.ErrorContext(ctx, "audit sink: entry refused for good; skipped (dead letter)", "seq", dead.Seq, "kind", dead.Kind, "err", derr)
 			if err := s.saveCursor(ctx, k.cfg.Name, cursor); err != nil {
 				log.WarnContext(ctx, "audit sink: save cursor", "seq", cursor, "err", err)
 			}
+			k.m.position.Set(float64(cursor))
 		}
 		return cursor, true, 0, batch
 	}
@@ -296,6 +296,10 @@ func (s *Sinks) readCursor(ctx context.Context, name string) (int64, error) {
 	return n, nil
 }
 
+// saveCursor records what was delivered even while shutting down, so a
+// stop right after a delivery does not send it again.
 func (s *Sinks) saveCursor(ctx context.Context, name string, seq int64) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	return s.o.Store.StatePut(ctx, CursorKey(name), []byte(strconv.FormatInt(seq, 10)), s.o.Now())
 }

@@ -41,8 +41,14 @@ func openStore(t *testing.T) *sqlite.Store {
 	return st
 }
 
+// appender is the store side the tests write the chain through.
+type appender interface {
+	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
+	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
+}
+
 // appendEntries appends n audit entries, one transaction each.
-func appendEntries(t *testing.T, st *sqlite.Store, n int, kind approvals.AuditKind) {
+func appendEntries(t *testing.T, st appender, n int, kind approvals.AuditKind) {
 	t.Helper()
 	for i := range n {
 		e := approvals.AuditEntry{At: time.Now(), Kind: kind, Actor: "console:alice", Tool: "deploy",
@@ -53,7 +59,7 @@ func appendEntries(t *testing.T, st *sqlite.Store, n int, kind approvals.AuditKi
 	}
 }
 
-func head(t *testing.T, st *sqlite.Store) int64 {
+func head(t *testing.T, st appender) int64 {
 	t.Helper()
 	es, err := st.AuditList(context.Background(), approvals.AuditListParams{Newest: true, Limit: 1})
 	if err != nil || len(es) == 0 {
