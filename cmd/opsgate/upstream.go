@@ -36,7 +36,8 @@ func upstreamServers(cfg *config.Config) []upstream.Server {
 		if len(s.Overrides) > 0 {
 			us.Overrides = map[string]upstream.Override{}
 			for name, o := range s.Overrides {
-				us.Overrides[name] = upstream.Override{Risk: approvals.Risk(o.Risk), Destructive: o.Destructive, Idempotent: o.Idempotent}
+				us.Overrides[name] = upstream.Override{Risk: approvals.Risk(o.Risk), Destructive: o.Destructive, Idempotent: o.Idempotent,
+					Description: o.Description}
 			}
 		}
 		out = append(out, us)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -204,6 +205,8 @@ type Engine struct {
 	m      *metrics
 	// trustNow is the live policy, people and requesters (Reload).
 	trustNow atomic.Pointer[trustState]
+	// auth judges who may do what under trustNow (trust.go).
+	auth *authority.Authority
 
 	// running tracks the runs this replica executes, to bound concurrency
 	// and to wait for them on shutdown.
@@ -304,6 +307,9 @@ func New(o Options) (*Engine, error) {
 	}
 	pol.AllowSelfApproval = pol.AllowSelfApproval || o.AllowSelfApproval
 	e.trustNow.Store(newTrustState(Trust{Policy: &pol, People: o.People, Groups: o.Groups, Requesters: o.Requesters, SessionTTL: o.SessionTTL}))
+	if err := e.newAuthority(); err != nil {
+		return nil, err
+	}
 	for _, t := range o.Tools {
 		if t == nil || t.Name == "" {
 			return nil, errors.New("engine: tool without a name")

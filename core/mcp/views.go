@@ -236,7 +236,7 @@ func (s *Server) pendingActions(ctx context.Context, c caller, r *core.Run) ([]a
 func (s *Server) approvalAction(c caller, r *core.Run, a *approvals.Approval) actionView {
 	v := actionView{ID: a.ID, Kind: "approval", Status: string(a.Status), Answerable: false, Tool: a.Tool, Risk: string(a.Risk),
 		ProposedArgs: emptyIfNil(a.ProposedArgs), Link: s.link("approvals", a.ID), ExpiresAt: rfc3339(a.ExpiresAt), approval: a}
-	if c.readAll || (r.Requester == c.actor.ID && a.Thread == r.Thread.String()) {
+	if c.auth.ReadsAll() || (r.Requester == c.actor.ID && a.Thread == r.Thread.String()) {
 		v.Preview = a.Preview
 	}
 	return v

@@ -292,7 +292,7 @@ func TestCredentialsAreMaskedEverywhere(t *testing.T) {
 	if res.Output != "secret is ****" {
 		t.Fatalf("output %q", res.Output)
 	}
-	if d := lookup(t, r, "f.env").Description; d != "prints the secret ****" {
+	if d := lookup(t, r, "f.env").Description; d != "<external_content source=\"mcp:f\">\nprints the secret ****\n</external_content>" {
 		t.Fatalf("description %q", d)
 	}
 	waitLog(t, logs, "upstream stderr", "secret ****")

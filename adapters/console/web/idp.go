@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/console/oidc"
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Sign-in with the identity provider (channels.console.oidc,
@@ -254,7 +255,8 @@ func (s *server) idpSession(ctx context.Context, ss session, now time.Time) (req
 		s.log.InfoContext(ctx, "web: session ended: the configuration no longer knows the person", "actor", si.Identity)
 		return reqInfo{}, ErrBadSession
 	}
-	return reqInfo{sess: ss, actor: core.Actor{ID: si.Identity, Name: si.Name}, scopes: idpScopes, groups: groups}, nil
+	return reqInfo{sess: ss, actor: core.Actor{ID: si.Identity, Name: si.Name}, scopes: idpScopes, groups: groups,
+		auth: authority.SignedInActor(si.Identity, idpScopes, groups)}, nil
 }
 
 // setupIDP checks the options of sign-in at the identity provider and,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Cookie names. The session cookie is HttpOnly and SameSite=Strict; the
@@ -83,7 +84,8 @@ func (s *server) decodeSession(ctx context.Context, v string, now time.Time) (re
 	if revoked {
 		return reqInfo{}, ErrBadSession
 	}
-	return reqInfo{sess: ss, actor: actor, scopes: s.scopesOf(ss.Tag)}, nil
+	tok := s.tokenOf(ss.Tag)
+	return reqInfo{sess: ss, actor: actor, scopes: tok.scopes, auth: tok.auth}, nil
 }
 
 // verifyCookie is decodeSession without the store: signature, expiry, and
@@ -132,20 +134,22 @@ type reqInfo struct {
 	sess   session
 	actor  core.Actor
 	scopes core.Scopes
-	csrf   string
+	// auth is the session's actor as core/authority judges it.
+	auth authority.Actor
+	csrf string
 	// groups are the approver groups the identity provider vouches the
 	// actor belongs to (sessions begun there); decisions carry them.
 	groups []string
 }
 
-// scopesOf returns the scopes of the configured token a session names.
-func (s *server) scopesOf(tag string) core.Scopes {
+// tokenOf returns the configured token a session names.
+func (s *server) tokenOf(tag string) tokenEntry {
 	for _, t := range s.tokens {
 		if subtle.ConstantTimeCompare([]byte(t.tag), []byte(tag)) == 1 {
-			return t.scopes
+			return t
 		}
 	}
-	return nil
+	return tokenEntry{}
 }
 
 func infoFrom(ctx context.Context) reqInfo {
@@ -198,7 +202,8 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, info)))
+		ctx := authority.WithActor(context.WithValue(r.Context(), ctxKey{}, info), info.auth)
+		h(w, r.WithContext(ctx))
 	}
 }
 
