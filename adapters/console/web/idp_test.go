@@ -689,3 +689,15 @@ func tokenResponse(t *testing.T, p *oidctest.Provider, id, secret, redirect, non
 	}
 	return b
 }
+
+// TestIDPRoutesOnlyWhenConfigured: without channels.console.oidc there is
+// no /auth/ route: the path is like any unknown page (sign in first).
+func TestIDPRoutesOnlyWhenConfigured(t *testing.T) {
+	b := setup(t, setupOpts{})
+	c := newClient(t, b.url)
+	for _, p := range []string{"/auth/login", "/auth/callback?code=x&state=y"} {
+		if r := c.do("GET", p, nil, nil); r.status != http.StatusSeeOther || !strings.HasPrefix(r.header.Get("Location"), "/signin?next=") {
+			t.Errorf("%s without a provider: %d %s", p, r.status, r.header.Get("Location"))
+		}
+	}
+}

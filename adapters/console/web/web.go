@@ -260,8 +260,11 @@ func (s *server) routes() {
 	route("GET /signin", authority.Public, s.signinPage)
 	route("POST /signin", authority.Public, s.signin)
 	route("POST /signout", authority.Self, s.signout)
-	route("GET /auth/login", authority.Public, s.idpLogin)
-	route("GET /auth/callback", authority.Public, s.idpCallback)
+	if s.idp != nil {
+		// Sign-in at the identity provider (idp.go): only when configured.
+		route("GET /auth/login", authority.Public, s.idpLogin)
+		route("GET /auth/callback", authority.Public, s.idpCallback)
+	}
 	route("GET /{$}", authority.ListApprovals, s.homePage)
 	route("GET /chat", authority.SeeThread, s.chatPage)
 	route("POST /chat", authority.Request, s.chatSend)
