@@ -97,6 +97,32 @@ func TestAttack_AgentDecides(t *testing.T) {
 	}
 }
 
+// A schedule is a requester, never an approver: even listed among the
+// eligible (a hand-edited row, a config that slipped through), its
+// decisions are refused like an agent's, and it never expands.
+func TestAttack_ScheduleDecides(t *testing.T) {
+	t.Parallel()
+	a := pending(1)
+	a.Eligible = append(a.Eligible, "schedule:nightly")
+	for _, action := range []Action{ActionApprove, ActionReject, ActionEdit} {
+		r := req("schedule:nightly", action)
+		r.Args = map[string]any{"service": "api", "version": "9"}
+		out := Decide(a, r, testEnv(t))
+		if !errors.Is(out.Err, ErrHumanRequired) || out.Approval != nil {
+			t.Errorf("schedule %s: err = %v", action, out.Err)
+		}
+	}
+	d := NewDirectory(map[string][]string{"bot": {"schedule:x"}}, map[string][]string{"g": {"schedule:x", "slack:U1"}})
+	if got := d.Expand([]string{"group:g", "schedule:y", "person:bot"}); len(got) != 1 || got[0] != "slack:U1" {
+		t.Fatalf("Expand = %v", got)
+	}
+	for id, want := range map[string]bool{"schedule:x": true, "agent:y": true, "slack:U1": false, "console:schedule": false} {
+		if NeverDecides(id) != want {
+			t.Errorf("NeverDecides(%q) = %v", id, !want)
+		}
+	}
+}
+
 func TestAttack_RemovedApproverDecidesPending(t *testing.T) {
 	t.Parallel()
 	// slack:U2 was in the group when the card was sent, and was removed

@@ -171,7 +171,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
 		return out
 	}
-	if IsAgent(r.Actor) {
+	if NeverDecides(r.Actor) {
 		return refuse(ErrHumanRequired, r.Actor+" may read and ask, never decide", nil)
 	}
 	if !slices.Contains(a.Eligible, r.Actor) {

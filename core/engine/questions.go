@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/markdown"
@@ -273,8 +274,8 @@ func (e *Engine) mayAnswer(run *core.Run, actor string) string {
 	if e.opts.QuestionAnswerers == AnswerRequester {
 		return "only the person who asked (" + run.Requester + ") may answer"
 	}
-	if strings.HasPrefix(actor, "agent:") {
-		return "an agent may not answer a question put to people"
+	if approvals.NeverDecides(actor) {
+		return "an agent or a schedule may not answer a question put to people"
 	}
 	for _, members := range tr.groups {
 		if slices.Contains(tr.dir.Expand(members), actor) {

@@ -87,7 +87,9 @@ func (tr *trustState) mayRequest(channel, actor string) string {
 			return ""
 		}
 		return "not known to the configuration (people or approver groups)"
-	case slices.Contains(tr.dir.Expand(rq.Entries), actor):
+	case slices.Contains(rq.Entries, actor), slices.Contains(tr.dir.Expand(rq.Entries), actor):
+		// A machine identity that never decides (a schedule) is named
+		// literally: Expand leaves such identities out.
 		return ""
 	}
 	return "not among the requesters of this channel"
@@ -153,7 +155,7 @@ func (e *Engine) CancelAllowed(ctx context.Context, runID string, actor core.Act
 		return fmt.Errorf("engine: cancel %s: list approvals: %w", runID, err)
 	}
 	for _, a := range as {
-		if slices.Contains(a.Eligible, actor.ID) && slices.Contains(tr.dir.Expand(a.Approvers), actor.ID) && !approvals.IsAgent(actor.ID) {
+		if slices.Contains(a.Eligible, actor.ID) && slices.Contains(tr.dir.Expand(a.Approvers), actor.ID) && !approvals.NeverDecides(actor.ID) {
 			return nil
 		}
 	}
