@@ -81,9 +81,10 @@ func (sp Spec) Next(t time.Time) time.Time {
 	return sp.s.Next(t).UTC()
 }
 
-// maxScan bounds one walk over a five-field schedule's ticks; a day holds
-// at most 1,440 of them, so the walk after the jump in due always ends.
-const maxScan = 100_000
+// maxScan bounds one walk over a five-field schedule's ticks (about a week
+// of a per-minute schedule); a day holds at most 1,440 of them, so the
+// walk after the jump in due always ends.
+const maxScan = 10_000
 
 // due finds, among the ticks from first (itself a tick) up to now, the
 // latest and how many earlier ones it passes over. more says the count is
