@@ -129,6 +129,8 @@ type Options struct {
 	// Agent serves the Agent API (/api/v1/agent/...); nil answers its
 	// paths with 404 agent_api_off.
 	Agent *AgentOptions
+	// Schedules serves /api/v1/schedules (schedules.go); nil lists none.
+	Schedules Schedules
 }
 
 // The limits of the API that are not configurable.
@@ -303,6 +305,7 @@ func (s *server) routes() {
 	route("GET /api/v1/deliveries", s.listDeliveries, admin)
 	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, admin)
 	s.agentRoutes(route)
+	s.scheduleRoutes(route)
 }
 
 type actorKey struct{}

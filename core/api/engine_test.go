@@ -66,7 +66,7 @@ const (
 	eveToken   = "eve-token"
 )
 
-func setupReal(t *testing.T) *realBundle {
+func setupReal(t *testing.T, mod ...func(*Options)) *realBundle {
 	t.Helper()
 	st := coretest.Store(t)
 	schema := coretest.DeploySchema(t)
@@ -98,12 +98,16 @@ func setupReal(t *testing.T) *realBundle {
 		t.Fatal(err)
 	}
 	coretest.Run(t, eng)
-	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{
+	o := Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{
 		{Name: "req", Token: reqToken, Actor: "console:req"},
 		{Name: "alice", Token: aliceToken, Actor: "console:alice"},
 		{Name: "bob", Token: bobTok, Actor: "console:bob"},
 		{Name: "eve", Token: eveToken, Actor: "console:eve"},
-	}})
+	}}
+	for _, m := range mod {
+		m(&o)
+	}
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
