@@ -159,6 +159,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	sched, err := buildScheduler(cfg, st, eng, eng.Owner(), log)
+	if err != nil {
+		return err
+	}
 
 	tokens := apiTokens(cfg)
 	// Where a person finds a token to sign in with; never the token itself.
@@ -180,6 +184,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		Logger:       log.With("component", "api"),
 		PollInterval: cfg.Engine.PollInterval.D(),
 		Agent:        agentAPIOptions(cfg, eng, st, attendance),
+		Schedules:    sched,
 	})
 	if err != nil {
 		return fmt.Errorf("build API: %w", err)
@@ -199,7 +204,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", apiHandler)
 	mountChannels(mux, chans)
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
+	consoleUI, err := buildConsole(cfg, eng, st, sched, tokens, log)
 	if err != nil {
 		return err
 	}
@@ -234,7 +239,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
-	go reloadOnHUP(engCtx, cfg, eng, st, log)
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		_ = sched.Run(engCtx) // returns when engCtx ends
+	}()
+	go reloadOnHUP(engCtx, cfg, eng, sched, st, log)
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
@@ -268,8 +278,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		_ = srv.Close()
 	}
 	cancel()
-	// 2. Let the engine finish the steps in flight (it bounds the wait).
+	// 2. Let the engine finish the steps in flight (it bounds the wait);
+	// the scheduler stops firing ticks.
 	stopEngine()
+	<-schedDone
 	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("engine: %w", err)
 	}

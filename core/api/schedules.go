@@ -27,22 +27,22 @@ type Schedules interface {
 	Resume(ctx context.Context, name string, by core.Actor) (schedule.Status, error)
 }
 
-// Who may do what with schedules, kept here in one place. Listing is
-// reading. Running, pausing and resuming need admin: a schedule's runs
-// act as "schedule:<name>", with what the policy and the requesters allow
-// that identity, so starting one is acting as someone else — not what
-// scope request (acting as oneself) grants — and a pause stops work other
-// people rely on.
+// Who may do what with schedules, kept here in one place for the API and
+// the console. Listing is reading. Running, pausing and resuming need
+// admin: a schedule's runs act as "schedule:<name>", with what the policy
+// and the requesters allow that identity, so starting one is acting as
+// someone else — not what scope request (acting as oneself) grants — and
+// a pause stops work other people rely on.
 var (
-	scheduleReadScopes   = []core.Scope{core.ScopeRead}
-	scheduleChangeScopes = []core.Scope{core.ScopeAdmin}
+	ScheduleReadScopes   = []core.Scope{core.ScopeRead}
+	ScheduleChangeScopes = []core.Scope{core.ScopeAdmin}
 )
 
 func (s *server) scheduleRoutes(route func(string, http.HandlerFunc, []core.Scope)) {
-	route("GET /api/v1/schedules", s.listSchedules, scheduleReadScopes)
-	route("POST /api/v1/schedules/{name}/run", s.runSchedule, scheduleChangeScopes)
-	route("POST /api/v1/schedules/{name}/pause", s.pauseSchedule, scheduleChangeScopes)
-	route("POST /api/v1/schedules/{name}/resume", s.resumeSchedule, scheduleChangeScopes)
+	route("GET /api/v1/schedules", s.listSchedules, ScheduleReadScopes)
+	route("POST /api/v1/schedules/{name}/run", s.runSchedule, ScheduleChangeScopes)
+	route("POST /api/v1/schedules/{name}/pause", s.pauseSchedule, ScheduleChangeScopes)
+	route("POST /api/v1/schedules/{name}/resume", s.resumeSchedule, ScheduleChangeScopes)
 }
 
 // ScheduleView is a schedule as the API and the CLI show it. next_at is

@@ -94,6 +94,8 @@ type Options struct {
 	// Channels are the enabled channels, for the home page's channel
 	// health; empty lists the channels the store has seen.
 	Channels []string
+	// Schedules backs the schedules page; nil lists none.
+	Schedules Schedules
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
@@ -235,6 +237,8 @@ func (s *server) routes() {
 	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.cancelRun)))
 	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
 	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))
+	m.HandleFunc("GET /schedules", s.authed(s.need(api.ScheduleReadScopes, s.schedulesPage)))
+	m.HandleFunc("POST /schedules/{name}/{action}", s.authed(s.need(api.ScheduleChangeScopes, s.scheduleAction)))
 	m.HandleFunc("GET /audit", s.authed(s.need(read, s.auditPage)))
 	m.HandleFunc("GET /deliveries", s.authed(s.need(admin, s.deliveriesPage)))
 	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.need(admin, s.requeue)))
