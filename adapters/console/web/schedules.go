@@ -23,11 +23,16 @@ type scheduleRow struct {
 	LastRunID      string
 	Paused         bool
 	PausedBy       string
+	// ChatKey links a console thread to its chat page.
+	ChatKey string
 }
 
 func newScheduleRow(st schedule.Status) scheduleRow {
 	row := scheduleRow{Name: st.Name, Cron: st.Cron, Timezone: st.Timezone, Thread: st.Thread.String(), Agent: st.Agent,
 		Missed: string(st.Missed), Overlap: string(st.Overlap), LastRunID: st.LastRunID, Paused: st.Paused, PausedBy: st.PausedBy}
+	if st.Thread.Channel == Channel {
+		row.ChatKey = st.Thread.Key
+	}
 	if !st.NextAt.IsZero() {
 		row.NextAt = st.NextAt.UTC().Format(time.RFC3339)
 	}

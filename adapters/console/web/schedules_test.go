@@ -27,7 +27,7 @@ func TestSchedulesPage(t *testing.T) {
 	csrf := admin.signIn(adminToken)
 	r := admin.do("GET", "/schedules", nil, nil)
 	if r.status != 200 || !strings.Contains(r.body, "nightly-deploy") || !strings.Contains(r.body, "0 3 * * *") ||
-		!strings.Contains(r.body, "Europe/Berlin") || !strings.Contains(r.body, "console:nightly") ||
+		!strings.Contains(r.body, "Europe/Berlin") || !strings.Contains(r.body, `<a href="/chat?thread=nightly">console:nightly</a>`) ||
 		!strings.Contains(r.body, `<time datetime="`) || !strings.Contains(r.body, "Run now") || !strings.Contains(r.body, "never") {
 		t.Fatalf("schedules page: %d %s", r.status, r.body)
 	}
