@@ -99,7 +99,7 @@ func (s *Scheduler) RunNow(ctx context.Context, name string, by core.Actor) (Tic
 		return Tick{}, err
 	}
 	now := s.now()
-	st, err := s.ensure(ctx, en, now)
+	st, err := s.init(ctx, en, now)
 	if err != nil {
 		return Tick{}, err
 	}
@@ -150,7 +150,7 @@ func (s *Scheduler) pause(ctx context.Context, name string, by core.Actor, pause
 		return Status{}, err
 	}
 	now := s.now()
-	if _, err := s.ensure(ctx, en, now); err != nil {
+	if _, err := s.init(ctx, en, now); err != nil {
 		return Status{}, err
 	}
 	kind := approvals.AuditScheduleResumed
@@ -168,12 +168,6 @@ func (s *Scheduler) pause(ctx context.Context, name string, by core.Actor, pause
 		s.poke()
 	}
 	return en.status(st), nil
-}
-
-// ensure returns en's stored state, storing it first when it is missing
-// or was computed from another cron or timezone.
-func (s *Scheduler) ensure(ctx context.Context, en *entry, now time.Time) (State, error) {
-	return s.init(ctx, en, now)
 }
 
 func audit(kind approvals.AuditKind, actor string, at time.Time, detail map[string]any) approvals.AuditEntry {

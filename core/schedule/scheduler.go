@@ -200,6 +200,10 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 	var errs []error
 	for _, en := range s.entries() {
 		st, ok := byName[en.Name]
+		if ok && st.Spec != en.key {
+			s.log.Warn("schedule's cron or timezone changed: starting over from its next tick (every replica must have the same schedules)",
+				"schedule", en.Name, "stored", st.Spec, "here", en.key)
+		}
 		if !ok || st.Spec != en.key {
 			if st, err = s.init(ctx, en, now); err != nil {
 				errs = append(errs, err)
@@ -222,16 +226,12 @@ func (s *Scheduler) pass(ctx context.Context) (time.Duration, error) {
 	return max(next.Sub(s.now()), 0), errors.Join(errs...)
 }
 
-// init stores (or resets) en's state at its next tick after now.
+// init returns en's stored state, storing it first at its next tick after
+// now when it is missing or was computed from another cron or timezone.
 func (s *Scheduler) init(ctx context.Context, en *entry, now time.Time) (State, error) {
 	st, err := s.o.Store.ScheduleInit(ctx, InitParams{Name: en.Name, Spec: en.key, NextAt: en.spec.Next(now), Now: now})
 	if err != nil {
 		return State{}, fmt.Errorf("schedule %s: init: %w", en.Name, err)
-	}
-	if st.Spec != en.key {
-		// Another replica runs another configuration of this schedule.
-		s.log.Warn("schedule stored with another cron or timezone; every replica must have the same schedules",
-			"schedule", en.Name, "stored", st.Spec, "here", en.key)
 	}
 	return st, nil
 }
