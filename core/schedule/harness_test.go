@@ -201,6 +201,15 @@ func sqliteReplica(t *testing.T, w world) *replica {
 	return newReplica(t, testkit.SQLite(t), w, "replica-a")
 }
 
+// passTheTick looks at the schedules before 03:00 (storing their state),
+// then just after it.
+func (r *replica) passTheTick(clk *clock) {
+	r.t.Helper()
+	r.pass()
+	clk.Set(at(3, 0, 1))
+	r.pass()
+}
+
 // pass looks at the schedules once at the clock's time.
 func (r *replica) pass() {
 	r.t.Helper()

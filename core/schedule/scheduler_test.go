@@ -94,9 +94,7 @@ func TestApprovalInItsThreadAnsweredLater(t *testing.T) {
 	t.Parallel()
 	clk := newClock(at(2, 59, 30))
 	r := sqliteReplica(t, world{clk: clk, schedules: []schedule.Schedule{hourly("cleanup tmp", "", "")}})
-	r.pass()
-	clk.Set(at(3, 0, 1))
-	r.pass()
+	r.passTheTick(clk)
 	runs := r.runs("hourly")
 	if len(runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(runs))
@@ -210,9 +208,7 @@ func TestOverlapQueue(t *testing.T) {
 	t.Parallel()
 	clk := newClock(at(2, 59, 30))
 	r := sqliteReplica(t, world{clk: clk, schedules: []schedule.Schedule{hourly("cleanup tmp", "", schedule.OverlapQueue)}})
-	r.pass()
-	clk.Set(at(3, 0, 1))
-	r.pass()
+	r.passTheTick(clk)
 	first := r.runs("hourly")[0].ID
 	r.waitStatus(first, core.RunWaitingApproval)
 	clk.Set(at(4, 0, 1))
@@ -431,9 +427,7 @@ func TestRunNowRefusedByOverlap(t *testing.T) {
 	t.Parallel()
 	clk := newClock(at(2, 59, 30))
 	r := sqliteReplica(t, world{clk: clk, schedules: []schedule.Schedule{hourly("cleanup tmp", "", "")}})
-	r.pass()
-	clk.Set(at(3, 0, 1))
-	r.pass()
+	r.passTheTick(clk)
 	r.waitStatus(r.runs("hourly")[0].ID, core.RunWaitingApproval)
 	tk, err := r.sched.RunNow(context.Background(), "hourly", core.Actor{ID: "console:alice"})
 	if !errors.Is(err, schedule.ErrOverlap) || tk.Status != schedule.TickSkipped {
@@ -458,9 +452,7 @@ func TestRefusedWhereItMayNotRequest(t *testing.T) {
 	r := sqliteReplica(t, world{clk: clk, schedules: []schedule.Schedule{hourly("status", "", "")}, engine: func(o *engine.Options) {
 		o.Requesters = map[string]engine.Requesters{"console": {Entries: []string{"group:sre"}}}
 	}})
-	r.pass()
-	clk.Set(at(3, 0, 1))
-	r.pass()
+	r.passTheTick(clk)
 	ticks := r.ticks("hourly")
 	if len(ticks) != 1 || ticks[0].Status != schedule.TickRefused || len(r.runs("hourly")) != 0 {
 		t.Fatalf("ticks = %+v, runs %d", ticks, len(r.runs("hourly")))
@@ -496,9 +488,7 @@ func TestAgentPrompt(t *testing.T) {
 	r := sqliteReplica(t, world{clk: clk, schedules: []schedule.Schedule{sc}, engine: func(o *engine.Options) {
 		o.Agents = []engine.Agent{{Name: "ops", ModelName: "default", Model: model, Tools: []string{"status"}, MaxSteps: 3}}
 	}})
-	r.pass()
-	clk.Set(at(3, 0, 1))
-	r.pass()
+	r.passTheTick(clk)
 	runs := r.runs("disks")
 	if len(runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(runs))

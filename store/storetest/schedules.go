@@ -31,6 +31,15 @@ func initSchedule(t *testing.T, ss schedule.Store, name string, next time.Time) 
 	return st
 }
 
+// newSchedule stores a fresh schedule whose next tick is due at t0 (on
+// the second), with a thread of its own.
+func newSchedule(t *testing.T, ss schedule.Store) (name string, th core.Thread, at time.Time) {
+	t.Helper()
+	name, th, at = newID("sched"), thread(newID("sched-th")), t0.Truncate(time.Second)
+	initSchedule(t, ss, name, at)
+	return name, th, at
+}
+
 // tickRecord is the inbox record of schedule name's tick at at: the event
 // "schedule:<name>:<at>" in th starting a run requested by the schedule.
 func tickRecord(name string, at time.Time, th core.Thread) *core.InboxRecordParams {
@@ -110,9 +119,7 @@ func testScheduleInit(t *testing.T, s core.Store) {
 // before changes nothing.
 func testScheduleTickRecordsRunInSameTx(t *testing.T, s core.Store) {
 	ss := schedules(t, s)
-	name, th := newID("sched"), thread(newID("sched-th"))
-	at := t0.Truncate(time.Second)
-	initSchedule(t, ss, name, at)
+	name, th, at := newSchedule(t, ss)
 	p := cronTick(name, at, th)
 	res, err := ss.ScheduleTick(ctx(t), p)
 	if err != nil || res.Duplicate || res.RunID != p.Inbox.Run.ID {
@@ -159,9 +166,7 @@ func testScheduleTickRecordsRunInSameTx(t *testing.T, s core.Store) {
 // where it was, so the tick fires again later, once.
 func testScheduleTickAbortedWritesNothing(t *testing.T, s core.Store) {
 	ss := schedules(t, s)
-	name, th := newID("sched"), thread(newID("sched-th"))
-	at := t0.Truncate(time.Second)
-	initSchedule(t, ss, name, at)
+	name, th, at := newSchedule(t, ss)
 	taken := queueRun(t, s, thread(newID("other")))
 	bad := cronTick(name, at, th)
 	bad.Inbox.Run.ID = taken // the run insert fails mid-transaction
@@ -191,9 +196,7 @@ func testScheduleTickAbortedWritesNothing(t *testing.T, s core.Store) {
 // once start one run between them.
 func testScheduleTickConcurrentOneWins(t *testing.T, s core.Store) {
 	ss := schedules(t, s)
-	name, th := newID("sched"), thread(newID("sched-th"))
-	at := t0.Truncate(time.Second)
-	initSchedule(t, ss, name, at)
+	name, th, at := newSchedule(t, ss)
 	const n = 12
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -226,9 +229,7 @@ func testScheduleTickConcurrentOneWins(t *testing.T, s core.Store) {
 // once; resume moves the next tick; unknown names are not found.
 func testSchedulePause(t *testing.T, s core.Store) {
 	ss := schedules(t, s)
-	name, th := newID("sched"), thread(newID("sched-th"))
-	at := t0.Truncate(time.Second)
-	initSchedule(t, ss, name, at)
+	name, th, at := newSchedule(t, ss)
 	pause := func(paused bool, next time.Time) (schedule.State, bool) {
 		t.Helper()
 		kind := approvals.AuditScheduleResumed
@@ -310,9 +311,7 @@ func testScheduleManualRun(t *testing.T, s core.Store) {
 // newest first.
 func testScheduleTickSkippedKeepsLastRun(t *testing.T, s core.Store) {
 	ss := schedules(t, s)
-	name, th := newID("sched"), thread(newID("sched-th"))
-	at := t0.Truncate(time.Second)
-	initSchedule(t, ss, name, at)
+	name, th, at := newSchedule(t, ss)
 	first, err := ss.ScheduleTick(ctx(t), cronTick(name, at, th))
 	if err != nil {
 		t.Fatal(err)
