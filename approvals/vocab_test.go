@@ -29,7 +29,8 @@ func TestVocabularyValid(t *testing.T) {
 	for _, k := range []AuditKind{AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated, AuditGrantRevoked,
 		AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
-		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed} {
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed,
+		AuditSchedulePaused, AuditScheduleResumed, AuditScheduleRun} {
 		if !k.Valid() {
 			t.Errorf("AuditKind %q not Valid", k)
 		}

@@ -103,6 +103,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 	}
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
 	applyAgentDefaults(c, given)
+	applyScheduleDefaults(c)
 }
 
 func setString(p *string, def string) {

@@ -243,12 +243,12 @@ func mcpStateKey(auditKey []byte) []byte {
 
 // buildConsole builds the web console, served at the site root: it signs
 // people in with the same API tokens and acts through the same engine.
-func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
+func buildConsole(cfg *config.Config, eng *engine.Engine, st store, sched web.Schedules, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
 	webTokens := make([]web.Token, 0, len(tokens))
 	for _, t := range tokens {
 		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
 	}
-	h, err := web.New(web.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: webTokens, Channels: enabledChannels(cfg),
+	h, err := web.New(web.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: webTokens, Channels: enabledChannels(cfg), Schedules: sched,
 		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})
 	if err != nil {
 		return nil, fmt.Errorf("build console: %w", err)

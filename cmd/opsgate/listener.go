@@ -14,6 +14,7 @@ import (
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/schedule"
 )
 
 // mountKind says who judges the requests of a mount.
@@ -42,17 +43,21 @@ type mount struct {
 	guards authority.Router
 }
 
-// listener is what one replica serves: the engine, its channels, and
-// every handler on the listener. serve mounts exactly mounts, and the
-// cross-surface authority table (authority_table_test.go) checks every one.
+// listener is what one replica serves: the engine, its scheduler, its
+// channels, and every handler on the listener. serve mounts exactly
+// mounts, and the cross-surface authority table (authority_table_test.go)
+// checks every one.
 type listener struct {
 	eng    *engine.Engine
+	sched  *schedule.Scheduler
 	chans  []channel
 	mounts []mount
 }
 
-// buildListener builds the engine, the channels, the API, the console and
-// MCP over st, each asking the engine's authority.
+// buildListener builds the engine, the scheduler of the configured
+// schedules, the channels, the API, the console and MCP over st, each
+// asking the engine's authority. The caller runs the engine and the
+// scheduler.
 func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte, lookup engine.ToolLookup,
 	reg *prometheus.Registry, log *slog.Logger) (*listener, error) {
 	// Who holds an Agent API turn's event stream: the engine's gate asks
@@ -64,6 +69,10 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 	if err != nil {
 		return nil, err
 	}
+	sched, err := buildScheduler(cfg, st, eng, eng.Owner(), log)
+	if err != nil {
+		return nil, err
+	}
 	apiHandler, err := api.New(api.Options{
 		Engine:       eng,
 		Store:        st,
@@ -72,6 +81,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 		Logger:       log.With("component", "api"),
 		PollInterval: cfg.Engine.PollInterval.D(),
 		Agent:        agentAPIOptions(cfg, eng, st, attendance),
+		Schedules:    sched,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build API: %w", err)
@@ -87,7 +97,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 			eng.StreamInto(ch.platform.Channel())
 		}
 	}
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
+	consoleUI, err := buildConsole(cfg, eng, st, sched, tokens, log)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +105,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 	if err != nil {
 		return nil, err
 	}
-	l := &listener{eng: eng, chans: chans}
+	l := &listener{eng: eng, sched: sched, chans: chans}
 	l.add(mountSurface, "/api/v1/", apiHandler, apiHandler.(authority.Router))
 	for _, ch := range chans {
 		for pattern, h := range ch.handlers {
