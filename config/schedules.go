@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/schedule"
 )
@@ -109,7 +111,7 @@ func (c *checker) scheduleThread(i int, s Schedule) {
 	if !ok {
 		return // Validate reported the form
 	}
-	rq, chat := c.cfg.Channels.ChatRequesters()[ch]
+	_, chat := c.cfg.Channels.ChatRequesters()[ch]
 	enabled := map[string]bool{"console": c.cfg.Channels.Console.Enabled, "local": c.cfg.Channels.Local.Enabled,
 		"slack": c.cfg.Channels.Slack.Enabled, "telegram": c.cfg.Channels.Telegram.Enabled, "discord": c.cfg.Channels.Discord.Enabled,
 		"email": c.cfg.Channels.Email.Enabled, "matrix": c.cfg.Channels.Matrix.Enabled, "signal": c.cfg.Channels.Signal.Enabled}
@@ -123,12 +125,18 @@ func (c *checker) scheduleThread(i int, s Schedule) {
 		c.problem(schedulePath(i, "thread"), "channel %q is not a chat channel a schedule can post in; one of: %s", ch, strings.Join(names, ", "))
 	case !enabled[ch]:
 		c.problem(schedulePath(i, "thread"), "channel %s is not enabled (channels.%s.enabled)", ch, ch)
-	case (ch == "console" || ch == "local") && len(rq) == 0,
-		slices.Contains(rq, "anyone"), slices.Contains(rq, schedule.Identity(s.Name)):
+	case c.scheduleGate().MayRequest(ch, schedule.Identity(s.Name)) == "":
 	default:
 		c.problem(schedulePath(i, "thread"), "%s may not start runs in channel %s, so every tick would be refused: add %q to channels.%s.requesters",
 			schedule.Identity(s.Name), ch, schedule.Identity(s.Name), ch)
 	}
+}
+
+// scheduleGate is the requesters gate as serve's engine will judge it
+// (core/authority), so config check refuses exactly the schedules whose
+// ticks would be refused.
+func (c *checker) scheduleGate() authority.Live {
+	return authority.Live{People: approvals.NewDirectory(c.cfg.People, c.cfg.Approvers.Groups), Requesters: c.cfg.RequesterGates()}
 }
 
 // flowRouter routes texts as the engine will, or nil when a flow's
