@@ -95,6 +95,9 @@ type Env struct {
 	SessionTTL time.Duration
 	// ForeverHighImpact lets a forever grant cover a high_impact tool.
 	ForeverHighImpact bool
+	// PolicyVersion is the live policy's Version: an edit's new Digest is
+	// made under it.
+	PolicyVersion string
 }
 
 func (env Env) recheck(args map[string]any) (Verdict, []string) {
@@ -179,7 +182,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
 	next := a.Clone()
-	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At}
+	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At, Digest: a.Digest}
 	// verdict is the live policy's answer for the arguments this decision
 	// approves: whether self-approval is allowed, and the rule a grant is
 	// bound to.
@@ -217,6 +220,11 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 		d.Args = args
 		next.ApprovedArgs = args
+		// The edited call is a new call: its own digest, under the rule
+		// and policy that judged it now.
+		next.Rule, next.RuleKey, next.PolicyVersion = verdict.Rule, verdict.RuleKey, env.PolicyVersion
+		next.Digest = Digest(next.Tool, args, next.RuleKey, next.PolicyVersion)
+		d.Digest = next.Digest
 	case ActionApprove:
 		for _, prev := range next.Decisions {
 			if prev.who() == person && !prev.Superseded && (prev.Action == ActionApprove || prev.Action == ActionEdit) {
@@ -299,6 +307,7 @@ func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
 		exp := r.At.Add(ttl)
 		g.Thread, g.Requester, g.RuleKey, g.ExpiresAt = a.Thread, a.Requester, v.RuleKey, &exp
 	case ScopeForever:
+		g.RuleKey = v.RuleKey
 		if r.Pattern != nil {
 			g.Pattern = r.Pattern
 		} else {

@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/schedule"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // mountKind says who judges the requests of a mount.
@@ -58,7 +59,7 @@ type listener struct {
 // schedules, the channels, the API, the console and MCP over st, each
 // asking the engine's authority. The caller runs the engine and the
 // scheduler.
-func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte, lookup engine.ToolLookup,
+func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte, lookup tools.ToolLookup,
 	reg *prometheus.Registry, log *slog.Logger) (*listener, error) {
 	// Who holds an Agent API turn's event stream: the engine's gate asks
 	// it whether anyone can answer an approval (docs/agent-api.md). Holds

@@ -82,7 +82,7 @@ func setupReal(t *testing.T, mod ...func(*Options)) *realBundle {
 	status := &countingTool{}
 	eng, err := engine.New(engine.Options{
 		Store: st,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
 		},

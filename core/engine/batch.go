@@ -13,7 +13,7 @@ import (
 )
 
 // A batch is the approvals one suspend created together: the gated calls
-// of one agent turn, on one card (suspendAsks). They share their run and
+// of one agent turn, on one card (one suspend of the gate). They share their run and
 // creation time; the first by step index leads, and its card is the one
 // sent. A flow step's approval is a batch of one.
 

@@ -8,6 +8,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/gate"
 )
 
 // Trust is the part of the configuration that says who may do what: the
@@ -38,9 +39,11 @@ type Requesters = authority.Requesters
 
 // trustState is a Trust compiled for use: the directory built once.
 type trustState struct {
-	policy     *approvals.Policy
-	dir        *approvals.Directory
-	requesters map[string]Requesters
+	policy *approvals.Policy
+	// policyVersion is policy.Version(), computed once per reload.
+	policyVersion string
+	dir           *approvals.Directory
+	requesters    map[string]Requesters
 	// groups are the approver groups as reloaded; who may answer a question
 	// is judged against them at answer time, like a decision.
 	groups     map[string][]string
@@ -56,7 +59,7 @@ func newTrustState(t Trust) *trustState {
 	if ttl <= 0 {
 		ttl = approvals.DefaultSessionTTL
 	}
-	return &trustState{policy: p, dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
+	return &trustState{policy: p, policyVersion: p.Version(), dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
 }
 
 // trust returns the current trust configuration.
@@ -114,30 +117,10 @@ func (e *Engine) refusedRequest(ev core.ChannelEvent, why string) core.InboxReco
 	}
 }
 
-// maxGrantScan bounds how many active grants of one tool the gate reads.
-const maxGrantScan = 1000
-
-// grantFor returns an active grant covering the call, or nil.
-func (e *Engine) grantFor(ctx context.Context, tr *trustState, c approvals.Call) (*approvals.Grant, error) {
-	now := e.now()
-	p := approvals.GrantListParams{Tool: c.Tool, ActiveAt: now, Limit: 200}
-	for seen := 0; seen < maxGrantScan; {
-		gs, next, err := e.store.GrantList(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range gs {
-			if g.Covers(c, now, tr.policy.ForeverHighImpact) {
-				return g, nil
-			}
-		}
-		seen += len(gs)
-		if next == "" {
-			break
-		}
-		p.Cursor = next
-	}
-	return nil, nil
+// gateTrust is the live trust configuration as the gate judges with it.
+func (e *Engine) gateTrust() gate.Trust {
+	tr := e.trust()
+	return gate.Trust{Policy: tr.policy, PolicyVersion: tr.policyVersion, Dir: tr.dir}
 }
 
 // CancelAllowed reports whether actor, an identity a chat platform

@@ -151,7 +151,7 @@ func newReplica(t *testing.T, st core.Store, w world, owner string) *replica {
 			{Name: "cleanup", Command: "cleanup {what}", Steps: []engine.FlowStep{{Tool: "cleanup", Args: map[string]any{"what": "{{.what}}"}}}},
 			{Name: "status", Command: "status", Steps: []engine.FlowStep{{Tool: "status"}}},
 		},
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "cleanup", Risk: approvals.RiskHighImpact, Destructive: true, Runner: clean},
 			{Name: "status", Risk: approvals.RiskRead, Idempotent: true, Runner: clean},
 		},

@@ -13,12 +13,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // ToolInfo is one tool a server listed, as opsgate treats it: offered (an
-// engine.Tool exists) or not, and why not. Description and Schema are the
-// server's (masked), for the operator; the engine.Tool a model reads has
+// tools.Tool exists) or not, and why not. Description and Schema are the
+// server's (masked), for the operator; the tools.Tool a model reads has
 // them framed as external content (frame.go).
 type ToolInfo struct {
 	// Name is opsgate's name, "<server>.<tool>"; Remote the server's.
@@ -65,9 +65,9 @@ func annotationDefaults(a *mcp.ToolAnnotations) (risk approvals.Risk, destructiv
 
 // buildTools turns a tools/list into ToolInfos (every listed tool) and the
 // engine tools offered, each calling through c.
-func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.Tool) {
+func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*tools.Tool) {
 	infos := make([]ToolInfo, 0, len(list))
-	offered := map[string]*engine.Tool{}
+	offered := map[string]*tools.Tool{}
 	seen := map[string]bool{}
 	for _, t := range list {
 		if t == nil {
@@ -123,7 +123,7 @@ func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.To
 		seen[t.Name] = true
 		if info.Problem == "" && !info.Excluded {
 			info.Offered = true
-			offered[info.Name] = &engine.Tool{
+			offered[info.Name] = &tools.Tool{
 				Name: info.Name, Description: c.modelDescription(t.Name, info.Description),
 				Risk: info.Risk, Destructive: info.Destructive, Idempotent: info.Idempotent,
 				Schema: schema, Runner: &runner{c: c, remote: t.Name, name: info.Name},

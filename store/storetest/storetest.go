@@ -65,6 +65,7 @@ func Run(t *testing.T, open Open) {
 		{"DecideQuorumTwo", testDecideQuorum},
 		{"DecideConcurrentVotesAllCount", testDecideConcurrentQuorum},
 		{"DecideSessionAndForeverGrants", testDecideGrant},
+		{"ApprovalKeepsDigest", testApprovalDigest},
 		{"GrantRevokeIsAuditedOnce", testGrantRevoke},
 		{"InboxRecordsAudit", testInboxRecordsAudit},
 		{"AuditKeyedChainRefusesReseal", testAuditKeyedReseal},
