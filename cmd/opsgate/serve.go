@@ -188,7 +188,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		defer close(schedDone)
 		_ = sched.Run(engCtx) // returns when engCtx ends
 	}()
-	go reloadOnHUP(engCtx, cfg, eng, sched, st, log)
+	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, sched, st, log)
+	sinkCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSinks()
+	waitSinks, err := startAuditSinks(sinkCtx, cfg, st, eng.Owner(), reg, log)
+	if err != nil {
+		return err
+	}
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
@@ -229,9 +235,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("engine: %w", err)
 	}
-	// 3. Stop delivery workers; 4. the store closes in the deferred call.
+	// 3. Stop delivery workers and audit sinks; 4. the store closes in the
+	// deferred call.
 	stopChannels()
 	channels.Wait()
+	stopSinks()
+	waitSinks()
 	log.Info("opsgate stopped")
 	return runErr
 }

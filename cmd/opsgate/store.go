@@ -49,6 +49,8 @@ type store interface {
 	web.SessionStore
 	// schedule.Store makes each schedule's tick fire once.
 	schedule.Store
+	// SigninStore keeps the console's sign-ins at the identity provider.
+	web.SigninStore
 }
 
 var (
