@@ -131,7 +131,7 @@ func (c *checker) api() {
 		if t.Actor != "" {
 			if msg := identityProblem(t.Actor); msg != "" {
 				c.problem(p+".actor", "%s", msg)
-			} else if strings.HasPrefix(t.Actor, "schedule:") {
+			} else if strings.HasPrefix(t.Actor, approvals.SchedulePrefix) {
 				c.problem(p+".actor", "%q is a schedule's identity: a token may not act as a schedule", t.Actor)
 			}
 		}
@@ -224,7 +224,7 @@ func (c *checker) requesters(groups map[string][]string) {
 			case e == "anyone" && len(rq) > 1:
 				c.problem(ep, `"anyone" stands alone: with it, every other entry is moot`)
 			case e == "anyone":
-			case strings.HasPrefix(e, "schedule:"):
+			case strings.HasPrefix(e, approvals.SchedulePrefix):
 				// A schedule is a requester, named as itself (never in a
 				// group: it is not a person).
 				if msg := c.scheduleEntryProblem(e); msg != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/matrix"
 	"github.com/opsgate/opsgate/adapters/signal"
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // identityChannels are the prefixes actor ids carry: each adapter builds
@@ -25,13 +26,15 @@ func humanIdentityProblem(id string) string {
 	if msg := identityProblem(id); msg != "" {
 		return msg
 	}
-	if strings.HasPrefix(id, "agent:") {
+	switch {
+	case !approvals.NeverDecides(id):
+		return ""
+	case approvals.IsAgent(id):
 		return fmt.Sprintf("%q is an agent: agents may ask but never decide, so they are not listed among people or approvers", id)
-	}
-	if strings.HasPrefix(id, "schedule:") {
+	case strings.HasPrefix(id, approvals.SchedulePrefix):
 		return fmt.Sprintf("%q is a schedule: a schedule requests runs but never decides, so it is not listed among people or approvers (name it in channels.<name>.requesters)", id)
 	}
-	return ""
+	return fmt.Sprintf("%q never decides, so it is not listed among people or approvers", id)
 }
 
 // identityProblem explains why id is not a usable identity, or returns ""

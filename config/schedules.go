@@ -156,7 +156,7 @@ func (c *checker) flowRouter() *router.Router {
 // scheduleEntryProblem checks a "schedule:<name>" requester entry: it must
 // name a configured schedule.
 func (c *checker) scheduleEntryProblem(e string) string {
-	name := strings.TrimPrefix(e, "schedule:")
+	name := strings.TrimPrefix(e, approvals.SchedulePrefix)
 	for _, s := range c.cfg.Schedules {
 		if s.Name == name {
 			return ""
