@@ -82,6 +82,7 @@ func Run(t *testing.T, open Open) {
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
+		{"SendLeaseHandsStateToTheNextHolder", testSendLease},
 		{"StatePutGetOverwrite", testStatePutGet},
 		{"StateGetAbsentIsNotFound", testStateGetAbsent},
 		{"StateConcurrentPuts", testStateConcurrentPuts},
