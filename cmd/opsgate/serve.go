@@ -56,7 +56,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	path, cfg, err := loadConfig(*cfgPath, stderr)
+	path, cfg, err := loadPrepared(*cfgPath, stderr, true, log)
 	if err != nil {
 		return err
 	}
@@ -91,12 +91,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // order: stop accepting HTTP, let the engine drain its in-flight steps
 // (bounded by the engine), stop delivery, close the store.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
-		return fmt.Errorf("create data_dir: %w", err)
-	}
-	if err := installDemo(cfg, log); err != nil {
-		return err
-	}
+	// loadPrepared created data_dir and installed the demo scripts.
 	// Listen before anything slow, so "address already in use" is the first
 	// thing an operator sees, not a timeout.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
