@@ -155,7 +155,15 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) {
 	rc, err := a.sink.HandleEvent(ctx, ev)
 	if err != nil {
 		a.log.ErrorContext(ctx, "webhook: record event", "hook", h.name, "event_id", ev.EventID, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "could not record the request; retry")
+		switch status := core.IngressStatus(err); status {
+		case http.StatusBadRequest:
+			writeError(w, status, "invalid_input", core.IngressMessage(err))
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", core.StoreRetryAfter)
+			writeError(w, status, "store_unavailable", core.IngressMessage(err))
+		default:
+			writeError(w, http.StatusInternalServerError, "internal", "could not record the request; retry")
+		}
 		return
 	}
 	writeJSON(w, http.StatusAccepted, response{EventID: ev.EventID, RunID: rc.RunID, Duplicate: rc.Duplicate})
@@ -202,6 +210,9 @@ func invalid(format string, args ...any) error {
 
 // normalize turns a verified body into the event the engine records.
 func (a *Adapter) normalize(h *hook, body []byte) (core.ChannelEvent, error) {
+	if err := core.CheckJSON(body); err != nil {
+		return core.ChannelEvent{}, &requestError{status: http.StatusBadRequest, code: "invalid_input", msg: err.Error()}
+	}
 	doc, err := decodeObject(body)
 	if err != nil {
 		return core.ChannelEvent{}, err

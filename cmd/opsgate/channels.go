@@ -31,6 +31,7 @@ import (
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/mcp"
+	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // channel is one enabled platform as the composition root sees it: the
@@ -257,7 +258,7 @@ func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api
 }
 
 // mountChannels registers every channel's inbound handlers on mux.
-func mountChannels(mux *http.ServeMux, chans []channel) {
+func mountChannels(mux *routes.Mux, chans []channel) {
 	for _, ch := range chans {
 		for pattern, h := range ch.handlers {
 			mux.Handle(pattern, h)

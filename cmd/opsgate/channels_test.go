@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/internal/routes"
 )
 
 func TestOverridePacing(t *testing.T) {
@@ -97,7 +98,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	if strings.Join(names, ",") != "console,slack,telegram,discord,email,webhook,local" {
 		t.Fatalf("channels = %v, want console, slack, telegram, discord, email, webhook, local", names)
 	}
-	mux := http.NewServeMux()
+	mux := routes.New()
 	mountChannels(mux, chans)
 	for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactivity", "/telegram/webhook", "/discord/interactions", "/hooks/ci"} {
 		rec := httptest.NewRecorder()

@@ -19,9 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // Shutdown bounds: how long in-flight HTTP requests may finish, and how long
@@ -168,57 +171,17 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
-	apiHandler, err := api.New(api.Options{
-		Engine:       eng,
-		Store:        st,
-		Tokens:       tokens,
-		Logger:       log.With("component", "api"),
-		PollInterval: cfg.Engine.PollInterval.D(),
-		Agent:        agentAPIOptions(cfg, eng, st, attendance),
-	})
-	if err != nil {
-		return fmt.Errorf("build API: %w", err)
-	}
-
-	chans, err := buildChannels(cfg, st, eng, tokens, log)
+	mux, chans, err := buildHandler(cfg, st, eng, tokens, key, reg, attendance, log)
 	if err != nil {
 		return err
 	}
-	for _, ch := range chans {
-		// Agents stream their text into the threads of channels that can
-		// edit a reply in place.
-		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
-			eng.StreamInto(ch.platform.Channel())
-		}
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/v1/", apiHandler)
-	mountChannels(mux, chans)
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
-	if err != nil {
-		return err
-	}
-	mux.Handle("/", consoleUI)
-	mcpServer, err := buildMCP(cfg, eng, st, tokens, key, log)
-	if err != nil {
-		return err
-	}
-	for path, h := range mcpServer.Routes() {
-		mux.Handle(path, h)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.Handle("GET /readyz", readyz(st, log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 
 	// Request contexts derive from baseCtx, cancelled only if requests
 	// (event streams) outlive the HTTP drain.
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           rootHandler(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -274,6 +237,62 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	log.Info("opsgate stopped")
 	return runErr
 }
+
+// buildHandler builds every route the server answers — the API, the
+// channels' receivers, the console, MCP, health and metrics — on one
+// routes.Mux, so the malformed-input sweep walks exactly what serve serves.
+func buildHandler(cfg *config.Config, st store, eng *engine.Engine, tokens []api.Token, key approvals.AuditKey,
+	reg *prometheus.Registry, attendance *api.Attendance, log *slog.Logger) (*routes.Mux, []channel, error) {
+	apiHandler, err := api.New(api.Options{
+		Engine:       eng,
+		Store:        st,
+		Tokens:       tokens,
+		Logger:       log.With("component", "api"),
+		PollInterval: cfg.Engine.PollInterval.D(),
+		Agent:        agentAPIOptions(cfg, eng, st, attendance),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("build API: %w", err)
+	}
+
+	chans, err := buildChannels(cfg, st, eng, tokens, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ch := range chans {
+		// Agents stream their text into the threads of channels that can
+		// edit a reply in place.
+		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
+			eng.StreamInto(ch.platform.Channel())
+		}
+	}
+	mux := routes.New()
+	mux.Handle("/api/v1/", apiHandler)
+	mountChannels(mux, chans)
+	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux.Handle("/", consoleUI)
+	mcpServer, err := buildMCP(cfg, eng, st, tokens, key, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	for path, h := range mcpServer.Routes() {
+		mux.Handle(path, h)
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /readyz", readyz(st, log))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return mux, chans, nil
+}
+
+// rootHandler is what the listener serves: every route behind the one
+// input guard (core.GuardRequests).
+func rootHandler(mux *routes.Mux) http.Handler { return core.GuardRequests(mux) }
 
 // pinger is the part of the store /readyz needs.
 type pinger interface {

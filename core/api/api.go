@@ -14,6 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // EventDecider is what every operator surface (this API, core/mcp) needs
@@ -151,7 +152,7 @@ type server struct {
 	o      Options
 	log    *slog.Logger
 	tokens *TokenSet
-	mux    *http.ServeMux
+	mux    *routes.Mux
 	agent  *agentServer
 }
 
@@ -262,7 +263,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &server{o: o, log: o.Logger, tokens: tokens, mux: http.NewServeMux()}
+	s := &server{o: o, log: o.Logger, tokens: tokens, mux: routes.New()}
 	if tokens.Len() == 0 {
 		s.log.Warn("api: no tokens configured; every API request will be refused")
 	}
@@ -364,6 +365,10 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
+	if err := core.CheckRequest(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	tok, ok := s.authenticate(r)
 	actor, scopes := tok.actor, tok.scopes
 	if !ok {
@@ -459,3 +464,7 @@ func (w *loggingWriter) Flush() {
 }
 
 func (w *loggingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Patterns lists every route the API serves (routes.Lister), for tests
+// that sweep them all.
+func (s *server) Patterns() []string { return s.mux.Patterns() }

@@ -25,6 +25,11 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 	if ev.Channel == "" || ev.EventID == "" {
 		return core.InboxResult{}, errors.New("store: inbox record: event channel and id are required")
 	}
+	// The edges refuse what cannot be kept; this is the last line, so both
+	// backends refuse alike (Postgres would fail on a NUL, SQLite store it).
+	if err := ev.Check(); err != nil {
+		return core.InboxResult{}, fmt.Errorf("store: inbox record: %w", err)
+	}
 	now := orNow(ev.ReceivedAt)
 	var runID string
 	if p.Run != nil {
@@ -50,7 +55,8 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 		}
 	}
 	if s.dialect.OneStatement {
-		return s.inboxRecordOne(ctx, p, now, events, run)
+		res, err := s.inboxRecordOne(ctx, p, now, events, run)
+		return res, s.classified(err)
 	}
 	var res core.InboxResult
 	err := s.inTx(ctx, "inbox record", func(t *tx) error {
@@ -223,7 +229,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) err
 func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 	now := orNow(c.Now)
 	if s.dialect.OneStatement {
-		return s.runCheckpointOne(ctx, c, now)
+		return s.classified(s.runCheckpointOne(ctx, c, now))
 	}
 	return s.inTx(ctx, "run checkpoint", func(t *tx) error { return checkpointInTx(ctx, t, c, now) })
 }

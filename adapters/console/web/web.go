@@ -31,6 +31,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // Engine is the part of the core engine the console drives: exactly the
@@ -113,7 +114,7 @@ type server struct {
 	log    *slog.Logger
 	key    []byte
 	tokens []tokenEntry
-	mux    *http.ServeMux
+	mux    *routes.Mux
 	tmpl   map[string]*template.Template
 	cop    *http.CrossOriginProtection
 	secure bool
@@ -148,7 +149,7 @@ func New(o Options) (http.Handler, error) {
 	if o.StreamTick <= 0 {
 		o.StreamTick = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: http.NewServeMux(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
+	s := &server{o: o, log: o.Logger, mux: routes.New(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
 	for i, t := range o.Tokens {
 		if t.Token == "" {
 			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
@@ -281,6 +282,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.plainError(w, http.StatusInternalServerError, "Internal error.")
 		}
 	}()
+	if err := core.CheckRequest(r); err != nil {
+		s.plainError(w, http.StatusBadRequest, "Bad request: "+err.Error()+".")
+		return
+	}
 	s.cop.Handler(s.mux).ServeHTTP(w, r)
 }
 
@@ -289,6 +294,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, core.ErrNotFound) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
+		return
+	}
+	if status := core.IngressStatus(err); status != http.StatusInternalServerError {
+		if status == http.StatusServiceUnavailable {
+			s.log.ErrorContext(r.Context(), "web: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			w.Header().Set("Retry-After", core.StoreRetryAfter)
+		}
+		s.plainError(w, status, core.IngressMessage(err)+".")
 		return
 	}
 	if r.Context().Err() == nil {
@@ -317,3 +330,7 @@ func localPath(p, def string) string {
 	}
 	return p
 }
+
+// Patterns lists every route the console serves (routes.Lister), for
+// tests that sweep them all.
+func (s *server) Patterns() []string { return s.mux.Patterns() }
