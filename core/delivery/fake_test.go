@@ -97,7 +97,7 @@ type fakeServer struct {
 	// every429 makes every n-th request a 429 (0: never); once429 only
 	// the n-th.
 	every429, once429 int
-	requests int
+	requests          int
 	// fail5xx answers 503 to this many requests first.
 	fail5xx atomic.Int64
 	// noEdit answers 501 to edits.

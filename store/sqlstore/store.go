@@ -65,8 +65,8 @@ type Store struct {
 	read     *sql.DB
 	dialect  Dialect
 	classify func(error) error
-	hub     *Hub
-	log     *slog.Logger
+	hub      *Hub
+	log      *slog.Logger
 
 	// The audit sealer (Dialect.DeferAuditSeal only): sealKick wakes it
 	// after a commit that audited; Close stops it and seals what is left.
