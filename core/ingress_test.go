@@ -107,15 +107,15 @@ func TestCheckJSON(t *testing.T) {
 func TestCheckRequest(t *testing.T) {
 	t.Parallel()
 	for target, want := range map[string]bool{
-		"/api/v1/runs/01JX":                      true,
-		"/api/v1/runs?status=succeeded&cursor=a": true,
-		"/api/v1/runs/%00":                       false,
-		"/api/v1/runs/%ff%fe":                    false,
-		"/api/v1/approvals/%00/decision":         false,
-		"/runs/a%0Ab":                            false,
-		"/api/v1/runs?status=%00":                false,
-		"/api/v1/runs?cursor=%FF":                false,
-		"/api/v1/runs?a=%zz":                     false,
+		"/api/v1/runs/01JX":                                    true,
+		"/api/v1/runs?status=succeeded&cursor=a":               true,
+		"/api/v1/runs/%00":                                     false,
+		"/api/v1/runs/%ff%fe":                                  false,
+		"/api/v1/approvals/%00/decision":                       false,
+		"/runs/a%0Ab":                                          false,
+		"/api/v1/runs?status=%00":                              false,
+		"/api/v1/runs?cursor=%FF":                              false,
+		"/api/v1/runs?a=%zz":                                   false,
 		"/api/v1/runs/" + strings.Repeat("a", MaxIdentifier+1): false,
 	} {
 		r := httptest.NewRequest("GET", target, nil)
