@@ -87,9 +87,10 @@ func (a *Adapter) Routes() map[string]http.Handler {
 // stripping it). The answer is 202 {"event_id","run_id","duplicate"} once
 // the request is durably recorded; 401 for an unknown hook or a missing or
 // wrong signature (the same body for both, so hook names cannot be probed);
-// 413 over the body cap; 400 for malformed JSON; 422 when the body is well
-// formed but yields no usable command; 500 when recording failed (the
-// sender should retry). Nothing is recorded for any refusal.
+// 413 over the body cap; 400 for malformed JSON or what opsgate cannot keep
+// (core.CheckJSON); 422 when the body is well formed but yields no usable
+// command; 503 while the store refuses writes and 500 when recording failed
+// otherwise (the sender should retry). Nothing is recorded for any refusal.
 func (a *Adapter) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, pattern := a.mux.Handler(r); pattern == "" {
