@@ -1,6 +1,9 @@
 package delivery_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,4 +50,54 @@ func TestTakeOverStartsWhereThePriorHolderStopped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stuckRenewals is a store whose lease renewals hang until their context
+// ends (a store gone slow or unreachable mid-lease); it records hand-overs.
+type stuckRenewals struct {
+	*memStore
+	mu        sync.Mutex
+	acquired  bool
+	handedOff chan struct{}
+}
+
+func (s *stuckRenewals) SendLeaseAcquire(ctx context.Context, p core.SendLeaseParams) (core.SendLease, error) {
+	s.mu.Lock()
+	first := !s.acquired
+	s.acquired = true
+	s.mu.Unlock()
+	if first {
+		return s.memStore.SendLeaseAcquire(ctx, p)
+	}
+	<-ctx.Done()
+	return core.SendLease{}, ctx.Err()
+}
+
+func (s *stuckRenewals) SendLeaseHandOver(ctx context.Context, p core.SendLeaseParams) error {
+	select {
+	case s.handedOff <- struct{}{}:
+	default:
+	}
+	return s.memStore.SendLeaseHandOver(ctx, p)
+}
+
+// A renewal that hangs cannot keep the worker sending past its lease: the
+// deadline (TTL/6 before the lease ends) runs on a timer of its own,
+// stops the sends and the worker hands the lease over — where it used to
+// wait on the hung call for good, sending all the while.
+func TestStuckRenewalStopsSending(t *testing.T) {
+	t.Parallel()
+	s := &stuckRenewals{memStore: newMemStore(), handedOff: make(chan struct{}, 1)}
+	f := newFakeServer(t, limit{}, limit{})
+	p := newFakePlatform(f, delivery.Pacing{Conversation: delivery.Rate{Every: 20 * time.Millisecond, Burst: 1}}, 1000)
+	for i := range 200 {
+		s.add(reply("hot", fmt.Sprintf("#%d", i)))
+	}
+	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", LeaseTTL: 600 * time.Millisecond})
+	select {
+	case <-s.handedOff:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker never stopped sending: a hung renewal held it past its lease")
+	}
+	t.Logf("%d of 200 sent before the lease lapsed", len(f.received()))
 }
