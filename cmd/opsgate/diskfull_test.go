@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,10 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/opsgate/opsgate/config"
-	"github.com/opsgate/opsgate/core/api"
 )
 
 // smallFS mounts a tmpfs of size on a new directory for the test and
@@ -81,26 +77,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 	}
 	cfg.Server.DataDir = dir
 	cfg.Store.DSN = filepath.Join(dir, "opsgate.db")
-	log := slog.New(slog.DiscardHandler)
-	st, err := openStoreWith(t.Context(), cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	att := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, nil, att)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux, _, err := buildHandler(cfg, st, eng, []api.Token{{Name: "admin", Token: sweepToken, Actor: "console:admin"}},
-		[]byte("0123456789abcdef0123456789abcdef"), reg, att, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mux, _ := inProcessServer(t, cfg)
 	srv := httptest.NewServer(rootHandler(mux))
 	t.Cleanup(srv.Close)
 	post := func(eventID string) (int, http.Header, string) {

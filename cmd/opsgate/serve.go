@@ -59,6 +59,11 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	if *debugListen != "" {
+		if err := checkDebugAddr(*debugListen); err != nil {
+			return err
+		}
+	}
 	path, cfg, err := loadPrepared(*cfgPath, stderr, true, log)
 	if err != nil {
 		return err

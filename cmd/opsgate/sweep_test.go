@@ -26,6 +26,7 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/internal/routes"
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
@@ -106,6 +107,26 @@ func newSweepServer(t *testing.T, backend string) *sweepServer {
 		PublicKey: strings.Repeat("ab", 32), APIURL: "http://127.0.0.1:1/api/v10"}
 	cfg.Channels.Webhooks = []config.Webhook{{Name: "ci", Secret: "webhook-secret"}}
 	cfg.Channels.Local = config.Local{Enabled: true}
+	mux, st := inProcessServer(t, cfg)
+	srv := httptest.NewServer(rootHandler(mux))
+	t.Cleanup(srv.Close)
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sweepServer{url: srv.URL, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}, patterns: mux.Patterns(), db: st.(interface{ DB() *sql.DB }).DB(), driver: backend}
+	s.signIn(t)
+	return s
+}
+
+// inProcessServer opens, migrates and serves cfg's store in this process,
+// with every route serve builds (buildHandler) and the admin token
+// sweepToken; the engine is built but not run, so only the requests
+// write. The store is closed when the test ends.
+func inProcessServer(t *testing.T, cfg *config.Config) (*routes.Mux, store) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st, err := openStoreWith(t.Context(), cfg, log)
 	if err != nil {
@@ -126,17 +147,7 @@ func newSweepServer(t *testing.T, backend string) *sweepServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(rootHandler(mux))
-	t.Cleanup(srv.Close)
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &sweepServer{url: srv.URL, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
-		return http.ErrUseLastResponse
-	}}, patterns: mux.Patterns(), db: st.(interface{ DB() *sql.DB }).DB(), driver: backend}
-	s.signIn(t)
-	return s
+	return mux, st
 }
 
 // signIn opens a console session, so the console's routes are swept past
