@@ -122,8 +122,16 @@ type Approval struct {
 	Approvers []string `json:"approvers"`
 	Eligible  []string `json:"eligible"`
 	Quorum    int      `json:"quorum"`
-	// Rule is the index of the policy rule that asked (-1: the default).
-	Rule      int        `json:"rule"`
+	// Rule is the index of the policy rule that asked (-1: the default);
+	// RuleKey is that rule's Key and PolicyVersion the policy's Version
+	// when it asked (or when an edit was re-judged).
+	Rule          int    `json:"rule"`
+	RuleKey       string `json:"rule_key,omitempty"`
+	PolicyVersion string `json:"policy_version,omitempty"`
+	// Digest names what the approval lets run (see Digest): set when the
+	// gate asks, renewed by an edit; dispatch refuses arguments that no
+	// longer hash to it.
+	Digest    string     `json:"digest,omitempty"`
 	Decisions []Decision `json:"decisions"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
@@ -142,6 +150,9 @@ type Decision struct {
 	Reason  string         `json:"reason,omitempty"`
 	Scope   Scope          `json:"scope,omitempty"`
 	At      time.Time      `json:"at"`
+	// Digest is the approval's Digest this decision was made on (an
+	// edit's: the digest of the edited call).
+	Digest string `json:"digest,omitempty"`
 	// Superseded marks approvals of older arguments that an edit voided;
 	// they stay in the record but no longer count toward quorum.
 	Superseded bool `json:"superseded,omitempty"`

@@ -136,10 +136,10 @@ func TestAttack_SessionGrantIsBlanket(t *testing.T) {
 	t.Parallel()
 	exp := t0.Add(time.Hour)
 	g := &Grant{ID: "g1", Scope: ScopeSession, Tool: "deploy", Thread: "console:t1", Requester: "console:req",
-		RuleKey: "rA", At: t0, ExpiresAt: &exp}
+		RuleKey: "rA", Actor: "slack:U1", At: t0, ExpiresAt: &exp}
 	ask := Verdict{Effect: EffectAsk, Quorum: 1, RuleKey: "rA"}
 	base := Call{Tool: "deploy", Risk: RiskExternal, Thread: "console:t1", Requester: "console:req", Verdict: ask,
-		Args: map[string]any{"env": "staging"}}
+		Args: map[string]any{"env": "staging"}, Eligible: []string{"slack:U1", "slack:U2"}}
 	if !g.Covers(base, t0.Add(time.Minute), false) {
 		t.Fatal("the grant does not cover the call it was made for")
 	}
@@ -152,6 +152,8 @@ func TestAttack_SessionGrantIsBlanket(t *testing.T) {
 		"OtherTool":      func(c *Call) time.Time { c.Tool = "restart"; return t0 },
 		"Expired":        func(c *Call) time.Time { return t0.Add(2 * time.Hour) },
 		"Denied":         func(c *Call) time.Time { c.Verdict.Effect = EffectDeny; return t0 },
+		// The granter was removed from the rule's approvers by a reload.
+		"GranterNoLongerEligible": func(c *Call) time.Time { c.Eligible = []string{"slack:U2"}; return t0 },
 	}
 	for name, mod := range cases {
 		c := base
@@ -159,6 +161,16 @@ func TestAttack_SessionGrantIsBlanket(t *testing.T) {
 		if g.Covers(c, at, false) {
 			t.Errorf("%s: a session grant covered it", name)
 		}
+	}
+	agent := *g
+	agent.Actor = "agent:claude"
+	if c := base; agent.Covers(func() Call { c.Eligible = append(c.Eligible, "agent:claude"); return c }(), t0, false) {
+		t.Error("a grant made by an agent covered a call")
+	}
+	unbound := *g
+	unbound.RuleKey = ""
+	if c := base; unbound.Covers(func() Call { c.Verdict.RuleKey = ""; return c }(), t0, false) {
+		t.Error("a grant bound to no rule covered a call")
 	}
 }
 
@@ -170,14 +182,31 @@ func TestForeverGrant(t *testing.T) {
 	r.Scope = ScopeForever
 	out := Decide(a, r, testEnv(t))
 	if out.Err != nil || out.Grant == nil || out.Grant.Scope != ScopeForever || out.Grant.ExpiresAt != nil ||
-		!sameArgs(out.Grant.Args, a.ProposedArgs) {
+		!SameArgs(out.Grant.Args, a.ProposedArgs) {
 		t.Fatalf("forever grant = %+v, %v", out.Grant, out.Err)
 	}
 	g := out.Grant
+	rule := Rule{Tool: "deploy", Effect: EffectAsk, Approvers: []string{"group:sre"}}.Key() // testEnv's first rule
+	if g.RuleKey != rule {
+		t.Fatalf("forever grant bound to rule %q, want the asking rule's %q", g.RuleKey, rule)
+	}
 	call := Call{Tool: "deploy", Risk: RiskExternal, Thread: "console:other", Requester: "slack:U9",
-		Verdict: Verdict{Effect: EffectAsk, Quorum: 1, RuleKey: "rZ"}, Args: map[string]any{"service": "api", "version": "1.2.3", "env": "staging"}}
+		Verdict: Verdict{Effect: EffectAsk, Quorum: 1, RuleKey: rule}, Args: map[string]any{"service": "api", "version": "1.2.3", "env": "staging"},
+		Eligible: []string{"slack:U1", "slack:U2"}}
 	if !g.Covers(call, t0.Add(24*time.Hour), false) {
 		t.Fatal("a forever grant does not cover its exact arguments")
+	}
+	// Issue 26, item 2: a forever grant is bound to its rule and to its
+	// granter's live eligibility under it.
+	other := call
+	other.Verdict.RuleKey = "rLeads"
+	if g.Covers(other, t0, false) {
+		t.Fatal("a forever grant covered a call another rule asks for")
+	}
+	other = call
+	other.Eligible = []string{"slack:U2"}
+	if g.Covers(other, t0, false) {
+		t.Fatal("a forever grant outlived its granter's eligibility")
 	}
 	call.Args = map[string]any{"service": "api", "version": "1.2.4", "env": "staging"}
 	if g.Covers(call, t0, false) {

@@ -27,10 +27,14 @@ const (
 	AuditGrantCreated      AuditKind = "grant.created"
 	AuditGrantRevoked      AuditKind = "grant.revoked"
 	AuditPolicyDenied      AuditKind = "policy.denied"
-	AuditRequestRefused    AuditKind = "request.refused"
-	AuditConfigReloaded    AuditKind = "config.reloaded"
-	AuditConfigRefused     AuditKind = "config.reload_refused"
-	AuditKeyed             AuditKind = "audit.keyed"
+	// AuditDispatchRefused: a decided call the gate would not dispatch —
+	// its arguments no longer match the digest its deciders saw, or the
+	// live configuration no longer lets its deciders approve it.
+	AuditDispatchRefused AuditKind = "dispatch.refused"
+	AuditRequestRefused  AuditKind = "request.refused"
+	AuditConfigReloaded  AuditKind = "config.reloaded"
+	AuditConfigRefused   AuditKind = "config.reload_refused"
+	AuditKeyed           AuditKind = "audit.keyed"
 	// Agent tasks (agent_task steps an external agent performs over MCP).
 	AuditAgentCallRequested AuditKind = "agent_call.requested"
 	AuditAgentCallClaimed   AuditKind = "agent_call.claimed"
@@ -43,11 +47,23 @@ func (k AuditKind) Valid() bool {
 	switch k {
 	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
-		AuditGrantRevoked, AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
+		AuditGrantRevoked, AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
 		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed:
 		return true
 	}
 	return false
+}
+
+// NewAuditEntry builds an entry stamped at; detail is encoded as JSON (an
+// unencodable detail is left out). The store seals it into the chain.
+func NewAuditEntry(at time.Time, kind AuditKind, actor, runID, approvalID, tool string, detail any) AuditEntry {
+	ae := AuditEntry{At: at, Kind: kind, Actor: actor, RunID: runID, ApprovalID: approvalID, Tool: tool}
+	if detail != nil {
+		if b, err := json.Marshal(detail); err == nil {
+			ae.Detail = b
+		}
+	}
+	return ae
 }
 
 // AuditEntry is one line of the append-only decision log. Each entry

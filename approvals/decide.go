@@ -67,6 +67,25 @@ type Request struct {
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
+	// Groups are approver groups the deciding surface vouches the actor
+	// belongs to now, beyond what the configuration lists: the web
+	// console's OpenID Connect sign-in passes the identity provider's
+	// groups that name configured approver groups (docs/console.md). An
+	// approval whose approver entries name one of them ("group:sre") may
+	// be decided by the actor; everything else (agents, self-approval,
+	// quorum by person) is judged as for any approver.
+	Groups []string
+}
+
+// viaGroup returns the first of the vouched groups that entries name
+// ("group:<name>"), or "".
+func viaGroup(groups, entries []string) string {
+	for _, g := range groups {
+		if g != "" && slices.Contains(entries, GroupPrefix+g) {
+			return g
+		}
+	}
+	return ""
 }
 
 // Env is what deciding needs beyond the approval itself, from the live
@@ -95,6 +114,9 @@ type Env struct {
 	SessionTTL time.Duration
 	// ForeverHighImpact lets a forever grant cover a high_impact tool.
 	ForeverHighImpact bool
+	// PolicyVersion is the live policy's Version: an edit's new Digest is
+	// made under it.
+	PolicyVersion string
 }
 
 func (env Env) recheck(args map[string]any) (Verdict, []string) {
@@ -171,20 +193,16 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
 		return out
 	}
-	if IsAgent(r.Actor) {
-		return refuse(ErrHumanRequired, r.Actor+" may read and ask, never decide", nil)
+	var who *RefusedError
+	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
+		return refuse(who.Reason, who.Detail, nil)
 	}
-	if !slices.Contains(a.Eligible, r.Actor) {
-		return refuse(ErrNotApprover, r.Actor+" is not among "+fmt.Sprint(a.Approvers), nil)
-	}
-	if env.Eligible != nil && !slices.Contains(env.Eligible, r.Actor) {
-		return refuse(ErrNotApprover, r.Actor+" is no longer among "+fmt.Sprint(a.Approvers)+" in the current configuration", nil)
-	}
+	via := viaGroup(r.Groups, a.Approvers)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
 	next := a.Clone()
-	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At}
+	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At, Digest: a.Digest}
 	// verdict is the live policy's answer for the arguments this decision
 	// approves: whether self-approval is allowed, and the rule a grant is
 	// bound to.
@@ -208,7 +226,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
-			if !slices.Contains(eligible, r.Actor) {
+			if !slices.Contains(eligible, r.Actor) && viaGroup(r.Groups, verdict.Approvers) == "" {
 				return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 			}
 			next.Quorum = max(verdict.Quorum, 1)
@@ -222,6 +240,11 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 		d.Args = args
 		next.ApprovedArgs = args
+		// The edited call is a new call: its own digest, under the rule
+		// and policy that judged it now.
+		next.Rule, next.RuleKey, next.PolicyVersion = verdict.Rule, verdict.RuleKey, env.PolicyVersion
+		next.Digest = Digest(next.Tool, args, next.RuleKey, next.PolicyVersion)
+		d.Digest = next.Digest
 	case ActionApprove:
 		for _, prev := range next.Decisions {
 			if prev.who() == person && !prev.Superseded && (prev.Action == ActionApprove || prev.Action == ActionEdit) {
@@ -263,8 +286,13 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	}
 	ae := base
 	ae.Kind = AuditApprovalDecided
-	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
+	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
+		// Eligible only through the identity provider's group: say so.
+		detail["via_group"] = via
+	}
+	ae.Detail = detailJSON(detail)
 	out.Audit = []AuditEntry{ae}
 	if next.Status.Final() {
 		at := r.At
@@ -304,6 +332,7 @@ func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
 		exp := r.At.Add(ttl)
 		g.Thread, g.Requester, g.RuleKey, g.ExpiresAt = a.Thread, a.Requester, v.RuleKey, &exp
 	case ScopeForever:
+		g.RuleKey = v.RuleKey
 		if r.Pattern != nil {
 			g.Pattern = r.Pattern
 		} else {

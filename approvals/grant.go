@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
@@ -27,13 +26,19 @@ const DefaultSessionTTL = time.Hour
 // needs a quorum above 1, nor a high_impact tool unless the policy says so
 // (Policy.ForeverHighImpact).
 //
+// Both are bound to the policy rule that asked (RuleKey: an edited or
+// replaced rule ends them) and are only as good as their granter: a grant
+// covers a call only while its Actor may still decide it under the live
+// configuration (Call.Eligible), and never when its Actor is an agent.
+//
 // Neither ever lets a denied call through: grants are consulted only when
 // the policy asks.
 type Grant struct {
 	ID    string `json:"id"`
 	Scope Scope  `json:"scope"`
 	Tool  string `json:"tool"`
-	// Thread, Requester and RuleKey bind a session grant.
+	// Thread and Requester bind a session grant; RuleKey binds both kinds
+	// to the rule that asked.
 	Thread    string `json:"thread,omitempty"`
 	Requester string `json:"requester,omitempty"`
 	RuleKey   string `json:"rule,omitempty"`
@@ -71,6 +76,10 @@ type Call struct {
 	Requester string
 	Args      map[string]any
 	Verdict   Verdict
+	// Eligible is who may decide the call now: the live verdict's
+	// approvers expanded through the live directory. A grant covers the
+	// call only while its granter is among them.
+	Eligible []string
 }
 
 // Covers reports whether g lets call run without asking at now. A call the
@@ -80,9 +89,15 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 	if !g.Active(now) || c.Verdict.Effect != EffectAsk || g.Tool != c.Tool || max(c.Verdict.Quorum, 1) != 1 {
 		return false
 	}
+	// Bound to the rule that asked, and only as good as the granter's say
+	// over the call now. A grant stored before grants named their rule
+	// (RuleKey "") is bound to nothing and covers nothing.
+	if g.RuleKey == "" || g.RuleKey != c.Verdict.RuleKey || IsAgent(g.Actor) || !slices.Contains(c.Eligible, g.Actor) {
+		return false
+	}
 	switch g.Scope {
 	case ScopeSession:
-		return c.Risk != RiskHighImpact && g.Thread == c.Thread && g.Requester == c.Requester && g.RuleKey == c.Verdict.RuleKey
+		return c.Risk != RiskHighImpact && g.Thread == c.Thread && g.Requester == c.Requester
 	case ScopeForever:
 		if c.Risk == RiskHighImpact && !foreverHighImpact {
 			return false
@@ -90,7 +105,7 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 		if g.Pattern != nil {
 			return PatternMatches(g.Pattern, c.Args)
 		}
-		return sameArgs(g.Args, c.Args)
+		return SameArgs(g.Args, c.Args)
 	}
 	return false
 }
@@ -112,24 +127,11 @@ func PatternMatches(pattern map[string]string, args map[string]any) bool {
 	return true
 }
 
-// sameArgs compares argument objects by their JSON values, so 2 and 2.0
-// (as a schema may produce either) are the same argument.
-func sameArgs(a, b map[string]any) bool {
-	norm := func(m map[string]any) any {
-		raw, err := json.Marshal(m)
-		if err != nil {
-			return nil
-		}
-		var v any
-		if json.Unmarshal(raw, &v) != nil {
-			return nil
-		}
-		if v == nil {
-			return map[string]any{}
-		}
-		return v
-	}
-	return reflect.DeepEqual(norm(a), norm(b))
+// SameArgs compares argument objects by their JSON values (CanonicalArgs),
+// so 2 and 2.0 (as a schema may produce either) are the same argument and
+// no arguments are the empty object.
+func SameArgs(a, b map[string]any) bool {
+	return reflect.DeepEqual(CanonicalArgs(a), CanonicalArgs(b))
 }
 
 // grantProblem says why scope cannot be granted on the approval's final

@@ -48,12 +48,18 @@ type MCPServer struct {
 }
 
 // MCPToolOverride replaces annotation defaults for one upstream tool; an
-// omitted key keeps what the annotations say.
+// omitted key keeps what the annotations say. Description replaces the
+// server's description as models read it: the operator's words, used as
+// written, where the server's are framed as external content.
 type MCPToolOverride struct {
 	Risk        string `yaml:"risk" enum:"read|reversible|external|high_impact"`
 	Destructive *bool  `yaml:"destructive"`
 	Idempotent  *bool  `yaml:"idempotent"`
+	Description string `yaml:"description"`
 }
+
+// MaxMCPDescription bounds an overridden tool description.
+const MaxMCPDescription = 4 << 10
 
 // Secrets returns the values of the variables ${VAR} put into the
 // server's command, env, url and headers: each is taken for a credential
@@ -156,13 +162,19 @@ func (c *checker) mcpServers() {
 				c.problem(fmt.Sprintf("%s[%d]", mcpPath(i, "tools"), j), "must be a glob over tool names: letters, digits, '_', '.', '-', '*' and '?'")
 			}
 		}
-		for name := range s.Overrides {
+		for name, o := range s.Overrides {
 			p := joinKey(mcpPath(i, "overrides"), name)
 			switch {
 			case !mcpToolRE.MatchString(name):
 				c.problem(p, "not an MCP tool name (letters, digits, '_', '.', '-')")
 			case !s.offers(name):
 				c.problem(p, "mcp_servers[%d].tools does not offer %q, so this override never applies", i, name)
+			}
+			switch d := o.Description; {
+			case len(d) > MaxMCPDescription:
+				c.problem(p+".description", "is %d bytes; the limit is %d", len(d), MaxMCPDescription)
+			case d != "" && strings.TrimSpace(d) == "":
+				c.problem(p+".description", "is blank: leave it out to keep the server's description (framed as external content)")
 			}
 		}
 		for _, d := range []struct {

@@ -17,7 +17,7 @@ const validMCP = `mcp_servers:
     env: {TOKEN: "${FS_TOKEN}", MODE: plain}
     tools: ["read_*", "write_file"]
     overrides:
-      write_file: {risk: high_impact, idempotent: false}
+      write_file: {risk: high_impact, idempotent: false, description: "Write a runbook file (the operator's words)"}
 `
 
 var mcpEnv = map[string]string{"GH_MCP": "gh-secret", "GH_KEY": "k3y-value", "RUNBOOKS": "/srv/runbooks", "FS_TOKEN": "fs-secret"}
@@ -45,7 +45,7 @@ policy:
 		t.Errorf("defaults: %+v", fs)
 	}
 	o := fs.Overrides["write_file"]
-	if o.Risk != "high_impact" || o.Idempotent == nil || *o.Idempotent || o.Destructive != nil {
+	if o.Risk != "high_impact" || o.Idempotent == nil || *o.Idempotent || o.Destructive != nil || o.Description != "Write a runbook file (the operator's words)" {
 		t.Errorf("override: %+v", o)
 	}
 	// What ${VAR} produced is masked later; literal values are not.
@@ -60,27 +60,29 @@ policy:
 func TestMCPServerProblems(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct{ src, path, msg string }{
-		"NeitherCommandNorURL": {"mcp_servers:\n  - name: x\n", "mcp_servers[0]", "needs command (transport stdio) or url (transport http)"},
-		"StdioWithoutCommand":  {"mcp_servers:\n  - {name: x, transport: stdio}\n", "mcp_servers[0].command", "transport is stdio"},
-		"HTTPWithoutURL":       {"mcp_servers:\n  - {name: x, transport: http}\n", "mcp_servers[0].url", "transport is http"},
-		"HTTPWithCommand":      {"mcp_servers:\n  - {name: x, transport: http, url: \"https://a/mcp\", command: [y]}\n", "mcp_servers[0].command", "transport stdio only"},
-		"StdioWithHeaders":     {"mcp_servers:\n  - {name: x, command: [y], headers: {A: b}}\n", "mcp_servers[0].headers", "transport http only"},
-		"HTTPWithEnv":          {"mcp_servers:\n  - {name: x, url: \"https://a/mcp\", env: {A: b}}\n", "mcp_servers[0].env", "transport stdio only"},
-		"RelativeURL":          {"mcp_servers:\n  - {name: x, url: /mcp}\n", "mcp_servers[0].url", "absolute http(s) URL"},
-		"UnknownTransport":     {"mcp_servers:\n  - {name: x, transport: sse, url: \"https://a/mcp\"}\n", "mcp_servers[0].transport", "must be one of stdio, http"},
-		"DottedName":           {"mcp_servers:\n  - {name: a.b, command: [y]}\n", "mcp_servers[0].name", "prefixes the tools"},
-		"DuplicateName":        {"mcp_servers:\n  - {name: a, command: [y]}\n  - {name: a, command: [z]}\n", "mcp_servers[1].name", `duplicate mcp server name "a"`},
-		"EmptyProgram":         {"mcp_servers:\n  - {name: a, command: [\"\"]}\n", "mcp_servers[0].command[0]", "must not be empty"},
-		"ReservedHeader":       {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {mcp-session-id: x}}\n", `mcp_servers[0].headers.mcp-session-id`, "set by the transport"},
-		"BadHeaderName":        {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {\"a b\": x}}\n", `mcp_servers[0].headers["a b"]`, "invalid header name"},
-		"BadEnvName":           {"mcp_servers:\n  - {name: a, command: [y], env: {\"1X\": x}}\n", `mcp_servers[0].env.1X`, "invalid environment variable name"},
-		"BadGlob":              {"mcp_servers:\n  - {name: a, command: [y], tools: [\"read files\"]}\n", "mcp_servers[0].tools[0]", "glob over tool names"},
-		"OverrideNotOffered":   {"mcp_servers:\n  - {name: a, command: [y], tools: [\"read_*\"], overrides: {write_file: {risk: read}}}\n", "mcp_servers[0].overrides.write_file", "never applies"},
-		"OverrideBadRisk":      {"mcp_servers:\n  - {name: a, command: [y], overrides: {t: {risk: lethal}}}\n", "mcp_servers[0].overrides.t.risk", "must be one of read, reversible"},
-		"ZeroTimeout":          {"mcp_servers:\n  - {name: a, command: [y], timeout: 0s}\n", "mcp_servers[0].timeout", "greater than 0"},
-		"ZeroMaxOutput":        {"mcp_servers:\n  - {name: a, command: [y], max_output: 0}\n", "mcp_servers[0].max_output", "greater than 0"},
-		"UnknownKey":           {"mcp_servers:\n  - {name: a, command: [y], header: {}}\n", "mcp_servers[0].header", `did you mean "headers"?`},
-		"UnsetSecret":          {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {Authorization: \"Bearer ${NOPE}\"}}\n", "mcp_servers[0].headers.Authorization", "NOPE is not set"},
+		"NeitherCommandNorURL":     {"mcp_servers:\n  - name: x\n", "mcp_servers[0]", "needs command (transport stdio) or url (transport http)"},
+		"StdioWithoutCommand":      {"mcp_servers:\n  - {name: x, transport: stdio}\n", "mcp_servers[0].command", "transport is stdio"},
+		"HTTPWithoutURL":           {"mcp_servers:\n  - {name: x, transport: http}\n", "mcp_servers[0].url", "transport is http"},
+		"HTTPWithCommand":          {"mcp_servers:\n  - {name: x, transport: http, url: \"https://a/mcp\", command: [y]}\n", "mcp_servers[0].command", "transport stdio only"},
+		"StdioWithHeaders":         {"mcp_servers:\n  - {name: x, command: [y], headers: {A: b}}\n", "mcp_servers[0].headers", "transport http only"},
+		"HTTPWithEnv":              {"mcp_servers:\n  - {name: x, url: \"https://a/mcp\", env: {A: b}}\n", "mcp_servers[0].env", "transport stdio only"},
+		"RelativeURL":              {"mcp_servers:\n  - {name: x, url: /mcp}\n", "mcp_servers[0].url", "absolute http(s) URL"},
+		"UnknownTransport":         {"mcp_servers:\n  - {name: x, transport: sse, url: \"https://a/mcp\"}\n", "mcp_servers[0].transport", "must be one of stdio, http"},
+		"DottedName":               {"mcp_servers:\n  - {name: a.b, command: [y]}\n", "mcp_servers[0].name", "prefixes the tools"},
+		"DuplicateName":            {"mcp_servers:\n  - {name: a, command: [y]}\n  - {name: a, command: [z]}\n", "mcp_servers[1].name", `duplicate mcp server name "a"`},
+		"EmptyProgram":             {"mcp_servers:\n  - {name: a, command: [\"\"]}\n", "mcp_servers[0].command[0]", "must not be empty"},
+		"ReservedHeader":           {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {mcp-session-id: x}}\n", `mcp_servers[0].headers.mcp-session-id`, "set by the transport"},
+		"BadHeaderName":            {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {\"a b\": x}}\n", `mcp_servers[0].headers["a b"]`, "invalid header name"},
+		"BadEnvName":               {"mcp_servers:\n  - {name: a, command: [y], env: {\"1X\": x}}\n", `mcp_servers[0].env.1X`, "invalid environment variable name"},
+		"BadGlob":                  {"mcp_servers:\n  - {name: a, command: [y], tools: [\"read files\"]}\n", "mcp_servers[0].tools[0]", "glob over tool names"},
+		"OverrideNotOffered":       {"mcp_servers:\n  - {name: a, command: [y], tools: [\"read_*\"], overrides: {write_file: {risk: read}}}\n", "mcp_servers[0].overrides.write_file", "never applies"},
+		"OverrideBadRisk":          {"mcp_servers:\n  - {name: a, command: [y], overrides: {t: {risk: lethal}}}\n", "mcp_servers[0].overrides.t.risk", "must be one of read, reversible"},
+		"OverrideBlankDescription": {"mcp_servers:\n  - {name: a, command: [y], overrides: {t: {description: \"  \"}}}\n", "mcp_servers[0].overrides.t.description", "is blank"},
+		"OverrideLongDescription":  {"mcp_servers:\n  - {name: a, command: [y], overrides: {t: {description: \"" + strings.Repeat("d", 5000) + "\"}}}\n", "mcp_servers[0].overrides.t.description", "the limit is 4096"},
+		"ZeroTimeout":              {"mcp_servers:\n  - {name: a, command: [y], timeout: 0s}\n", "mcp_servers[0].timeout", "greater than 0"},
+		"ZeroMaxOutput":            {"mcp_servers:\n  - {name: a, command: [y], max_output: 0}\n", "mcp_servers[0].max_output", "greater than 0"},
+		"UnknownKey":               {"mcp_servers:\n  - {name: a, command: [y], header: {}}\n", "mcp_servers[0].header", `did you mean "headers"?`},
+		"UnsetSecret":              {"mcp_servers:\n  - {name: a, url: \"https://a/mcp\", headers: {Authorization: \"Bearer ${NOPE}\"}}\n", "mcp_servers[0].headers.Authorization", "NOPE is not set"},
 		"FlowUnknownServer": {"mcp_servers:\n  - {name: fs, command: [y]}\nflows:\n  - {name: f, command: f, steps: [{tool: fz.read}]}\n",
 			"flows[0].steps[0].tool", `no tool named "fz.read" and no mcp_servers entry named "fz" (did you mean "fs.read"?)`},
 		"FlowToolNotOffered": {"mcp_servers:\n  - {name: fs, command: [y], tools: [\"read_*\"]}\nflows:\n  - {name: f, command: f, steps: [{tool: fs.write_file}]}\n",

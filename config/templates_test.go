@@ -98,7 +98,7 @@ func TestExecEnvIsLiteral(t *testing.T) {
 }
 
 // TestWebhookTemplates checks channels.webhooks[].text and .thread the way
-// adapters/webhook parses them (the builtins plus quote), so serve never
+// adapters/webhook parses them (the builtins plus quote and verbatim), so serve never
 // refuses what config check passed.
 func TestWebhookTemplates(t *testing.T) {
 	t.Parallel()
@@ -112,4 +112,5 @@ func TestWebhookTemplates(t *testing.T) {
 	wantProblem(t, hook("      text: \"restart {{.alerts\"\n"), "channels.webhooks[0].text", 5, "invalid template")
 	wantProblem(t, hook("      thread: \"{{json .groupKey}}\"\n"), "channels.webhooks[0].thread", 5, `function "json" not defined`)
 	parseOK(t, hook("      text: \"restart {{quote (index .alerts 0).labels.service}}\"\n      thread: \"{{quote .groupKey}}\"\n"))
+	parseOK(t, hook("      text: \"{{verbatim .text}}\"\n"))
 }

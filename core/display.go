@@ -37,6 +37,19 @@ func OneLine(s string) string {
 	return b.String()
 }
 
+// Clip keeps at most n runes of s (a preview on a card, an excerpt in a
+// reply), cutting between runes.
+func Clip(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
 // hidden reports a rune that would break a line or change how the text
 // around it reads: control characters (tab aside), line and paragraph
 // separators, bidi embeddings, overrides and isolates.

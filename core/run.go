@@ -108,6 +108,16 @@ type RunEvent struct {
 	At    time.Time       `json:"at"`
 }
 
+// NewRunEvent builds a run event stamped at, data encoded as JSON (null if
+// it cannot be).
+func NewRunEvent(runID, typ string, data any, at time.Time) RunEvent {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b = []byte("null")
+	}
+	return RunEvent{RunID: runID, Type: typ, Data: b, At: at}
+}
+
 // The run event types streamed by /api/v1/runs/{id}/events.
 const (
 	EventRunQueued           = "run.queued"

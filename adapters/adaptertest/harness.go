@@ -45,7 +45,7 @@ type HarnessOptions struct {
 	// Flows and Tools replace the default deploy flow and tool; Policy
 	// replaces the default "ask Approvers for deploy" policy.
 	Flows  []engine.Flow
-	Tools  []*engine.Tool
+	Tools  []*tools.Tool
 	Policy *approvals.Policy
 	Groups map[string][]string
 	// People and Requesters are the trust configuration (engine.Trust):
@@ -98,7 +98,7 @@ type Call struct {
 	Args           map[string]any
 }
 
-// Recorder is an engine.Runner that records every call and answers
+// Recorder is a tools.Runner that records every call and answers
 // "deployed <service> <version> to <env>", so tests can assert that a tool
 // ran exactly once, with which arguments and idempotency key.
 type Recorder struct {
@@ -108,7 +108,7 @@ type Recorder struct {
 	calls []Call
 }
 
-// Run implements engine.Runner.
+// Run implements tools.Runner.
 func (r *Recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) {
 	r.mu.Lock()
 	r.calls = append(r.calls, Call{Tool: r.Name, RunID: c.RunID, IdempotencyKey: c.IdempotencyKey, Args: c.Args})
@@ -116,7 +116,7 @@ func (r *Recorder) Run(ctx context.Context, c tools.Call) (tools.Result, error) 
 	return tools.Result{Output: fmt.Sprintf("deployed %v %v to %v", c.Args["service"], c.Args["version"], c.Args["env"])}, nil
 }
 
-// Preview implements engine.Runner: the dry run shown on cards.
+// Preview implements tools.Runner: the dry run shown on cards.
 func (r *Recorder) Preview(ctx context.Context, c tools.Call) (string, error) {
 	return fmt.Sprintf("would deploy %v %v to %v", c.Args["service"], c.Args["version"], c.Args["env"]), nil
 }
@@ -140,7 +140,7 @@ func DeployFlow() engine.Flow {
 
 // DeployTool is the default high-impact deploy tool with the README's
 // input schema, dispatching to r.
-func DeployTool(t testing.TB, r *Recorder) *engine.Tool {
+func DeployTool(t testing.TB, r *Recorder) *tools.Tool {
 	t.Helper()
 	schema, err := approvals.CompileSchema("deploy", map[string]any{
 		"type":     "object",
@@ -154,7 +154,7 @@ func DeployTool(t testing.TB, r *Recorder) *engine.Tool {
 	if err != nil {
 		t.Fatalf("adaptertest: deploy schema: %v", err)
 	}
-	return &engine.Tool{
+	return &tools.Tool{
 		Name: "deploy", Description: "Deploy a service version to an environment",
 		Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: r,
 	}
@@ -200,7 +200,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 		eo.Flows = []engine.Flow{DeployFlow()}
 	}
 	if eo.Tools == nil {
-		eo.Tools = []*engine.Tool{DeployTool(t, h.Deploy)}
+		eo.Tools = []*tools.Tool{DeployTool(t, h.Deploy)}
 	}
 	if eo.Policy == nil {
 		eo.Policy = &approvals.Policy{Rules: []approvals.Rule{

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/delivery"
 )
 
@@ -40,10 +41,11 @@ type Config struct{}
 // have yet; it is here so the channel is checked like every other).
 func (c Config) Validate() error { return core.ConfigErrorOf(ErrConfig, nil) }
 
-// Authenticator finds a bearer token's actor and scopes; *api.TokenSet is
-// one, so the channel accepts exactly the API's tokens.
+// Authenticator finds a bearer token's actor, and the token as
+// core/authority judges it; *api.TokenSet is one, so the channel accepts
+// exactly the API's tokens.
 type Authenticator interface {
-	MatchScopes(tok string) (core.Actor, core.Scopes, bool)
+	MatchAuthority(tok string) (core.Actor, authority.Actor, bool)
 }
 
 // Store is what the stream reads: a thread's messages and the wake-ups of
@@ -55,11 +57,14 @@ type Store interface {
 
 // Deps are what the adapter takes from the server.
 type Deps struct {
-	Sink   core.Sink
-	Cards  core.CardSource
-	Store  Store
-	Auth   Authenticator
-	Logger *slog.Logger
+	Sink  core.Sink
+	Cards core.CardSource
+	Store Store
+	Auth  Authenticator
+	// Authority says who may read which thread and decide what (the
+	// engine's).
+	Authority *authority.Authority
+	Logger    *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// PollInterval is the stream's fallback when no wake-up arrives
@@ -71,7 +76,8 @@ type Deps struct {
 // its clients call.
 type Adapter struct {
 	*delivery.Recorder
-	d Deps
+	d   Deps
+	mux *authority.Mux
 }
 
 var (
@@ -84,8 +90,8 @@ func New(cfg Config, d Deps) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Sink == nil || d.Cards == nil || d.Store == nil || d.Auth == nil {
-		return nil, errors.New("local: Deps.Sink, Cards, Store and Auth are required")
+	if d.Sink == nil || d.Cards == nil || d.Store == nil || d.Auth == nil || d.Authority == nil {
+		return nil, errors.New("local: Deps.Sink, Cards, Store, Auth and Authority are required")
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
@@ -99,14 +105,28 @@ func New(cfg Config, d Deps) (*Adapter, error) {
 	if d.PingInterval <= 0 {
 		d.PingInterval = 15 * time.Second
 	}
-	return &Adapter{Recorder: delivery.NewRecorder(Channel), d: d}, nil
+	a := &Adapter{Recorder: delivery.NewRecorder(Channel), d: d}
+	a.mux = authority.NewMux(d.Authority, func(w http.ResponseWriter, _ *http.Request, ref *authority.Refusal) {
+		writeErr(w, refused(ref))
+	}, a.authenticate)
+	route := func(pattern string, act authority.Action, h http.HandlerFunc) {
+		a.mux.HandleFunc(authority.Route{Surface: authority.SurfaceLocal, Entry: pattern, Action: act}, h)
+	}
+	route("POST "+PathPrefix+"messages", authority.Request, a.postMessage)
+	route("POST "+PathPrefix+"decisions", authority.Decide, a.postDecision)
+	route("GET "+PathPrefix+"stream", authority.SeeThread, a.stream)
+	return a, nil
 }
 
-// Routes implements core.HTTPReceiver.
+// Routes implements core.HTTPReceiver: every path under PathPrefix, served
+// through the authority's gate.
 func (a *Adapter) Routes() map[string]http.Handler {
-	return map[string]http.Handler{
-		"POST " + PathPrefix + "messages":  a.auth(core.ScopeRequest, a.postMessage),
-		"POST " + PathPrefix + "decisions": a.auth("", a.postDecision),
-		"GET " + PathPrefix + "stream":     a.auth(core.ScopeRead, a.stream),
+	out := map[string]http.Handler{}
+	for _, rt := range a.mux.Guards() {
+		out[rt.Entry] = a.mux
 	}
+	return out
 }
+
+// Guards lists the routes and the action of each (authority.Router).
+func (a *Adapter) Guards() []authority.Route { return a.mux.Guards() }

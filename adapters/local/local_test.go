@@ -46,7 +46,7 @@ func setup(t *testing.T) *bundle {
 		AllowSelfApproval: true,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var err error
-			a, err = local.New(local.Config{}, local.Deps{Sink: h.Engine, Cards: h.Engine, Store: h.Store, Auth: ts,
+			a, err = local.New(local.Config{}, local.Deps{Sink: h.Engine, Cards: h.Engine, Store: h.Store, Auth: ts, Authority: h.Engine.Authority(),
 				PollInterval: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
@@ -287,7 +287,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	b.h.StoreEmpty(t)
 	// A token without request may not start runs here.
 	ts, _ := api.NewTokenSet([]api.Token{{Name: "ro", Token: "ro", Actor: "console:ro", Scopes: []core.Scope{core.ScopeRead}}})
-	a, _ := local.New(local.Config{}, local.Deps{Sink: b.h.Engine, Cards: b.h.Engine, Store: b.h.Store, Auth: ts})
+	a, _ := local.New(local.Config{}, local.Deps{Sink: b.h.Engine, Cards: b.h.Engine, Store: b.h.Store, Auth: ts, Authority: b.h.Engine.Authority()})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("POST", "/local/v1/messages", strings.NewReader(`{"thread":"x","text":"deploy api 1"}`))
 	req.Header.Set("Authorization", "Bearer ro")

@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Limits of what a client sends.
@@ -73,30 +74,32 @@ func writeErr(w http.ResponseWriter, e *reqError) {
 type ctxKey struct{}
 
 type caller struct {
-	actor  core.Actor
-	scopes core.Scopes
+	actor core.Actor
+	auth  authority.Actor
 }
 
-// auth checks the bearer token (the API's tokens) and, when need is set,
-// that it holds that scope.
-func (a *Adapter) auth(need core.Scope, h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// authenticate checks the bearer token (the API's tokens) and stores its
+// actor, for the authority's gate and the handler.
+func (a *Adapter) authenticate(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			writeErr(w, bad(http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token"))
 			return
 		}
-		actor, scopes, ok := a.d.Auth.MatchScopes(strings.TrimSpace(tok))
-		if !ok {
+		actor, auth, ok := a.d.Auth.MatchAuthority(strings.TrimSpace(tok))
+		if !ok || a.d.Authority.Accepts(authority.SurfaceLocal, auth) != nil {
 			writeErr(w, bad(http.StatusUnauthorized, "unauthorized", "", "missing or invalid bearer token"))
 			return
 		}
-		if need != "" && !scopes.Has(need) {
-			writeErr(w, bad(http.StatusForbidden, "missing_scope", "", "this token may not %s %s: it needs scope %s", r.Method, r.URL.Path, need))
-			return
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, caller{actor: actor, scopes: scopes})))
-	})
+		ctx := authority.WithActor(context.WithValue(r.Context(), ctxKey{}, caller{actor: actor, auth: auth}), auth)
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// refused is an authority refusal in the API's error shape.
+func refused(ref *authority.Refusal) *reqError {
+	return bad(ref.HTTPStatus(), string(ref.Code), "", "%s", ref.Message)
 }
 
 func callerOf(r *http.Request) caller {
@@ -307,7 +310,7 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 	}
 	c := callerOf(r)
 	d := &core.Decision{ApprovalID: b.ApprovalID, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope)}
-	if !c.scopes.Has(core.ScopeDecide) {
+	if _, err := a.d.Authority.Approval(r.Context(), c.auth, authority.Decide, b.ApprovalID); authority.HumanRequired(err) {
 		// Refused by the engine, so the attempt is audited like any.
 		d.Unverified = fmt.Sprintf("local: token %q has no scope decide (agents and tokens without decide never decide)", c.actor.Name)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Bounds of the stream: the newest messages compared per pass, the
@@ -48,6 +49,15 @@ func (a *Adapter) stream(w http.ResponseWriter, r *http.Request) {
 	th, err := ParseThread(q.Get("thread"))
 	if err != nil {
 		writeErr(w, err.(*reqError))
+		return
+	}
+	if err := a.d.Authority.Thread(ctx, callerOf(r).auth, th); err != nil {
+		if ref, ok := authority.RefusalOf(err); ok {
+			writeErr(w, refused(ref))
+			return
+		}
+		a.d.Logger.ErrorContext(ctx, "local: stream", "thread", th.String(), "err", err)
+		writeErr(w, bad(http.StatusInternalServerError, "internal", "", "internal error"))
 		return
 	}
 	history := defaultHistory

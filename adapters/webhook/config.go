@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/router"
 )
 
 // Channel is the webhook channel's name in thread addresses and actor ids.
@@ -43,10 +42,11 @@ type Hook struct {
 	Secret string
 	// Text, when set, is a Go text/template over the decoded JSON body that
 	// yields the command line, e.g. for Alertmanager
-	// `restart {{(index .alerts 0).labels.service}}`. Without it the body's
-	// "text" field is the command line. A key missing from the body fails
-	// the request (422) instead of running a command with "<no value>" in
-	// it.
+	// `restart {{(index .alerts 0).labels.service}}`. Every value it prints
+	// is one argument (written as {{quote}} writes it) unless the action
+	// ends in verbatim. Without it the body's "text" field is the command
+	// line. A key missing from the body fails the request (422) instead of
+	// running a command with "<no value>" in it.
 	Text string
 	// Thread, when set, is a template over the body naming the
 	// conversation the request belongs to (e.g. `{{.groupKey}}`), so
@@ -116,10 +116,10 @@ func compile(cfg Config) (map[string]*hook, error) {
 		}
 		c := &hook{name: h.Name, secret: []byte(h.Secret)}
 		var err error
-		if c.text, err = parseTemplate(h.Name+".text", h.Text); err != nil {
+		if c.text, err = parseTemplate(h.Name+".text", h.Text, true); err != nil {
 			bad(i, "text", "invalid template: %v", err)
 		}
-		if c.thread, err = parseTemplate(h.Name+".thread", h.Thread); err != nil {
+		if c.thread, err = parseTemplate(h.Name+".thread", h.Thread, false); err != nil {
 			bad(i, "thread", "invalid template: %v", err)
 		}
 		if hooks[h.Name] == nil {
@@ -134,11 +134,18 @@ func compile(cfg Config) (map[string]*hook, error) {
 
 // parseTemplate parses src, or returns nil for an empty one. missingkey=error
 // turns a field the body lacks into a refusal rather than "<no value>".
-// quote (router.TemplateFuncs) writes a body value as one command-line
-// token: {{quote .labels.alertname}}.
-func parseTemplate(name, src string) (*template.Template, error) {
+// A command line (line) writes every value as one token unless the action
+// ends in verbatim (template.go); a thread name is written as rendered.
+func parseTemplate(name, src string, line bool) (*template.Template, error) {
 	if src == "" {
 		return nil, nil
 	}
-	return template.New(name).Option("missingkey=error").Funcs(router.TemplateFuncs()).Parse(src)
+	t, err := template.New(name).Option("missingkey=error").Funcs(templateFuncs()).Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if line {
+		quoteActions(t)
+	}
+	return t, nil
 }

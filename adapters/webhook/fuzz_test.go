@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/router"
 )
 
 // fakeSink records what it is handed, for tests that need no engine.
@@ -91,6 +92,34 @@ func TestNormalizeEvent(t *testing.T) {
 	}
 }
 
+// TestAttack_WebhookValueAddsArgument is issue 26's proof: with text
+// 'silence {{.labels.alertname}}' a label "HighCPU duration=720h" must stay
+// the alert's name and never set duration.
+func TestAttack_WebhookValueAddsArgument(t *testing.T) {
+	t.Parallel()
+	sink := &fakeSink{}
+	a, err := New(Config{Hooks: []Hook{{Name: "am", Secret: "s", Text: "silence {{.labels.alertname}}"}}}, Deps{Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"labels":{"alertname":"HighCPU duration=720h"}}`)
+	if got := postRaw(t, newServer(t, a), "am", body, Sign("s", body)); got != http.StatusAccepted {
+		t.Fatalf("status %d", got)
+	}
+	evs := sink.events()
+	if len(evs) != 1 {
+		t.Fatalf("%d events", len(evs))
+	}
+	p, err := router.ParsePattern("silence {alert} {duration=1h}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, ok := p.Match(evs[0].Text)
+	if !ok || args["alert"] != "HighCPU duration=720h" || args["duration"] != "1h" {
+		t.Fatalf("text %q routes to %v (matched %v); want the label as one value and duration left at 1h", evs[0].Text, args, ok)
+	}
+}
+
 func TestTemplatePrintsNumbersAsSent(t *testing.T) {
 	t.Parallel()
 	sink := &fakeSink{}
@@ -102,7 +131,7 @@ func TestTemplatePrintsNumbersAsSent(t *testing.T) {
 	if got := postRaw(t, newServer(t, a), "n", body, Sign("s", body)); got != http.StatusAccepted {
 		t.Fatalf("status %d", got)
 	}
-	if evs := sink.events(); len(evs) != 1 || evs[0].Text != "deploy api 12345678901" {
+	if evs := sink.events(); len(evs) != 1 || evs[0].Text != `deploy api "12345678901"` {
 		t.Fatalf("events %+v, want text with the number as sent", evs)
 	}
 }

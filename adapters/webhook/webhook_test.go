@@ -134,36 +134,40 @@ func TestAlertmanagerTemplate(t *testing.T) {
 	if run.Thread != wantThread || run.Args["service"] != "api" || run.Args["version"] != "1.2.2" || run.Requester != "webhook:alertmanager" {
 		t.Fatalf("run thread %v args %v requester %q; want %v, api 1.2.2, webhook:alertmanager", run.Thread, run.Args, run.Requester, wantThread)
 	}
-	if run.Reason != "deploy api 1.2.2" {
+	if run.Reason != `deploy "api" "1.2.2"` {
 		t.Errorf("reason = %q, want the rendered command", run.Reason)
 	}
 }
 
 // TestAttack_WebhookLabelSetsEnv: an alert label that reads as two words,
-// the second "env=prod", must not move the deploy to production. With
-// {{quote}} each label stays one value and env keeps its default; written
-// without it (the old docs' way) the label binds env by name.
+// the second "env=prod", must not move the deploy to production. Every
+// value a template interpolates is one argument — written plainly or with
+// {{quote}} — and env keeps its default; only a template that opts into
+// raw text ({{verbatim}}) lets a value's words through.
 func TestAttack_WebhookLabelSetsEnv(t *testing.T) {
 	t.Parallel()
 	e := setup(t, Config{Hooks: []Hook{
 		{Name: "quoted", Secret: amSecret, Text: `deploy {{quote .labels.service}} {{quote .labels.version}}`},
 		{Name: "bare", Secret: amSecret, Text: `deploy {{.labels.service}} {{.labels.version}}`},
+		{Name: "verbatim", Secret: amSecret, Text: `deploy {{.labels.service}} {{verbatim .labels.version}}`},
 	}})
 	body := []byte(`{"labels":{"service":"api","version":"1.2.3 env=prod"}}`)
-	r := e.post(t, "quoted", body, Sign(amSecret, body), "")
-	if r.status != http.StatusAccepted || r.resp.RunID == "" {
-		t.Fatalf("got %d %s, want 202 with a run", r.status, r.body)
+	for _, hook := range []string{"quoted", "bare"} {
+		r := e.post(t, hook, body, Sign(amSecret, body), "")
+		if r.status != http.StatusAccepted || r.resp.RunID == "" {
+			t.Fatalf("%s: got %d %s, want 202 with a run", hook, r.status, r.body)
+		}
+		run, err := e.h.Store.RunGet(context.Background(), r.resp.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Args["env"] != "staging" || run.Args["version"] != "1.2.3 env=prod" || run.Args["service"] != "api" {
+			t.Fatalf("%s labels routed to %v; want env left at staging", hook, run.Args)
+		}
 	}
-	run, err := e.h.Store.RunGet(context.Background(), r.resp.RunID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Args["env"] != "staging" || run.Args["version"] != "1.2.3 env=prod" || run.Args["service"] != "api" {
-		t.Fatalf("quoted labels routed to %v; want env left at staging", run.Args)
-	}
-	r = e.post(t, "bare", body, Sign(amSecret, body), "")
-	if run, err = e.h.Store.RunGet(context.Background(), r.resp.RunID); err != nil || run.Args["env"] != "prod" {
-		t.Fatalf("unquoted template: %v %v; the attack this guards against no longer reproduces", run, err)
+	r := e.post(t, "verbatim", body, Sign(amSecret, body), "")
+	if run, err := e.h.Store.RunGet(context.Background(), r.resp.RunID); err != nil || run.Args["env"] != "prod" {
+		t.Fatalf("verbatim template: %v %v; the opt-in must pass the value's words as written", run, err)
 	}
 }
 

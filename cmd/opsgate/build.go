@@ -167,12 +167,12 @@ func agentTask(cfg *config.Config, t *config.AgentTask) *engine.AgentTask {
 	return out
 }
 
-func buildTool(t *config.Tool, dir string) (*engine.Tool, error) {
+func buildTool(t *config.Tool, dir string) (*tools.Tool, error) {
 	schema, err := approvals.CompileSchema(t.Name, t.InputSchema)
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: input_schema: %w", t.Name, err)
 	}
-	et := &engine.Tool{
+	et := &tools.Tool{
 		Name:        t.Name,
 		Description: t.Description,
 		Risk:        approvals.Risk(t.Risk),
@@ -242,7 +242,7 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
-func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup engine.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err

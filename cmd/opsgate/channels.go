@@ -31,7 +31,6 @@ import (
 	"github.com/opsgate/opsgate/core/delivery"
 	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/mcp"
-	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // channel is one enabled platform as the composition root sees it: the
@@ -193,7 +192,7 @@ func buildWebhooks(cfg *config.Config, d channelDeps) (delivery.Platform, config
 // the API's tokens.
 func buildLocal(cfg *config.Config, d channelDeps) (delivery.Platform, config.Delivery, error) {
 	c := cfg.Channels.Local
-	a, err := local.New(cfg.LocalConfig(), local.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Auth: d.tokens,
+	a, err := local.New(cfg.LocalConfig(), local.Deps{Sink: d.eng, Cards: d.eng, Store: d.st, Auth: d.tokens, Authority: d.eng.Authority(),
 		Logger: d.log.With("channel", "local"), PollInterval: d.poll})
 	if err != nil {
 		return nil, c.Delivery, fmt.Errorf("channels.local: %w", err)
@@ -221,7 +220,7 @@ func buildMCP(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Tok
 		}
 		flows = append(flows, mf)
 	}
-	o := mcp.Options{Engine: eng, Store: st, Tokens: mt, Flows: flows, Version: version,
+	o := mcp.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: mt, Flows: flows, Version: version,
 		PublicURL: cfg.Server.PublicURL, AllowedOrigins: cfg.MCP.AllowedOrigins, InternalOrigins: cfg.MCP.InternalOrigins,
 		StateKey: mcpStateKey(key), Logger: log.With("component", "mcp"), Questions: mcpQuestions{eng}}
 	if a := cfg.MCP.OAuth; a != nil {
@@ -244,26 +243,22 @@ func mcpStateKey(auditKey []byte) []byte {
 
 // buildConsole builds the web console, served at the site root: it signs
 // people in with the same API tokens and acts through the same engine.
-func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, log *slog.Logger) (http.Handler, error) {
+func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, people web.People, log *slog.Logger) (http.Handler, error) {
 	webTokens := make([]web.Token, 0, len(tokens))
 	for _, t := range tokens {
 		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
 	}
-	h, err := web.New(web.Options{Engine: eng, Store: st, Tokens: webTokens, Channels: enabledChannels(cfg),
-		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console")})
+	idp, err := buildOIDC(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := web.New(web.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: webTokens, Channels: enabledChannels(cfg),
+		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console"),
+		OIDC: idp, People: people, NoTokenLogin: !cfg.Channels.Console.TokenLogin})
 	if err != nil {
 		return nil, fmt.Errorf("build console: %w", err)
 	}
 	return h, nil
-}
-
-// mountChannels registers every channel's inbound handlers on mux.
-func mountChannels(mux *routes.Mux, chans []channel) {
-	for _, ch := range chans {
-		for pattern, h := range ch.handlers {
-			mux.Handle(pattern, h)
-		}
-	}
 }
 
 // channelSet is what startChannels started; Wait blocks until every

@@ -77,8 +77,8 @@ func TestDiskFullAnswers503(t *testing.T) {
 	}
 	cfg.Server.DataDir = dir
 	cfg.Store.DSN = filepath.Join(dir, "opsgate.db")
-	mux, _ := inProcessServer(t, cfg)
-	srv := httptest.NewServer(rootHandler(mux))
+	h, _, _ := inProcessServer(t, cfg)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	post := func(eventID string) (int, http.Header, string) {
 		t.Helper()

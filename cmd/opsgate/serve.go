@@ -17,14 +17,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
-	"github.com/opsgate/opsgate/core/engine"
-	"github.com/opsgate/opsgate/internal/routes"
 )
 
 // Shutdown bounds: how long in-flight HTTP requests may finish, and how long
@@ -153,16 +149,6 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	for _, n := range cfg.AgentNotices() {
 		log.Info(n)
 	}
-	// Who holds an Agent API turn's event stream: the engine's gate asks
-	// it whether anyone can answer an approval (docs/agent-api.md). Holds
-	// go through the store, so the replica executing a turn sees a stream
-	// another replica serves.
-	attendance := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, toolLookup(up), attendance)
-	if err != nil {
-		return err
-	}
-
 	tokens := apiTokens(cfg)
 	// Where a person finds a token to sign in with; never the token itself.
 	tokenHint := "one of api.tokens"
@@ -176,10 +162,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
-	mux, chans, err := buildHandler(cfg, st, eng, tokens, key, reg, attendance, log)
+	l, err := buildListener(cfg, st, tokens, key, toolLookup(up), reg, log)
 	if err != nil {
 		return err
 	}
+	eng, chans, mux := l.eng, l.chans, l.mux()
 
 	// Request contexts derive from baseCtx, cancelled only if requests
 	// (event streams) outlive the HTTP drain.
@@ -197,7 +184,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
-	go reloadOnHUP(engCtx, cfg, eng, st, log)
+	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, st, log)
+	sinkCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSinks()
+	waitSinks, err := startAuditSinks(sinkCtx, cfg, st, eng.Owner(), reg, log)
+	if err != nil {
+		return err
+	}
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
@@ -236,68 +229,19 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("engine: %w", err)
 	}
-	// 3. Stop delivery workers; 4. the store closes in the deferred call.
+	// 3. Stop delivery workers and audit sinks; 4. the store closes in the
+	// deferred call.
 	stopChannels()
 	channels.Wait()
+	stopSinks()
+	waitSinks()
 	log.Info("opsgate stopped")
 	return runErr
 }
 
-// buildHandler builds every route the server answers — the API, the
-// channels' receivers, the console, MCP, health and metrics — on one
-// routes.Mux, so the malformed-input sweep walks exactly what serve serves.
-func buildHandler(cfg *config.Config, st store, eng *engine.Engine, tokens []api.Token, key approvals.AuditKey,
-	reg *prometheus.Registry, attendance *api.Attendance, log *slog.Logger) (*routes.Mux, []channel, error) {
-	apiHandler, err := api.New(api.Options{
-		Engine:       eng,
-		Store:        st,
-		Tokens:       tokens,
-		Logger:       log.With("component", "api"),
-		PollInterval: cfg.Engine.PollInterval.D(),
-		Agent:        agentAPIOptions(cfg, eng, st, attendance),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("build API: %w", err)
-	}
-
-	chans, err := buildChannels(cfg, st, eng, tokens, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, ch := range chans {
-		// Agents stream their text into the threads of channels that can
-		// edit a reply in place.
-		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
-			eng.StreamInto(ch.platform.Channel())
-		}
-	}
-	mux := routes.New()
-	mux.Handle("/api/v1/", apiHandler)
-	mountChannels(mux, chans)
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	mux.Handle("/", consoleUI)
-	mcpServer, err := buildMCP(cfg, eng, st, tokens, key, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	for path, h := range mcpServer.Routes() {
-		mux.Handle(path, h)
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.Handle("GET /readyz", readyz(st, log))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	return mux, chans, nil
-}
-
 // rootHandler is what the listener serves: every route behind the one
 // input guard (core.GuardRequests).
-func rootHandler(mux *routes.Mux) http.Handler { return core.GuardRequests(mux) }
+func rootHandler(mux http.Handler) http.Handler { return core.GuardRequests(mux) }
 
 // pinger is the part of the store /readyz needs.
 type pinger interface {

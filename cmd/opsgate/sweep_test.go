@@ -26,13 +26,13 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
-	"github.com/opsgate/opsgate/internal/routes"
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
 // The malformed-input sweep (issue 32, "keep what held"): every route the
-// server serves — listed by the routers themselves (internal/routes), so a
-// route added later is swept without anyone adding it here — gets NUL
+// server serves — the listener's mounts and each surface's own route table
+// (authority.Router), so a route added later is swept without anyone
+// adding it here — gets NUL
 // bytes, invalid UTF-8, control characters and oversized values in its path
 // segments and query, the wrong methods, bodies that are not JSON or hold
 // NULs and invalid UTF-8 in their strings, and an oversized body. Every
@@ -107,8 +107,8 @@ func newSweepServer(t *testing.T, backend string) *sweepServer {
 		PublicKey: strings.Repeat("ab", 32), APIURL: "http://127.0.0.1:1/api/v10"}
 	cfg.Channels.Webhooks = []config.Webhook{{Name: "ci", Secret: "webhook-secret"}}
 	cfg.Channels.Local = config.Local{Enabled: true}
-	mux, st := inProcessServer(t, cfg)
-	srv := httptest.NewServer(rootHandler(mux))
+	h, patterns, st := inProcessServer(t, cfg)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -116,16 +116,18 @@ func newSweepServer(t *testing.T, backend string) *sweepServer {
 	}
 	s := &sweepServer{url: srv.URL, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
-	}}, patterns: mux.Patterns(), db: st.(interface{ DB() *sql.DB }).DB(), driver: backend}
+	}}, patterns: patterns, db: st.(interface{ DB() *sql.DB }).DB(), driver: backend}
 	s.signIn(t)
 	return s
 }
 
 // inProcessServer opens, migrates and serves cfg's store in this process,
-// with every route serve builds (buildHandler) and the admin token
-// sweepToken; the engine is built but not run, so only the requests
-// write. The store is closed when the test ends.
-func inProcessServer(t *testing.T, cfg *config.Config) (*routes.Mux, store) {
+// with every mount serve serves (buildListener) behind the same root
+// handler, and the admin token sweepToken; the engine is built but not
+// run, so only the requests write. It returns the handler, every HTTP
+// route (the mounts, and within a surface the routes its authority.Router
+// lists) and the store, closed when the test ends.
+func inProcessServer(t *testing.T, cfg *config.Config) (http.Handler, []string, store) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	st, err := openStoreWith(t.Context(), cfg, log)
@@ -136,18 +138,25 @@ func inProcessServer(t *testing.T, cfg *config.Config) (*routes.Mux, store) {
 	if err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	att := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, nil, att)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tokens := []api.Token{{Name: "admin", Token: sweepToken, Actor: "console:admin"}}
-	mux, _, err := buildHandler(cfg, st, eng, tokens, []byte("0123456789abcdef0123456789abcdef"), reg, att, log)
+	l, err := buildListener(cfg, st, tokens, []byte("0123456789abcdef0123456789abcdef"), nil, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return mux, st
+	var patterns []string
+	for _, m := range l.mounts {
+		patterns = append(patterns, m.pattern)
+		if m.guards == nil {
+			continue
+		}
+		for _, rt := range m.guards.Guards() {
+			// HTTP patterns only: MCP lists its tools, swept through /mcp.
+			if strings.Contains(rt.Entry, "/") && !slices.Contains(patterns, rt.Entry) {
+				patterns = append(patterns, rt.Entry)
+			}
+		}
+	}
+	return rootHandler(l.mux()), patterns, st
 }
 
 // signIn opens a console session, so the console's routes are swept past

@@ -12,7 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/config"
-	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/core/upstream"
 )
 
@@ -36,7 +36,8 @@ func upstreamServers(cfg *config.Config) []upstream.Server {
 		if len(s.Overrides) > 0 {
 			us.Overrides = map[string]upstream.Override{}
 			for name, o := range s.Overrides {
-				us.Overrides[name] = upstream.Override{Risk: approvals.Risk(o.Risk), Destructive: o.Destructive, Idempotent: o.Idempotent}
+				us.Overrides[name] = upstream.Override{Risk: approvals.Risk(o.Risk), Destructive: o.Destructive, Idempotent: o.Idempotent,
+					Description: o.Description}
 			}
 		}
 		out = append(out, us)
@@ -57,9 +58,9 @@ func buildUpstream(cfg *config.Config, log *slog.Logger) (*upstream.Registry, er
 	return r, nil
 }
 
-// toolLookup is r as an engine.ToolLookup, nil (not a typed nil) without
+// toolLookup is r as a tools.ToolLookup, nil (not a typed nil) without
 // servers.
-func toolLookup(r *upstream.Registry) engine.ToolLookup {
+func toolLookup(r *upstream.Registry) tools.ToolLookup {
 	if r == nil {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/turnlimit"
 )
 
@@ -305,26 +306,36 @@ func newAgentServer(s *server, o AgentOptions) (*agentServer, error) {
 	return ag, nil
 }
 
-// agentRoutes registers the Agent API, every path behind scope session.run.
-func (s *server) agentRoutes(route func(string, http.HandlerFunc, []core.Scope)) {
-	run := []core.Scope{core.ScopeSessionRun}
+// agentRoutes registers the Agent API. The surface takes only tokens with
+// scope session.run (authority.Accepts); each route then names its action.
+func (s *server) agentRoutes() {
 	ag := s.agent
-	if ag == nil {
-		s.mux.HandleFunc("/api/v1/agent/", func(w http.ResponseWriter, r *http.Request) {
-			writeError(w, http.StatusNotFound, "agent_api_off", "the Agent API is not enabled on this server (no agents configured)")
+	route := func(pattern string, h http.HandlerFunc, act authority.Action) {
+		s.mux.HandleFunc(authority.Route{Surface: authority.SurfaceAgentAPI, Entry: pattern, Action: act}, func(w http.ResponseWriter, r *http.Request) {
+			if err := s.auth.Accepts(authority.SurfaceAgentAPI, authFrom(r.Context())); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			h(w, r)
 		})
+	}
+	if ag == nil {
+		s.mux.HandleFunc(authority.Route{Surface: authority.SurfaceAgentAPI, Entry: "/api/v1/agent/", Action: authority.Self},
+			func(w http.ResponseWriter, r *http.Request) {
+				writeError(w, http.StatusNotFound, "agent_api_off", "the Agent API is not enabled on this server (no agents configured)")
+			})
 		return
 	}
-	route("POST /api/v1/agent/sessions", ag.createSession, run)
-	route("GET /api/v1/agent/sessions", ag.listSessions, run)
-	route("GET /api/v1/agent/sessions/{id}", ag.getSession, run)
-	route("POST /api/v1/agent/runs", ag.postRun, run)
-	route("GET /api/v1/agent/turns/{id}", ag.getTurn, run)
-	route("POST /api/v1/agent/turns/{id}/cancel", ag.cancelTurn, run)
-	route("POST /api/v1/agent/reply", ag.reply, run)
-	route("POST /api/v1/agent/answer", ag.answer, run)
-	route("GET /api/v1/agent/models", ag.listModels, run)
-	route("GET /api/v1/agent/agents", ag.listAgents, run)
+	route("POST /api/v1/agent/sessions", ag.createSession, authority.UseSession)
+	route("GET /api/v1/agent/sessions", ag.listSessions, authority.UseSession)
+	route("GET /api/v1/agent/sessions/{id}", ag.getSession, authority.SeeSession)
+	route("POST /api/v1/agent/runs", ag.postRun, authority.UseSession)
+	route("GET /api/v1/agent/turns/{id}", ag.getTurn, authority.SeeSession)
+	route("POST /api/v1/agent/turns/{id}/cancel", ag.cancelTurn, authority.Cancel)
+	route("POST /api/v1/agent/reply", ag.reply, authority.Decide)
+	route("POST /api/v1/agent/answer", ag.answer, authority.UseSession)
+	route("GET /api/v1/agent/models", ag.listModels, authority.Catalog)
+	route("GET /api/v1/agent/agents", ag.listAgents, authority.Catalog)
 }
 
 // SessionView is a session as the Agent API shows it.
@@ -385,23 +396,22 @@ func (ag *agentServer) newSession(ctx context.Context, agentName string) (*core.
 	return sess, nil
 }
 
-// ownSession returns the session if the request's token owns it; any other
-// token's session is 404, so ids of other apps' sessions cannot be probed.
+// ownSession returns the session if the request's token owns it
+// (authority.UseSession); any other token's session is 404, so ids of
+// other apps' sessions cannot be probed.
 func (ag *agentServer) ownSession(ctx context.Context, id string) (*core.AgentSession, error) {
+	return ag.session(ctx, authority.UseSession, id)
+}
+
+// session loads session id for act (UseSession or SeeSession).
+func (ag *agentServer) session(ctx context.Context, act authority.Action, id string) (*core.AgentSession, error) {
 	if id == "" {
 		return nil, invalid("session_id", "session_id is required")
 	}
 	if len(id) > maxIDLen {
 		return nil, invalid("session_id", "session_id is longer than %d bytes", maxIDLen)
 	}
-	sess, err := ag.o.Sessions.AgentSessionGet(ctx, id)
-	if err != nil {
-		return nil, notFound(err, "session", id)
-	}
-	if sess.Token != tokenFrom(ctx).actor.Name {
-		return nil, errf(http.StatusNotFound, "not_found", "session %q not found", id)
-	}
-	return sess, nil
+	return ag.s.auth.Session(ctx, authFrom(ctx), act, id)
 }
 
 func (ag *agentServer) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -424,7 +434,7 @@ func (ag *agentServer) listSessions(w http.ResponseWriter, r *http.Request) {
 // getSession is a session with its turns, oldest first: what a client
 // reads before re-sending a turn whose answer it lost.
 func (ag *agentServer) getSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := ag.ownSession(r.Context(), r.PathValue("id"))
+	sess, err := ag.session(r.Context(), authority.SeeSession, r.PathValue("id"))
 	if err != nil {
 		ag.s.fail(w, r, err)
 		return
@@ -480,32 +490,42 @@ func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, listView[AgentInfo]{Items: items})
 }
 
-// ownTurn returns the run turnID and its session when the request's token
-// owns the session; 404 otherwise.
-func (ag *agentServer) ownTurn(ctx context.Context, turnID string) (*core.Run, *core.AgentSession, error) {
+// turn returns the run turnID and its session when the request's token
+// may act on it: act is SeeSession (the session's owner, or admin) or
+// Cancel (the authority's cancel rule). Anything else is 404.
+func (ag *agentServer) turn(ctx context.Context, act authority.Action, turnID string) (*core.Run, *core.AgentSession, error) {
+	hidden := errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
 	if turnID == "" || len(turnID) > maxIDLen {
-		return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+		return nil, nil, hidden
 	}
 	run, err := ag.s.o.Store.RunGet(ctx, turnID)
 	if err != nil {
 		return nil, nil, notFound(err, "turn", turnID)
 	}
 	if run.Thread.Channel != core.AgentSessionChannel {
-		return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+		return nil, nil, hidden
 	}
-	sess, err := ag.ownSession(ctx, run.Thread.Key)
-	if err != nil {
-		var he *httpError
-		if errors.As(err, &he) && he.status == http.StatusNotFound {
-			return nil, nil, errf(http.StatusNotFound, "not_found", "turn %q not found", turnID)
+	var sess *core.AgentSession
+	if act == authority.Cancel {
+		// Whoever may cancel the run (its app, an eligible approver, an
+		// admin) sees its result.
+		if _, err = ag.s.auth.Run(ctx, authFrom(ctx), authority.Cancel, turnID); err == nil {
+			sess, err = ag.o.Sessions.AgentSessionGet(ctx, run.Thread.Key)
 		}
+	} else {
+		sess, err = ag.session(ctx, act, run.Thread.Key)
+	}
+	if ref, ok := authority.RefusalOf(err); (ok && ref.Code == authority.CodeNotFound) || errors.Is(err, core.ErrNotFound) {
+		return nil, nil, hidden
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	return run, sess, nil
 }
 
 func (ag *agentServer) getTurn(w http.ResponseWriter, r *http.Request) {
-	run, sess, err := ag.ownTurn(r.Context(), r.PathValue("id"))
+	run, sess, err := ag.turn(r.Context(), authority.SeeSession, r.PathValue("id"))
 	if err != nil {
 		ag.s.fail(w, r, err)
 		return
@@ -525,7 +545,7 @@ func (ag *agentServer) getTurn(w http.ResponseWriter, r *http.Request) {
 func (ag *agentServer) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	run, sess, err := ag.ownTurn(ctx, id)
+	run, sess, err := ag.turn(ctx, authority.Cancel, id)
 	if err != nil {
 		ag.s.fail(w, r, err)
 		return
@@ -608,6 +628,12 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, invalid("request_id", "request_id is required"))
 		return
 	}
+	d := core.Decision{ApprovalID: b.RequestID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
+	actor := actorFrom(ctx)
+	// A token that may decide nothing is told so whatever it names.
+	if ag.s.refuseUndecided(w, r, d) {
+		return
+	}
 	a, err := ag.s.o.Store.ApprovalGet(ctx, b.RequestID)
 	var run *core.Run
 	if err == nil {
@@ -623,18 +649,6 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 		// The engine withdraws a final run's approvals; until it has, a
 		// late reply is refused here all the same.
 		ag.s.fail(w, r, errf(http.StatusConflict, "turn_finished", "turn %s already ended (%s); its requests are withdrawn", run.ID, run.Status))
-		return
-	}
-	d := core.Decision{ApprovalID: a.ID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
-	actor := actorFrom(ctx)
-	if !scopesFrom(ctx).Has(core.ScopeDecide) {
-		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-		if _, err := ag.s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
-			ag.s.fail(w, r, fmt.Errorf("api: reply %s: %w", a.ID, err))
-			return
-		}
-		ag.s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
-			"this token may not decide approvals: a person decides, with a token that has scope decide"))
 		return
 	}
 	got, err := ag.s.o.Engine.Decide(ctx, actor, DecisionChannel, d)

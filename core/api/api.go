@@ -14,7 +14,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/internal/routes"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // EventDecider is what every operator surface (this API, core/mcp) needs
@@ -37,10 +37,6 @@ type Engine interface {
 	// Cancel stops a run: core.ErrNotFound for an unknown run,
 	// core.ErrConflict when it is already final.
 	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
-	// CancelAllowed reports whether actor may cancel the run without
-	// scope admin (its requester or one of its approvers): nil, or an
-	// error matching core.ErrForbidden or core.ErrNotFound.
-	CancelAllowed(ctx context.Context, runID string, actor core.Actor) error
 	// RevokeGrant revokes a session or forever grant, audited:
 	// core.ErrNotFound for an unknown grant, approvals.ErrGrantRevoked
 	// (with the grant) when it was revoked already.
@@ -115,6 +111,11 @@ type Options struct {
 	Engine Engine
 	Store  Store
 	Tokens []Token
+	// Authority answers who may see and do what (the engine's, so the live
+	// configuration applies). nil builds one over Store that knows no
+	// people or approver groups: every identity is its own person and
+	// nobody stands as an approver.
+	Authority *authority.Authority
 	// MaxBodyBytes caps request bodies (413 beyond); default 1 MiB.
 	MaxBodyBytes int64
 	// Now is the clock (tests pin it); default time.Now.
@@ -152,7 +153,8 @@ type server struct {
 	o      Options
 	log    *slog.Logger
 	tokens *TokenSet
-	mux    *routes.Mux
+	auth   *authority.Authority
+	mux    *authority.Mux
 	agent  *agentServer
 }
 
@@ -166,11 +168,13 @@ type tokenEntry struct {
 	digest [sha256.Size]byte
 	actor  core.Actor
 	scopes core.Scopes
+	// auth is the token as core/authority judges it.
+	auth authority.Actor
 	// agentConcurrency is the token's Agent API bound (Token.AgentConcurrency).
 	agentConcurrency int
 }
 
-// NewTokenSet validates ts (a non-empty token, an actor "<channel>:<id>")
+// NewTokenSet validates ts (a non-empty token and name, an actor "<channel>:<id>")
 // and keeps each token's SHA-256 digest: comparing fixed-size digests keeps
 // the comparison constant-time even when token lengths differ.
 func NewTokenSet(ts []Token) (*TokenSet, error) {
@@ -178,6 +182,10 @@ func NewTokenSet(ts []Token) (*TokenSet, error) {
 	for i, t := range ts {
 		if t.Token == "" {
 			return nil, fmt.Errorf("token %d (%q): empty token", i, t.Name)
+		}
+		if t.Name == "" {
+			// Agent API sessions belong to a token by its name.
+			return nil, fmt.Errorf("token %d: empty name", i)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
@@ -194,8 +202,9 @@ func NewTokenSet(ts []Token) (*TokenSet, error) {
 		if conc == 0 {
 			conc = DefaultAgentConcurrency
 		}
+		auth := authority.TokenActor(t.Name, t.Actor, t.Scopes, false)
 		set.entries = append(set.entries, tokenEntry{digest: sha256.Sum256([]byte(t.Token)), actor: core.Actor{ID: t.Actor, Name: t.Name},
-			scopes: core.TokenScopes(t.Actor, t.Scopes), agentConcurrency: conc})
+			scopes: auth.Scopes, auth: auth, agentConcurrency: conc})
 	}
 	return set, nil
 }
@@ -216,6 +225,13 @@ func (ts *TokenSet) Match(tok string) (core.Actor, bool) {
 func (ts *TokenSet) MatchScopes(tok string) (core.Actor, core.Scopes, bool) {
 	e, ok := ts.match(tok)
 	return e.actor, e.scopes, ok
+}
+
+// MatchAuthority is Match that also returns the token as core/authority
+// judges it.
+func (ts *TokenSet) MatchAuthority(tok string) (core.Actor, authority.Actor, bool) {
+	e, ok := ts.match(tok)
+	return e.actor, e.auth, ok
 }
 
 // match finds tok's entry in constant time (see Match).
@@ -263,7 +279,17 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &server{o: o, log: o.Logger, tokens: tokens, mux: routes.New()}
+	s := &server{o: o, log: o.Logger, tokens: tokens, auth: o.Authority}
+	if s.auth == nil {
+		var sessions authority.Sessions
+		if o.Agent != nil && o.Agent.Sessions != nil {
+			sessions = o.Agent.Sessions
+		}
+		if s.auth, err = authority.New(authority.Options{Store: o.Store, Sessions: sessions}); err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+	}
+	s.mux = authority.NewMux(s.auth, s.deny, nil)
 	if tokens.Len() == 0 {
 		s.log.Warn("api: no tokens configured; every API request will be refused")
 	}
@@ -278,33 +304,37 @@ func New(o Options) (http.Handler, error) {
 	return s, nil
 }
 
-// routes registers every endpoint with the scopes it needs (any one of
-// them); the decision endpoint checks decide itself, so a refusal is
-// audited like every other refused decision.
+// routes registers every endpoint with the action it performs: the
+// authority's gate checks the token's scopes for it before the handler,
+// which asks the authority about the object. The decision endpoint judges
+// decide with the approval, so a refusal is audited like every other.
 func (s *server) routes() {
-	m := s.mux
-	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
-	route := func(pattern string, h http.HandlerFunc, scopes []core.Scope) { m.Handle(pattern, needScope(scopes, h)) }
-	route("POST /api/v1/messages", s.postMessage, request)
-	route("GET /api/v1/messages", s.listMessages, read)
-	route("GET /api/v1/runs", s.listRuns, read)
-	route("GET /api/v1/runs/{id}", s.getRun, read)
-	route("POST /api/v1/runs/{id}/cancel", s.cancelRun, []core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin})
-	route("GET /api/v1/runs/{id}/events", s.runEvents, read)
-	route("POST /api/v1/runs/{id}/answer", s.answerRun, []core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin})
-	route("GET /api/v1/approvals", s.listApprovals, read)
-	route("GET /api/v1/approvals/{id}", s.getApproval, read)
-	m.HandleFunc("POST /api/v1/approvals/{id}/decision", s.decide)
-	route("GET /api/v1/grants", s.listGrants, read)
-	route("DELETE /api/v1/grants/{id}", s.revokeGrant, []core.Scope{core.ScopeDecide, core.ScopeAdmin})
-	route("GET /api/v1/events", s.changes, read)
-	m.HandleFunc("GET /api/v1/me", s.me)
-	route("GET /api/v1/audit", s.listAudit, read)
-	route("GET /api/v1/audit/verify", s.verifyAudit, read)
-	route("GET /api/v1/deliveries", s.listDeliveries, admin)
-	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, admin)
-	s.agentRoutes(route)
+	route := func(pattern string, h http.HandlerFunc, act authority.Action) {
+		s.mux.HandleFunc(authority.Route{Surface: authority.SurfaceREST, Entry: pattern, Action: act}, h)
+	}
+	route("POST /api/v1/messages", s.postMessage, authority.Request)
+	route("GET /api/v1/messages", s.listMessages, authority.SeeThread)
+	route("GET /api/v1/runs", s.listRuns, authority.ListRuns)
+	route("GET /api/v1/runs/{id}", s.getRun, authority.SeeRun)
+	route("POST /api/v1/runs/{id}/cancel", s.cancelRun, authority.Cancel)
+	route("GET /api/v1/runs/{id}/events", s.runEvents, authority.SeeRun)
+	route("POST /api/v1/runs/{id}/answer", s.answerRun, authority.Answer)
+	route("GET /api/v1/approvals", s.listApprovals, authority.ListApprovals)
+	route("GET /api/v1/approvals/{id}", s.getApproval, authority.SeeApproval)
+	route("POST /api/v1/approvals/{id}/decision", s.decide, authority.Decide)
+	route("GET /api/v1/grants", s.listGrants, authority.ReadGrants)
+	route("DELETE /api/v1/grants/{id}", s.revokeGrant, authority.RevokeGrant)
+	route("GET /api/v1/events", s.changes, authority.ListApprovals)
+	route("GET /api/v1/me", s.me, authority.Self)
+	route("GET /api/v1/audit", s.listAudit, authority.ReadAudit)
+	route("GET /api/v1/audit/verify", s.verifyAudit, authority.ReadAudit)
+	route("GET /api/v1/deliveries", s.listDeliveries, authority.Administer)
+	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, authority.Administer)
+	s.agentRoutes()
 }
+
+// Guards lists the API's routes and the action of each (authority.Router).
+func (s *server) Guards() []authority.Route { return s.mux.Guards() }
 
 type actorKey struct{}
 
@@ -325,25 +355,20 @@ func scopesFrom(ctx context.Context) core.Scopes {
 	return sc
 }
 
-// needScope refuses (403 missing_scope) a request whose token holds none
-// of scopes.
-func needScope(scopes []core.Scope, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !scopesFrom(r.Context()).Any(scopes...) {
-			writeError(w, http.StatusForbidden, "missing_scope", fmt.Sprintf("this token may not %s %s: it needs scope %s",
-				r.Method, r.URL.Path, joinScopes(scopes)))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+// authFrom returns the authenticated token as core/authority judges it.
+func authFrom(ctx context.Context) authority.Actor {
+	a, _ := authority.ActorFrom(ctx)
+	return a
 }
 
-func joinScopes(scopes []core.Scope) string {
-	parts := make([]string, len(scopes))
-	for i, sc := range scopes {
-		parts[i] = string(sc)
+// deny answers a refusal of the authority: its status, its code, and for
+// a missing scope which request needed what.
+func (s *server) deny(w http.ResponseWriter, r *http.Request, ref *authority.Refusal) {
+	msg := ref.Message
+	if ref.Code == authority.CodeMissingScope {
+		msg = fmt.Sprintf("this token may not %s %s: %s", r.Method, r.URL.Path, ref.Message)
 	}
-	return strings.Join(parts, " or ")
+	writeError(w, ref.HTTPStatus(), string(ref.Code), msg)
 }
 
 // ServeHTTP authenticates, then routes; unmatched routes and wrong methods
@@ -379,6 +404,7 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	who = actor.ID
 	ctx := context.WithValue(r.Context(), actorKey{}, actor)
 	ctx = context.WithValue(ctx, tokenKey{}, tok)
+	ctx = authority.WithActor(ctx, tok.auth)
 	r = r.WithContext(context.WithValue(ctx, scopesKey{}, scopes))
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, s.o.MaxBodyBytes)
@@ -464,7 +490,3 @@ func (w *loggingWriter) Flush() {
 }
 
 func (w *loggingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Patterns lists every route the API serves (routes.Lister), for tests
-// that sweep them all.
-func (s *server) Patterns() []string { return s.mux.Patterns() }

@@ -67,8 +67,8 @@ func runVersion(r *core.Run) string {
 // approval or run that changed (an approval that leaves pending is sent
 // once more with its final status). A reconnecting client therefore
 // replaces what it had rather than resuming; ids number the events of one
-// connection only. ?kinds= narrows the feed to approvals or runs. It needs
-// scope read, like the lists it is made of.
+// connection only. ?kinds= narrows the feed to approvals or runs. It
+// carries what the lists it is made of show the token (core/authority).
 //
 // It compares snapshots on every store wake-up (and on the polling
 // fallback, so a missed NOTIFY across replicas only delays it): two list
@@ -182,8 +182,14 @@ func (s *server) changePass(ctx context.Context, w http.ResponseWriter, st *chan
 		sent++
 		return nil
 	}
+	// Each pass sees what the token may see under the live configuration
+	// (a reload can take an approval out of a person's queue).
+	view := s.auth.Viewer(authFrom(ctx))
 	if st.kinds[changeKindApprovals] {
 		pending, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: changesApprovals})
+		if err == nil {
+			pending, err = view.Approvals(ctx, pending)
+		}
 		if err != nil {
 			return sent, fmt.Errorf("list pending approvals: %w", err)
 		}
@@ -210,6 +216,13 @@ func (s *server) changePass(ctx context.Context, w http.ResponseWriter, st *chan
 			if err != nil {
 				return sent, fmt.Errorf("get approval %s: %w", id, err)
 			}
+			if ok, err := view.SeesApproval(ctx, a); err != nil || !ok {
+				delete(st.approvals, id)
+				if err != nil {
+					return sent, fmt.Errorf("approval %s: %w", id, err)
+				}
+				continue
+			}
 			if a.Status != approvals.StatusPending {
 				delete(st.approvals, id)
 			} else if approvalVersion(a) == v {
@@ -231,7 +244,10 @@ func (s *server) changePass(ctx context.Context, w http.ResponseWriter, st *chan
 		}
 	}
 	if st.kinds[changeKindRuns] {
-		runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Limit: changesRuns})
+		runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Limit: changesRuns, Requester: s.auth.RunFilter(authFrom(ctx))})
+		if err == nil {
+			runs, err = view.Runs(ctx, runs)
+		}
 		if err != nil {
 			return sent, fmt.Errorf("list runs: %w", err)
 		}
@@ -262,6 +278,13 @@ func (s *server) changePass(ctx context.Context, w http.ResponseWriter, st *chan
 			}
 			if err != nil {
 				return sent, fmt.Errorf("get run %s: %w", id, err)
+			}
+			if ok, err := view.SeesRun(ctx, run); err != nil || !ok {
+				delete(st.runs, id)
+				if err != nil {
+					return sent, fmt.Errorf("run %s: %w", id, err)
+				}
+				continue
 			}
 			followed++
 			if run.Status.Final() {

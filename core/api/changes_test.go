@@ -110,11 +110,30 @@ func TestChanges(t *testing.T) {
 			t.Fatalf("field %q", r.errField("field"))
 		}
 	})
-	t.Run("NeedsScopeRead", func(t *testing.T) {
+	t.Run("ConfinedTokenSeesItsOwn", func(t *testing.T) {
 		b := setup(t, func(o *Options) {
-			o.Tokens = append(o.Tokens, Token{Name: "ci", Token: "req-only", Actor: "api:ci", Scopes: []core.Scope{core.ScopeRequest}})
+			o.Tokens = append(o.Tokens, Token{Name: "ci", Token: "req-only", Actor: "api:ci", Scopes: []core.Scope{core.ScopeRequest}},
+				Token{Name: "dora", Token: "decide-only", Actor: "console:dora", Scopes: []core.Scope{core.ScopeDecide}})
 		})
-		want(t, b.do(t, "GET", "/api/v1/events", "req-only", nil), 403, "missing_scope")
+		addApproval(b, "theirs", nil)
+		addApproval(b, "mine", func(a *approvals.Approval) { a.Requester = "api:ci" })
+		b.st.setRun("run-mine", func(r *core.Run) { r.Requester = "api:ci" })
+		s := openSSEToken(t, b, "/api/v1/events", "req-only", nil)
+		got := map[string]string{}
+		for {
+			ev, d := nextChange(t, s)
+			if ev == "ready" {
+				if d["approvals"] != float64(1) || d["runs"] != float64(1) {
+					t.Fatalf("ready %v: a token without read watches only its own runs", d)
+				}
+				break
+			}
+			got[ev] = fmt.Sprint(d["id"])
+		}
+		if got["approval"] != "mine" || got["run"] != "run-mine" {
+			t.Fatalf("a request-only token watched %v", got)
+		}
+		want(t, b.do(t, "GET", "/api/v1/events", "decide-only", nil), 403, "missing_scope")
 	})
 	t.Run("ClientGoneReleasesSubscriptions", func(t *testing.T) {
 		b := setup(t)

@@ -66,7 +66,9 @@ const (
 	eveToken   = "eve-token"
 )
 
-func setupReal(t *testing.T) *realBundle {
+// setupReal starts the real engine on SQLite behind the API with the
+// tokens req, alice, bob and eve, and extra.
+func setupReal(t *testing.T, extra ...Token) *realBundle {
 	t.Helper()
 	st := coretest.Store(t)
 	schema := coretest.DeploySchema(t)
@@ -74,7 +76,7 @@ func setupReal(t *testing.T) *realBundle {
 	status := &countingTool{}
 	eng, err := engine.New(engine.Options{
 		Store: st,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
 		},
@@ -98,12 +100,12 @@ func setupReal(t *testing.T) *realBundle {
 		t.Fatal(err)
 	}
 	coretest.Run(t, eng)
-	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{
+	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: append([]Token{
 		{Name: "req", Token: reqToken, Actor: "console:req"},
 		{Name: "alice", Token: aliceToken, Actor: "console:alice"},
 		{Name: "bob", Token: bobTok, Actor: "console:bob"},
 		{Name: "eve", Token: eveToken, Actor: "console:eve"},
-	}})
+	}, extra...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // eventPage bounds one read of a run's events; a long backlog is sent in
@@ -61,9 +62,9 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		deltas, stop = ds.Deltas(id)
 		defer stop()
 	}
-	run, err := s.o.Store.RunGet(ctx, id)
+	run, err := s.auth.Run(ctx, authFrom(ctx), authority.SeeRun, id)
 	if err != nil {
-		s.fail(w, r, notFound(err, "run", id))
+		s.fail(w, r, err)
 		return
 	}
 	flusher, ok := w.(http.Flusher)

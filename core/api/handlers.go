@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // List limits: a default that suits a terminal, a cap that bounds one
@@ -144,9 +145,17 @@ func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Limit = limit
+	actor := authFrom(r.Context())
+	p.Requester = s.auth.RunFilter(actor)
 	runs, next, err := listPage(r.Context(), "runs", p.Cursor, s.o.Store.RunList, p, core.RunListParams{Limit: 1})
 	if err != nil {
 		s.fail(w, r, err)
+		return
+	}
+	// A page holds the runs the token may see; one may be shorter than
+	// limit (follow next_cursor).
+	if runs, err = s.auth.Viewer(actor).Runs(r.Context(), runs); err != nil {
+		s.fail(w, r, fmt.Errorf("api: list runs: %w", err))
 		return
 	}
 	writeJSON(w, http.StatusOK, listView[*RunView]{Items: viewsOf(runs, NewRunView), NextCursor: next})
@@ -160,6 +169,10 @@ func (s *server) listMessages(w http.ResponseWriter, r *http.Request) {
 	th, err := core.ParseThread(q.Get("thread"))
 	if err != nil {
 		s.fail(w, r, invalid("thread", "thread is required as <channel>:<key>, got %q", q.Get("thread")))
+		return
+	}
+	if err := s.auth.Thread(r.Context(), authFrom(r.Context()), th); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	limit, err := queryLimit(r, defaultLimit, maxLimit)
@@ -222,9 +235,9 @@ func cursorErr(cursor string, err error, probe func() error) error {
 
 func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	run, err := s.o.Store.RunGet(r.Context(), id)
+	run, err := s.auth.Run(r.Context(), authFrom(r.Context()), authority.SeeRun, id)
 	if err != nil {
-		s.fail(w, r, notFound(err, "run", id))
+		s.fail(w, r, err)
 		return
 	}
 	v := NewRunView(run)
@@ -271,6 +284,10 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 	qa, ok := s.o.Engine.(Answerer)
 	if !ok {
 		s.fail(w, r, errf(http.StatusNotFound, "not_found", "this server takes no answers"))
+		return
+	}
+	if _, err := s.auth.Run(r.Context(), authFrom(r.Context()), authority.Answer, id); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if err := qa.Answer(r.Context(), actorFrom(r.Context()), DecisionChannel, id, b.ActionID, b.Answer); err != nil {
@@ -344,23 +361,13 @@ func notFound(err error, what, id string) error {
 	return fmt.Errorf("api: get %s %s: %w", what, id, err)
 }
 
-// cancelRun stops a run: an admin token may cancel any run; otherwise the
-// actor must be the run's requester or one of its approvers.
+// cancelRun stops a run: the authority says who may (its requester, its
+// eligible approvers, admin); a run the token may not see is 404.
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if !scopesFrom(r.Context()).Has(core.ScopeAdmin) {
-		err := s.o.Engine.CancelAllowed(r.Context(), id, actorFrom(r.Context()))
-		switch {
-		case isNotFound(err):
-			s.fail(w, r, errf(http.StatusNotFound, "not_found", "run %q not found", id))
-			return
-		case errors.Is(err, core.ErrForbidden):
-			s.fail(w, r, errf(http.StatusForbidden, "forbidden", "only the run's requester, its approvers or a token with scope admin may cancel run %q", id))
-			return
-		case err != nil:
-			s.fail(w, r, fmt.Errorf("api: cancel run %s: %w", id, err))
-			return
-		}
+	if _, err := s.auth.Run(r.Context(), authFrom(r.Context()), authority.Cancel, id); err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	run, err := s.o.Engine.Cancel(r.Context(), id, actorFrom(r.Context()))
 	switch {
@@ -409,6 +416,10 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if as, err = s.auth.Viewer(authFrom(r.Context())).Approvals(r.Context(), as); err != nil {
+		s.fail(w, r, fmt.Errorf("api: list approvals: %w", err))
+		return
+	}
 	views, err := s.approvalViews(r.Context(), as)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("api: list approvals: %w", err))
@@ -419,9 +430,9 @@ func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	a, err := s.o.Store.ApprovalGet(r.Context(), id)
+	a, err := s.auth.Approval(r.Context(), authFrom(r.Context()), authority.SeeApproval, id)
 	if err != nil {
-		s.fail(w, r, notFound(err, "approval", id))
+		s.fail(w, r, err)
 		return
 	}
 	views, err := s.approvalViews(r.Context(), []*approvals.Approval{a})
@@ -525,16 +536,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
 	actor := actorFrom(r.Context())
-	if !scopesFrom(r.Context()).Has(core.ScopeDecide) {
-		// Refused, but through the engine, so the attempt is audited
-		// like every other refused decision.
-		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-		if _, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
-			s.fail(w, r, fmt.Errorf("api: decide %s: %w", id, err))
-			return
-		}
-		s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
-			"this token may not decide approvals: a person decides, with a token that has scope decide"))
+	if s.refuseUndecided(w, r, d) {
 		return
 	}
 	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
@@ -554,6 +556,26 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.writeApproval(w, r, a)
+}
+
+// refuseUndecided answers a decision by a token that may decide nothing
+// at all (an agent, no scope decide: authority's human_confirmation_required)
+// and reports whether it did. The attempt still goes through the engine,
+// marked unverified, so it is audited like every other refused decision.
+func (s *server) refuseUndecided(w http.ResponseWriter, r *http.Request, d core.Decision) bool {
+	ctx := r.Context()
+	if _, err := s.auth.Approval(ctx, authFrom(ctx), authority.Decide, d.ApprovalID); !authority.HumanRequired(err) {
+		return false
+	}
+	actor := actorFrom(ctx)
+	d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
+	if _, err := s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+		s.fail(w, r, fmt.Errorf("api: decide %s: %w", d.ApprovalID, err))
+		return true
+	}
+	s.fail(w, r, errf(http.StatusForbidden, string(core.DecisionHumanRequired),
+		"this token may not decide approvals: a person decides, with a token that has scope decide"))
+	return true
 }
 
 // isRefusal reports whether err is a decision refusal.

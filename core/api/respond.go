@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // ErrorBody is the error object of every failed response (the "error" of
@@ -81,9 +82,12 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (s *server) classify(err error) *httpError {
 	var he *httpError
 	var mbe *http.MaxBytesError
+	var ref *authority.Refusal
 	switch {
 	case errors.As(err, &he):
 		return he
+	case errors.As(err, &ref):
+		return errf(ref.HTTPStatus(), string(ref.Code), "%s", ref.Message)
 	case errors.As(err, &mbe):
 		return errf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds %d bytes", mbe.Limit)
 	}

@@ -73,8 +73,10 @@ func TestScopesPerRoute(t *testing.T) {
 	want(t, b.do(t, "GET", "/api/v1/deliveries", ciToken, nil), 403, "missing_scope")
 	want(t, b.do(t, "POST", "/api/v1/deliveries/d1/requeue", ciToken, map[string]any{}), 403, "missing_scope")
 	want(t, b.do(t, "POST", "/api/v1/deliveries/d1/requeue", bobToken, map[string]any{}), 404, "not_found")
-	// agents read and request by default.
-	want(t, b.do(t, "GET", "/api/v1/runs/r1", agentToken, nil), 200, "")
+	// agents read their own runs and request by default.
+	want(t, b.do(t, "GET", "/api/v1/runs/r1", agentToken, nil), 404, "not_found")
+	b.st.addRun(&core.Run{ID: "r-agent", Flow: "deploy", Requester: "agent:claude", Status: core.RunQueued, Thread: core.Thread{Channel: "console", Key: "t"}})
+	want(t, b.do(t, "GET", "/api/v1/runs/r-agent", agentToken, nil), 200, "")
 	want(t, b.do(t, "POST", "/api/v1/messages", agentToken, map[string]string{"thread": "t", "text": "hello"}), 200, "")
 }
 

@@ -136,10 +136,14 @@ type ApprovalView struct {
 	Approvers    []string         `json:"approvers"`
 	Eligible     []string         `json:"eligible"`
 	Quorum       int              `json:"quorum"`
-	Decisions    []DecisionView   `json:"decisions"`
-	CreatedAt    string           `json:"created_at"`
-	ExpiresAt    string           `json:"expires_at"`
-	DecidedAt    *string          `json:"decided_at"`
+	// Digest names what the approval lets run (approvals.Digest): the
+	// tool, canonical arguments, rule and policy version; "" for an
+	// approval made before digests existed.
+	Digest    string         `json:"digest" jsonschema:"sha256:<hex> over tool, canonical arguments, rule and policy version: what the approval lets run"`
+	Decisions []DecisionView `json:"decisions"`
+	CreatedAt string         `json:"created_at"`
+	ExpiresAt string         `json:"expires_at"`
+	DecidedAt *string        `json:"decided_at"`
 	// InputSchema is the tool's input schema, on GET /api/v1/approvals/{id}
 	// of a pending approval only (when the engine knows it): what an edit
 	// is validated against.
@@ -156,6 +160,8 @@ type DecisionView struct {
 	Scope      approvals.Scope  `json:"scope,omitempty"`
 	Superseded bool             `json:"superseded,omitempty"`
 	At         string           `json:"at"`
+	// Digest is the approval's digest this decision was made on.
+	Digest string `json:"digest,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -181,14 +187,14 @@ func NewApprovalView(a *approvals.Approval, executed map[string]any) *ApprovalVi
 		Tool: a.Tool, Destructive: a.Destructive, Risk: a.Risk,
 		ProposedArgs: emptyIfNil(a.ProposedArgs), ApprovedArgs: nullable(a.ApprovedArgs), ExecutedArgs: nullable(executed),
 		Preview: a.Preview, Reason: a.Reason, Status: a.Status,
-		Approvers: nonNil(a.Approvers), Eligible: nonNil(a.Eligible), Quorum: a.Quorum,
+		Approvers: nonNil(a.Approvers), Eligible: nonNil(a.Eligible), Quorum: a.Quorum, Digest: a.Digest,
 		Decisions: make([]DecisionView, 0, len(a.Decisions)),
 		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt), DecidedAt: rfc3339Ptr(a.DecidedAt),
 	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, DecisionView{
 			Actor: d.Actor, Channel: d.Channel, Action: d.Action, Reason: d.Reason, Args: d.Args,
-			Scope: d.Scope, Superseded: d.Superseded, At: rfc3339(d.At),
+			Scope: d.Scope, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest,
 		})
 	}
 	return v

@@ -14,7 +14,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
-	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // Agent runs (issue 12): free text that matches no flow goes to the default
@@ -26,9 +26,9 @@ import (
 //
 //   - the model's answer (text and tool calls) is committed before any call
 //     is gated, so a stored response is never requested again;
-//   - each call then goes through the flow steps' gate (policy, grants,
-//     suspend, resume, dispatch with dispatch-at-most-once), and its result
-//     for the model is committed with the step's outcome;
+//   - each call then passes the gate (core/gate: policy, grants, suspend,
+//     resume, dispatch at most once; agentgate.go), and its result for
+//     the model is committed with the step's outcome;
 //   - once every call has a result the model is called again, until it
 //     answers without calls (the reply) or max_steps is spent.
 
@@ -122,19 +122,10 @@ func (e *Engine) Agents() []AgentInfo {
 	return out
 }
 
-// ToolLister is the optional capability of a ToolLookup that can list the
-// tools it offers now (core/upstream's registry): an agent's tools globs
-// then cover them too ("github.*"), as they are at each model turn. Tools
-// waits, bounded by ctx, for sources still making their first connection,
-// so a turn right after a start does not see an empty toolbox.
-type ToolLister interface {
-	Tools(ctx context.Context) []*Tool
-}
-
 // toolbox is the toolbox of agent a over the static tools and extra (the
 // lister's tools now), each matched against a's globs.
-func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
-	byName := map[string]*Tool{}
+func (e *Engine) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
+	byName := map[string]*tools.Tool{}
 	for name, t := range e.tools {
 		byName[name] = t
 	}
@@ -164,7 +155,7 @@ func (e *Engine) toolbox(a Agent, extra []*Tool) (*llm.Toolbox, error) {
 // turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
 // Options.Lookup lists tools, one over the tools it offers now.
 func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
-	tl, ok := ax.e.opts.Lookup.(ToolLister)
+	tl, ok := ax.e.opts.Lookup.(tools.ToolLister)
 	if !ok {
 		return ax.ag.tb
 	}
@@ -504,177 +495,6 @@ func (ax *agentExec) result(ctx context.Context, call llm.Call, o llm.Outcome, s
 	return false, ax.commit(ctx, core.Checkpoint{Step: st, Audit: audit}, msg)
 }
 
-// handleCall takes the next unanswered call of the stored model turn
-// through the gate; later are the turn's calls after it, which are gated
-// with it when it suspends so one card holds every call that waits.
-func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCall) (bool, error) {
-	e := ax.e
-	call, idx, admitted := tc.call, tc.idx, tc.admitted
-	now := e.now()
-	failed := func(msg string) *core.Step {
-		return &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: msg, FinishedAt: &now}
-	}
-	if !admitted {
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeStepLimit, MaxSteps: agentSteps(ax.ag).Limit()}, nil)
-	}
-	if call.Problem != "" {
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid}, failed(call.Problem))
-	}
-	if call.Tool == llm.AskUserTool {
-		return ax.askUser(ctx, call, idx)
-	}
-	t, err := e.lookupTool(ctx, call.Tool)
-	if err != nil {
-		if ctx.Err() != nil {
-			return true, errShutdown
-		}
-		problem := fmt.Sprintf("the tool %s is unavailable (%v)", call.Tool, err)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(problem))
-	}
-	if st := ax.stepAt(idx); st != nil {
-		switch st.Status {
-		case core.StepWaitingApproval:
-			return ax.resumeCall(ctx, call, t, st)
-		case core.StepDispatching:
-			return ax.recoverCall(ctx, call, t, st)
-		}
-		// A step already settled whose result is missing cannot be
-		// committed apart from its result; treat it as unknown.
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInterrupted}, nil)
-	}
-	args, err := applySchema(t, call.Args)
-	if err != nil {
-		problem := fmt.Sprintf("the arguments are invalid for %s: %v; call it again with arguments its schema accepts", t.Name, err)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed(err.Error()))
-	}
-	tr := e.trust()
-	v := tr.policy.Evaluate(toolInfo(t), args)
-	switch v.Effect {
-	case approvals.EffectDeny:
-		return ax.denied(ctx, call, t, idx, args, v, "")
-	case approvals.EffectAsk:
-		g, err := e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
-			Requester: ax.run.Requester, Args: args, Verdict: v})
-		if err != nil {
-			return true, fmt.Errorf("find grant: %w", err)
-		}
-		if g == nil {
-			if why := ax.unattended(); why != "" {
-				return ax.unanswerable(ctx, call, t, idx, args, why)
-			}
-			asks := []ask{ax.ask(call, t, idx, args, v)}
-			for _, lc := range later {
-				if q, ok := ax.preGate(ctx, tr, lc); ok {
-					asks = append(asks, q)
-				}
-			}
-			return true, ax.suspendAsks(ctx, tr, asks)
-		}
-		audit := e.audit(approvals.AuditGrantApplied, g.Actor, ax.run.ID, g.ApprovalID, t.Name, map[string]any{
-			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": ax.run.Requester})
-		return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil, audit)
-	}
-	return ax.dispatchCall(ctx, call, t, &core.Step{Index: idx, Args: args}, nil)
-}
-
-// ask is the suspend of one agent call: the model's reason goes on the card.
-func (ax *agentExec) ask(call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict) ask {
-	reason := call.Reason
-	if reason == "" {
-		reason = ax.run.Reason
-	}
-	return ask{tool: t, idx: idx, args: args, v: v, reason: reason, extra: map[string]any{
-		"reason": call.Reason, "tool_call_id": call.ID, "agent": ax.ag.Name,
-	}}
-}
-
-// preGate gates a later call of the turn ahead of its time, so it waits on
-// the same card: only a call the gate would ask about now (valid, admitted,
-// no grant covering it) is returned. Everything else is left to be gated
-// in its turn, after the calls before it ran; a call pre-gated here is
-// still re-checked against deny rules when it is reached.
-func (ax *agentExec) preGate(ctx context.Context, tr *trustState, lc turnCall) (ask, bool) {
-	c := lc.call
-	if !lc.admitted || c.Problem != "" || c.Tool == llm.AskUserTool || ax.stepAt(lc.idx) != nil || ax.unattended() != "" {
-		return ask{}, false
-	}
-	t, err := ax.e.lookupTool(ctx, c.Tool)
-	if err != nil {
-		return ask{}, false
-	}
-	args, err := applySchema(t, c.Args)
-	if err != nil {
-		return ask{}, false
-	}
-	v := tr.policy.Evaluate(toolInfo(t), args)
-	if v.Effect != approvals.EffectAsk {
-		return ask{}, false
-	}
-	g, err := ax.e.grantFor(ctx, tr, approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: ax.run.Thread.String(),
-		Requester: ax.run.Requester, Args: args, Verdict: v})
-	if err != nil || g != nil {
-		return ask{}, false
-	}
-	return ax.ask(c, t, lc.idx, args, v), true
-}
-
-// unattended says why nobody can answer an approval of this turn, or "":
-// an Agent API session (no chat thread, no card) whose event stream nobody
-// holds.
-func (ax *agentExec) unattended() string {
-	att := ax.e.opts.AgentAttendance
-	if ax.run.Thread.Channel != AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
-		return ""
-	}
-	return "nobody holds the app's event stream to answer it"
-}
-
-// unanswerable records a call that needed an approval nobody could give:
-// it is denied at once, audited, and the model told to go on without it.
-func (ax *agentExec) unanswerable(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, why string) (bool, error) {
-	now := ax.e.now()
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: "nobody could approve: " + why, FinishedAt: &now}
-	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, "", t.Name, map[string]any{"why": "no approver: " + why, "args": args})
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, st, audit)
-}
-
-// denied records a call a rule denied; the model is told which rule and
-// the run goes on.
-func (ax *agentExec) denied(ctx context.Context, call llm.Call, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) (bool, error) {
-	now := ax.e.now()
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID, FinishedAt: &now}
-	audit := ax.e.audit(approvals.AuditPolicyDenied, "system", ax.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeDenied, Rule: v.Why}, st, audit)
-}
-
-// dispatchCall runs the call through the flow steps' dispatch and commits
-// its result for the model with the finished step.
-func (ax *agentExec) dispatchCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
-	ax.callID = call.ID
-	done, res, runErr, finished, err := ax.call(ctx, t, st, a, audit...)
-	ax.callID = ""
-	if err != nil {
-		return true, err
-	}
-	o := llm.Outcome{Kind: llm.OutcomeRan, Output: res.Output, Source: toolSource(t.Name)}
-	done.Status = core.StepSucceeded
-	if runErr != nil {
-		done.Status, done.Error = core.StepFailed, runErr.Error()
-		o.Error = runErr.Error()
-	}
-	if a != nil {
-		o.By = joinOr(a.Winners(), "")
-		if a.Status == approvals.StatusEdited {
-			o.Kind, o.Args = llm.OutcomeEdited, done.Args
-		}
-	}
-	msg := o.Result(call, ax.e.now())
-	if err := ax.commit(ctx, core.Checkpoint{Step: &done}, msg); err != nil {
-		return true, ax.settleCancelled(ctx, err, &done, finished)
-	}
-	return false, nil
-}
-
 // toolSource labels a tool's output for the model: upstream MCP tools
 // ("<server>.<tool>") are "mcp:…".
 func toolSource(name string) string {
@@ -682,62 +502,4 @@ func toolSource(name string) string {
 		return "mcp:" + name
 	}
 	return "tool:" + name
-}
-
-// resumeCall continues a call whose approval was decided or expired.
-func (ax *agentExec) resumeCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
-	e := ax.e
-	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
-	if err != nil {
-		return true, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
-	}
-	now := e.now()
-	next := *st
-	next.FinishedAt = &now
-	switch a.Status {
-	case approvals.StatusPending:
-		return true, ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
-	case approvals.StatusApproved, approvals.StatusEdited:
-		args := a.ApprovedArgs
-		if args == nil {
-			args = a.ProposedArgs
-		}
-		if v := e.trust().policy.Evaluate(toolInfo(t), args); v.Effect == approvals.EffectDeny {
-			return ax.denied(ctx, call, t, st.Index, args, v, a.ID)
-		}
-		d := *st
-		d.Args = args
-		return ax.dispatchCall(ctx, call, t, &d, a)
-	case approvals.StatusRejected:
-		next.Status, next.Output = core.StepRejected, feedback(a)
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(a.Winners(), ""), Feedback: feedback(a)}, &next)
-	case approvals.StatusExpired:
-		if why, ok := a.Released(); ok {
-			next.Status, next.Error = core.StepDenied, "nobody could approve: "+why
-			return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeNoApprover, Why: why}, &next)
-		}
-		next.Status, next.Error = core.StepFailed, "approval expired"
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, &next)
-	}
-	return true, fmt.Errorf("approval %s has unknown status %q", a.ID, a.Status)
-}
-
-// recoverCall settles a call found dispatching after a crash: an idempotent
-// tool runs again with the same key; otherwise the run is interrupted, the
-// thread told, and the model gets "outcome unknown" on the next turn.
-func (ax *agentExec) recoverCall(ctx context.Context, call llm.Call, t *Tool, st *core.Step) (bool, error) {
-	e := ax.e
-	if t.Idempotent {
-		next := *st
-		return ax.dispatchCall(ctx, call, t, &next, nil,
-			e.audit(approvals.AuditRunRedispatched, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
-	}
-	now := e.now()
-	next := *st
-	next.Status, next.Error, next.FinishedAt = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running", &now
-	msg := llm.Outcome{Kind: llm.OutcomeInterrupted}.Result(call, now)
-	ax.events = append(ax.events, ax.message(msg))
-	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", ax.run.ID, markdown.Escape(t.Name))
-	audit := e.audit(approvals.AuditRunInterrupted, "system", ax.run.ID, st.ApprovalID, t.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
-	return true, ax.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/agent/providers"
+	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -649,10 +650,10 @@ func TestAgentTurnEventsAndAgentList(t *testing.T) {
 // MCP registry.
 type listedTools struct{ *dynamicTools }
 
-func (l listedTools) Tools(context.Context) []*Tool {
+func (l listedTools) Tools(context.Context) []*tools.Tool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*Tool
+	var out []*tools.Tool
 	for _, t := range l.tools {
 		out = append(out, t)
 	}
@@ -766,4 +767,56 @@ func TestAgentTurnResumesOnAnotherReplica(t *testing.T) {
 	if txt := requestText(t, sc, 1); !containsAll(txt, "please ship api 7", "Approved by console:alice.") {
 		t.Fatalf("the resumed turn lacks its history:\n%s", txt)
 	}
+}
+
+// TestAttack_GatedCallWithoutReason guards issue 26, item 7: a call the
+// gate would ask about, made without the model's one-line reason, goes back
+// to the model as a tool error asking for one — no approval, no card. A
+// call the gate allows needs none; the call made again with a reason is
+// asked about, with the reason on the card.
+func TestAttack_GatedCallWithoutReason(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, sc := agentSetup(t, b)
+		ctx := context.Background()
+		sc.Push(fakellm.Turn{Calls: []fakellm.Call{
+			{ID: "c1", Name: "status", Args: `{"service":"api"}`},
+			{ID: "c2", Name: "deploy", Args: `{"service":"api","version":"1.2.3"}`},
+		}}, call("deploy", `{"service":"api","version":"1.2.3","reason":"the user asked for 1.2.3"}`), fakellm.Say("Deployed."))
+		rc := h.send("console:req", "console:why1", "ship api 1.2.3")
+		a := h.waitApproval(rc.RunID)
+		if a.StepIndex != 2 || a.Reason != "the user asked for 1.2.3" {
+			t.Fatalf("approval of step %d with reason %q; want the call made again with its reason", a.StepIndex, a.Reason)
+		}
+		items, _, err := h.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: rc.RunID, Limit: 10})
+		if err != nil || len(items) != 1 {
+			t.Fatalf("%d approvals (%v): the reasonless call was asked about", len(items), err)
+		}
+		cards := 0
+		all, _, _ := h.store.OutboxList(ctx, core.OutboxListParams{Limit: 100})
+		for _, m := range all {
+			if m.RunID == rc.RunID && m.Kind == core.KindCard {
+				cards++
+			}
+		}
+		if cards != 1 {
+			t.Fatalf("%d cards, want only the one with a reason", cards)
+		}
+		second := requestText(t, sc, 1)
+		if !containsAll(second, "The call was not made", "needs a person's approval", "one-line reason") {
+			t.Fatalf("the model was not asked for a reason:\n%s", second)
+		}
+		if h.fx.status.total() != 1 || h.fx.deploy.total() != 0 {
+			t.Fatalf("status ran %d, deploy %d before a decision", h.fx.status.total(), h.fx.deploy.total())
+		}
+		run, _ := h.store.RunGet(ctx, rc.RunID)
+		if run.Steps[1].Status != core.StepFailed || !strings.Contains(run.Steps[1].Error, "reason") {
+			t.Fatalf("the reasonless call's step: %+v", run.Steps[1])
+		}
+		if _, err := h.decide("console:alice", a.ID, "approve"); err != nil {
+			t.Fatal(err)
+		}
+		if run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed); run.Status != core.RunSucceeded || h.fx.deploy.total() != 1 {
+			t.Fatalf("run %s, deploy ran %d", run.Status, h.fx.deploy.total())
+		}
+	})
 }

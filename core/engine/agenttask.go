@@ -129,7 +129,7 @@ func (x *execution) agentSuspend(ctx context.Context, cs compiledStep) error {
 	st := &core.Step{Index: idx, Tool: core.AgentTaskStep, Status: core.StepWaitingAgent,
 		Args: map[string]any{"agent_call_id": call.ID, "stage": cs.stage}, StartedAt: &now}
 	text := fmt.Sprintf("🤖 Run %s waits for an agent to do %s: %s (agent call %s; an MCP client takes it with claim_agent_call).",
-		x.run.ID, markdown.Escape(cs.stage), markdown.Escape(core.OneLine(truncate(task.Instructions, 200))), call.ID)
+		x.run.ID, markdown.Escape(cs.stage), markdown.Escape(core.OneLine(core.Clip(task.Instructions, 200))), call.ID)
 	c := core.Checkpoint{
 		RunID: x.run.ID, Owner: e.opts.Owner, Now: now,
 		Status: core.RunWaitingInput, Release: true, Step: st,

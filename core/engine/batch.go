@@ -13,7 +13,7 @@ import (
 )
 
 // A batch is the approvals one suspend created together: the gated calls
-// of one agent turn, on one card (suspendAsks). They share their run and
+// of one agent turn, on one card (one suspend of the gate). They share their run and
 // creation time; the first by step index leads, and its card is the one
 // sent. A flow step's approval is a batch of one.
 
@@ -99,7 +99,7 @@ func (e *Engine) approveAll(ctx context.Context, actor core.Actor, channel strin
 			kk.EventID = key.EventID + "/" + b.ID
 			k = &kk
 		}
-		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: d.Reason, Unverified: d.Unverified}, k)
+		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: d.Reason, Unverified: d.Unverified, Groups: d.Groups}, k)
 		if errors.Is(err, approvals.ErrDuplicateEvent) {
 			err = nil
 		}

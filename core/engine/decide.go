@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // Decide applies an approver's decision to an approval: the one path every
@@ -35,7 +36,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
-		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified,
+		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -62,17 +63,18 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		Eligible:          tr.dir.Expand(a.Approvers),
 		SessionTTL:        tr.sessionTTL,
 		ForeverHighImpact: tr.policy.ForeverHighImpact,
+		PolicyVersion:     tr.policyVersion,
 		Validate: func(args map[string]any) (map[string]any, error) {
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.
 			t, err := e.lookupTool(ctx, a.Tool)
-			if errors.Is(err, ErrUnknownTool) {
+			if errors.Is(err, tools.ErrUnknownTool) {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
 			}
 			if err != nil {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is unavailable: %v", a.Tool, err)}
 			}
-			return applySchema(t, args)
+			return gate.Validate(t, args)
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
@@ -80,36 +82,6 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 			return v, tr.dir.Expand(v.Approvers)
 		},
 	}
-}
-
-// applySchema cleans path-like values (so the schema, the policy, the card
-// and the tool all see one form), fills defaults and validates; a tool
-// without a schema takes any object. Then the tool's own argument check
-// (an exec value that would read as an option, an http value that would
-// walk the URL path) refuses what the runner would refuse, before anyone
-// is asked to approve it.
-func applySchema(t *Tool, args map[string]any) (map[string]any, error) {
-	args = approvals.CleanArgs(args)
-	if t.Schema != nil {
-		var err error
-		if args, err = t.Schema.Apply(args); err != nil {
-			return nil, err
-		}
-	} else {
-		args = maps.Clone(args)
-	}
-	if c, ok := t.Runner.(argChecker); ok {
-		if err := c.CheckArgs(args); err != nil {
-			return nil, &approvals.ValidationError{Message: err.Error()}
-		}
-	}
-	return args, nil
-}
-
-// argChecker is implemented by runners that refuse some argument values
-// whatever the schema says (core/tools Exec and HTTP).
-type argChecker interface {
-	CheckArgs(args map[string]any) error
 }
 
 // decisionError maps the store's and approvals' refusals to the one error
@@ -277,7 +249,7 @@ var _ core.CardSource = (*Engine)(nil)
 
 // ToolInputSchema returns the input schema of the tool named name as it
 // is now (what an edit of its arguments is validated against), as JSON
-// values; an error wrapping ErrUnknownTool when there is no such tool.
+// values; an error wrapping tools.ErrUnknownTool when there is no such tool.
 func (e *Engine) ToolInputSchema(ctx context.Context, name string) (map[string]any, error) {
 	t, err := e.lookupTool(ctx, name)
 	if err != nil {

@@ -27,6 +27,8 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/tools"
 )
@@ -62,7 +64,7 @@ const (
 type Options struct {
 	Store  core.Store
 	Flows  []Flow
-	Tools  []*Tool
+	Tools  []*tools.Tool
 	Policy *approvals.Policy
 	// Groups expands "group:<name>" approver entries into identities.
 	Groups map[string][]string
@@ -77,7 +79,7 @@ type Options struct {
 	// step runs: upstream MCP servers (core/upstream), whose tools are only
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
-	Lookup ToolLookup
+	Lookup tools.ToolLookup
 	// AgentCalls keeps the agent calls of agent_task steps; default the
 	// Store, when it implements core.AgentCallStore (both backends do).
 	AgentCalls core.AgentCallStore
@@ -123,8 +125,8 @@ type Options struct {
 	// Registerer, when set, receives the engine's metrics.
 	Registerer prometheus.Registerer
 
-	// startRecordDue, when set (tests), replaces the startRecordDelay
-	// timer of a deferred start record (deferstart.go).
+	// startRecordDue, when set (tests), replaces the delay of a deferred
+	// start record (core/gate).
 	startRecordDue func() <-chan time.Time
 }
 
@@ -149,49 +151,6 @@ type FlowStep struct {
 	AgentTask *AgentTask
 }
 
-// Tool is a callable the gate guards. Risk, Destructive and Idempotent
-// drive policy defaults, cards and crash recovery; Schema validates (and
-// fills defaults into) arguments before anything runs.
-type Tool struct {
-	Name, Description string
-	Risk              approvals.Risk
-	Destructive       bool
-	// Idempotent tools are re-dispatched with the same idempotency key after
-	// a crash mid-dispatch; others make the run interrupted.
-	Idempotent bool
-	Schema     *approvals.Schema
-	Runner     Runner
-}
-
-// ToolLookup finds a tool by name as it is now. The static tools of
-// Options.Tools are one; the upstream MCP registry is another.
-type ToolLookup interface {
-	// LookupTool returns the tool named name. An error wrapping
-	// ErrUnknownTool means there is no such tool (it may have disappeared);
-	// any other error says why it cannot be had now (its server is down).
-	LookupTool(ctx context.Context, name string) (*Tool, error)
-}
-
-// ErrUnknownTool is wrapped by a ToolLookup that has no tool of that name.
-var ErrUnknownTool = errors.New("unknown tool")
-
-// staticTools is Options.Tools by name.
-type staticTools map[string]*Tool
-
-func (m staticTools) LookupTool(_ context.Context, name string) (*Tool, error) {
-	if t, ok := m[name]; ok {
-		return t, nil
-	}
-	return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
-}
-
-// Runner executes a tool (core/tools Exec and HTTP implement it). Preview
-// is the dry run shown on approval cards.
-type Runner interface {
-	Run(ctx context.Context, c tools.Call) (tools.Result, error)
-	Preview(ctx context.Context, c tools.Call) (string, error)
-}
-
 // Engine runs flows durably. It is safe for concurrent use: HandleEvent,
 // Decide and Cancel may be called from any goroutine while Run executes.
 type Engine struct {
@@ -199,11 +158,15 @@ type Engine struct {
 	opts   Options
 	router *router.Router
 	flows  map[string]*compiledFlow
-	tools  staticTools
-	log    *slog.Logger
-	m      *metrics
+	tools  tools.Static
+	// gate is the one path of every tool call (core/gate).
+	gate *gate.Gate
+	log  *slog.Logger
+	m    *metrics
 	// trustNow is the live policy, people and requesters (Reload).
 	trustNow atomic.Pointer[trustState]
+	// auth judges who may do what under trustNow (trust.go).
+	auth *authority.Authority
 
 	// running tracks the runs this replica executes, to bound concurrency
 	// and to wait for them on shutdown.
@@ -252,7 +215,7 @@ type compiledStep struct {
 	stage string
 	agent *compiledAgentTask
 	// tool is nil for a tool Options.Lookup resolves when the step runs.
-	tool *Tool
+	tool *tools.Tool
 	args map[string]any // string values replaced by *template.Template
 }
 
@@ -291,7 +254,7 @@ func New(o Options) (*Engine, error) {
 		store:      o.Store,
 		opts:       o,
 		flows:      map[string]*compiledFlow{},
-		tools:      staticTools{},
+		tools:      tools.Static{},
 		log:        o.Logger.With("component", "engine", "owner", o.Owner),
 		active:     map[string]bool{},
 		reclaimed:  map[string]bool{},
@@ -304,15 +267,15 @@ func New(o Options) (*Engine, error) {
 	}
 	pol.AllowSelfApproval = pol.AllowSelfApproval || o.AllowSelfApproval
 	e.trustNow.Store(newTrustState(Trust{Policy: &pol, People: o.People, Groups: o.Groups, Requesters: o.Requesters, SessionTTL: o.SessionTTL}))
+	if err := e.newAuthority(); err != nil {
+		return nil, err
+	}
 	for _, t := range o.Tools {
-		if t == nil || t.Name == "" {
-			return nil, errors.New("engine: tool without a name")
+		if err := t.Check(); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
 		}
 		if _, dup := e.tools[t.Name]; dup {
 			return nil, fmt.Errorf("engine: duplicate tool %q", t.Name)
-		}
-		if t.Runner == nil {
-			return nil, fmt.Errorf("engine: tool %q has no runner", t.Name)
 		}
 		e.tools[t.Name] = t
 	}
@@ -354,6 +317,13 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	e.gate, err = gate.New(gate.Options{
+		Store: o.Store, Tools: toolSet{e}, Trust: e.gateTrust, ApprovalTTL: o.ApprovalTTL,
+		Now: o.Now, NewID: o.NewID, Logger: o.Logger, Observer: m, StartRecordDue: o.startRecordDue,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	if err := e.initAgents(); err != nil {
 		return nil, err
 	}
@@ -372,15 +342,23 @@ func (e *Engine) FlowsHelp() string { return e.router.Help() }
 
 func (e *Engine) now() time.Time { return e.opts.Now().UTC() }
 
+// toolSet is the engine's tools as the gate looks them up: the static
+// ones, then Options.Lookup's.
+type toolSet struct{ e *Engine }
+
+func (ts toolSet) LookupTool(ctx context.Context, name string) (*tools.Tool, error) {
+	return ts.e.lookupTool(ctx, name)
+}
+
 // lookupTool finds a tool among the static ones, then through Options.Lookup.
-func (e *Engine) lookupTool(ctx context.Context, name string) (*Tool, error) {
+func (e *Engine) lookupTool(ctx context.Context, name string) (*tools.Tool, error) {
 	t, err := e.tools.LookupTool(ctx, name)
 	if err == nil || e.opts.Lookup == nil {
 		return t, err
 	}
 	t, err = e.opts.Lookup.LookupTool(ctx, name)
 	if err == nil && t == nil {
-		err = fmt.Errorf("%w %q", ErrUnknownTool, name)
+		err = fmt.Errorf("%w %q", tools.ErrUnknownTool, name)
 	}
 	return t, err
 }

@@ -6,22 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strconv"
 	"text/template"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
-	"github.com/opsgate/opsgate/core/tools"
 )
 
 // errShutdown stops a run when the shutdown bound cancels its tool call,
 // or ends a checkpoint still waiting for the store: the run stays as the
 // store last recorded it (a step possibly dispatching) and crash recovery
 // settles it once the lease lapses.
-var errShutdown = errors.New("engine: shutting down")
+var errShutdown = gate.ErrShutdown
 
 // execution is one claimed run, driven from its checkpoint until it
 // suspends, finishes, or loses its lease.
@@ -33,9 +32,6 @@ type execution struct {
 	// events wait for the next checkpoint, so a turn costs no extra
 	// transaction just to say it started.
 	events []core.RunEvent
-	// callID, while an agent's call dispatches, is the model's id of it,
-	// added to the tool events.
-	callID string
 	// replyKind, when set, is the kind of the reply that ends the run
 	// (core.KindStreamEnd after an agent streamed into the thread).
 	replyKind core.MessageKind
@@ -87,7 +83,9 @@ func (x *execution) drive(ctx context.Context) error {
 }
 
 // step advances the run by one step boundary; more reports whether the run
-// continues with the next step in this turn.
+// continues with the next step in this turn. A tool step passes the gate
+// (core/gate) from where its record stands: new, waiting on its approval,
+// or found dispatching after a crash.
 func (x *execution) step(ctx context.Context) (more bool, err error) {
 	idx := x.run.StepIndex
 	st := x.stepAt(idx)
@@ -95,347 +93,26 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		x.run.StepIndex++
 		return true, nil
 	}
-	if cs := x.flow.steps[idx]; cs.agent != nil {
+	cs := x.flow.steps[idx]
+	if cs.agent != nil {
 		return x.agentStep(ctx, cs, st)
 	}
-	cs, err := x.bind(ctx, x.flow.steps[idx], st)
-	if err != nil || cs.tool == nil {
-		return false, err
-	}
-	if st != nil {
-		switch st.Status {
-		case core.StepWaitingApproval:
-			return x.resume(ctx, cs, st)
-		case core.StepDispatching:
-			return x.recover(ctx, cs, st)
-		}
-	}
-	args, err := renderArgs(cs.args, x.run.Args)
-	if err == nil {
-		args, err = applySchema(cs.tool, args)
-	}
-	if err != nil {
-		st := &core.Step{Index: idx, Tool: cs.tool.Name, Status: core.StepFailed, Args: args, Error: err.Error()}
-		msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.tool.Name, err)
-		// The message may quote the requester's value: text, never markup.
-		return false, x.end(ctx, st, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
-	}
-	tr := x.e.trust()
-	v := tr.policy.Evaluate(toolInfo(cs.tool), args)
-	switch v.Effect {
-	case approvals.EffectDeny:
-		return false, x.deny(ctx, cs.tool, idx, args, v, "")
-	case approvals.EffectAsk:
-		g, err := x.e.grantFor(ctx, tr, approvals.Call{Tool: cs.tool.Name, Risk: cs.tool.Risk, Thread: x.run.Thread.String(),
-			Requester: x.run.Requester, Args: args, Verdict: v})
+	rec := &flowRecord{stepRecord: stepRecord{x: x, idx: idx, name: cs.name, base: st}}
+	c := rec.call(nil, x.run.Reason)
+	if c.Waiting == "" && c.Dispatching == nil {
+		args, err := renderArgs(cs.args, x.run.Args)
 		if err != nil {
-			return false, fmt.Errorf("find grant: %w", err)
+			failed := &core.Step{Index: idx, Tool: cs.name, Status: core.StepFailed, Error: err.Error()}
+			msg := fmt.Sprintf("arguments for %s are invalid: %v", cs.name, err)
+			// The message may quote the requester's value: text, never markup.
+			return false, x.end(ctx, failed, core.RunFailed, "invalid_args", msg, "❌ "+markdown.Escape(core.OneLine(msg)))
 		}
-		if g == nil {
-			return false, x.suspend(ctx, tr, cs.tool, idx, args, v)
-		}
-		x.log.Info("grant turns ask into allow", "tool", cs.tool.Name, "grant", g.ID, "scope", g.Scope)
-		audit := x.e.audit(approvals.AuditGrantApplied, g.Actor, x.run.ID, g.ApprovalID, cs.tool.Name, map[string]any{
-			"step": idx, "args": args, "grant": g.ID, "scope": g.Scope, "requester": x.run.Requester})
-		return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil, audit)
+		c.Args = args
 	}
-	return x.dispatch(ctx, cs.tool, &core.Step{Index: idx, Args: args}, nil)
-}
-
-// bind resolves the step's tool as it is now: a tool from Options.Lookup
-// (an upstream MCP server's) may have changed or gone since the flow was
-// built, or since the ask. One that cannot be had ends the run, and the
-// returned step has no tool: failed, or interrupted when a call of it was
-// in flight, since then its outcome is unknown.
-func (x *execution) bind(ctx context.Context, cs compiledStep, st *core.Step) (compiledStep, error) {
-	if cs.tool != nil {
-		return cs, nil
-	}
-	t, err := x.e.lookupTool(ctx, cs.name)
-	if err == nil {
-		cs.tool = t
-		return cs, nil
-	}
-	if ctx.Err() != nil {
-		return cs, errShutdown
-	}
-	x.log.Warn("tool unavailable", "tool", cs.name, "err", err)
-	if st != nil && st.Status == core.StepDispatching {
-		_, err := x.recover(ctx, compiledStep{name: cs.name, tool: &Tool{Name: cs.name}}, st)
-		return cs, err
-	}
-	msg := fmt.Sprintf("tool %s is unavailable: %v", cs.name, err)
-	failed := &core.Step{Index: x.run.StepIndex, Tool: cs.name, Status: core.StepFailed, Error: msg}
-	if st != nil {
-		failed.Args, failed.ApprovalID = st.Args, st.ApprovalID
-	}
-	return cs, x.end(ctx, failed, core.RunFailed, "tool_unavailable", msg, "❌ "+msg+"; it did not run.")
-}
-
-func toolInfo(t *Tool) approvals.ToolInfo {
-	return approvals.ToolInfo{Name: t.Name, Risk: t.Risk, Destructive: t.Destructive}
-}
-
-// deny ends the run: the tool never runs and the thread is told which rule
-// refused it.
-func (x *execution) deny(ctx context.Context, t *Tool, idx int, args map[string]any, v approvals.Verdict, approvalID string) error {
-	st := &core.Step{Index: idx, Tool: t.Name, Status: core.StepDenied, Args: args, Error: v.Why, ApprovalID: approvalID}
-	audit := x.e.audit(approvals.AuditPolicyDenied, "system", x.run.ID, approvalID, t.Name, map[string]any{"rule": v.Rule, "why": v.Why, "args": args})
-	text := fmt.Sprintf("⛔ %s was denied by policy (%s); it did not run.", t.Name, v.Why)
-	return x.end(ctx, st, core.RunFailed, "denied", v.Why, text, audit)
-}
-
-// suspend records the ask in ONE checkpoint: the approval, the step and
-// run waiting for it, the card in the outbox, the audit entry.
-func (x *execution) suspend(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict) error {
-	return x.suspendCall(ctx, tr, t, idx, args, v, x.run.Reason, nil)
-}
-
-// ask is one gated call to suspend: a flow step, or one call of an agent's
-// turn (with the model's reason and extra permission.requested fields).
-type ask struct {
-	tool   *Tool
-	idx    int
-	args   map[string]any
-	v      approvals.Verdict
-	reason string
-	extra  map[string]any
-}
-
-// suspendCall is suspend with the reason shown on the card (a flow's
-// request text, or the model's one-line reason for an agent's call) and
-// extra fields for the permission.requested event.
-func (x *execution) suspendCall(ctx context.Context, tr *trustState, t *Tool, idx int, args map[string]any, v approvals.Verdict, reason string, extra map[string]any) error {
-	return x.suspendAsks(ctx, tr, []ask{{tool: t, idx: idx, args: args, v: v, reason: reason, extra: extra}})
-}
-
-// suspendAsks suspends the run on one or more asks in ONE checkpoint: an
-// approval and a waiting step each, one card (for the first: a card of
-// several calls lists its siblings, see Engine.Batch), the audit entries.
-// The approvals share their creation time, which is what makes them one
-// batch.
-func (x *execution) suspendAsks(ctx context.Context, tr *trustState, asks []ask) error {
-	e := x.e
-	now := e.now()
-	c := core.Checkpoint{Status: core.RunWaitingApproval, Release: true}
-	for i, q := range asks {
-		preview := x.preview(ctx, q.tool, q.idx, q.args)
-		a := &approvals.Approval{
-			ID: e.opts.NewID(), RunID: x.run.ID, StepIndex: q.idx, Thread: x.run.Thread.String(), Requester: x.run.Requester,
-			Tool: q.tool.Name, Destructive: q.tool.Destructive, Risk: q.tool.Risk, ProposedArgs: q.args, Preview: preview,
-			Reason: q.reason, Status: approvals.StatusPending, Approvers: q.v.Approvers,
-			Eligible: tr.dir.Expand(q.v.Approvers), Quorum: max(q.v.Quorum, 1), Rule: q.v.Rule,
-			CreatedAt: now, ExpiresAt: now.Add(e.opts.ApprovalTTL),
-		}
-		st := core.Step{Index: q.idx, Tool: q.tool.Name, Status: core.StepWaitingApproval, Args: q.args, ApprovalID: a.ID}
-		data := map[string]any{
-			"approval_id": a.ID, "tool": q.tool.Name, "args": q.args, "risk": q.tool.Risk, "approvers": q.v.Approvers, "expires_at": a.ExpiresAt,
-		}
-		maps.Copy(data, q.extra)
-		if i == 0 {
-			c.Step, c.Approval = &st, a
-			c.Outbox = x.e.toThread(x.run.Thread, core.OutboxMessage{ID: e.opts.NewID(), Thread: x.run.Thread, Kind: core.KindCard, ApprovalID: a.ID, RunID: x.run.ID, CreatedAt: now})
-		} else {
-			c.MoreSteps, c.MoreApprovals = append(c.MoreSteps, st), append(c.MoreApprovals, a)
-		}
-		c.Audit = append(c.Audit, e.audit(approvals.AuditApprovalRequested, x.run.Requester, x.run.ID, a.ID, q.tool.Name, map[string]any{
-			"args": q.args, "rule": q.v.Rule, "why": q.v.Why, "approvers": q.v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,
-		}))
-		c.Events = append(c.Events, e.event(x.run.ID, core.EventPermissionRequested, data))
-	}
-	if err := x.checkpoint(ctx, c); err != nil {
-		return err
-	}
-	for i := range c.MoreSteps {
-		x.setStep(&c.MoreSteps[i])
-	}
-	return nil
-}
-
-// preview runs the tool's dry run, bounded in time and size. A failure is
-// shown on the card rather than blocking the ask.
-func (x *execution) preview(ctx context.Context, t *Tool, idx int, args map[string]any) string {
-	pctx, cancel := context.WithTimeout(ctx, previewTimeout)
-	defer cancel()
-	out, err := t.Runner.Preview(pctx, tools.Call{RunID: x.run.ID, IdempotencyKey: idempotencyKey(x.run.ID, idx) + "/preview", Args: maps.Clone(args)})
-	if err != nil {
-		out = "dry run failed: " + err.Error()
-	}
-	return truncate(out, previewMaxChars)
-}
-
-// resume continues a run whose approval was decided (or expired).
-func (x *execution) resume(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
-	e := x.e
-	a, err := e.store.ApprovalGet(ctx, st.ApprovalID)
-	if err != nil {
-		return false, fmt.Errorf("load approval %s: %w", st.ApprovalID, err)
-	}
-	// permission.decided was appended by the deciding transaction.
-	switch a.Status {
-	case approvals.StatusPending:
-		// Requeued without a decision (should not happen): wait again.
-		return false, x.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingApproval, Release: true})
-	case approvals.StatusApproved, approvals.StatusEdited:
-		args := a.ApprovedArgs
-		if args == nil {
-			args = a.ProposedArgs
-		}
-		// Deny is final: a rule added since the ask still stops the call.
-		if v := e.trust().policy.Evaluate(toolInfo(cs.tool), args); v.Effect == approvals.EffectDeny {
-			return false, x.deny(ctx, cs.tool, st.Index, args, v, a.ID)
-		}
-		next := *st
-		next.Args = args
-		return x.dispatch(ctx, cs.tool, &next, a)
-	case approvals.StatusRejected:
-		fb := feedback(a)
-		next := *st
-		next.Status, next.Output = core.StepRejected, fb
-		text := fmt.Sprintf("❌ %s was rejected by %s", cs.tool.Name, markdown.Escape(joinOr(a.Winners(), "an approver")))
-		if fb != "" {
-			// People's words: one line, as text, never a link or a
-			// forged line of the reply.
-			text += ": “" + markdown.Escape(core.OneLine(fb)) + "”"
-		}
-		// The code already says rejected; the message is the approver's
-		// feedback alone, so "code: message" reads once.
-		msg := fb
-		if msg == "" {
-			msg = "rejected without feedback"
-		}
-		return false, x.end(ctx, &next, core.RunRejected, "rejected", msg, text+".")
-	case approvals.StatusExpired:
-		next := *st
-		next.Status, next.Error = core.StepFailed, "approval expired"
-		text := fmt.Sprintf("⌛ The approval for %s expired at %s with no decision; it did not run.", cs.tool.Name, a.ExpiresAt.UTC().Format(time.RFC3339))
-		return false, x.end(ctx, &next, core.RunFailed, "approval_expired", "approval expired", text)
-	}
-	return false, fmt.Errorf("approval %s has unknown status %q", a.ID, a.Status)
-}
-
-// recover settles a step found dispatching after a crash: its outcome is
-// unknown, so only an idempotent tool is called again (same key).
-func (x *execution) recover(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
-	if cs.tool.Idempotent {
-		x.log.Info("re-dispatching idempotent step after crash", "step", st.Index, "key", st.IdempotencyKey)
-		next := *st
-		return x.dispatch(ctx, cs.tool, &next, nil,
-			x.e.audit(approvals.AuditRunRedispatched, "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts}))
-	}
-	next := *st
-	next.Status, next.Error = core.StepInterrupted, "outcome unknown: the process stopped while the tool was running"
-	now := x.e.now()
-	next.FinishedAt = &now
-	text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", x.run.ID, cs.tool.Name)
-	audit := x.e.audit(approvals.AuditRunInterrupted, "system", x.run.ID, st.ApprovalID, cs.tool.Name, map[string]any{"step": st.Index, "idempotency_key": st.IdempotencyKey, "attempts": st.Attempts})
-	return false, x.end(ctx, &next, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, audit)
-}
-
-// dispatch calls the tool, recorded before (dispatching, with its
-// idempotency key) and after (the result), so a crash in between is seen;
-// a quick idempotent call has both in one record (deferstart.go).
-func (x *execution) dispatch(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (bool, error) {
-	done, res, runErr, _, err := x.call(ctx, t, st, a, audit...)
-	if err != nil {
+	if _, err := x.e.gate.Pass(ctx, c, rec); err != nil {
 		return false, err
 	}
-	next := st.Index + 1
-	if runErr != nil {
-		done.Status, done.Error = core.StepFailed, runErr.Error()
-		text := fmt.Sprintf("❌ %s failed (run %s, step %d): %s", t.Name, x.run.ID, st.Index+1, markdown.Escape(core.OneLine(runErr.Error())))
-		if res.Output != "" {
-			text += "\n" + x.fold(res.Output)
-		}
-		err := x.endAt(ctx, &done, &next, core.RunFailed, "tool_failed", runErr.Error(), text)
-		return false, x.settleCancelled(ctx, err, &done, x.events...)
-	}
-	done.Status = core.StepSucceeded
-	if next == len(x.flow.steps) {
-		return false, x.settleCancelled(ctx, x.succeed(ctx, &done), &done, x.events...)
-	}
-	if err := x.checkpoint(ctx, core.Checkpoint{Step: &done, StepIndex: &next}); err != nil {
-		return false, x.settleCancelled(ctx, err, &done, x.events...)
-	}
-	x.run.StepIndex = next
-	return true, nil
-}
-
-// call is the shared dispatch of flow steps and agent tool calls: it
-// records st dispatching (with its idempotency key), calls the tool and
-// returns the finished step (not yet recorded), the result and the
-// tool.finished event (queued in x.events). A non-nil err means the
-// execution stops: the run was cancelled before the call (recorded), or
-// a shutdown cut the call.
-func (x *execution) call(ctx context.Context, t *Tool, st *core.Step, a *approvals.Approval, audit ...approvals.AuditEntry) (done core.Step, res tools.Result, runErr error, finished core.RunEvent, err error) {
-	e := x.e
-	now := e.now()
-	st.Tool, st.Status = t.Name, core.StepDispatching
-	st.IdempotencyKey = idempotencyKey(x.run.ID, st.Index)
-	st.Attempts++
-	st.StartedAt, st.FinishedAt, st.Output, st.Error = &now, nil, "", ""
-	if a != nil {
-		st.ApprovalID = a.ID
-	}
-	started := core.Checkpoint{
-		Step:  st,
-		Audit: audit,
-		Events: []core.RunEvent{e.event(x.run.ID, core.EventToolStarted, x.withCallID(map[string]any{
-			"step": st.Index, "tool": t.Name, "args": st.Args, "idempotency_key": st.IdempotencyKey, "attempt": st.Attempts,
-		}))},
-	}
-	call := tools.Call{RunID: x.run.ID, IdempotencyKey: st.IdempotencyKey, Args: maps.Clone(st.Args)}
-	start := time.Now()
-	var deferred bool
-	mayDefer := x.mayDeferStart(t, a, audit)
-	if mayDefer {
-		deferred, res, runErr, err = x.runDeferringStart(ctx, t, call, started)
-	} else if err = x.checkpoint(ctx, started); err == nil {
-		if a != nil && a.DecidedAt != nil {
-			e.m.decisionDispatch.Observe(e.now().Sub(*a.DecidedAt).Seconds())
-		}
-		res, runErr = t.Runner.Run(ctx, call)
-	}
-	if err != nil && mayDefer {
-		// The start record of a call already running was refused (the
-		// run was cancelled): the call was cut.
-		return done, res, nil, core.RunEvent{}, x.settleCancelled(ctx, err, cancelledStep(*st, "run cancelled during the call; the call was cut", e.now()), x.events...)
-	}
-	if err != nil {
-		// Cancelled before the call: the step ends with the run and the
-		// tool is never called.
-		now := e.now()
-		pending := *st
-		pending.Attempts--
-		pending.StartedAt, pending.IdempotencyKey = nil, ""
-		return done, res, nil, core.RunEvent{}, x.settleCancelled(ctx, err, cancelledStep(pending, "run cancelled before the call", now))
-	}
-	e.m.toolDispatch.WithLabelValues(t.Name).Observe(time.Since(start).Seconds())
-	if runErr != nil && ctx.Err() != nil {
-		return done, res, nil, core.RunEvent{}, errShutdown
-	}
-	if deferred {
-		// The call ended before its start was due to be recorded: the
-		// start goes with the result, in the next checkpoint.
-		x.events = append(x.events, started.Events...)
-	}
-	done = *st
-	fin := e.now()
-	done.FinishedAt, done.Output = &fin, res.Output
-	finished = e.event(x.run.ID, core.EventToolFinished, x.withCallID(map[string]any{
-		"step": st.Index, "tool": t.Name, "exit_code": res.ExitCode, "status": res.Status, "truncated": res.Truncated,
-		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(), "ok": runErr == nil,
-	}))
-	x.events = append(x.events, finished)
-	return done, res, runErr, finished, nil
-}
-
-// withCallID adds the agent call's id to a tool event's data.
-func (x *execution) withCallID(data map[string]any) map[string]any {
-	if x.callID != "" {
-		data["tool_call_id"] = x.callID
-	}
-	return data
+	return rec.more, nil
 }
 
 // settleCancelled records st on a run cancelled under us, when err (a

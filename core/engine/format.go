@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/opsgate/opsgate/core"
 )
 
 // fold fences tool output for a reply and cuts it past foldChars, pointing
@@ -14,7 +16,7 @@ func (x *execution) fold(out string) string {
 	if utf8.RuneCountInString(out) <= foldChars {
 		return fence(out)
 	}
-	cut := truncate(out, foldChars)
+	cut := core.Clip(out, foldChars)
 	more := utf8.RuneCountInString(out) - utf8.RuneCountInString(cut)
 	link := "opsgate runs show " + x.run.ID
 	if u := x.e.opts.PublicURL; u != "" {
@@ -37,21 +39,6 @@ func fence(s string) string {
 	}
 	f := strings.Repeat("`", max(3, longest+1))
 	return f + "\n" + s + "\n" + f
-}
-
-// truncate keeps at most n runes of s.
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i := 0
-	for pos := range s {
-		if i == n {
-			return s[:pos]
-		}
-		i++
-	}
-	return s
 }
 
 // joinOr joins names for a sentence, or returns fallback when there are none.

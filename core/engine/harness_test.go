@@ -208,7 +208,7 @@ func (f *fixture) options(t testing.TB, store core.Store, clk *clock) Options {
 	groups["many"] = many
 	return Options{
 		Store: store,
-		Tools: []*Tool{
+		Tools: []*tools.Tool{
 			{Name: "status", Risk: approvals.RiskRead, Runner: f.status},
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: f.deploy},
 			{Name: "delete_db", Risk: approvals.RiskHighImpact, Destructive: true, Runner: f.drop},

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -137,22 +136,12 @@ func (e *Engine) handleDecisionEvent(ctx context.Context, ev core.ChannelEvent) 
 
 // event builds a run event stamped now.
 func (e *Engine) event(runID, typ string, data any) core.RunEvent {
-	b, err := json.Marshal(data)
-	if err != nil {
-		b = []byte("null")
-	}
-	return core.RunEvent{RunID: runID, Type: typ, Data: b, At: e.now()}
+	return core.NewRunEvent(runID, typ, data, e.now())
 }
 
 // audit builds an audit entry stamped now; the store seals it into the chain.
 func (e *Engine) audit(kind approvals.AuditKind, actor, runID, approvalID, tool string, detail any) approvals.AuditEntry {
-	ae := approvals.AuditEntry{At: e.now(), Kind: kind, Actor: actor, RunID: runID, ApprovalID: approvalID, Tool: tool}
-	if detail != nil {
-		if b, err := json.Marshal(detail); err == nil {
-			ae.Detail = b
-		}
-	}
-	return ae
+	return approvals.NewAuditEntry(e.now(), kind, actor, runID, approvalID, tool, detail)
 }
 
 // reply builds an outbox reply for a run's thread.

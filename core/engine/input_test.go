@@ -15,7 +15,7 @@ import (
 // under /etc, allowed under /srv, asked everywhere else.
 func withFileTool(cat *recorder) func(*Options) {
 	return func(o *Options) {
-		o.Tools = append(o.Tools, &Tool{Name: "cat", Risk: approvals.RiskRead, Runner: cat})
+		o.Tools = append(o.Tools, &tools.Tool{Name: "cat", Risk: approvals.RiskRead, Runner: cat})
 		o.Flows = append(o.Flows, Flow{Name: "cat", Command: "cat {path}", Steps: []FlowStep{{Tool: "cat", Args: map[string]any{"path": "{{.path}}"}}}})
 		o.Policy.Rules = append(o.Policy.Rules,
 			approvals.Rule{Tool: "cat", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
@@ -74,7 +74,7 @@ func TestAttack_ExecOptionInjection(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		x := &tools.Exec{Command: []string{"/bin/echo", "{{.ref}}"}, DryRun: []string{"/bin/echo", "--dry-run", "{{.ref}}"}}
 		h := setup(t, b, func(o *Options) {
-			o.Tools = append(o.Tools, &Tool{Name: "checkout", Risk: approvals.RiskHighImpact, Runner: x})
+			o.Tools = append(o.Tools, &tools.Tool{Name: "checkout", Risk: approvals.RiskHighImpact, Runner: x})
 			o.Flows = append(o.Flows, Flow{Name: "checkout", Command: "checkout {ref}", Steps: []FlowStep{{Tool: "checkout", Args: map[string]any{"ref": "{{.ref}}"}}}})
 			o.Policy.Rules = append(o.Policy.Rules, approvals.Rule{Tool: "checkout", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}})
 		})

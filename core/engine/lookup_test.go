@@ -10,17 +10,18 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
-// dynamicTools is a ToolLookup whose tools come and go, like an upstream
+// dynamicTools is a tools.ToolLookup whose tools come and go, like an upstream
 // MCP server's: the engine must resolve them when a step runs.
 type dynamicTools struct {
 	mu    sync.Mutex
-	tools map[string]*Tool
+	tools map[string]*tools.Tool
 	down  error // when set, every lookup fails with it (the server is down)
 }
 
-func (d *dynamicTools) LookupTool(_ context.Context, name string) (*Tool, error) {
+func (d *dynamicTools) LookupTool(_ context.Context, name string) (*tools.Tool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.down != nil {
@@ -29,10 +30,10 @@ func (d *dynamicTools) LookupTool(_ context.Context, name string) (*Tool, error)
 	if t, ok := d.tools[name]; ok {
 		return t, nil
 	}
-	return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+	return nil, fmt.Errorf("%w %q", tools.ErrUnknownTool, name)
 }
 
-func (d *dynamicTools) set(t *Tool) {
+func (d *dynamicTools) set(t *tools.Tool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.tools[t.Name] = t
@@ -57,8 +58,8 @@ func withUpstream(t testing.TB, present bool) (*dynamicTools, *recorder, func(*O
 		t.Fatal(err)
 	}
 	rec := &recorder{name: "up.write"}
-	lk := &dynamicTools{tools: map[string]*Tool{}}
-	write := &Tool{Name: "up.write", Risk: approvals.RiskReversible, Destructive: true, Schema: schema, Runner: rec}
+	lk := &dynamicTools{tools: map[string]*tools.Tool{}}
+	write := &tools.Tool{Name: "up.write", Risk: approvals.RiskReversible, Destructive: true, Schema: schema, Runner: rec}
 	if present {
 		lk.set(write)
 	}
@@ -74,7 +75,7 @@ func TestLookupToolResolvedWhenTheStepRuns(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		lk, rec, tweak := withUpstream(t, false)
 		h := setup(t, b, tweak) // the tool does not exist yet: New accepts the flow anyway
-		lk.set(&Tool{Name: "up.write", Risk: approvals.RiskReversible, Destructive: true, Runner: rec})
+		lk.set(&tools.Tool{Name: "up.write", Risk: approvals.RiskReversible, Destructive: true, Runner: rec})
 		rc := h.send("console:req", "console:lk1", "write notes.txt hello")
 		a := h.waitApproval(rc.RunID)
 		if a.Tool != "up.write" || !a.Destructive || a.Risk != approvals.RiskReversible {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -91,4 +92,14 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 		return c, err
 	}
 	return c, nil
+}
+
+// ToolDispatched implements gate.Observer.
+func (m *metrics) ToolDispatched(tool string, took time.Duration) {
+	m.toolDispatch.WithLabelValues(tool).Observe(took.Seconds())
+}
+
+// DecisionDispatched implements gate.Observer.
+func (m *metrics) DecisionDispatched(since time.Duration) {
+	m.decisionDispatch.Observe(since.Seconds())
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -28,13 +29,14 @@ import (
 // StepWaitingInput is the step of an ask_user call waiting for an answer.
 const StepWaitingInput core.StepStatus = "waiting_input"
 
-// Who may answer a question (Options.QuestionAnswerers).
+// Who may answer a question (Options.QuestionAnswerers; core/authority
+// judges it).
 const (
 	// AnswerRequesterOrApprovers (default): the run's requester, or anyone
 	// in an approvers group.
-	AnswerRequesterOrApprovers = "requester_or_approvers"
+	AnswerRequesterOrApprovers = authority.AnswerRequesterOrApprovers
 	// AnswerRequester: the run's requester only.
-	AnswerRequester = "requester"
+	AnswerRequester = authority.AnswerRequester
 )
 
 // askActionID names the question of step idx: the action_id of
@@ -264,24 +266,17 @@ func (e *Engine) Answer(ctx context.Context, actor core.Actor, channel, runID, a
 	return nil
 }
 
-// mayAnswer says why actor may not answer run's question, or "".
+// mayAnswer says why actor may not answer run's question, or "": the
+// authority's standing of an identity (the surface a token came through
+// judged the token first).
 func (e *Engine) mayAnswer(run *core.Run, actor string) string {
-	tr := e.trust()
-	if tr.dir.SamePerson(actor, run.Requester) {
-		return ""
-	}
-	if e.opts.QuestionAnswerers == AnswerRequester {
-		return "only the person who asked (" + run.Requester + ") may answer"
-	}
-	if strings.HasPrefix(actor, "agent:") {
-		return "an agent may not answer a question put to people"
-	}
-	for _, members := range tr.groups {
-		if slices.Contains(tr.dir.Expand(members), actor) {
-			return ""
+	if err := e.auth.AnswerStanding(run, actor); err != nil {
+		if r, ok := authority.RefusalOf(err); ok {
+			return r.Message
 		}
+		return err.Error()
 	}
-	return "only the person who asked (" + run.Requester + ") or an approver may answer"
+	return ""
 }
 
 // sweepQuestions requeues the runs whose question expired, so the model is

@@ -3,11 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/gate"
 )
 
 // Trust is the part of the configuration that says who may do what: the
@@ -32,21 +33,17 @@ type Trust struct {
 	SessionTTL time.Duration
 }
 
-// Requesters is who may start runs on one channel.
-type Requesters struct {
-	// Anyone lets every sender start runs ("anyone" in the config).
-	Anyone bool
-	// Entries are "group:<name>", "person:<name>" or identities. With none
-	// (and not Anyone), only identities the configuration knows — listed
-	// under people or in an approver group — may start runs.
-	Entries []string
-}
+// Requesters is who may start runs on one channel (core/authority judges
+// it).
+type Requesters = authority.Requesters
 
 // trustState is a Trust compiled for use: the directory built once.
 type trustState struct {
-	policy     *approvals.Policy
-	dir        *approvals.Directory
-	requesters map[string]Requesters
+	policy *approvals.Policy
+	// policyVersion is policy.Version(), computed once per reload.
+	policyVersion string
+	dir           *approvals.Directory
+	requesters    map[string]Requesters
 	// groups are the approver groups as reloaded; who may answer a question
 	// is judged against them at answer time, like a decision.
 	groups     map[string][]string
@@ -62,7 +59,7 @@ func newTrustState(t Trust) *trustState {
 	if ttl <= 0 {
 		ttl = approvals.DefaultSessionTTL
 	}
-	return &trustState{policy: p, dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
+	return &trustState{policy: p, policyVersion: p.Version(), dir: approvals.NewDirectory(t.People, t.Groups), requesters: t.Requesters, groups: t.Groups, sessionTTL: ttl}
 }
 
 // trust returns the current trust configuration.
@@ -76,22 +73,34 @@ func (e *Engine) Reload(t Trust) {
 	e.log.Info("trust configuration reloaded", "rules", len(e.trust().policy.Rules), "people", len(t.People), "groups", len(t.Groups))
 }
 
+// live is the trust configuration as core/authority reads it.
+func (tr *trustState) live() authority.Live {
+	return authority.Live{People: tr.dir, Groups: tr.groups, Requesters: tr.requesters}
+}
+
 // mayRequest reports why actor may not start runs on channel, or "".
 func (tr *trustState) mayRequest(channel, actor string) string {
-	rq, gated := tr.requesters[channel]
-	switch {
-	case !gated || rq.Anyone:
-		return ""
-	case len(rq.Entries) == 0:
-		if tr.dir.Known(actor) {
-			return ""
-		}
-		return "not known to the configuration (people or approver groups)"
-	case slices.Contains(tr.dir.Expand(rq.Entries), actor):
-		return ""
-	}
-	return "not among the requesters of this channel"
+	return tr.live().MayRequest(channel, actor)
 }
+
+// newAuthority builds the engine's authority over its store and its live
+// trust configuration; the store's Agent API sessions, when it keeps them,
+// tell whose a session's runs are.
+func (e *Engine) newAuthority() error {
+	sessions, _ := e.store.(authority.Sessions)
+	a, err := authority.New(authority.Options{Store: e.store, Sessions: sessions, QuestionAnswerers: e.opts.QuestionAnswerers,
+		Live: func() authority.Live { return e.trust().live() }})
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	e.auth = a
+	return nil
+}
+
+// Authority is the one authority every surface asks who may see, request,
+// cancel, decide, answer or claim what, under this engine's live
+// configuration (Reload applies to it at once).
+func (e *Engine) Authority() *authority.Authority { return e.auth }
 
 // refusedRequest is what an event from someone who may not start runs
 // records: the event (so a redelivery is recognised), a polite reply and an
@@ -108,56 +117,22 @@ func (e *Engine) refusedRequest(ev core.ChannelEvent, why string) core.InboxReco
 	}
 }
 
-// maxGrantScan bounds how many active grants of one tool the gate reads.
-const maxGrantScan = 1000
-
-// grantFor returns an active grant covering the call, or nil.
-func (e *Engine) grantFor(ctx context.Context, tr *trustState, c approvals.Call) (*approvals.Grant, error) {
-	now := e.now()
-	p := approvals.GrantListParams{Tool: c.Tool, ActiveAt: now, Limit: 200}
-	for seen := 0; seen < maxGrantScan; {
-		gs, next, err := e.store.GrantList(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range gs {
-			if g.Covers(c, now, tr.policy.ForeverHighImpact) {
-				return g, nil
-			}
-		}
-		seen += len(gs)
-		if next == "" {
-			break
-		}
-		p.Cursor = next
-	}
-	return nil, nil
+// gateTrust is the live trust configuration as the gate judges with it.
+func (e *Engine) gateTrust() gate.Trust {
+	tr := e.trust()
+	return gate.Trust{Policy: tr.policy, PolicyVersion: tr.policyVersion, Dir: tr.dir}
 }
 
-// CancelAllowed reports whether actor may cancel the run without admin
-// rights: the run's requester (any identity of the same person) or an
-// approver who may decide one of its approvals now. It returns nil,
-// core.ErrForbidden (wrapped, saying who may), or the store's error
-// (core.ErrNotFound for an unknown run).
+// CancelAllowed reports whether actor, an identity a chat platform
+// verified, may cancel the run: its requester (any identity of the same
+// person) or an approver who may decide one of its approvals now
+// (authority.Cancel). It returns nil, an error matching core.ErrForbidden
+// or core.ErrNotFound (an unknown run, or one the actor may not see), or
+// the store's error. Token surfaces ask the authority with their token's
+// actor instead.
 func (e *Engine) CancelAllowed(ctx context.Context, runID string, actor core.Actor) error {
-	run, err := e.store.RunGet(ctx, runID)
-	if err != nil {
-		return fmt.Errorf("engine: cancel %s: %w", runID, err)
-	}
-	tr := e.trust()
-	if tr.dir.SamePerson(actor.ID, run.Requester) {
-		return nil
-	}
-	as, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Limit: 100})
-	if err != nil {
-		return fmt.Errorf("engine: cancel %s: list approvals: %w", runID, err)
-	}
-	for _, a := range as {
-		if slices.Contains(a.Eligible, actor.ID) && slices.Contains(tr.dir.Expand(a.Approvers), actor.ID) && !approvals.IsAgent(actor.ID) {
-			return nil
-		}
-	}
-	return fmt.Errorf("engine: cancel %s: only its requester (%s), its approvers or an admin may cancel it: %w", runID, run.Requester, core.ErrForbidden)
+	_, err := e.auth.Run(ctx, authority.ChatActor(actor.ID), authority.Cancel, runID)
+	return err
 }
 
 // RevokeGrant revokes a session or forever grant, audited in the same

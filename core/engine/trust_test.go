@@ -193,6 +193,66 @@ func TestForeverGrantIsAStoredAllowRule(t *testing.T) {
 	})
 }
 
+// TestAttack_ForeverGrantOutlivesGranterAndRule reproduces issue 26, item
+// 2: alice (sre) approves "restart api" for ever; a reload removes her from
+// sre and points the rule at group:leads. Her grant no longer covers the
+// call: it is bound to the rule that asked and to her live eligibility
+// under it, so api:ci's next "restart api" asks again (leads decide). Each
+// half alone is enough: a grant whose granter left the rule's approvers,
+// and one whose rule changed, both cover nothing.
+func TestAttack_ForeverGrantOutlivesGranterAndRule(t *testing.T) {
+	restartRule := func(approvers ...string) approvals.Rule {
+		return approvals.Rule{Tool: "restart", Effect: approvals.EffectAsk, Approvers: approvers}
+	}
+	trust := func(o Options, rule approvals.Rule, sre []string) Trust {
+		pol := *o.Policy
+		pol.Rules = append(append([]approvals.Rule{}, pol.Rules...), rule)
+		groups := map[string][]string{"sre": sre, "leads": {"console:lead"}}
+		return Trust{Policy: &pol, Groups: groups}
+	}
+	for name, reload := range map[string]func(o Options) Trust{
+		"PoC":                 func(o Options) Trust { return trust(o, restartRule("group:leads"), []string{"console:bob"}) },
+		"GranterLeftTheGroup": func(o Options) Trust { return trust(o, restartRule("group:sre"), []string{"console:bob"}) },
+		"RuleNowAsksOthers": func(o Options) Trust {
+			return trust(o, restartRule("group:leads"), []string{"console:alice", "console:bob"})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			eachBackend(t, func(t *testing.T, b backend) {
+				h := setup(t, b, func(o *Options) {
+					o.Policy.Rules = append(o.Policy.Rules, restartRule("group:sre"))
+					o.Groups["leads"] = []string{"console:lead"}
+				})
+				rc := h.send("console:req", "console:g1", "restart api")
+				a := h.waitApproval(rc.RunID)
+				if _, err := h.decide("console:alice", a.ID, "approve", func(d *core.Decision) { d.Scope = "forever" }); err != nil {
+					t.Fatal(err)
+				}
+				h.waitRun(rc.RunID, core.RunSucceeded)
+				// The grant works while its granter and rule stand.
+				ok := h.send("api:ci", "console:g2", "restart api")
+				h.waitRun(ok.RunID, core.RunSucceeded)
+				o := h.fx.options(t, h.store, h.clk)
+				h.eng.Reload(reload(o))
+				again := h.send("api:ci", "console:g3", "restart api")
+				na := h.waitApproval(again.RunID)
+				if len(h.fx.restart.callsFor(again.RunID)) != 0 {
+					t.Fatal("the stale grant let the call run")
+				}
+				if name == "PoC" {
+					if _, err := h.decide("console:alice", na.ID, "approve"); decisionCode(t, err).Code != core.DecisionNotApprover {
+						t.Fatalf("the removed granter decided: %v", err)
+					}
+					if _, err := h.decide("console:lead", na.ID, "approve"); err != nil {
+						t.Fatal(err)
+					}
+					h.waitRun(again.RunID, core.RunSucceeded)
+				}
+			})
+		})
+	}
+}
+
 func TestAttack_DestructiveRunsUnderDefaultAllow(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		h := setup(t, b, func(o *Options) { o.Policy.Default = approvals.DefaultAllow })
@@ -255,7 +315,9 @@ func TestCancelAllowed(t *testing.T) {
 				t.Errorf("%s may cancel: %v", who, err)
 			}
 		}
-		if err := h.eng.CancelAllowed(ctx, rc.RunID, core.Actor{ID: "console:mallory"}); !errors.Is(err, core.ErrForbidden) {
+		// A stranger has no standing and may not even know the run: the
+		// authority answers not found, as for an unknown id.
+		if err := h.eng.CancelAllowed(ctx, rc.RunID, core.Actor{ID: "console:mallory"}); !errors.Is(err, core.ErrNotFound) {
 			t.Errorf("stranger cancel: %v", err)
 		}
 		if err := h.eng.CancelAllowed(ctx, "nope", core.Actor{ID: "console:req"}); !errors.Is(err, core.ErrNotFound) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // The agent-task tools (external endpoints only): an agent_task step's
@@ -106,12 +107,10 @@ func (x *call) ref() core.AgentRef {
 	return core.AgentRef{RunID: x.str("runId"), CallID: x.str("callId")}
 }
 
-// agentRun checks the caller may work on the run of x's task reference.
-func (s *Server) agentRun(ctx context.Context, x *call, tool string) (*core.Run, *toolErr) {
-	if te := need(x, tool, core.ScopeRequest); te != nil {
-		return nil, te
-	}
-	return s.visibleRun(ctx, x, x.str("runId"))
+// agentRun checks the caller may work on the run of x's task reference
+// (authority.Claim).
+func (s *Server) agentRun(ctx context.Context, x *call, _ string) (*core.Run, *toolErr) {
+	return s.authorizedRun(ctx, x, authority.Claim, x.str("runId"))
 }
 
 // owner verifies the ownerToken of x against the call's claim and returns
@@ -159,14 +158,11 @@ func (s *Server) agentTools() []tool {
 	}
 	owner := strMax("from claim_agent_call", 128)
 	return []tool{
-		{name: "get_agent_call", agent: true, readOnly: true, idempotent: true,
+		{name: "get_agent_call", act: authority.SeeRun, agent: true, readOnly: true, idempotent: true,
 			desc: "Get an agent call of a run (an agent_task step): its task, whether it is claimed, and the tool calls made for it.",
 			in:   input(ref, "runId", "callId"),
 			out:  output(js{"agentCall": agentCallSchema}, "agentCall"),
 			handle: func(ctx context.Context, x *call) (any, *toolErr) {
-				if te := need(x, "get_agent_call", core.ScopeRead, core.ScopeRequest); te != nil {
-					return nil, te
-				}
 				if _, te := s.visibleRun(ctx, x, x.str("runId")); te != nil {
 					return nil, te
 				}
@@ -178,7 +174,7 @@ func (s *Server) agentTools() []tool {
 					AgentCall *agentCallView `json:"agentCall"`
 				}{s.callView(c, rs)}, nil
 			}},
-		{name: "claim_agent_call", agent: true, idempotent: true,
+		{name: "claim_agent_call", act: authority.Claim, agent: true, idempotent: true,
 			desc: "Claim an agent call to do its task. Use a stable claimId of your own: claiming again with it resumes your claim " +
 				"(after a reconnect); another claim conflicts. Returns the task (instructions, skills, tools, assets, outputSchema) and the ownerToken " +
 				"the other agent-call tools need.",
@@ -202,7 +198,7 @@ func (s *Server) agentTools() []tool {
 					OwnerToken string         `json:"ownerToken"`
 				}{s.callView(c, rs), s.ownerToken(c.ID, c.ClaimID, x.c.actor.ID)}, nil
 			}},
-		{name: "call_agent_tool", agent: true,
+		{name: "call_agent_tool", act: authority.Claim, agent: true,
 			desc: "Call one of the task's tools (toolId from the task) with input, through opsgate's policy gate, one call at a time. " +
 				"toolCallId is yours and stable: calling again with it and the same input returns the kept result (never a second run). " +
 				"A call that needs a person's approval returns status pending_approval at once: call again later with the same toolCallId; " +
@@ -232,7 +228,7 @@ func (s *Server) agentTools() []tool {
 				te.Link = out.Output.Link
 				return out, te
 			}},
-		{name: "read_agent_asset", agent: true, readOnly: true, idempotent: true,
+		{name: "read_agent_asset", act: authority.Claim, agent: true, readOnly: true, idempotent: true,
 			desc: "Read one of the task's assets by assetId (never a path), at most 1 MiB a read: content is UTF-8 text or base64 (encoding says which); " +
 				"read on from nextOffset until it is -1.",
 			in: input(with(js{"ownerToken": owner, "assetId": strMax("one of the task's assets", 64),
@@ -251,7 +247,7 @@ func (s *Server) agentTools() []tool {
 					Asset *core.AgentAsset `json:"asset"`
 				}{a}, nil
 			}},
-		{name: "complete_agent_call", agent: true, destructive: true,
+		{name: "complete_agent_call", act: authority.Claim, agent: true, destructive: true,
 			desc: "Finish the task with result, JSON matching the task's outputSchema (checked as sent). Every tool call must have ended. " +
 				"The run then continues; follow the returned run with get_run.",
 			in: input(with(js{"ownerToken": owner, "result": anyJSON("the task's result (its outputSchema)")}),
@@ -272,7 +268,7 @@ func (s *Server) agentTools() []tool {
 				}
 				return runOut{Run: v}, nil
 			}},
-		{name: "fail_agent_call", agent: true, destructive: true,
+		{name: "fail_agent_call", act: authority.Claim, agent: true, destructive: true,
 			desc: "Give the task up with a message saying why; the run then fails.",
 			in: input(with(js{"ownerToken": owner, "message": strMax("why the task cannot be done", 4096)}),
 				"runId", "callId", "ownerToken", "message"),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Asks over MCP. A waiting run lists its pending actions. interact shows a
@@ -122,9 +123,6 @@ type interactOut struct {
 }
 
 func (s *Server) interact(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "interact", core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	p := x.req.Params
 	retry := p.RequestState != "" || p.InputResponses != nil
 	var st requestState
@@ -146,6 +144,10 @@ func (s *Server) interact(ctx context.Context, x *call) (any, *toolErr) {
 	}
 	if a.Kind != "question" {
 		return interactOut{Run: v, Interaction: interaction{Mode: "none", Outcome: "unsupported", Action: a}}, nil
+	}
+	// Only someone who may answer is shown a form or asked to answer.
+	if _, te := s.authorizedRun(ctx, x, authority.Answer, x.str("runId")); te != nil {
+		return nil, te
 	}
 	ask, err := askOf(a)
 	if err != nil {
@@ -264,6 +266,10 @@ func formAnswer(ask agent.Ask, content map[string]any) (json.RawMessage, error) 
 
 // submit validates answer against the ask and hands it to the engine.
 func (s *Server) submit(ctx context.Context, x *call, a *actionView, ask agent.Ask, answer json.RawMessage) (*runView, *toolErr) {
+	// Who may answer is judged before what they answer.
+	if _, te := s.authorizedRun(ctx, x, authority.Answer, x.str("runId")); te != nil {
+		return nil, te
+	}
 	if _, err := ask.ParseReply(answer); err != nil {
 		code := "invalid_answer"
 		if errors.Is(err, agent.ErrMalformedAnswer) {
@@ -300,9 +306,6 @@ func (s *Server) submit(ctx context.Context, x *call, a *actionView, ask agent.A
 }
 
 func (s *Server) answerAsk(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "answer_ask", core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	v, a, te := s.findAction(ctx, x)
 	if te != nil {
 		return nil, te

@@ -119,9 +119,10 @@ func TestAnswerAsk(t *testing.T) {
 	if a := string(theEnv.qs.answer(qid)); !strings.Contains(a, `"isConfirmed":false`) {
 		t.Fatalf("confirmation %s", a)
 	}
-	// The engine's refusals keep their code.
+	// Someone else's question: the authority's refusal (the reader is not
+	// the requester, and an agent is nobody's approver).
 	runID, qid = waitingRun(t, c, oneConfirm)
-	connect(t, readerToken).mustErr("not_allowed", "answer_ask", map[string]any{"runId": runID, "actionId": qid, "answer": map[string]any{"isConfirmed": true}})
+	connect(t, readerToken).mustErr("not_approver", "answer_ask", map[string]any{"runId": runID, "actionId": qid, "answer": map[string]any{"isConfirmed": true}})
 	// An agent_call action is not a question.
 	got := c.mustOK("get_run", map[string]any{"runId": runID}).obj("run")
 	callID := got["pendingAgentCall"].(map[string]any)["id"]

@@ -191,7 +191,7 @@ func newEnv(dsn string) (*env, func(), error) {
 	}
 	eng, err := engine.New(engine.Options{
 		Store: st, Flows: testFlows,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
 		},

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // The HTTP side of an endpoint, outermost first:
@@ -260,19 +261,17 @@ func (s *Server) wellKnown(w http.ResponseWriter, r *http.Request) {
 
 // token is a configured credential, compared by digest in constant time.
 type token struct {
-	digest   [32]byte
-	actor    core.Actor
-	scopes   core.Scopes
-	readAll  bool
-	internal bool
+	digest [32]byte
+	actor  core.Actor
+	auth   authority.Actor
 }
 
 func newTokens(ts []Token) ([]token, error) {
 	out := make([]token, 0, len(ts))
 	seen := map[[32]byte]bool{}
 	for i, t := range ts {
-		if t.Token == "" {
-			return nil, fmt.Errorf("token %d (%q): empty token", i, t.Name)
+		if t.Token == "" || t.Name == "" {
+			return nil, fmt.Errorf("token %d (%q): empty token or name", i, t.Name)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok {
 			return nil, fmt.Errorf("token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
@@ -282,26 +281,23 @@ func newTokens(ts []Token) ([]token, error) {
 			return nil, fmt.Errorf("token %d (%q): the same token is configured twice", i, t.Name)
 		}
 		seen[d] = true
-		scopes := core.TokenScopes(t.Actor, t.Scopes)
-		out = append(out, token{digest: d, actor: core.Actor{ID: t.Actor, Name: t.Name}, scopes: scopes,
-			readAll: readsAll(t.Actor, t.Scopes, scopes), internal: t.Internal})
+		out = append(out, token{digest: d, actor: core.Actor{ID: t.Actor, Name: t.Name},
+			auth: authority.TokenActor(t.Name, t.Actor, t.Scopes, t.Internal)})
 	}
 	return out, nil
 }
 
-// readsAll decides what a token reads over MCP: with scope read,
-// everything — except an agent token without a scopes key, which reads
-// only its own runs, their tasks and approvals (give it scopes: [read, …]
-// to read everything). Without read, only its own.
-func readsAll(actor string, configured []core.Scope, scopes core.Scopes) bool {
-	if !scopes.Has(core.ScopeRead) {
-		return false
+// surface is the authority's name for ep's kind of endpoint.
+func (ep endpoint) surface() authority.Surface {
+	if ep.internal {
+		return authority.SurfaceMCPInternal
 	}
-	return configured != nil || !core.IsAgent(actor)
+	return authority.SurfaceMCP
 }
 
-// verifier checks a bearer token for ep: a token of the other kind is as
-// unknown here as a wrong one.
+// verifier checks a bearer token for ep: a token the endpoint does not
+// take (authority.Accepts: internal tokens only internally, the others
+// only externally) is as unknown here as a wrong one.
 func (s *Server) verifier(ep endpoint) auth.TokenVerifier {
 	return func(_ context.Context, raw string, _ *http.Request) (*auth.TokenInfo, error) {
 		d := sha256.Sum256([]byte(raw))
@@ -311,23 +307,26 @@ func (s *Server) verifier(ep endpoint) auth.TokenVerifier {
 				match = &s.tokens[i]
 			}
 		}
-		if match == nil || match.internal != ep.internal {
+		if match == nil || s.auth.Accepts(ep.surface(), match.auth) != nil {
 			return nil, auth.ErrInvalidToken
 		}
-		names := make([]string, len(match.scopes))
-		for i, sc := range match.scopes {
+		names := make([]string, len(match.auth.Scopes))
+		for i, sc := range match.auth.Scopes {
 			names[i] = string(sc)
 		}
 		return &auth.TokenInfo{UserID: match.actor.ID, Scopes: names,
-			Extra: map[string]any{"name": match.actor.Name, "read_all": match.readAll}}, nil
+			Extra: map[string]any{"name": match.actor.Name, callerKey: match.auth}}, nil
 	}
 }
 
+// callerKey holds the token's authority.Actor in auth.TokenInfo.Extra.
+const callerKey = "opsgate_actor"
+
 // caller is the authenticated identity behind a tool call.
 type caller struct {
-	actor   core.Actor
-	scopes  core.Scopes
-	readAll bool
+	actor  core.Actor
+	scopes core.Scopes
+	auth   authority.Actor
 }
 
 func callerOf(req *sdk.CallToolRequest) (caller, bool) {
@@ -336,12 +335,11 @@ func callerOf(req *sdk.CallToolRequest) (caller, bool) {
 	}
 	ti := req.Extra.TokenInfo
 	name, _ := ti.Extra["name"].(string)
-	all, _ := ti.Extra["read_all"].(bool)
-	c := caller{actor: core.Actor{ID: ti.UserID, Name: name}, readAll: all}
-	for _, sc := range ti.Scopes {
-		c.scopes = append(c.scopes, core.Scope(sc))
+	a, ok := ti.Extra[callerKey].(authority.Actor)
+	if !ok {
+		return caller{}, false
 	}
-	return c, true
+	return caller{actor: core.Actor{ID: ti.UserID, Name: name}, scopes: a.Scopes, auth: a}, true
 }
 
 func randomID() string {

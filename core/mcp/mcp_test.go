@@ -319,7 +319,7 @@ func TestScopesAndOwnRuns(t *testing.T) {
 	dora.mustErr("missing_scope", "get_run", map[string]any{"runId": adminRun})
 	dora.mustErr("missing_scope", "list_runs", map[string]any{})
 	ro.mustErr("missing_scope", "cancel_run", map[string]any{"runId": adminRun})
-	reader.mustErr("not_allowed", "cancel_run", map[string]any{"runId": adminRun})
+	reader.mustErr("forbidden", "cancel_run", map[string]any{"runId": adminRun})
 	dora.mustErr("missing_scope", "get_agent_call", map[string]any{"runId": adminRun, "callId": "x"})
 	// Approvals are never answerable over MCP, by anyone.
 	a, _, _ := theEnv.store.ApprovalList(context.Background(), approvals.ApprovalListParams{RunID: agentRun})

@@ -9,14 +9,15 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Records and artifacts (docs/mcp.md):
 //
 //   - A record is one entry of the audit log (approvals.AuditEntry): a
 //     request, a decision, a grant, a run's interruption. Its recordId is
-//     its sequence number. A token that does not read everything sees only
-//     the records of the runs it started.
+//     its sequence number. Only a token that reads every run reads the
+//     audit log (core/authority: ReadAudit).
 //   - An artifact is what a step produced: a tool's output or an agent
 //     task's result (JSON), named <runId>/<stageName>; a flow's stage is
 //     found by flow and stage name (the newest succeeded one).
@@ -39,9 +40,6 @@ type recordView struct {
 }
 
 func (s *Server) getRecord(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "get_record", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	type out struct {
 		Record *recordView `json:"record"`
 	}
@@ -57,15 +55,6 @@ func (s *Server) getRecord(ctx context.Context, x *call) (any, *toolErr) {
 		return out{}, nil
 	}
 	e := es[0]
-	if !x.c.readAll {
-		if e.RunID == "" {
-			return out{}, nil
-		}
-		r, err := s.o.Store.RunGet(ctx, e.RunID)
-		if err != nil || !x.c.sees(r) {
-			return out{}, nil
-		}
-	}
 	detail := e.Detail
 	if len(detail) == 0 {
 		detail = json.RawMessage("null")
@@ -118,9 +107,6 @@ func (s *Server) artifactsOf(r *core.Run, stage string, detail bool) []artifactV
 }
 
 func (s *Server) getArtifact(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "get_artifact", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	type out struct {
 		Artifact *artifactView `json:"artifact"`
 	}
@@ -133,12 +119,12 @@ func (s *Server) getArtifact(ctx context.Context, x *call) (any, *toolErr) {
 		if !ok {
 			return out{}, nil
 		}
-		r, err := s.o.Store.RunGet(ctx, runID)
-		if isNotFound(err) || (err == nil && !x.c.sees(r)) {
+		r, err := s.auth.Run(ctx, x.c.auth, authority.SeeRun, runID)
+		if ref, ok := authority.RefusalOf(err); ok && ref.Code == authority.CodeNotFound {
 			return out{}, nil
 		}
 		if err != nil {
-			return nil, s.internalError("get_artifact", err)
+			return nil, s.refused("get_artifact", err)
 		}
 		if as := s.artifactsOf(r, st, true); len(as) > 0 {
 			return out{Artifact: &as[0]}, nil
@@ -147,10 +133,8 @@ func (s *Server) getArtifact(ctx context.Context, x *call) (any, *toolErr) {
 	case flow == "" || stage == "":
 		return nil, errf("invalid_input", "get_artifact needs artifactId, or both flowName and stageName")
 	}
-	p := core.RunListParams{Flow: flow, Limit: 50}
-	if !x.c.readAll {
-		p.Requester = x.c.actor.ID
-	}
+	p := core.RunListParams{Flow: flow, Limit: 50, Requester: s.auth.RunFilter(x.c.auth)}
+	view := s.auth.Viewer(x.c.auth)
 	// The newest succeeded stage, within the newest few hundred runs.
 	for page := 0; page < 10; page++ {
 		runs, next, err := s.o.Store.RunList(ctx, p)
@@ -158,6 +142,12 @@ func (s *Server) getArtifact(ctx context.Context, x *call) (any, *toolErr) {
 			return nil, s.internalError("get_artifact", err)
 		}
 		for _, meta := range runs {
+			if ok, err := view.SeesRun(ctx, meta); err != nil || !ok {
+				if err != nil {
+					return nil, s.internalError("get_artifact", err)
+				}
+				continue
+			}
 			r, err := s.o.Store.RunGet(ctx, meta.ID)
 			if err != nil {
 				return nil, s.internalError("get_artifact", err)
@@ -182,9 +172,6 @@ type artifactCursor struct {
 }
 
 func (s *Server) listArtifacts(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "list_artifacts", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	limit := x.int("limit", defaultLimit)
 	var cur artifactCursor
 	if c := x.str("cursor"); c != "" {
@@ -194,10 +181,8 @@ func (s *Server) listArtifacts(ctx context.Context, x *call) (any, *toolErr) {
 		}
 	}
 	stage := x.str("stageName")
-	p := core.RunListParams{Flow: x.str("flowName"), Limit: 20, Cursor: cur.Runs}
-	if !x.c.readAll {
-		p.Requester = x.c.actor.ID
-	}
+	p := core.RunListParams{Flow: x.str("flowName"), Limit: 20, Cursor: cur.Runs, Requester: s.auth.RunFilter(x.c.auth)}
+	view := s.auth.Viewer(x.c.auth)
 	out := struct {
 		Artifacts  []artifactView `json:"artifacts"`
 		NextCursor string         `json:"next_cursor"`
@@ -213,6 +198,12 @@ func (s *Server) listArtifacts(ctx context.Context, x *call) (any, *toolErr) {
 		}
 		var page []artifactView
 		for _, meta := range runs {
+			if ok, err := view.SeesRun(ctx, meta); err != nil || !ok {
+				if err != nil {
+					return nil, s.internalError("list_artifacts", err)
+				}
+				continue
+			}
 			r, err := s.o.Store.RunGet(ctx, meta.ID)
 			if err != nil {
 				return nil, s.internalError("list_artifacts", err)

@@ -143,6 +143,7 @@ var actionSchema = object("what a waiting run waits for", js{
 	"risk":            enum("approval: the tool's risk", "read", "reversible", "external", "high_impact"),
 	"proposed_args":   freeObject("approval: the arguments asked for"),
 	"dry_run_preview": str("approval: the tool's dry run (external content); empty without read on other threads"),
+	"digest":          str("approval: sha256:<hex> over tool, canonical arguments, rule and policy version: what it lets run"),
 	"link":            str("approval: its card in the console"),
 	"questions":       arr("question: the questions", questionSchema),
 	"stage":           str("agent_call: the step's stage name"),

@@ -16,6 +16,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -27,8 +28,6 @@ type Engine interface {
 	HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Receipt, error)
 	// Cancel stops a run (core.ErrNotFound, core.ErrConflict when final).
 	Cancel(ctx context.Context, runID string, actor core.Actor) (*core.Run, error)
-	// CancelAllowed: nil when actor may cancel without scope admin.
-	CancelAllowed(ctx context.Context, runID string, actor core.Actor) error
 	// The agent call operations of agent_task steps; refusals are
 	// *core.AgentError.
 	AgentCalls(ctx context.Context, runID string) ([]*core.AgentCall, error)
@@ -76,7 +75,7 @@ type Store interface {
 // accepted only on /internal/mcp and /internal/mcp/studio, and only
 // there; the others only on /mcp and /mcp/codex. Scopes nil means the
 // default of core.TokenScopes (an agent without a scopes key reads only
-// its own runs over MCP).
+// its own runs, as on every surface: core/authority).
 type Token struct {
 	Name     string
 	Token    string
@@ -105,6 +104,10 @@ type Options struct {
 	Engine    Engine
 	Store     Store
 	Questions Questions
+	// Authority answers who may see and do what (the engine's, so the live
+	// configuration applies). nil builds one over Store that knows no
+	// people or approver groups.
+	Authority *authority.Authority
 	Tokens    []Token
 	Flows     []Flow
 	// PublicURL is the server's public origin (links to cards and runs,
@@ -170,6 +173,7 @@ var endpoints = []endpoint{
 type Server struct {
 	o      Options
 	log    *slog.Logger
+	auth   *authority.Authority
 	tokens []token
 	flows  []flowView
 	byName map[string]*flowView
@@ -201,6 +205,11 @@ func New(o Options) (*Server, error) {
 	s := &Server{o: o, log: o.Logger, byName: map[string]*flowView{}, routes: map[string]http.Handler{},
 		stateK: subKey(o.StateKey, "mcp request state v1"), ownerK: subKey(o.StateKey, "mcp agent owner token v1")}
 	var err error
+	if s.auth = o.Authority; s.auth == nil {
+		if s.auth, err = authority.New(authority.Options{Store: o.Store}); err != nil {
+			return nil, fmt.Errorf("mcp: %w", err)
+		}
+	}
 	if s.tokens, err = newTokens(o.Tokens); err != nil {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
@@ -237,6 +246,21 @@ func New(o Options) (*Server, error) {
 
 // Routes maps each path to mount to its handler.
 func (s *Server) Routes() map[string]http.Handler { return s.routes }
+
+// Guards lists every tool of every endpoint kind with the action it
+// performs, and the public OAuth discovery path (authority.Router).
+func (s *Server) Guards() []authority.Route {
+	out := []authority.Route{{Surface: authority.SurfaceMCP, Entry: PathWellKnown, Action: authority.Public}}
+	for _, ep := range []endpoint{endpoints[0], endpoints[2]} {
+		for _, t := range s.tools() {
+			if t.agent && ep.internal {
+				continue
+			}
+			out = append(out, authority.Route{Surface: ep.surface(), Entry: t.name, Action: t.act})
+		}
+	}
+	return out
+}
 
 // subKey derives a purpose-bound key from the state key.
 func subKey(key []byte, label string) []byte {

@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // sessionIdle ends a stateful session nobody used for this long.
@@ -47,7 +47,10 @@ type tool struct {
 	destructive bool
 	idempotent  bool
 	// agent tools are offered on the external endpoints only.
-	agent  bool
+	agent bool
+	// act is what the tool does, as core/authority judges it; the token's
+	// scopes are checked for it before handle runs.
+	act    authority.Action
 	handle func(ctx context.Context, x *call) (any, *toolErr)
 }
 
@@ -138,6 +141,9 @@ func (s *Server) run(ctx context.Context, ep endpoint, t tool, in *jsonschema.Sc
 	if !ok {
 		return refusal(errf("unauthenticated", "the request carries no authenticated token"), nil)
 	}
+	if err := s.auth.Check(c.auth, t.act); err != nil {
+		return refusal(s.refused(t.name, err), nil)
+	}
 	args, err := validateInput(in, req.Params.Arguments)
 	if err != nil {
 		return refusal(errf("invalid_input", "%s: %v", t.name, err), nil)
@@ -189,42 +195,42 @@ func refusal(te *toolErr, extra any) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, StructuredContent: json.RawMessage(b), Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
 }
 
-// need refuses a caller holding none of scopes.
-func need(x *call, tool string, scopes ...core.Scope) *toolErr {
-	if x.c.scopes.Any(scopes...) {
-		return nil
+// refused turns an authority refusal (or a store failure behind it) into
+// the tool's business error.
+func (s *Server) refused(tool string, err error) *toolErr {
+	ref, ok := authority.RefusalOf(err)
+	if !ok {
+		return s.internalError(tool, err)
 	}
-	names := make([]string, len(scopes))
-	for i, sc := range scopes {
-		names[i] = string(sc)
+	if ref.Code == authority.CodeMissingScope {
+		return errf(string(ref.Code), "this token may not use %s: %s", tool, ref.Message)
 	}
-	return errf("missing_scope", "this token may not use %s: it needs scope %s", tool, strings.Join(names, " or "))
+	return errf(string(ref.Code), "%s", ref.Message)
 }
 
-// sees reports whether c may see r: everything with read on everything,
-// else the runs it started.
-func (c caller) sees(r *core.Run) bool { return c.readAll || r.Requester == c.actor.ID }
-
-func isNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
-
-// visibleRun loads a run c may see; an invisible run is as unknown as a
-// missing one.
-func (s *Server) visibleRun(ctx context.Context, x *call, id string) (*core.Run, *toolErr) {
-	r, err := s.o.Store.RunGet(ctx, id)
-	if isNotFound(err) || (err == nil && !x.c.sees(r)) {
+// authorizedRun loads run id for act as the authority allows it; a run the
+// caller may not know of is as unknown as a missing one.
+func (s *Server) authorizedRun(ctx context.Context, x *call, act authority.Action, id string) (*core.Run, *toolErr) {
+	r, err := s.auth.Run(ctx, x.c.auth, act, id)
+	if ref, ok := authority.RefusalOf(err); ok && ref.Code == authority.CodeNotFound {
 		return nil, errf("not_found", "no run %q", id)
 	}
 	if err != nil {
-		return nil, s.internalError("run", err)
+		return nil, s.refused(string(act), err)
 	}
 	return r, nil
+}
+
+// visibleRun loads a run c may see.
+func (s *Server) visibleRun(ctx context.Context, x *call, id string) (*core.Run, *toolErr) {
+	return s.authorizedRun(ctx, x, authority.SeeRun, id)
 }
 
 // tools is the tool table (docs/mcp.md).
 func (s *Server) tools() []tool {
 	runID := strMax("the run's id", maxIDLen)
 	ts := []tool{
-		{name: "flow", destructive: true,
+		{name: "flow", act: authority.Request, destructive: true,
 			desc: "Start a flow (a run) with your intent: the flow's arguments as a person types them after its command, e.g. " +
 				"\"api 1.2.3\" for deploy <service> <version>. Returns the run; follow it with get_run. Risky tool calls stop for a person's " +
 				"approval (status waiting_approval). Not idempotent: after an error, look with list_runs before calling flow again.",
@@ -235,23 +241,23 @@ func (s *Server) tools() []tool {
 				"intent":   js{"type": "string", "description": "the flow's arguments as a person types them after its command (the whole command line works too)", "maxLength": maxIntentLen},
 			}, "flowName", "intent"),
 			out: output(js{"run": runSchema}, "run"), handle: s.flowTool},
-		{name: "list_workflows", readOnly: true, idempotent: true,
+		{name: "list_workflows", act: authority.Catalog, readOnly: true, idempotent: true,
 			desc:   "List the flows opsgate runs: name, description, command usage, arguments and stage names.",
 			in:     input(js{}),
 			out:    output(js{"workflows": arr("the flows", workflowSchema)}, "workflows"),
 			handle: s.listWorkflows},
-		{name: "get_run", readOnly: true, idempotent: true,
+		{name: "get_run", act: authority.SeeRun, readOnly: true, idempotent: true,
 			desc: "Get a run: status, each step with its output, and pending_actions (questions to answer, approvals people decide, " +
 				"agent calls to claim — pendingAgentCall.id is the callId).",
 			in:     input(js{"runId": runID}, "runId"),
 			out:    output(js{"run": runSchema}, "run"),
 			handle: s.getRun},
-		{name: "list_runs", readOnly: true, idempotent: true,
+		{name: "list_runs", act: authority.ListRuns, readOnly: true, idempotent: true,
 			desc:   "List the newest runs you can see (metadata; get_run has the steps), optionally of one flow.",
 			in:     input(js{"flowName": strMax("only runs of this flow", 64)}),
 			out:    output(js{"runs": arr("newest first, at most 50", runMetaSchema)}, "runs"),
 			handle: s.listRuns},
-		{name: "interact", idempotent: false,
+		{name: "interact", act: authority.Answer, idempotent: false,
 			desc: "Act on a pending action of a run. A question is shown to the user as a form when the client supports it (elicitation) " +
 				"and the answer submitted; otherwise the action is returned for you to ask, then answer_ask. A cancelled form keeps the run waiting. " +
 				"An approval cannot be answered here (human_confirmation_required, with the card's link): people decide it.",
@@ -263,7 +269,7 @@ func (s *Server) tools() []tool {
 				"action":  actionSchema,
 			}, "mode", "outcome")}, "run"),
 			handle: s.interact},
-		{name: "answer_ask", destructive: false,
+		{name: "answer_ask", act: authority.Answer, destructive: false,
 			desc: "Answer a run's pending question with the user's exact answer: the question array [{\"questionId\",\"isSkipped\",\"answer\"}] " +
 				"or, for a single yes/no question, {\"isConfirmed\",\"feedback\"}. Approvals cannot be answered here (human_confirmation_required).",
 			in: input(js{"runId": runID, "actionId": strMax("the question's action id", maxIDLen), "answer": js{"description": "the answer",
@@ -274,29 +280,29 @@ func (s *Server) tools() []tool {
 				"runId", "actionId", "answer"),
 			out:    output(js{"run": runSchema}, "run"),
 			handle: s.answerAsk},
-		{name: "cancel_run", destructive: true, idempotent: true,
+		{name: "cancel_run", act: authority.Cancel, destructive: true, idempotent: true,
 			desc:   "Cancel a run you started (or any, with scope admin). Pending approvals and agent calls end with it.",
 			in:     input(js{"runId": runID}, "runId"),
 			out:    output(js{"run": runSchema}, "run"),
 			handle: s.cancelRun},
-		{name: "status", readOnly: true, idempotent: true,
+		{name: "status", act: authority.Self, readOnly: true, idempotent: true,
 			desc:   "Describe this opsgate server and your token: version, endpoint, protocol versions, scopes, whether its store answers.",
 			in:     input(js{}),
 			out:    output(js{"service": serviceSchema}, "service"),
 			handle: s.status},
-		{name: "get_record", readOnly: true, idempotent: true,
+		{name: "get_record", act: authority.ReadAudit, readOnly: true, idempotent: true,
 			desc:   "Get one record of opsgate's audit log (a decision, a request, a run's end) by its recordId (from an artifact or the console); null when there is none you can see.",
 			in:     input(js{"recordId": js{"type": "string", "description": "the audit entry's sequence number", "pattern": "^[0-9]{1,18}$"}}, "recordId"),
 			out:    output(js{"record": nullable(recordSchema)}, "record"),
 			handle: s.getRecord},
-		{name: "get_artifact", readOnly: true, idempotent: true,
+		{name: "get_artifact", act: authority.SeeRun, readOnly: true, idempotent: true,
 			desc: "Get an artifact — a step's output (an agent task's result) — by artifactId, or the newest of a flow's stage by flowName and stageName; " +
 				"null when there is none.",
 			in: input(js{"artifactId": strMax("<runId>/<stageName>", 2*maxIDLen), "flowName": strMax("with stageName", 64),
 				"stageName": strMax("with flowName", 64)}),
 			out:    output(js{"artifact": nullable(artifactSchema)}, "artifact"),
 			handle: s.getArtifact},
-		{name: "list_artifacts", readOnly: true, idempotent: true,
+		{name: "list_artifacts", act: authority.ListRuns, readOnly: true, idempotent: true,
 			desc: "List artifacts (metadata) newest first, optionally of one flow and stage; page with cursor.",
 			in: input(js{"flowName": strMax("only this flow", 64), "stageName": strMax("only this stage", 64),
 				"limit": integer("page size (default 20)", 1, maxLimit), "cursor": strMax("next_cursor of the previous page", 1024)}),

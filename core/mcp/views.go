@@ -76,6 +76,7 @@ type actionView struct {
 	Risk         string              `json:"risk,omitempty"`
 	ProposedArgs map[string]any      `json:"proposed_args,omitempty"`
 	Preview      string              `json:"dry_run_preview,omitempty"`
+	Digest       string              `json:"digest,omitempty"`
 	Link         string              `json:"link,omitempty"`
 	Questions    []questionItem      `json:"questions,omitempty"`
 	Stage        string              `json:"stage,omitempty"`
@@ -235,8 +236,8 @@ func (s *Server) pendingActions(ctx context.Context, c caller, r *core.Run) ([]a
 // everything or to the run's own requester (its own thread).
 func (s *Server) approvalAction(c caller, r *core.Run, a *approvals.Approval) actionView {
 	v := actionView{ID: a.ID, Kind: "approval", Status: string(a.Status), Answerable: false, Tool: a.Tool, Risk: string(a.Risk),
-		ProposedArgs: emptyIfNil(a.ProposedArgs), Link: s.link("approvals", a.ID), ExpiresAt: rfc3339(a.ExpiresAt), approval: a}
-	if c.readAll || (r.Requester == c.actor.ID && a.Thread == r.Thread.String()) {
+		ProposedArgs: emptyIfNil(a.ProposedArgs), Digest: a.Digest, Link: s.link("approvals", a.ID), ExpiresAt: rfc3339(a.ExpiresAt), approval: a}
+	if c.auth.ReadsAll() || (r.Requester == c.actor.ID && a.Thread == r.Thread.String()) {
 		v.Preview = a.Preview
 	}
 	return v

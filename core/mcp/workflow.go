@@ -8,6 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 type runOut struct {
@@ -18,9 +19,6 @@ type runOut struct {
 // its own (so an agent's runs do not queue behind each other), exactly as
 // a person would type it, routed by the same router.
 func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "flow", core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	name := x.str("flowName")
 	f := s.byName[name]
 	if f == nil {
@@ -81,9 +79,6 @@ func leadingLiterals(f *flowView) string {
 }
 
 func (s *Server) listWorkflows(_ context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "list_workflows", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	out := make([]flowView, len(s.flows))
 	copy(out, s.flows)
 	return struct {
@@ -92,9 +87,6 @@ func (s *Server) listWorkflows(_ context.Context, x *call) (any, *toolErr) {
 }
 
 func (s *Server) getRun(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "get_run", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
 	r, te := s.visibleRun(ctx, x, x.str("runId"))
 	if te != nil {
 		return nil, te
@@ -107,14 +99,11 @@ func (s *Server) getRun(ctx context.Context, x *call) (any, *toolErr) {
 }
 
 func (s *Server) listRuns(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "list_runs", core.ScopeRead, core.ScopeRequest); te != nil {
-		return nil, te
-	}
-	p := core.RunListParams{Flow: x.str("flowName"), Limit: maxRuns}
-	if !x.c.readAll {
-		p.Requester = x.c.actor.ID
-	}
+	p := core.RunListParams{Flow: x.str("flowName"), Limit: maxRuns, Requester: s.auth.RunFilter(x.c.auth)}
 	runs, _, err := s.o.Store.RunList(ctx, p)
+	if err == nil {
+		runs, err = s.auth.Viewer(x.c.auth).Runs(ctx, runs)
+	}
 	if err != nil {
 		return nil, s.internalError("list_runs", err)
 	}
@@ -136,20 +125,9 @@ func (s *Server) listRuns(ctx context.Context, x *call) (any, *toolErr) {
 }
 
 func (s *Server) cancelRun(ctx context.Context, x *call) (any, *toolErr) {
-	if te := need(x, "cancel_run", core.ScopeRequest, core.ScopeAdmin); te != nil {
-		return nil, te
-	}
-	r, te := s.visibleRun(ctx, x, x.str("runId"))
+	r, te := s.authorizedRun(ctx, x, authority.Cancel, x.str("runId"))
 	if te != nil {
 		return nil, te
-	}
-	if !x.c.scopes.Has(core.ScopeAdmin) {
-		if err := s.o.Engine.CancelAllowed(ctx, r.ID, x.c.actor); err != nil {
-			if errors.Is(err, core.ErrForbidden) {
-				return nil, errf("not_allowed", "only the run's requester, one of its approvers or a token with scope admin may cancel run %s", r.ID)
-			}
-			return nil, s.internalError("cancel_run", err)
-		}
 	}
 	got, err := s.o.Engine.Cancel(ctx, r.ID, x.c.actor)
 	if errors.Is(err, core.ErrConflict) {
@@ -184,7 +162,7 @@ type serviceView struct {
 
 func (s *Server) status(ctx context.Context, x *call) (any, *toolErr) {
 	v := serviceView{Name: "opsgate", Version: s.o.Version, Endpoint: x.ep.path, ProtocolVersions: sdk.SupportedProtocolVersions(),
-		Actor: x.c.actor.ID, Scopes: []string{}, ReadsAll: x.c.readAll, Store: "ok", Flows: len(s.flows), Time: rfc3339(s.o.Now())}
+		Actor: x.c.actor.ID, Scopes: []string{}, ReadsAll: x.c.auth.ReadsAll(), Store: "ok", Flows: len(s.flows), Time: rfc3339(s.o.Now())}
 	if v.Version == "" {
 		v.Version = "dev"
 	}

@@ -36,7 +36,7 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // transport could not send.
 const codeRejectedByTransport = -32005
 
-// runner calls one upstream tool; it is an engine.Runner.
+// runner calls one upstream tool; it is a tools.Runner.
 type runner struct {
 	c      *client
 	remote string // the server's name for the tool

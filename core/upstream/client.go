@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // client is one upstream server: a loop that keeps a session open
@@ -25,7 +25,7 @@ type client struct {
 
 	mu      sync.Mutex
 	sess    *mcp.ClientSession // nil while disconnected
-	tools   map[string]*engine.Tool
+	tools   map[string]*tools.Tool
 	infos   []ToolInfo
 	listed  bool  // a tools/list succeeded at least once
 	lastErr error // why the last attempt failed; nil while connected
@@ -53,7 +53,7 @@ func newClient(s Server, log *slog.Logger) *client {
 	m := newMasker(s.secrets())
 	c := &client{
 		srv: s, m: m, log: log.With("server", s.Name),
-		tools: map[string]*engine.Tool{}, changed: make(chan struct{}),
+		tools: map[string]*tools.Tool{}, changed: make(chan struct{}),
 		first: make(chan struct{}), refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), lost: make(chan struct{}, 1),
 	}
 	c.log = slog.New(maskHandler{Handler: c.log.Handler(), m: m})
@@ -397,7 +397,7 @@ func (c *client) connectionLost(sess *mcp.ClientSession) {
 
 // lookup returns an offered tool, waiting for the first connection
 // attempt so a run at startup does not fail for want of a list.
-func (c *client) lookup(ctx context.Context, name string) (*engine.Tool, error) {
+func (c *client) lookup(ctx context.Context, name string) (*tools.Tool, error) {
 	select {
 	case <-c.first:
 	case <-ctx.Done():
@@ -417,10 +417,10 @@ func (c *client) lookup(ctx context.Context, name string) (*engine.Tool, error) 
 			if in.Excluded {
 				why = "not in its tools globs"
 			}
-			return nil, fmt.Errorf("%w %q: upstream %s lists it but it is not offered: %s", engine.ErrUnknownTool, name, c.srv.Name, why)
+			return nil, fmt.Errorf("%w %q: upstream %s lists it but it is not offered: %s", tools.ErrUnknownTool, name, c.srv.Name, why)
 		}
 	}
-	return nil, fmt.Errorf("%w %q: upstream %s does not offer it (any more)", engine.ErrUnknownTool, name, c.srv.Name)
+	return nil, fmt.Errorf("%w %q: upstream %s does not offer it (any more)", tools.ErrUnknownTool, name, c.srv.Name)
 }
 
 // snapshot is the state for listings.

@@ -6,9 +6,9 @@
 // process opsgate starts and restarts) or Streamable HTTP. Each server's
 // tools/list is cached, refreshed when the server sends
 // notifications/tools/list_changed and every RefreshInterval, and each
-// offered tool becomes an engine.Tool named "<server>.<tool>" whose
+// offered tool becomes a tools.Tool named "<server>.<tool>" whose
 // input_schema is the server's own, so arguments and edits are validated
-// like any tool's. The Registry is an engine.ToolLookup: the engine
+// like any tool's. The Registry is a tools.ToolLookup: the engine
 // resolves these names when a step runs, since the list may change.
 //
 // Annotations set a tool's defaults (readOnlyHint → risk read,

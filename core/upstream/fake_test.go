@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/mcpfake"
 )
@@ -81,14 +80,14 @@ func TestToolsGlobsNarrowWhatIsOffered(t *testing.T) {
 		t.Errorf("Tools() = %v", names)
 	}
 	_, err := r.LookupTool(context.Background(), "f.plain")
-	if !errors.Is(err, engine.ErrUnknownTool) || !strings.Contains(err.Error(), "not in its tools globs") {
+	if !errors.Is(err, tools.ErrUnknownTool) || !strings.Contains(err.Error(), "not in its tools globs") {
 		t.Fatalf("f.plain: %v", err)
 	}
 	_, err = r.LookupTool(context.Background(), "f.nosuch")
-	if !errors.Is(err, engine.ErrUnknownTool) || !strings.Contains(err.Error(), "does not offer it") {
+	if !errors.Is(err, tools.ErrUnknownTool) || !strings.Contains(err.Error(), "does not offer it") {
 		t.Fatalf("f.nosuch: %v", err)
 	}
-	if _, err := r.LookupTool(context.Background(), "g.echo"); !errors.Is(err, engine.ErrUnknownTool) {
+	if _, err := r.LookupTool(context.Background(), "g.echo"); !errors.Is(err, tools.ErrUnknownTool) {
 		t.Fatalf("unknown server: %v", err)
 	}
 }
@@ -110,7 +109,7 @@ func TestUnusableToolsAreNotOffered(t *testing.T) {
 	if !strings.Contains(problems["bad name"], "characters") {
 		t.Errorf("bad name: %q", problems["bad name"])
 	}
-	if _, err := r.LookupTool(context.Background(), "f.bad_schema"); !errors.Is(err, engine.ErrUnknownTool) {
+	if _, err := r.LookupTool(context.Background(), "f.bad_schema"); !errors.Is(err, tools.ErrUnknownTool) {
 		t.Errorf("bad_schema offered: %v", err)
 	}
 	waitLog(t, logs, "upstream tool not offered", "server=f", "bad_schema")
@@ -237,7 +236,7 @@ func TestListChangedRefreshesTheTools(t *testing.T) {
 	}
 	waitLog(t, logs, "upstream tools changed", "f.extra")
 	lookup(t, r, "f.extra")
-	if _, err := r.LookupTool(context.Background(), "f.toggle"); !errors.Is(err, engine.ErrUnknownTool) {
+	if _, err := r.LookupTool(context.Background(), "f.toggle"); !errors.Is(err, tools.ErrUnknownTool) {
 		t.Fatalf("a tool the server dropped is still offered: %v", err)
 	}
 }
@@ -292,7 +291,7 @@ func TestCredentialsAreMaskedEverywhere(t *testing.T) {
 	if res.Output != "secret is ****" {
 		t.Fatalf("output %q", res.Output)
 	}
-	if d := lookup(t, r, "f.env").Description; d != "prints the secret ****" {
+	if d := lookup(t, r, "f.env").Description; d != "<external_content source=\"mcp:f\">\nprints the secret ****\n</external_content>" {
 		t.Fatalf("description %q", d)
 	}
 	waitLog(t, logs, "upstream stderr", "secret ****")

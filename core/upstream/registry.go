@@ -8,11 +8,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // Registry holds one client per upstream server. It is an
-// engine.ToolLookup for the names "<server>.<tool>".
+// tools.ToolLookup for the names "<server>.<tool>".
 type Registry struct {
 	clients map[string]*client
 	order   []string
@@ -24,7 +24,7 @@ type Registry struct {
 	wg      sync.WaitGroup
 }
 
-var _ engine.ToolLookup = (*Registry)(nil)
+var _ tools.ToolLookup = (*Registry)(nil)
 
 // New validates servers and builds a Registry; nothing connects before
 // Start.
@@ -84,25 +84,25 @@ func (r *Registry) Close() error {
 	return nil
 }
 
-// LookupTool implements engine.ToolLookup: "<server>.<tool>" as the server
+// LookupTool implements tools.ToolLookup: "<server>.<tool>" as the server
 // offers it now. A server still making its first connection is waited
 // for (bounded by ctx and its connect timeout).
-func (r *Registry) LookupTool(ctx context.Context, name string) (*engine.Tool, error) {
+func (r *Registry) LookupTool(ctx context.Context, name string) (*tools.Tool, error) {
 	srv, _, ok := strings.Cut(name, ".")
 	c := r.clients[srv]
 	if !ok || c == nil {
-		return nil, fmt.Errorf("%w %q: no upstream MCP server named %q", engine.ErrUnknownTool, name, srv)
+		return nil, fmt.Errorf("%w %q: no upstream MCP server named %q", tools.ErrUnknownTool, name, srv)
 	}
 	return c.lookup(ctx, name)
 }
 
 // Tools returns every tool the servers offer, sorted by name: what an
-// agent's tools globs match against (engine.ToolLister). It waits for each
+// agent's tools globs match against (tools.ToolLister). It waits for each
 // server's first connection attempt, bounded by ctx and the server's
 // connect timeout, so an agent turn right after a start sees the tools of
 // every server that answers; a server that is down adds none.
-func (r *Registry) Tools(ctx context.Context) []*engine.Tool {
-	var out []*engine.Tool
+func (r *Registry) Tools(ctx context.Context) []*tools.Tool {
+	var out []*tools.Tool
 	for _, name := range r.order {
 		c := r.clients[name]
 		select {
@@ -115,7 +115,7 @@ func (r *Registry) Tools(ctx context.Context) []*engine.Tool {
 		}
 		c.mu.Unlock()
 	}
-	slices.SortFunc(out, func(a, b *engine.Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b *tools.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -95,10 +95,13 @@ type Server struct {
 }
 
 // Override replaces an annotation-derived default; a zero field keeps it.
+// Description, the operator's words, replaces the server's description as
+// models read it, unframed.
 type Override struct {
 	Risk        approvals.Risk
 	Destructive *bool
 	Idempotent  *bool
+	Description string
 }
 
 // Transport reports which transport the server uses.

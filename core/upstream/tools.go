@@ -13,11 +13,13 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // ToolInfo is one tool a server listed, as opsgate treats it: offered (an
-// engine.Tool exists) or not, and why not.
+// tools.Tool exists) or not, and why not. Description and Schema are the
+// server's (masked), for the operator; the tools.Tool a model reads has
+// them framed as external content (frame.go).
 type ToolInfo struct {
 	// Name is opsgate's name, "<server>.<tool>"; Remote the server's.
 	Name, Remote string
@@ -63,9 +65,9 @@ func annotationDefaults(a *mcp.ToolAnnotations) (risk approvals.Risk, destructiv
 
 // buildTools turns a tools/list into ToolInfos (every listed tool) and the
 // engine tools offered, each calling through c.
-func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.Tool) {
+func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*tools.Tool) {
 	infos := make([]ToolInfo, 0, len(list))
-	offered := map[string]*engine.Tool{}
+	offered := map[string]*tools.Tool{}
 	seen := map[string]bool{}
 	for _, t := range list {
 		if t == nil {
@@ -86,12 +88,22 @@ func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.To
 				info.Idempotent = *o.Idempotent
 				info.Overridden = append(info.Overridden, "idempotent")
 			}
+			if o.Description != "" {
+				info.Overridden = append(info.Overridden, "description")
+			}
 		}
 		raw, schemaErr := schemaObject(t.InputSchema)
 		if schemaErr == nil {
 			raw, schemaErr = c.maskSchema(raw)
 		}
 		info.Schema = raw
+		// What a model reads: the server's texts framed (frame.go).
+		var modelDoc map[string]any
+		if schemaErr == nil {
+			if modelDoc, schemaErr = c.frameSchema(raw); schemaErr != nil {
+				schemaErr = fmt.Errorf("its texts: %w", schemaErr)
+			}
+		}
 		var schema *approvals.Schema
 		switch {
 		case !remoteNameRE.MatchString(t.Name):
@@ -104,15 +116,15 @@ func (c *client) buildTools(list []*mcp.Tool) ([]ToolInfo, map[string]*engine.To
 			info.Problem = "input schema: " + c.m.String(schemaErr.Error())
 		default:
 			var err error
-			if schema, err = approvals.CompileSchema(info.Name, raw); err != nil {
+			if schema, err = approvals.CompileSchema(info.Name, modelDoc); err != nil {
 				info.Problem = "input schema: " + c.m.String(err.Error())
 			}
 		}
 		seen[t.Name] = true
 		if info.Problem == "" && !info.Excluded {
 			info.Offered = true
-			offered[info.Name] = &engine.Tool{
-				Name: info.Name, Description: info.Description,
+			offered[info.Name] = &tools.Tool{
+				Name: info.Name, Description: c.modelDescription(t.Name, info.Description),
 				Risk: info.Risk, Destructive: info.Destructive, Idempotent: info.Idempotent,
 				Schema: schema, Runner: &runner{c: c, remote: t.Name, name: info.Name},
 			}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/mcpfake"
 	"github.com/opsgate/opsgate/internal/testkit"
@@ -55,7 +54,7 @@ func start(t *testing.T, servers ...Server) (*Registry, *testkit.LogBuffer) {
 	return r, logs
 }
 
-func lookup(t *testing.T, r *Registry, name string) *engine.Tool {
+func lookup(t *testing.T, r *Registry, name string) *tools.Tool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()

@@ -17,7 +17,7 @@ import (
 
 const approvalColumns = `id, run_id, step_index, thread, requester, tool, destructive, risk, proposed_args,
 	approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule, decisions,
-	created_at, expires_at, decided_at, seq`
+	created_at, expires_at, decided_at, digest, rule_key, policy_version, seq`
 
 func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
 	j, err := approvalJSON(a)
@@ -30,10 +30,12 @@ func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
 	}
 	_, err = t.exec(ctx, `INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
 		proposed_args, approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule,
-		decisions, created_at, expires_at, decided_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		decisions, created_at, expires_at, decided_at, digest, rule_key, policy_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool, a.Destructive, string(a.Risk),
 		j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers, j.eligible,
-		a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt))
+		a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt),
+		a.Digest, a.RuleKey, a.PolicyVersion)
 	if err != nil {
 		return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
 	}
@@ -69,7 +71,7 @@ func scanApproval(r rowScanner) (*approvals.Approval, int64, error) {
 	var decided sql.NullInt64
 	if err := r.Scan(&a.ID, &a.RunID, &a.StepIndex, &a.Thread, &a.Requester, &a.Tool, &a.Destructive, &risk,
 		&j.proposed, &j.approved, &j.executed, &a.Preview, &a.Reason, &status, &j.approvers, &j.eligible,
-		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &seq); err != nil {
+		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &a.Digest, &a.RuleKey, &a.PolicyVersion, &seq); err != nil {
 		return nil, 0, err
 	}
 	for _, f := range []struct {
@@ -283,9 +285,10 @@ func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (*approvals.
 		return nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 	}
 	stored, _, err := scanApproval(t.queryRow(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
-		approvers = ?, eligible = ?, decisions = ?, decided_at = ? WHERE id = ? AND status = ? RETURNING `+approvalColumns,
+		approvers = ?, eligible = ?, decisions = ?, decided_at = ?, rule = ?, digest = ?, rule_key = ?, policy_version = ?
+		WHERE id = ? AND status = ? RETURNING `+approvalColumns,
 		string(a.Status), j.approved, j.executed, a.Quorum, j.approvers, j.eligible, j.decisions,
-		nullMicros(a.DecidedAt), a.ID, string(approvals.StatusPending)))
+		nullMicros(a.DecidedAt), a.Rule, a.Digest, a.RuleKey, a.PolicyVersion, a.ID, string(approvals.StatusPending)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -99,6 +99,8 @@ func (s *Store) writeDecision(ctx context.Context, out approvals.Outcome, versio
 		", approved_args = "+b.p(j.approved, "text")+", executed_args = "+b.p(j.executed, "text")+
 		", quorum = "+b.p(a.Quorum, "integer")+", approvers = "+b.p(j.approvers, "text")+", eligible = "+b.p(j.eligible, "text")+
 		", decisions = "+b.p(j.decisions, "text")+", decided_at = "+b.p(nullMicros(a.DecidedAt), "bigint")+
+		", rule = "+b.p(a.Rule, "integer")+", digest = "+b.p(a.Digest, "text")+", rule_key = "+b.p(a.RuleKey, "text")+
+		", policy_version = "+b.p(a.PolicyVersion, "text")+
 		" WHERE id = "+b.p(a.ID, "text")+" AND status = 'pending' AND xmin::text = "+b.p(version, "text")+
 		runGuard(b, a, out.Final)+" RETURNING "+approvalColumns+")")
 	if out.Final {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,8 +53,9 @@ func suspendedWith(t *testing.T, s core.Store, th core.Thread, eligible []string
 var env = approvals.Env{
 	Validate: func(args map[string]any) (map[string]any, error) { return args, nil },
 	Recheck: func(map[string]any) (approvals.Verdict, []string) {
-		return approvals.Verdict{Effect: approvals.EffectAllow, Rule: -1, Quorum: 1}, nil
+		return approvals.Verdict{Effect: approvals.EffectAllow, Rule: -1, Quorum: 1, RuleKey: approvals.DefaultRuleKey}, nil
 	},
+	PolicyVersion: "p-storetest",
 }
 
 // decideAs decides approval id with approvals.Decide for one request.
@@ -352,8 +354,42 @@ func testDecideGrant(t *testing.T, s core.Store) {
 	}
 	gs, _, err = s.GrantList(ctx(t), approvals.GrantListParams{Tool: b.Tool, ActiveAt: t0.Add(1000 * time.Hour)})
 	if err != nil || len(gs) != 1 || gs[0].Scope != approvals.ScopeForever || gs[0].ExpiresAt != nil ||
-		fmt.Sprint(gs[0].Args) != fmt.Sprint(b.ProposedArgs) || gs[0].Thread != "" {
+		fmt.Sprint(gs[0].Args) != fmt.Sprint(b.ProposedArgs) || gs[0].Thread != "" || gs[0].RuleKey != approvals.DefaultRuleKey {
 		t.Fatalf("forever grant = %+v, %v", gs, err)
+	}
+}
+
+// testApprovalDigest: an approval keeps its digest, rule key and policy
+// version; a decision keeps the digest it was made on; an edit's new
+// digest (and rule) replaces the old, on both write paths.
+func testApprovalDigest(t *testing.T, s core.Store) {
+	var a *approvals.Approval
+	a = suspendedWith(t, s, thread("digest"), []string{"console:bob", "console:carol"}, 2, func(x *approvals.Approval) {
+		x.RuleKey, x.PolicyVersion = "rAsk", "p-ask"
+		x.Digest = approvals.Digest(x.Tool, x.ProposedArgs, x.RuleKey, x.PolicyVersion)
+	})
+	got, err := s.ApprovalGet(ctx(t), a.ID)
+	if err != nil || got.Digest != a.Digest || got.RuleKey != "rAsk" || got.PolicyVersion != "p-ask" || !strings.HasPrefix(got.Digest, "sha256:") {
+		t.Fatalf("stored approval digest %q rule %q policy %q, %v; want %q", got.Digest, got.RuleKey, got.PolicyVersion, err, a.Digest)
+	}
+	got, err = decideAs(t, s, a.ID, approve("console:bob"))
+	if err != nil || len(got.Decisions) != 1 || got.Decisions[0].Digest != a.Digest {
+		t.Fatalf("approval: %+v, %v; want the decision on %s", got, err, a.Digest)
+	}
+	edit := approvals.Request{Actor: "console:carol", Action: approvals.ActionEdit, Args: map[string]any{"env": "staging"}}
+	got, err = decideAs(t, s, a.ID, edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := approvals.Digest(a.Tool, map[string]any{"env": "staging"}, approvals.DefaultRuleKey, "p-storetest")
+	stored, err := s.ApprovalGet(ctx(t), a.ID)
+	if err != nil || stored.Digest != want || stored.RuleKey != approvals.DefaultRuleKey || stored.PolicyVersion != "p-storetest" ||
+		stored.Rule != -1 || stored.Decisions[1].Digest != want || got.Digest != want {
+		t.Fatalf("edited approval digest %q rule %q/%d policy %q decisions %+v, %v; want %s", stored.Digest, stored.RuleKey, stored.Rule,
+			stored.PolicyVersion, stored.Decisions, err, want)
+	}
+	if why := stored.DigestProblem(stored.Args()); why != "" {
+		t.Fatalf("the stored decided call does not match its digest: %s", why)
 	}
 }
 

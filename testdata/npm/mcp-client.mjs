@@ -88,7 +88,8 @@ const art = (await ok("get_artifact", { artifactId: `${st.id}/status` })).artifa
 check("artifact content", art?.content === "api is green", art);
 check("missing artifact is null", (await ok("get_artifact", { artifactId: "nope/none" })).artifact === null);
 await ok("list_artifacts", { flowName: "status", limit: 5 });
-check("missing record is null", (await ok("get_record", { recordId: "999999999" })).record === null);
+// An agent token without scopes reads only its own runs: no audit log.
+await refused("forbidden", "get_record", { recordId: "999999999" });
 await refused("invalid_input", "get_run", { runId: 7 });
 await refused("not_found", "flow", { flowName: "nope", intent: "x" });
 

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // An agent run's page shows the conversation (the agent.message events of
@@ -102,9 +103,9 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusNotFound, "This server takes no answers.")
 		return
 	}
-	run, err := s.o.Store.RunGet(ctx, id)
+	run, err := s.auth.Run(ctx, info.auth, authority.Answer, id)
 	if err != nil {
-		s.fail(w, r, err)
+		s.refused(w, r, err)
 		return
 	}
 	q := pendingQuestion(run)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 const approvalsPerPage = 50
@@ -69,6 +70,9 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	status := q.Get("status")
 	if status == "" || approvals.Status(status) == approvals.StatusPending {
 		list, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: approvalsPerPage})
+		if err == nil {
+			list, err = s.auth.Viewer(infoFrom(ctx).auth).Approvals(ctx, list)
+		}
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 			return
@@ -98,6 +102,10 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			s.plainError(w, http.StatusBadRequest, "That page link is no longer valid; start from the first page.")
 			return
 		}
+		s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
+		return
+	}
+	if list, err = s.auth.Viewer(infoFrom(ctx).auth).Approvals(ctx, list); err != nil {
 		s.fail(w, r, fmt.Errorf("web: list approvals: %w", err))
 		return
 	}
@@ -166,9 +174,9 @@ func appendNew(list []string, v string) []string {
 // shows the card and its buttons; nothing is decided until the person
 // clicks one (a GET never changes state).
 func (s *server) approvalPage(w http.ResponseWriter, r *http.Request) {
-	a, err := s.o.Store.ApprovalGet(r.Context(), r.PathValue("id"))
+	a, err := s.auth.Approval(r.Context(), infoFrom(r.Context()).auth, authority.SeeApproval, r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, err)
+		s.refused(w, r, err)
 		return
 	}
 	cards, err := s.cards(r.Context(), []*approvals.Approval{a})
@@ -209,7 +217,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	if d.Scope != "" && !d.Scope.Valid() {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
 	}
-	if !info.scopes.Has(core.ScopeDecide) {
+	if _, err := s.auth.Approval(ctx, info.auth, authority.Decide, id); authority.HumanRequired(err) {
 		// Through the engine all the same, so the attempt is audited.
 		d.Unverified = fmt.Sprintf("console: token %q has no scope decide (agents and tokens without decide never decide)", info.actor.Name)
 		_, _ = s.o.Engine.Decide(ctx, info.actor, Channel, d)

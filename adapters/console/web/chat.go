@@ -54,6 +54,12 @@ func (s *server) chatPage(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusBadRequest, "That thread name is not valid.")
 		return
 	}
+	// Console threads hold everyone's requests: the authority lets a token
+	// that reads every run read them, and their list.
+	if err := s.auth.Thread(ctx, infoFrom(ctx).auth, core.Thread{Channel: Channel, Key: key}); err != nil {
+		s.refused(w, r, err)
+		return
+	}
 	threads, err := s.consoleThreads(ctx)
 	if err != nil {
 		s.fail(w, r, err)

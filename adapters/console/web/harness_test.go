@@ -114,7 +114,7 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	deploy := &deployTool{previewDelay: so.previewDelay}
 	eng, err := engine.New(engine.Options{
 		Store: st,
-		Tools: []*engine.Tool{
+		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "xss", Risk: approvals.RiskRead, Runner: xssTool{}},
 		},

@@ -35,16 +35,30 @@ type channelRow struct {
 func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	now := s.o.Now().UTC()
-	ov, err := s.o.Store.Overview(ctx, core.OverviewParams{Since: now.Add(-homeWindow), SoonBefore: now.Add(homeSoon),
-		Channels: s.o.Channels})
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("web: home overview: %w", err))
-		return
+	actor := infoFrom(ctx).auth
+	view := s.auth.Viewer(actor)
+	// The counts are of every run: only a token that reads every run sees
+	// them; a confined one sees its own approvals and failures.
+	ov := &core.Overview{RunsByStatus: map[core.RunStatus]int{}}
+	if actor.ReadsAll() {
+		var err error
+		ov, err = s.o.Store.Overview(ctx, core.OverviewParams{Since: now.Add(-homeWindow), SoonBefore: now.Add(homeSoon),
+			Channels: s.o.Channels})
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("web: home overview: %w", err))
+			return
+		}
 	}
 	pending, _, err := s.o.Store.ApprovalList(ctx, approvals.ApprovalListParams{Status: approvals.StatusPending, Limit: 200})
+	if err == nil {
+		pending, err = view.Approvals(ctx, pending)
+	}
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("web: home approvals: %w", err))
 		return
+	}
+	if !actor.ReadsAll() {
+		ov.PendingApprovals = len(pending)
 	}
 	slices.SortStableFunc(pending, func(a, b *approvals.Approval) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	cards, err := s.cards(ctx, pending[:min(len(pending), homeNextToDo)])
@@ -54,7 +68,10 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 	}
 	var failed []runRow
 	for _, st := range []core.RunStatus{core.RunFailed, core.RunInterrupted} {
-		runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Status: st, Limit: homeFailures})
+		runs, _, err := s.o.Store.RunList(ctx, core.RunListParams{Status: st, Limit: homeFailures, Requester: s.auth.RunFilter(actor)})
+		if err == nil {
+			runs, err = view.Runs(ctx, runs)
+		}
 		if err != nil {
 			s.fail(w, r, fmt.Errorf("web: home %s runs: %w", st, err))
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput,
@@ -45,12 +46,20 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	flow, who, ch := strings.TrimSpace(q.Get("flow")), strings.TrimSpace(q.Get("requester")), strings.TrimSpace(q.Get("channel"))
 	p.Flow, p.Requester, p.Channel = flow, who, ch
+	actor := infoFrom(r.Context()).auth
+	if p.Requester == "" {
+		p.Requester = s.auth.RunFilter(actor)
+	}
 	runs, next, err := s.o.Store.RunList(r.Context(), p)
 	if err != nil {
 		if p.Cursor != "" {
 			s.plainError(w, http.StatusBadRequest, "That page link is no longer valid; start from the first page.")
 			return
 		}
+		s.fail(w, r, fmt.Errorf("web: list runs: %w", err))
+		return
+	}
+	if runs, err = s.auth.Viewer(actor).Runs(r.Context(), runs); err != nil {
 		s.fail(w, r, fmt.Errorf("web: list runs: %w", err))
 		return
 	}
@@ -77,9 +86,9 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 // arguments, who decided), every run event, and the final status.
 func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	run, err := s.o.Store.RunGet(ctx, r.PathValue("id"))
+	run, err := s.auth.Run(ctx, infoFrom(ctx).auth, authority.SeeRun, r.PathValue("id"))
 	if err != nil {
-		s.fail(w, r, err)
+		s.refused(w, r, err)
 		return
 	}
 	var evs []core.RunEvent
@@ -112,15 +121,9 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 func (s *server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	info := infoFrom(r.Context())
-	if !info.scopes.Has(core.ScopeAdmin) {
-		switch err := s.o.Engine.CancelAllowed(r.Context(), id, info.actor); {
-		case errors.Is(err, core.ErrForbidden):
-			s.plainError(w, http.StatusForbidden, "Only the run's requester, its approvers or an admin may cancel it.")
-			return
-		case err != nil:
-			s.fail(w, r, fmt.Errorf("web: cancel run %s: %w", id, err))
-			return
-		}
+	if _, err := s.auth.Run(r.Context(), info.auth, authority.Cancel, id); err != nil {
+		s.refused(w, r, err)
+		return
 	}
 	_, err := s.o.Engine.Cancel(r.Context(), id, info.actor)
 	switch {

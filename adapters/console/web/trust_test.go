@@ -32,8 +32,11 @@ func TestAttack_ConsoleTokenWithoutDecideApproves(t *testing.T) {
 	for _, tok := range []string{readOnlyToken, agentToken} {
 		c := newClient(t, b.url)
 		csrf := c.signIn(tok)
-		if r := c.do("GET", "/approvals/"+a.ID, nil, nil); r.status != http.StatusOK {
-			t.Fatalf("%s reads the approval: %d", tok, r.status)
+		// The reader reads every run; the agent token without scopes only
+		// its own runs' approvals (core/authority): another's is not found.
+		wantRead := map[string]int{readOnlyToken: http.StatusOK, agentToken: http.StatusNotFound}[tok]
+		if r := c.do("GET", "/approvals/"+a.ID, nil, nil); r.status != wantRead {
+			t.Fatalf("%s reads the approval: %d, want %d", tok, r.status, wantRead)
 		}
 		r := c.do("POST", "/approvals/"+a.ID+"/decision", url.Values{csrfField: {csrf}, "action": {"approve"}}, nil)
 		if r.status != http.StatusForbidden || !strings.Contains(r.body, "may not decide") {

@@ -29,9 +29,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/adapters/console/oidc"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
-	"github.com/opsgate/opsgate/internal/routes"
+	"github.com/opsgate/opsgate/core/authority"
 )
 
 // Engine is the part of the core engine the console drives: exactly the
@@ -78,6 +79,10 @@ type Options struct {
 	Engine Engine
 	Store  Store
 	Tokens []Token
+	// Authority answers who may see and do what (the engine's, so the live
+	// configuration applies). nil builds one over Store that knows no
+	// people or approver groups.
+	Authority *authority.Authority
 	// PublicURL is the console's external address (server.public_url). An
 	// https URL marks cookies Secure, and its origin is trusted for
 	// state-changing requests arriving through a proxy.
@@ -99,6 +104,16 @@ type Options struct {
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
 	StreamTick time.Duration
+	// OIDC, when set, offers sign-in with the identity provider
+	// (channels.console.oidc; idp.go, docs/console.md). People and a Store
+	// that is a SigninStore are then required.
+	OIDC *oidc.Client
+	// People is who the live configuration knows, for sign-ins at the
+	// identity provider.
+	People People
+	// NoTokenLogin turns sign-in with an API token off
+	// (channels.console.token_login: false).
+	NoTokenLogin bool
 }
 
 // Channel is the channel of console messages and decisions: the console and
@@ -114,18 +129,23 @@ type server struct {
 	log    *slog.Logger
 	key    []byte
 	tokens []tokenEntry
-	mux    *routes.Mux
+	auth   *authority.Authority
+	mux    *authority.Mux
 	tmpl   map[string]*template.Template
 	cop    *http.CrossOriginProtection
 	secure bool
 	// sessions is o.Store's sign-out record.
 	sessions SessionStore
+	// idp and signins are set when sign-in at the identity provider is on.
+	idp     *oidc.Client
+	signins SigninStore
 }
 
 type tokenEntry struct {
 	tag    string // hmac(key, token): names the token inside a session
 	actor  core.Actor
 	scopes core.Scopes
+	auth   authority.Actor
 }
 
 // New validates o and returns the console handler, to be mounted at "/"
@@ -149,22 +169,34 @@ func New(o Options) (http.Handler, error) {
 	if o.StreamTick <= 0 {
 		o.StreamTick = 15 * time.Second
 	}
-	s := &server{o: o, log: o.Logger, mux: routes.New(), cop: http.NewCrossOriginProtection(), sessions: o.Store}
+	s := &server{o: o, log: o.Logger, auth: o.Authority, cop: http.NewCrossOriginProtection(), sessions: o.Store}
+	if s.auth == nil {
+		a, err := authority.New(authority.Options{Store: o.Store})
+		if err != nil {
+			return nil, fmt.Errorf("web: %w", err)
+		}
+		s.auth = a
+	}
+	s.mux = authority.NewMux(s.auth, s.deny, s.authed)
 	for i, t := range o.Tokens {
-		if t.Token == "" {
-			return nil, fmt.Errorf("web: token %d (%q): empty token", i, t.Name)
+		if t.Token == "" || t.Name == "" {
+			return nil, fmt.Errorf("web: token %d (%q): empty token or name", i, t.Name)
 		}
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("web: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
 		}
+	}
+	if err := s.setupIDP(); err != nil {
+		return nil, err
 	}
 	s.key = o.SessionKey
 	if len(s.key) == 0 {
 		s.key = deriveKey(o.Tokens)
 	}
 	for _, t := range o.Tokens {
+		auth := authority.TokenActor(t.Name, t.Actor, t.Scopes, false)
 		s.tokens = append(s.tokens, tokenEntry{tag: s.tag("token", t.Token), actor: core.Actor{ID: t.Actor, Name: t.Name},
-			scopes: core.TokenScopes(t.Actor, t.Scopes)})
+			scopes: auth.Scopes, auth: auth})
 	}
 	if len(s.tokens) == 0 {
 		s.log.Warn("web: no API tokens configured; nobody can sign in to the console")
@@ -210,56 +242,77 @@ func deriveKey(tokens []Token) []byte {
 	return m.Sum(nil)
 }
 
+// routes registers every page with the action it performs: the
+// authority's gate (after the session check, authed) checks the token's
+// scopes for it, and each handler asks the authority about its object.
+// Decisions judge decide with the approval, so a refusal is audited.
 func (s *server) routes() {
-	m := s.mux
-	m.Handle("GET /static/", http.StripPrefix("/static/", staticHandler()))
-	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+	route := func(pattern string, act authority.Action, h http.HandlerFunc) {
+		s.mux.HandleFunc(authority.Route{Surface: authority.SurfaceConsole, Entry: pattern, Action: act}, h)
+	}
+	route("GET /static/", authority.Public, http.StripPrefix("/static/", staticHandler()).ServeHTTP)
+	route("GET /favicon.ico", authority.Public, func(w http.ResponseWriter, r *http.Request) {
 		// Browsers ask for it on every page; answer without a redirect to
 		// sign-in (which would load the sign-in page in the background).
 		w.Header().Set("Cache-Control", "max-age=86400")
 		w.WriteHeader(http.StatusNoContent)
 	})
-	m.HandleFunc("GET /signin", s.signinPage)
-	m.HandleFunc("POST /signin", s.signin)
-	m.HandleFunc("POST /signout", s.authed(s.signout))
-	read, request, admin := []core.Scope{core.ScopeRead}, []core.Scope{core.ScopeRequest}, []core.Scope{core.ScopeAdmin}
-	m.HandleFunc("GET /{$}", s.authed(s.need(read, s.homePage)))
-	m.HandleFunc("GET /chat", s.authed(s.need(read, s.chatPage)))
-	m.HandleFunc("POST /chat", s.authed(s.need(request, s.chatSend)))
-	m.HandleFunc("GET /approvals", s.authed(s.need(read, s.approvalsPage)))
-	m.HandleFunc("GET /approvals/{id}", s.authed(s.need(read, s.approvalPage)))
-	// decide checks scope decide itself, so the refusal is audited.
-	m.HandleFunc("POST /approvals/{id}/decision", s.authed(s.decide))
-	m.HandleFunc("GET /runs", s.authed(s.need(read, s.runsPage)))
-	m.HandleFunc("GET /runs/{id}", s.authed(s.need(read, s.runPage)))
-	m.HandleFunc("POST /runs/{id}/answer", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.answerRun)))
-	m.HandleFunc("POST /runs/{id}/cancel", s.authed(s.need([]core.Scope{core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin}, s.cancelRun)))
-	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
-	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))
-	m.HandleFunc("GET /audit", s.authed(s.need(read, s.auditPage)))
-	m.HandleFunc("GET /deliveries", s.authed(s.need(admin, s.deliveriesPage)))
-	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.need(admin, s.requeue)))
-	m.HandleFunc("GET /events", s.authed(s.need(read, s.events)))
-	m.HandleFunc("/", s.authed(func(w http.ResponseWriter, r *http.Request) {
+	route("GET /signin", authority.Public, s.signinPage)
+	route("POST /signin", authority.Public, s.signin)
+	route("POST /signout", authority.Self, s.signout)
+	if s.idp != nil {
+		// Sign-in at the identity provider (idp.go): only when configured.
+		route("GET /auth/login", authority.Public, s.idpLogin)
+		route("GET /auth/callback", authority.Public, s.idpCallback)
+	}
+	route("GET /{$}", authority.ListApprovals, s.homePage)
+	route("GET /chat", authority.SeeThread, s.chatPage)
+	route("POST /chat", authority.Request, s.chatSend)
+	route("GET /approvals", authority.ListApprovals, s.approvalsPage)
+	route("GET /approvals/{id}", authority.SeeApproval, s.approvalPage)
+	route("POST /approvals/{id}/decision", authority.Decide, s.decide)
+	route("GET /runs", authority.ListRuns, s.runsPage)
+	route("GET /runs/{id}", authority.SeeRun, s.runPage)
+	route("POST /runs/{id}/answer", authority.Answer, s.answerRun)
+	route("POST /runs/{id}/cancel", authority.Cancel, s.cancelRun)
+	route("GET /grants", authority.ReadGrants, s.grantsPage)
+	route("POST /grants/{id}/revoke", authority.RevokeGrant, s.revokeGrant)
+	route("GET /audit", authority.ReadAudit, s.auditPage)
+	route("GET /deliveries", authority.Administer, s.deliveriesPage)
+	route("POST /deliveries/{id}/requeue", authority.Administer, s.requeue)
+	// The live feed carries no data, only "something changed".
+	route("GET /events", authority.Self, s.events)
+	route("/", authority.Self, func(w http.ResponseWriter, r *http.Request) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
-	}))
+	})
 }
 
-// need refuses (403) a request whose session's token holds none of scopes.
-func (s *server) need(scopes []core.Scope, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		info := infoFrom(r.Context())
-		if !info.scopes.Any(scopes...) {
-			names := make([]string, len(scopes))
-			for i, sc := range scopes {
-				names[i] = string(sc)
-			}
-			s.log.InfoContext(r.Context(), "web: refused: missing scope", "path", r.URL.Path, "actor", info.actor.ID, "need", names)
-			s.plainError(w, http.StatusForbidden, "Forbidden: the token you signed in with does not have scope "+strings.Join(names, " or ")+".")
-			return
-		}
-		h(w, r)
+// Guards lists the console's pages and the action of each
+// (authority.Router).
+func (s *server) Guards() []authority.Route { return s.mux.Guards() }
+
+// deny shows the authority's refusal as a page.
+func (s *server) deny(w http.ResponseWriter, r *http.Request, ref *authority.Refusal) {
+	info := infoFrom(r.Context())
+	s.log.InfoContext(r.Context(), "web: refused", "path", r.URL.Path, "actor", info.actor.ID, "code", ref.Code, "why", ref.Message)
+	switch ref.Code {
+	case authority.CodeNotFound:
+		s.plainError(w, http.StatusNotFound, "Not found.")
+	case authority.CodeMissingScope:
+		s.plainError(w, http.StatusForbidden, "Forbidden: the token you signed in with may not do this: "+ref.Message+".")
+	default:
+		s.plainError(w, ref.HTTPStatus(), "Forbidden: "+ref.Message+".")
 	}
+}
+
+// refused answers err: an authority refusal as deny shows it, anything
+// else as fail does.
+func (s *server) refused(w http.ResponseWriter, r *http.Request, err error) {
+	if ref, ok := authority.RefusalOf(err); ok {
+		s.deny(w, r, ref)
+		return
+	}
+	s.fail(w, r, err)
 }
 
 // ServeHTTP sets the security headers every response carries, refuses
@@ -330,7 +383,3 @@ func localPath(p, def string) string {
 	}
 	return p
 }
-
-// Patterns lists every route the console serves (routes.Lister), for
-// tests that sweep them all.
-func (s *server) Patterns() []string { return s.mux.Patterns() }

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/gate"
+	"github.com/opsgate/opsgate/core/markdown"
+)
+
+// An agent's tool calls pass the gate (core/gate) like every other call:
+// the model's one-line reason is required of a call the gate asks about,
+// later calls of the turn wait on the same card, and every outcome is the
+// call's step and its tool result for the model, committed together.
+
+// handleCall takes the next unanswered call of the stored model turn
+// through the gate (core/gate); later are the turn's calls after it,
+// which wait on the same card when it suspends, so one card holds every
+// call that waits.
+func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCall) (bool, error) {
+	call, idx := tc.call, tc.idx
+	if !tc.admitted {
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeStepLimit, MaxSteps: agentSteps(ax.ag).Limit()}, nil)
+	}
+	if call.Problem != "" {
+		now := ax.e.now()
+		st := &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: call.Problem, FinishedAt: &now}
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid}, st)
+	}
+	if call.Tool == llm.AskUserTool {
+		return ax.askUser(ctx, call, idx)
+	}
+	st := ax.stepAt(idx)
+	if st != nil && st.Status != core.StepWaitingApproval && st.Status != core.StepDispatching {
+		// A step already settled whose result is missing cannot be
+		// committed apart from its result; treat it as unknown.
+		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInterrupted}, nil)
+	}
+	rec := &agentRecord{stepRecord: stepRecord{x: ax.execution, idx: idx, name: call.Tool, base: st}, ax: ax, llm: call}
+	c := ax.gateCall(rec.stepRecord, call)
+	for _, lc := range later {
+		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && ax.stepAt(lc.idx) == nil {
+			c.Later = append(c.Later, ax.gateCall(stepRecord{x: ax.execution, idx: lc.idx, name: lc.call.Tool}, lc.call))
+		}
+	}
+	if _, err := ax.e.gate.Pass(ctx, c, rec); err != nil {
+		return true, err
+	}
+	return rec.done, nil
+}
+
+// gateCall is the gate.Call of one call of the model: its one-line reason
+// is required (issue 26: a call that needs approval without one goes back
+// to the model), and an Agent API session nobody attends has no approver.
+func (ax *agentExec) gateCall(r stepRecord, call llm.Call) gate.Call {
+	c := r.call(call.Args, call.Reason)
+	c.RequireReason, c.NoApprover = true, ax.unattended()
+	c.Tags = map[string]any{"tool_call_id": call.ID, "agent": ax.ag.Name}
+	return c
+}
+
+// unattended says why nobody can answer an approval of this turn, or "":
+// an Agent API session (no chat thread, no card) whose event stream nobody
+// holds.
+func (ax *agentExec) unattended() string {
+	att := ax.e.opts.AgentAttendance
+	if ax.run.Thread.Channel != AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
+		return ""
+	}
+	return "nobody holds the app's event stream to answer it"
+}
+
+// agentRecord is the gate.Record of one call of the model: every outcome
+// becomes the call's step and its tool result for the model, committed
+// together; an interrupted call ends the run.
+type agentRecord struct {
+	stepRecord
+	ax  *agentExec
+	llm llm.Call
+	// done reports, once settled, that the execution ends (suspended,
+	// waiting, interrupted or stopped).
+	done bool
+}
+
+// Settle implements gate.Record.
+func (r *agentRecord) Settle(ctx context.Context, o *gate.Outcome) error {
+	ax, call := r.ax, r.llm
+	tool := call.Tool
+	result := func(out llm.Outcome, st *core.Step, audit ...approvals.AuditEntry) error {
+		_, err := ax.result(ctx, call, out, st, audit...)
+		return err
+	}
+	switch o.Kind {
+	case gate.Ran:
+		return r.ran(ctx, o)
+	case gate.StartRefused:
+		r.done = true
+		return r.startRefused(ctx, o)
+	case gate.Waiting:
+		// The turn's next call waits on the card (its siblings ran).
+		r.done = true
+		return r.wait(ctx, o.Approval.ID)
+	case gate.Denied:
+		return result(llm.Outcome{Kind: llm.OutcomeDenied, Rule: o.Verdict.Why}, r.ended(o, core.StepDenied, o.Verdict.Why), o.Audit...)
+	case gate.Invalid:
+		problem := fmt.Sprintf("the arguments are invalid for %s: %v; call it again with arguments its schema accepts", tool, o.Err)
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, o.Err.Error()))
+	case gate.Unavailable:
+		problem := fmt.Sprintf("the tool %s is unavailable (%v)", tool, o.Err)
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, problem))
+	case gate.NeedsReason:
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: o.Problem}, r.ended(o, core.StepFailed, o.Problem))
+	case gate.NoApprover, gate.Released:
+		return result(llm.Outcome{Kind: llm.OutcomeNoApprover, Why: o.Problem}, r.ended(o, core.StepDenied, "nobody could approve: "+o.Problem), o.Audit...)
+	case gate.Rejected:
+		st := r.ended(o, core.StepRejected, "")
+		st.Output = feedback(o.Approval)
+		return result(llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(o.Approval.Winners(), ""), Feedback: st.Output}, st)
+	case gate.Expired:
+		a := o.Approval
+		return result(llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, r.ended(o, core.StepFailed, "approval expired"))
+	case gate.Refused:
+		problem := "it was approved but the gate refused to run it: " + o.Problem
+		return result(llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, r.ended(o, core.StepFailed, o.Problem), o.Audit...)
+	case gate.Interrupted:
+		r.done = true
+		st := r.ended(o, core.StepInterrupted, o.Problem)
+		r.keepDispatch(st)
+		ax.events = append(ax.events, ax.message(llm.Outcome{Kind: llm.OutcomeInterrupted}.Result(call, o.At)))
+		text := fmt.Sprintf("⚠️ Run %s was interrupted while %s was running: outcome unknown — check before retrying.", ax.run.ID, markdown.Escape(tool))
+		return ax.end(ctx, st, core.RunInterrupted, "interrupted", "outcome unknown — check before retrying", text, o.Audit...)
+	}
+	return fmt.Errorf("engine: an agent's call cannot settle a %s call", o.Kind)
+}
+
+// ran commits the result of a call that ran, for the model, with its step.
+func (r *agentRecord) ran(ctx context.Context, o *gate.Outcome) error {
+	ax := r.ax
+	done := r.finished(o)
+	out := llm.Outcome{Kind: llm.OutcomeRan, Output: o.Result.Output, Source: toolSource(o.Tool.Name)}
+	if o.RunErr != nil {
+		out.Error = o.RunErr.Error()
+	}
+	if a := o.Approval; a != nil {
+		out.By = joinOr(a.Winners(), "")
+		if a.Status == approvals.StatusEdited {
+			out.Kind, out.Args = llm.OutcomeEdited, done.Args
+		}
+	}
+	if err := ax.commit(ctx, core.Checkpoint{Step: &done}, out.Result(r.llm, ax.e.now())); err != nil {
+		r.done = true
+		return ax.settleCancelled(ctx, err, &done, o.Events...)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core/tools"
+)
+
+// resume continues a call whose record waits on an approval: still
+// pending, ended without approving, or decided — then judged again.
+func (g *Gate) resume(ctx context.Context, t *tools.Tool, c Call, rec Record) (*Outcome, error) {
+	a, err := g.o.Store.ApprovalGet(ctx, c.Waiting)
+	if err != nil {
+		return nil, fmt.Errorf("gate: load approval %s: %w", c.Waiting, err)
+	}
+	o := &Outcome{Tool: t, Args: a.Args(), Approval: a, At: g.now()}
+	switch a.Status {
+	case approvals.StatusPending:
+		o.Kind = Waiting
+	case approvals.StatusRejected:
+		o.Kind = Rejected
+	case approvals.StatusExpired:
+		o.Kind = Expired
+		if why, ok := a.Released(); ok {
+			o.Kind, o.Problem = Released, why
+		}
+	case approvals.StatusApproved, approvals.StatusEdited:
+		return g.decided(ctx, t, c, a, rec)
+	default:
+		return nil, fmt.Errorf("gate: approval %s has unknown status %q", a.ID, a.Status)
+	}
+	return g.settle(ctx, rec, o)
+}
+
+// decided judges an approved (or edited) call again before it runs,
+// against the live configuration and its own record:
+//   - deny is final: a rule added by a reload while it waited stops it;
+//   - the arguments to run are the ones its deciders saw (the digest);
+//   - they still pass the tool's schema as it is now (and, an edit's, were
+//     validated when made);
+//   - its deciders still make its quorum under the live rule: still
+//     eligible, persons counted once, no self-approval the rule forbids.
+func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.Approval, rec Record) (*Outcome, error) {
+	args := a.Args()
+	tr := g.o.Trust()
+	v := tr.Policy.Evaluate(Info(t), args)
+	if v.Effect == approvals.EffectDeny {
+		return g.deny(ctx, t, &c, args, v, a, rec)
+	}
+	if why := a.DigestProblem(args); why != "" {
+		return g.refuse(ctx, t, &c, a, args, CodeDigestMismatch, "the call is not the one its approvers decided on: "+why, rec)
+	}
+	valid, err := Validate(t, args)
+	if err == nil && !approvals.SameArgs(valid, args) {
+		err = fmt.Errorf("the tool's schema would change them to %v", valid)
+	}
+	if err != nil {
+		return g.refuse(ctx, t, &c, a, args, CodeInvalidArgs, fmt.Sprintf("the approved arguments no longer pass %s's schema: %v", t.Name, err), rec)
+	}
+	if v.Effect == approvals.EffectAsk {
+		if why := stale(a, v, tr.Dir); why != "" {
+			return g.refuse(ctx, t, &c, a, args, CodeApprovalStale, why, rec)
+		}
+	}
+	return g.dispatch(ctx, t, &c, args, a, 0, a.ID, rec)
+}
+
+// stale says why a's approving decisions no longer make the quorum the
+// live verdict v asks for, or "": a decider counts while the live rule's
+// approvers (expanded through the live directory) still name them, never
+// as an agent, once per person, and not on their own call unless v allows
+// it.
+func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory) string {
+	eligible := dir.Expand(v.Approvers)
+	persons := map[string]bool{}
+	var gone []string
+	for _, d := range a.Decisions {
+		if d.Superseded || (d.Action != approvals.ActionApprove && d.Action != approvals.ActionEdit) {
+			continue
+		}
+		switch {
+		case approvals.IsAgent(d.Actor), !slices.Contains(eligible, d.Actor):
+			gone = append(gone, d.Actor)
+		case dir.SamePerson(d.Actor, a.Requester) && !v.AllowSelfApproval:
+			gone = append(gone, d.Actor+" (the requester)")
+		default:
+			persons[dir.Person(d.Actor)] = true
+		}
+	}
+	if need := max(v.Quorum, 1); len(persons) < need {
+		return fmt.Sprintf("the current configuration asks %v for %d approval(s) (%s) and %d of the deciders still qualify (no longer: %v); ask again",
+			v.Approvers, need, v.Why, len(persons), gone)
+	}
+	return ""
+}
+
+// refuse settles a decided call dispatch will not run, audited.
+func (g *Gate) refuse(ctx context.Context, t *tools.Tool, c *Call, a *approvals.Approval, args map[string]any, code, why string, rec Record) (*Outcome, error) {
+	g.log.Warn("decided call refused at dispatch", "run", c.RunID, "approval", a.ID, "tool", t.Name, "code", code, "why", why)
+	return g.settle(ctx, rec, &Outcome{Kind: Refused, Tool: t, Args: args, Approval: a, Code: code, Problem: why, At: g.now(),
+		Audit: []approvals.AuditEntry{g.audit(c, approvals.AuditDispatchRefused, "system", a.ID, t.Name, map[string]any{
+			"code": code, "why": why, "args": args, "digest": a.Digest})}})
+}
