@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 		{"DedupsConcurrentDuplicates", testDedupsConcurrentDuplicates},
 		{"InboxRecordsRunRepliesAndEvents", testInboxRecordsRunRepliesAndEvents},
 		{"InboxNotifiesRunsAndOutbox", testInboxNotifies},
+		{"InboxRefusesWhatItCannotKeep", testInboxRefusesWhatItCannotKeep},
 		{"RunGetUnknownIsNotFound", testRunGetNotFound},
 		{"RunListNewestFirstWithCursor", testRunList},
 		{"ClaimsOldestFirstOnePerThread", testClaimOnePerThread},
