@@ -55,7 +55,6 @@ type Server struct {
 	tsSeq    int64
 	limited  map[string][]int    // method → pending Retry-After seconds
 	failures map[string][]string // method → pending error codes
-	delay    map[string]time.Duration
 	held     map[string]chan struct{}
 
 	// Socket Mode
@@ -69,7 +68,7 @@ type Server struct {
 func New(t testing.TB) *Server {
 	s := &Server{
 		t: t, current: map[string]*Message{}, limited: map[string][]int{}, failures: map[string][]string{},
-		delay: map[string]time.Duration{}, held: map[string]chan struct{}{}, wsOut: make(chan []byte, 64), connsCh: make(chan struct{}, 16),
+		held: map[string]chan struct{}{}, wsOut: make(chan []byte, 64), connsCh: make(chan struct{}, 16),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
@@ -96,13 +95,6 @@ func (s *Server) Fail(method, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failures[method] = append(s.failures[method], code)
-}
-
-// Delay makes every call of method wait d before answering.
-func (s *Server) Delay(method string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay[method] = d
 }
 
 // Hold makes every call of method wait, unanswered, until release is
@@ -203,7 +195,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	d, hold := s.delay[method], s.held[method]
+	hold := s.held[method]
 	var retry int
 	limited := len(s.limited[method]) > 0
 	if limited {
@@ -217,13 +209,6 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	if d > 0 {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
-	}
 	if hold != nil {
 		select {
 		case <-hold:
