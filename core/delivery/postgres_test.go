@@ -149,7 +149,7 @@ func twoReplicas(t *testing.T, crash bool) {
 	start := time.Now()
 	w1 := startWorkerCtx(t, context.Background(), delivery.Options{Store: s1, Cards: &cards{}, Platform: p1, Owner: "r1",
 		Subscribe: s1.Subscribe, LeaseTTL: ttl}, grants.observe("r1"))
-	waitFor(t, "r1 to start sending", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return by["r1"] > 0 })
+	waitFor(t, "r1 to start sending", eventBound, func() bool { mu.Lock(); defer mu.Unlock(); return by["r1"] > 0 })
 	startWorkerCtx(t, context.Background(), delivery.Options{Store: s2, Cards: &cards{}, Platform: p2, Owner: "r2",
 		Subscribe: s2.Subscribe, LeaseTTL: ttl}, grants.observe("r2"))
 	waitFor(t, "a third of the messages", 20*time.Second, func() bool { return len(f.received()) >= n/3 })
@@ -160,7 +160,7 @@ func twoReplicas(t *testing.T, crash bool) {
 	mu.Unlock()
 	stopped := time.Now()
 	w1.stop()
-	waitFor(t, "r2 to take over", 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return by["r2"] > 0 })
+	waitFor(t, "r2 to take over", eventBound, func() bool { mu.Lock(); defer mu.Unlock(); return by["r2"] > 0 })
 	t.Logf("r2 resumed %v after r1 stopped (crash=%v)", time.Since(stopped), crash)
 	waitFor(t, "every message", 30*time.Second, func() bool { return countStatus(t, s2, core.DeliverySent) == n })
 	got := f.received()
@@ -219,7 +219,7 @@ func TestPostgresPauseSurvivesHandover(t *testing.T) {
 			if crash {
 				// The 429 wakes the renewal, which stores the pause.
 				db := raw.(interface{ DB() *sql.DB }).DB()
-				waitFor(t, "the pause in the lease's state", 10*time.Second, func() bool {
+				waitFor(t, "the pause in the lease's state", eventBound, func() bool {
 					var state string
 					err := db.QueryRow(`SELECT state FROM leases WHERE name = $1`, delivery.LeaseName("fake")).Scan(&state)
 					return err == nil && strings.Contains(state, `"key":"hot"`)
