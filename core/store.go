@@ -288,6 +288,42 @@ type OutboxStore interface {
 	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
 	// LeaseRelease gives a lease up early (on shutdown).
 	LeaseRelease(ctx context.Context, name, owner string) error
+	// SendLeaseAcquire is LeaseAcquire for the lease that makes one
+	// replica at a time the sender for a channel's account: it also
+	// stores State on the lease, and says what the lease held before, so
+	// a new holder paces from where the last one stopped (invariant 7
+	// across replicas) instead of guessing.
+	SendLeaseAcquire(ctx context.Context, p SendLeaseParams) (SendLease, error)
+	// SendLeaseHandOver ends Owner's send lease at once, leaving State
+	// for the next holder, and frees Owner's claims on Channel's pending
+	// messages so the next holder sends them without waiting for the
+	// claims to lapse. It changes nothing when Owner does not hold it.
+	SendLeaseHandOver(ctx context.Context, p SendLeaseParams) error
+}
+
+// SendLeaseParams takes, renews or hands over a channel's send lease.
+type SendLeaseParams struct {
+	Name  string
+	Owner string
+	// Channel is the outbox channel sent under the lease.
+	Channel    string
+	Now, Until time.Time
+	// State is what the holder tells its successor, stored as given
+	// (core/delivery writes its pacing state as JSON).
+	State []byte
+}
+
+// SendLease is what SendLeaseAcquire found and did.
+type SendLease struct {
+	Acquired bool
+	// PriorOwner is who held the lease before this call ("" when nobody
+	// ever did); PriorUntil when that holding ended or ends — zero when it
+	// was handed over, so PriorState is complete; otherwise the holder may
+	// have sent until then, and PriorState is only as fresh as its last
+	// renewal.
+	PriorOwner string
+	PriorUntil time.Time
+	PriorState []byte
 }
 
 // OutboxClaimParams bounds one outbox claim.

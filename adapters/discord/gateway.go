@@ -185,6 +185,10 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 		}
 	}
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
+		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
+			a.log.Warn("discord: message refused", "message_id", m.ID, "err", err)
+			return nil
+		}
 		a.seen.forget(m.ID)
 		return fmt.Errorf("discord: record message %s: %w", m.ID, err)
 	}

@@ -151,6 +151,13 @@ func (a *Adapter) InteractionsHandler() http.Handler {
 		resp, after, err := a.handleInteraction(ctx, body, in)
 		if err != nil {
 			a.log.Error("interaction not recorded", "interaction", in.ID, "err", err)
+			if core.IngressStatus(err) == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", core.StoreRetryAfter)
+			}
+			if msg := core.IngressMessage(err); msg != "" {
+				http.Error(w, msg, core.IngressStatus(err))
+				return
+			}
 			http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
 			return
 		}

@@ -49,6 +49,10 @@ func (a *Adapter) handle(ctx context.Context, raw []byte) error {
 		Thread: key.thread(), Text: requestText(in, reply), Raw: rawOf(in), ReceivedAt: a.now(),
 	}
 	rc, err := a.sink.HandleEvent(ctx, ev)
+	if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
+		log.Warn("email: request refused", "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("email: record %s: %w", in.MessageID, err)
 	}

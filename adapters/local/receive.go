@@ -39,6 +39,19 @@ func bad(status int, code, field, format string, args ...any) *reqError {
 	return &reqError{status: status, body: api.ErrorBody{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}}
 }
 
+// ingressErr is the answer to a request the sink could not take: 400 for
+// input opsgate refuses to keep, 503 while the store is unavailable (see
+// core.IngressStatus), 500 otherwise.
+func ingressErr(err error) *reqError {
+	switch status := core.IngressStatus(err); status {
+	case http.StatusBadRequest:
+		return bad(status, "invalid_input", "", "%s", core.IngressMessage(err))
+	case http.StatusServiceUnavailable:
+		return bad(status, "store_unavailable", "", "%s", core.IngressMessage(err))
+	}
+	return bad(http.StatusInternalServerError, "internal", "", "internal error")
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -118,6 +131,9 @@ func decode(data []byte, v any) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return bad(http.StatusBadRequest, "malformed_json", "", "request body is empty; want a JSON object")
+	}
+	if err := core.CheckJSON(data); err != nil {
+		return ingressErr(err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -262,7 +278,7 @@ func (a *Adapter) postMessage(w http.ResponseWriter, r *http.Request) {
 	rc, err := a.d.Sink.HandleEvent(r.Context(), ev)
 	if err != nil {
 		a.d.Logger.ErrorContext(r.Context(), "local: handle message", "thread", th.String(), "err", err)
-		writeErr(w, bad(http.StatusInternalServerError, "internal", "", "internal error"))
+		writeErr(w, ingressErr(err))
 		return
 	}
 	status := http.StatusOK
@@ -315,7 +331,7 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.d.Logger.ErrorContext(r.Context(), "local: handle decision", "approval", b.ApprovalID, "err", err)
-		writeErr(w, bad(http.StatusInternalServerError, "internal", "", "internal error"))
+		writeErr(w, ingressErr(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, DecisionReceipt{EventID: ev.EventID, Duplicate: rc.Duplicate, ApprovalID: b.ApprovalID, RunID: rc.RunID,

@@ -116,6 +116,10 @@ func (a *Adapter) handleMessage(ctx context.Context, room id.RoomID, ev *mxEvent
 	e := a.event(room, ev, raw, k)
 	e.Text = text
 	if _, err := a.sink.HandleEvent(ctx, e); err != nil {
+		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
+			a.log.Warn("matrix: message refused", "event_id", ev.EventID, "err", err)
+			return nil
+		}
 		return fmt.Errorf("matrix: record message %s: %w", ev.EventID, err)
 	}
 	return nil

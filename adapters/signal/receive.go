@@ -202,6 +202,10 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 	}
 	ev.Text = req
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
+		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
+			a.log.Warn("signal: message refused", "event_id", ev.EventID, "err", err)
+			return nil
+		}
 		return fmt.Errorf("signal: record message %s: %w", ev.EventID, err)
 	}
 	return nil

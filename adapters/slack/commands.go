@@ -118,6 +118,9 @@ func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
 		a.deleteRoot(ctx, c.ChannelID, ts)
 		if err != nil {
 			a.log.ErrorContext(ctx, "slack: record slash command", "err", err)
+			if errors.Is(err, core.ErrInvalidInput) {
+				return ephemeral("opsgate cannot take this command (" + core.IngressMessage(err) + "), so nothing was started.")
+			}
 			return ephemeral("opsgate could not record this command, so nothing was started. Please try again.")
 		}
 		return answerOK

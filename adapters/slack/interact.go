@@ -186,7 +186,7 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 			a.tellLater(ctx, tk, in.User.ID, "Your answer was not taken: "+de.Message+".")
 		case err != nil:
 			a.log.ErrorContext(ctx, "slack: record answer", "run", parts[0], "err", err)
-			return answer{status: http.StatusInternalServerError}
+			return ingressAnswer(err)
 		}
 		return answerOK
 	case actionReject, actionEdit:
@@ -239,7 +239,7 @@ func (a *Adapter) decideClick(ctx context.Context, in interaction, raw []byte, t
 		a.tellLater(ctx, tk, in.User.ID, refusalText(de))
 	case err != nil:
 		a.log.ErrorContext(ctx, "slack: record click", "approval_id", d.ApprovalID, "action", d.Action, "err", err)
-		return answer{status: http.StatusInternalServerError}
+		return ingressAnswer(err)
 	case fallback != "":
 		a.tellLater(ctx, tk, in.User.ID, fallback)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"github.com/opsgate/opsgate/core"
 )
 
 // Events handles POST /slack/events: the Events API. It answers the
@@ -57,7 +59,7 @@ func (a *Adapter) handleEnvelope(ctx context.Context, env eventEnvelope, raw []b
 	rc, err := a.sink.HandleEvent(ctx, ev)
 	if err != nil {
 		a.log.ErrorContext(ctx, "slack: record event", "event_id", env.EventID, "err", err)
-		return answer{status: http.StatusInternalServerError}
+		return ingressAnswer(err)
 	}
 	if !rc.Duplicate {
 		// In memory only: the bot is about to answer here, and its answer
@@ -147,3 +149,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func errorBody(err error) map[string]string { return map[string]string{"error": err.Error()} }
+
+// ingressAnswer is the answer when the sink could not take a request: 400
+// for input opsgate refuses to keep, 503 while the store is unavailable
+// (Slack retries it), 500 otherwise; see core.IngressStatus.
+func ingressAnswer(err error) answer {
+	if msg := core.IngressMessage(err); msg != "" {
+		return answer{status: core.IngressStatus(err), body: map[string]string{"error": msg}}
+	}
+	return answer{status: http.StatusInternalServerError}
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core/pace"
+
+	"github.com/opsgate/opsgate/core"
 )
 
 // allowedUpdates are the update kinds the adapter reads.
@@ -136,6 +138,10 @@ func (a *Adapter) pollOne(ctx context.Context, raw json.RawMessage, bo pace.Back
 		err := a.handleUpdate(hctx, raw, u)
 		cancel()
 		if err == nil {
+			return *u.UpdateID + 1, true
+		}
+		if errors.Is(err, core.ErrInvalidInput) {
+			a.log.Error("skipping refused update", "update_id", *u.UpdateID, "err", err)
 			return *u.UpdateID + 1, true
 		}
 		wait := bo.Backoff(attempt)

@@ -70,8 +70,16 @@ func (a *Adapter) WebhookHandler() http.Handler {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), handleTimeout)
 		defer cancel()
 		if err := a.handleUpdate(ctx, body, u); err != nil {
+			if errors.Is(err, core.ErrInvalidInput) {
+				a.log.Warn("webhook update refused", "update_id", *u.UpdateID, "err", err)
+				http.Error(w, core.IngressMessage(err), http.StatusBadRequest)
+				return
+			}
 			a.log.Error("webhook update not recorded; Telegram will retry", "update_id", *u.UpdateID, "err", err)
-			http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
+			if core.IngressStatus(err) == http.StatusServiceUnavailable {
+				w.Header().Set("Retry-After", core.StoreRetryAfter)
+			}
+			http.Error(w, "temporarily unavailable", max(core.IngressStatus(err), http.StatusInternalServerError))
 			return
 		}
 		w.WriteHeader(http.StatusOK)
@@ -124,7 +132,7 @@ func (a *Adapter) handleMessage(ctx context.Context, raw []byte, u *tgUpdate) er
 	ev := a.event(raw, u, *m.From, keyOf(m))
 	ev.Text = text
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
-		return fmt.Errorf("telegram: record message %s: %w", ev.EventID, err)
+		return fmt.Errorf("telegram: record message %s: %w", ev.EventID, err) // ErrInvalidInput: skipped by the poller, 400 on the webhook
 	}
 	return nil
 }

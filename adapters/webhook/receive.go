@@ -87,9 +87,10 @@ func (a *Adapter) Routes() map[string]http.Handler {
 // stripping it). The answer is 202 {"event_id","run_id","duplicate"} once
 // the request is durably recorded; 401 for an unknown hook or a missing or
 // wrong signature (the same body for both, so hook names cannot be probed);
-// 413 over the body cap; 400 for malformed JSON; 422 when the body is well
-// formed but yields no usable command; 500 when recording failed (the
-// sender should retry). Nothing is recorded for any refusal.
+// 413 over the body cap; 400 for malformed JSON or what opsgate cannot keep
+// (core.CheckJSON); 422 when the body is well formed but yields no usable
+// command; 503 while the store refuses writes and 500 when recording failed
+// otherwise (the sender should retry). Nothing is recorded for any refusal.
 func (a *Adapter) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if h, pattern := a.mux.Handler(r); pattern == "" {
@@ -155,7 +156,15 @@ func (a *Adapter) serve(w http.ResponseWriter, r *http.Request) {
 	rc, err := a.sink.HandleEvent(ctx, ev)
 	if err != nil {
 		a.log.ErrorContext(ctx, "webhook: record event", "hook", h.name, "event_id", ev.EventID, "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "could not record the request; retry")
+		switch status := core.IngressStatus(err); status {
+		case http.StatusBadRequest:
+			writeError(w, status, "invalid_input", core.IngressMessage(err))
+		case http.StatusServiceUnavailable:
+			w.Header().Set("Retry-After", core.StoreRetryAfter)
+			writeError(w, status, "store_unavailable", core.IngressMessage(err))
+		default:
+			writeError(w, http.StatusInternalServerError, "internal", "could not record the request; retry")
+		}
 		return
 	}
 	writeJSON(w, http.StatusAccepted, response{EventID: ev.EventID, RunID: rc.RunID, Duplicate: rc.Duplicate})
@@ -202,6 +211,9 @@ func invalid(format string, args ...any) error {
 
 // normalize turns a verified body into the event the engine records.
 func (a *Adapter) normalize(h *hook, body []byte) (core.ChannelEvent, error) {
+	if err := core.CheckJSON(body); err != nil {
+		return core.ChannelEvent{}, &requestError{status: http.StatusBadRequest, code: "invalid_input", msg: err.Error()}
+	}
 	doc, err := decodeObject(body)
 	if err != nil {
 		return core.ChannelEvent{}, err

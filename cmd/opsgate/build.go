@@ -46,7 +46,13 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	}
 	dir := toolDir(cfg)
 	for i := range cfg.Tools {
-		t, err := buildTool(&cfg.Tools[i], dir)
+		ct := cfg.Tools[i]
+		if ct.Exec != nil {
+			x := *ct.Exec
+			x.Command, x.DryRun = demoArgv(cfg, x.Command), demoArgv(cfg, x.DryRun)
+			ct.Exec = &x
+		}
+		t, err := buildTool(&ct, dir)
 		if err != nil {
 			return o, err
 		}

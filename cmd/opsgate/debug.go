@@ -15,12 +15,8 @@ import (
 // expose internals and cost CPU, so they are for an operator on the box
 // chasing a bottleneck, never for the network. It stops when ctx ends.
 func startDebug(ctx context.Context, addr string, log *slog.Logger) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usagef("--debug-listen %q: want host:port", addr)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return usagef("--debug-listen %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed", addr)
+	if err := checkDebugAddr(addr); err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -39,5 +35,18 @@ func startDebug(ctx context.Context, addr string, log *slog.Logger) error {
 		_ = srv.Close()
 	}()
 	log.Info("profiler listening", "addr", ln.Addr().String())
+	return nil
+}
+
+// checkDebugAddr refuses a --debug-listen address that is not a loopback
+// host:port (a usage error, reported before serve prepares anything).
+func checkDebugAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--debug-listen %q: want host:port", addr)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return usagef("--debug-listen %q: only loopback addresses (127.0.0.1, ::1, localhost) are allowed", addr)
+	}
 	return nil
 }

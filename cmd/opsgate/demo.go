@@ -49,18 +49,25 @@ func execCommands(cfg *config.Config) []execCommand {
 			}
 			c := execCommand{path: fmt.Sprintf("tools[%d].exec.%s[0]", i, argv.key), arg: argv.v[0]}
 			if strings.ContainsRune(c.arg, '/') {
-				c.abs = c.arg
-				if !filepath.IsAbs(c.abs) {
-					c.abs = filepath.Join(dir, c.abs)
-				}
-				if a, err := filepath.Abs(c.abs); err == nil {
-					c.abs = a
-				}
+				c.abs = resolveCommand(dir, c.arg)
 			}
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// resolveCommand is the absolute path of a command with a slash in it: a
+// relative one is resolved against dir (the tools' directory).
+func resolveCommand(dir, arg string) string {
+	abs := arg
+	if !filepath.IsAbs(abs) {
+		abs = filepath.Join(dir, abs)
+	}
+	if a, err := filepath.Abs(abs); err == nil {
+		abs = a
+	}
+	return abs
 }
 
 // demoDir is where serve installs the demo scripts for cfg.
@@ -72,14 +79,46 @@ func demoDir(cfg *config.Config) string {
 	return d
 }
 
-// isDemoScript reports whether abs is where serve installs an embedded
-// demo script for cfg.
-func isDemoScript(cfg *config.Config, abs string) bool {
-	if abs == "" || filepath.Dir(abs) != demoDir(cfg) {
-		return false
+// demoScript reports where the built-in demo script an exec command names
+// is installed, if it names one. It names one when its path resolves into
+// <data_dir>/demo/ (data_dir resolved against the current directory, like
+// every data path), or when it is written as <data_dir>/demo/<script> with
+// data_dir as written — the quickstart's "./data/demo/status.sh" beside
+// data_dir "./data": a relative command resolves against the config file's
+// directory, so with `--config configs/quickstart.yaml` it would miss the
+// directory serve writes to. Either way the tool runs the installed script.
+func demoScript(cfg *config.Config, c execCommand) (string, bool) {
+	var name string
+	switch {
+	case c.abs != "" && filepath.Dir(c.abs) == demoDir(cfg):
+		name = filepath.Base(c.abs)
+	case c.abs != "" && !filepath.IsAbs(c.arg) && !filepath.IsAbs(cfg.Server.DataDir) &&
+		filepath.Dir(filepath.Clean(c.arg)) == filepath.Join(cfg.Server.DataDir, configs.DemoDir):
+		name = filepath.Base(c.arg)
+	default:
+		return "", false
 	}
-	_, err := fs.Stat(configs.Demo, path.Join(configs.DemoDir, filepath.Base(abs)))
-	return err == nil
+	if _, err := fs.Stat(configs.Demo, path.Join(configs.DemoDir, name)); err != nil {
+		return "", false
+	}
+	return filepath.Join(demoDir(cfg), name), true
+}
+
+// demoArgv returns argv with a demo script's command replaced by where
+// serve installs it (see demoScript); other argvs are returned as they are.
+func demoArgv(cfg *config.Config, argv []string) []string {
+	if len(argv) == 0 || strings.Contains(argv[0], "{{") {
+		return argv
+	}
+	c := execCommand{arg: argv[0]}
+	if strings.ContainsRune(c.arg, '/') {
+		c.abs = resolveCommand(toolDir(cfg), c.arg)
+	}
+	p, ok := demoScript(cfg, c)
+	if !ok {
+		return argv
+	}
+	return append([]string{p}, argv[1:]...)
 }
 
 // installDemo writes the embedded demo scripts into <data_dir>/demo/ when
@@ -89,7 +128,8 @@ func isDemoScript(cfg *config.Config, abs string) bool {
 func installDemo(cfg *config.Config, log *slog.Logger) error {
 	needed := false
 	for _, c := range execCommands(cfg) {
-		needed = needed || isDemoScript(cfg, c.abs)
+		_, ok := demoScript(cfg, c)
+		needed = needed || ok
 	}
 	if !needed {
 		return nil
@@ -164,8 +204,8 @@ func checkExecCommands(cfg *config.Config) []config.Problem {
 			}
 			continue
 		}
-		if isDemoScript(cfg, c.abs) {
-			continue
+		if _, ok := demoScript(cfg, c); ok {
+			continue // serve writes it before anything runs
 		}
 		info, err := os.Stat(c.abs)
 		where := ""
@@ -189,14 +229,29 @@ func checkExecCommands(cfg *config.Config) []config.Problem {
 	return out
 }
 
-// reportExecProblems prints exec command problems like the loader's own
-// and returns errSilent when there is any.
-func reportExecProblems(w io.Writer, source string, cfg *config.Config) error {
-	ps := checkExecCommands(cfg)
-	if len(ps) == 0 {
-		return nil
+// loadPrepared is the one path from --config to a configuration ready to
+// run, shared by `config check` and `serve` so the two never disagree:
+// load and validate the file; for serve (install), create data_dir and
+// write the demo scripts the tools name; then check every exec command (a
+// demo script counts as there: serve writes it before anything runs).
+// Problems go to w as file:line: path: message, and errSilent is returned.
+func loadPrepared(flagPath string, w io.Writer, install bool, log *slog.Logger) (string, *config.Config, error) {
+	path, cfg, err := loadConfig(flagPath, w)
+	if err != nil {
+		return path, nil, err
 	}
-	fmt.Fprintln(w, (&config.Error{File: describeSource(source), Problems: ps}).Error())
-	fmt.Fprintf(w, "%d problem(s) in %s\n", len(ps), describeSource(source))
-	return errSilent
+	if install {
+		if err := makePrivateDir(cfg.Server.DataDir); err != nil {
+			return path, nil, fmt.Errorf("create data_dir: %w", err)
+		}
+		if err := installDemo(cfg, log); err != nil {
+			return path, nil, err
+		}
+	}
+	if ps := checkExecCommands(cfg); len(ps) > 0 {
+		fmt.Fprintln(w, (&config.Error{File: describeSource(path), Problems: ps}).Error())
+		fmt.Fprintf(w, "%d problem(s) in %s\n", len(ps), describeSource(path))
+		return path, nil, errSilent
+	}
+	return path, cfg, nil
 }

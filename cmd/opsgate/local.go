@@ -89,11 +89,8 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	path, cfg, err := loadConfig(cfgPath, stdout)
+	path, cfg, err := loadPrepared(cfgPath, stdout, false, nil)
 	if err != nil {
-		return err
-	}
-	if err := reportExecProblems(stdout, path, cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/opsgate/opsgate/config"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
 
@@ -54,7 +55,12 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	path, cfg, err := loadConfig(*cfgPath, stderr)
+	if *debugListen != "" {
+		if err := checkDebugAddr(*debugListen); err != nil {
+			return err
+		}
+	}
+	path, cfg, err := loadPrepared(*cfgPath, stderr, true, log)
 	if err != nil {
 		return err
 	}
@@ -89,12 +95,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // order: stop accepting HTTP, let the engine drain its in-flight steps
 // (bounded by the engine), stop delivery, close the store.
 func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	if err := makePrivateDir(cfg.Server.DataDir); err != nil {
-		return fmt.Errorf("create data_dir: %w", err)
-	}
-	if err := installDemo(cfg, log); err != nil {
-		return err
-	}
+	// loadPrepared created data_dir and installed the demo scripts.
 	// Listen before anything slow, so "address already in use" is the first
 	// thing an operator sees, not a timeout.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -172,7 +173,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           rootHandler(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -244,6 +245,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	log.Info("opsgate stopped")
 	return runErr
 }
+
+// rootHandler is what the listener serves: every route behind the one
+// input guard (core.GuardRequests).
+func rootHandler(mux http.Handler) http.Handler { return core.GuardRequests(mux) }
 
 // pinger is the part of the store /readyz needs.
 type pinger interface {

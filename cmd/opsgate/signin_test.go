@@ -26,6 +26,7 @@ import (
 // token sign-in is refused; a configuration reload's audit entry reaches
 // the sink, and /metrics counts it.
 func TestServeOIDCSignInAndAuditSink(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := e.baseURL()
 	idp := oidctest.Start(t, oidctest.Options{

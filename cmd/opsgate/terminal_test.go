@@ -130,6 +130,7 @@ func (p *bg) line(t *testing.T) string {
 }
 
 func TestApprovalsWatchAndWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	termConfig(e, "1h")
 	e.start()
@@ -240,10 +241,16 @@ func (p *bg) waitStderr(t *testing.T, want string) {
 }
 
 func TestApprovalsWaitExpiredExits3(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	termConfig(e, "1s")
 	e.start()
-	_, id := e.pendingDeploy("wait-expire", "3.0.0")
+	// The approval may expire before a poll sees the run waiting on it (a
+	// loaded machine can take longer than its 1 s): wait for the approval
+	// to exist, whatever its state, and let `approvals wait` judge it.
+	run := e.message("wait-expire", "deploy api 3.0.0")
+	r := e.waitRun(run.ID, "holding an approval", func(r testRun) bool { return len(r.Steps) > 0 && r.Steps[0].ApprovalID != "" })
+	id := r.Steps[0].ApprovalID
 	out, errOut, code := e.cli("approvals", "wait", id)
 	if code != 3 || !strings.HasPrefix(out, "expired "+id) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -256,6 +263,7 @@ func TestApprovalsWaitExpiredExits3(t *testing.T) {
 // approval in place lets the run finish, and the result is printed before
 // the session ends with its input.
 func TestChatDecidesInPlace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	termConfig(e, "1h")
 	e.start()

@@ -90,6 +90,7 @@ func (p *tmuxPane) waitFor(subs ...string) string {
 // approves it, the run succeeds, and the runs view shows it.
 // OPSGATE_UPDATE_SCREENSHOTS=1 writes the captures to artifacts/terminal/.
 func TestTUIUnderTmux(t *testing.T) {
+	t.Parallel()
 	tmux := needTmux(t)
 	e := newEnv(t)
 	termConfig(e, "1h")

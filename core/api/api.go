@@ -393,6 +393,10 @@ func (s *server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, "internal", "internal error")
 		}
 	}()
+	if err := core.CheckRequest(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	tok, ok := s.authenticate(r)
 	actor, scopes := tok.actor, tok.scopes
 	if !ok {

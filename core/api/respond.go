@@ -70,8 +70,11 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if he.status >= 500 {
 		s.log.ErrorContext(r.Context(), "api: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	if he.status == http.StatusUnauthorized {
+	switch he.status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="opsgate"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", core.StoreRetryAfter)
 	}
 	writeJSON(w, he.status, map[string]ErrorBody{"error": he.body})
 }
@@ -101,6 +104,15 @@ func (s *server) classify(err error) *httpError {
 		return errf(http.StatusNotFound, "not_found", "not found")
 	case errors.Is(err, core.ErrConflict):
 		return errf(http.StatusConflict, "conflict", "the resource changed state; reload it")
+	case errors.Is(err, core.ErrInvalidInput):
+		e := errf(core.IngressStatus(err), "invalid_input", "%s", core.IngressMessage(err))
+		var ie *core.InputError
+		if errors.As(err, &ie) {
+			e.body.Field = ie.Field
+		}
+		return e
+	case errors.Is(err, core.ErrStoreUnavailable):
+		return errf(core.IngressStatus(err), "store_unavailable", "%s", core.IngressMessage(err))
 	}
 	return errf(http.StatusInternalServerError, "internal", "internal error")
 }
@@ -137,6 +149,9 @@ func decodeBody(r *http.Request, v any) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return errf(http.StatusBadRequest, "malformed_json", "request body is empty; want a JSON object")
+	}
+	if err := core.CheckJSON(data); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -206,9 +206,12 @@ func (w *Worker) send(ctx context.Context, keys pace.Keys, out core.Outbound) (r
 			return ref, 0, nil
 		}
 		var rl *core.RateLimitError
-		if !errors.As(err, &rl) || ctx.Err() != nil {
+		if !errors.As(err, &rl) {
 			return core.MessageRef{}, 0, err
 		}
+		// The pause is kept even when ctx ended while the request was out
+		// (shutdown, lease lost): the hand-over passes it to the next
+		// holder, which must not send to that bucket before it ends.
 		w.m.limited.WithLabelValues(w.channel).Inc()
 		d := rl.RetryAfter
 		if d <= 0 {
@@ -216,6 +219,13 @@ func (w *Worker) send(ctx context.Context, keys pace.Keys, out core.Outbound) (r
 		}
 		scope, key := w.scopeOf(rl.Scope, keys)
 		w.lim.Pause(scope, key, d)
+		select {
+		case w.paused <- struct{}{}:
+		default:
+		}
+		if ctx.Err() != nil {
+			return core.MessageRef{}, 0, err
+		}
 		if limited+1 >= w.o.MaxRateLimited {
 			return core.MessageRef{}, d, err
 		}

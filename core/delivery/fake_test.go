@@ -55,8 +55,11 @@ func (g *gcra) allow(now time.Time, l limit, slack time.Duration) bool {
 // received is one request the fake accepted.
 type received struct {
 	Conv, Key, Text, Edit, ID string
-	Kind                      core.MessageKind
-	Part, Parts               int
+	// From names the fakePlatform that sent it (a replica, in tests with
+	// several).
+	From        string
+	Kind        core.MessageKind
+	Part, Parts int
 	// Sent is when the client's Send began (the moment the pacer let the
 	// request go), stamped by fakePlatform; At is when the fake got it.
 	Sent, At time.Time
@@ -65,8 +68,10 @@ type received struct {
 // arrival is one request that reached the fake's limit check (accepted
 // or answered 429), for the after-the-fact conformance analysis.
 type arrival struct {
-	Conv     string
-	Sent, At time.Time
+	Conv, From string
+	Sent, At   time.Time
+	// Over: the fake refused it as over a limit.
+	Over bool
 }
 
 // fakeServer is a chat platform on 127.0.0.1 that enforces a
@@ -89,9 +94,10 @@ type fakeServer struct {
 	violations int // requests over a limit
 	early      int // requests before a Retry-After had passed
 	limited    int // 429s answered
-	// every429 makes every n-th request a 429 (0: never).
-	every429 int
-	requests int
+	// every429 makes every n-th request a 429 (0: never); once429 only
+	// the n-th.
+	every429, once429 int
+	requests          int
 	// fail5xx answers 503 to this many requests first.
 	fail5xx atomic.Int64
 	// noEdit answers 501 to edits.
@@ -130,7 +136,6 @@ func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	if till, ok := f.pausedTill[req.Conv]; ok && (now.Before(till) || req.Sent.Before(till)) {
 		f.early++
 	}
-	f.arrivals = append(f.arrivals, arrival{Conv: req.Conv, Sent: req.Sent, At: now})
 	b := f.convB[req.Conv]
 	if b == nil {
 		b = &gcra{}
@@ -143,7 +148,8 @@ func (f *fakeServer) handle(w http.ResponseWriter, r *http.Request) {
 	if over {
 		f.violations++
 	}
-	if over || (f.every429 > 0 && f.requests%f.every429 == 0) {
+	f.arrivals = append(f.arrivals, arrival{Conv: req.Conv, From: req.From, Sent: req.Sent, At: now, Over: over})
+	if over || (f.every429 > 0 && f.requests%f.every429 == 0) || f.requests == f.once429 {
 		f.limited++
 		f.pausedTill[req.Conv] = now.Add(f.retryAfter)
 		f.mu.Unlock()
@@ -265,6 +271,31 @@ func excess(ts []time.Time, l limit, slack time.Duration) (worst time.Duration, 
 	return worst, over
 }
 
+// logArrivals logs every request the fake saw, with who sent it and the
+// gaps to the one before on both clocks (the sender's stamp and the fake's
+// arrival), times relative to mark: what a failure needs to tell a pacing
+// fault (Sent gaps short) from jitter on the way (only At gaps short).
+func (f *fakeServer) logArrivals(t testing.TB, mark time.Time) {
+	t.Helper()
+	f.mu.Lock()
+	arr := append([]arrival(nil), f.arrivals...)
+	f.mu.Unlock()
+	for i, a := range arr {
+		var dSent, dAt time.Duration
+		if i > 0 {
+			dSent, dAt = a.Sent.Sub(arr[i-1].Sent), a.At.Sub(arr[i-1].At)
+		}
+		flag := ""
+		if a.Over {
+			flag = " OVER"
+		}
+		t.Logf("%3d %s sent %+9.3fms (gap %7.3fms) arrived %+9.3fms (gap %7.3fms)%s", i, a.From,
+			ms(a.Sent.Sub(mark)), ms(dSent), ms(a.At.Sub(mark)), ms(dAt), flag)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 func (f *fakeServer) stats() (violations, early, limited int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -274,7 +305,9 @@ func (f *fakeServer) stats() (violations, early, limited int) {
 // fakePlatform is the adapter side: it POSTs each Outbound to the fake and
 // maps its answers onto the pipeline's error types.
 type fakePlatform struct {
-	url    string
+	url string
+	// name is stamped on every request (received.From).
+	name   string
 	format delivery.Format
 	pacing delivery.Pacing
 	client *http.Client
@@ -300,7 +333,7 @@ func (p *fakePlatform) Buckets(t core.Thread) delivery.Buckets {
 }
 
 func (p *fakePlatform) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
-	body := received{Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts, Sent: time.Now()}
+	body := received{From: p.name, Conv: m.Thread.Key, Key: m.Key, Text: m.Text, Kind: m.Kind, Part: m.Part, Parts: m.Parts, Sent: time.Now()}
 	if m.Edit != nil {
 		body.Edit = m.Edit.ID
 	}
@@ -417,8 +450,9 @@ func startWorker(t testing.TB, o delivery.Options) *worker {
 	return startWorkerCtx(t, context.Background(), o)
 }
 
-// startWorkerCtx runs the worker until parent ends or stop is called.
-func startWorkerCtx(t testing.TB, parent context.Context, o delivery.Options) *worker {
+// startWorkerCtx runs the worker until parent ends or stop is called;
+// before, if given, sees the worker before it runs.
+func startWorkerCtx(t testing.TB, parent context.Context, o delivery.Options, before ...func(*delivery.Worker)) *worker {
 	t.Helper()
 	if o.LeaseTTL == 0 {
 		o.LeaseTTL = 1500 * time.Millisecond
@@ -432,6 +466,9 @@ func startWorkerCtx(t testing.TB, parent context.Context, o delivery.Options) *w
 	w, err := delivery.New(o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range before {
+		f(w)
 	}
 	ctx, cancel := context.WithCancel(parent)
 	done := make(chan error, 1)

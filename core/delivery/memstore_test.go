@@ -34,7 +34,8 @@ type memMsg struct {
 
 type memLease struct {
 	owner string
-	until time.Time
+	until time.Time // zero: handed over
+	state []byte
 }
 
 func newMemStore() *memStore {
@@ -211,8 +212,38 @@ func (s *memStore) LeaseAcquire(ctx context.Context, name, owner string, now, un
 	if ok && l.owner != owner && l.until.After(now) {
 		return false, nil
 	}
-	s.leases[name] = memLease{owner, until}
+	s.leases[name] = memLease{owner: owner, until: until}
 	return true, nil
+}
+
+func (s *memStore) SendLeaseAcquire(ctx context.Context, p core.SendLeaseParams) (core.SendLease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[p.Name]
+	got := core.SendLease{PriorOwner: l.owner, PriorUntil: l.until, PriorState: l.state}
+	if ok && l.owner != p.Owner && l.until.After(p.Now) {
+		return got, nil
+	}
+	s.leases[p.Name] = memLease{owner: p.Owner, until: p.Until, state: p.State}
+	got.Acquired = true
+	return got, nil
+}
+
+func (s *memStore) SendLeaseHandOver(ctx context.Context, p core.SendLeaseParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[p.Name]
+	if !ok || l.owner != p.Owner {
+		return nil
+	}
+	s.leases[p.Name] = memLease{owner: p.Owner, state: p.State}
+	for _, m := range s.pending {
+		if m.d.Thread.Channel == p.Channel && m.owner == p.Owner && m.d.Status == core.DeliveryPending {
+			m.owner, m.leaseUntil = "", time.Time{}
+		}
+	}
+	s.notify()
+	return nil
 }
 
 func (s *memStore) LeaseRelease(ctx context.Context, name, owner string) error {

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,7 +79,8 @@ const claimBatchDelay = 10 * time.Millisecond
 // Worker drains the outbox of one channel (one platform account). Several
 // replicas may run a Worker for the same channel: only the holder of the
 // lease "delivery:<channel>" sends, so the token buckets it keeps in memory
-// are the only ones spending the account's budget.
+// are the only ones spending the account's budget, and the lease carries
+// what a successor needs to go on spending it exactly (see takeOver).
 type Worker struct {
 	o       Options
 	channel string
@@ -91,6 +93,9 @@ type Worker struct {
 	// kick wakes the dispatcher when a send finishes (a slot is free, the
 	// thread's next message may be due).
 	kick chan struct{}
+	// paused wakes the lease renewal after a 429 paused a bucket, so the
+	// pause is stored for a successor at once.
+	paused chan struct{}
 
 	mu sync.Mutex
 	// retries are the retry times this worker scheduled and not yet
@@ -143,14 +148,10 @@ func New(o Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delivery: new worker for %s: %w", ch, err)
 	}
-	var refill time.Duration
-	for _, r := range []Rate{pc.Conversation, pc.Group, pc.Account} {
-		refill = max(refill, r.Every*time.Duration(max(r.Burst, 1)))
-	}
 	return &Worker{
-		o: o, channel: ch, lim: lim, m: m, refill: refill,
+		o: o, channel: ch, lim: lim, m: m, refill: specOf(pc).Refill(),
 		log:  o.Logger.With("channel", ch, "owner", o.Owner),
-		kick: make(chan struct{}, 1),
+		kick: make(chan struct{}, 1), paused: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -172,8 +173,8 @@ func LeaseName(channel string) string { return "delivery:" + channel }
 
 // Run sends until ctx is done. It takes the account lease when it is free,
 // renews it every LeaseTTL/3 and sends only while it holds it; when ctx
-// ends it stops sending, waits for sends in flight and releases the lease
-// so another replica can take over at once.
+// ends it stops sending, waits for sends in flight and hands the lease
+// over (with its pacing state) so another replica can take over at once.
 func (w *Worker) Run(ctx context.Context) error {
 	var wake <-chan struct{}
 	if w.o.Subscribe != nil {
@@ -181,20 +182,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer cancel()
 		wake = ch
 	}
-	name := LeaseName(w.channel)
 	for {
 		now := w.o.Now()
 		until := now.Add(w.o.LeaseTTL)
-		ok, err := w.o.Store.LeaseAcquire(ctx, name, w.o.Owner, now, until)
+		l, err := w.o.Store.SendLeaseAcquire(ctx, w.leaseParams(now, until))
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("delivery: acquire lease", "err", err)
 		}
-		if ok {
-			w.log.Debug("delivery: lease acquired")
+		if err == nil && l.Acquired {
+			h, quiet := takeOver(l, now, w.refill)
+			w.log.Debug("delivery: lease acquired", "prior_owner", l.PriorOwner, "quiet_until", quiet, "pauses", len(h.Pauses))
+			w.lim.TakeOver(h, quiet)
 			w.lead(ctx, until, wake)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if err := w.o.Store.LeaseRelease(rctx, name, w.o.Owner); err != nil {
-				w.log.Warn("delivery: release lease", "err", err)
+			if err := w.o.Store.SendLeaseHandOver(rctx, w.leaseParams(w.o.Now(), time.Time{})); err != nil {
+				w.log.Warn("delivery: hand the lease over", "err", err)
 			}
 			cancel()
 		}
@@ -211,6 +213,41 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
+// leaseParams are the send lease's parameters, carrying the pacing state
+// as it is now for a successor.
+func (w *Worker) leaseParams(now, until time.Time) core.SendLeaseParams {
+	state, err := json.Marshal(w.lim.Handover())
+	if err != nil { // a Handover always marshals; say so if it ever does not
+		w.log.Error("delivery: encode pacing state", "err", err)
+		state = nil
+	}
+	return core.SendLeaseParams{Name: LeaseName(w.channel), Owner: w.o.Owner, Channel: w.channel, Now: now, Until: until, State: state}
+}
+
+// takeOver derives, from what the send lease held before we took it, the
+// pacing state to start from and the instant before which nothing may be
+// sent: once every bucket the previous holders drew from is full again, as
+// ours start. A holder that handed over said when it last sent; one whose
+// lease lapsed (a crash, a lost store) may have sent until its lease ran
+// out; a state that does not parse says nothing, so we wait a full refill
+// from now. Nobody having sent for a refill means no wait at all.
+func takeOver(l core.SendLease, now time.Time, refill time.Duration) (pace.Handover, time.Time) {
+	var h pace.Handover
+	if len(l.PriorState) > 0 {
+		if err := json.Unmarshal(l.PriorState, &h); err != nil {
+			return pace.Handover{}, now.Add(refill)
+		}
+	}
+	var quiet time.Time
+	if !h.LastGrant.IsZero() {
+		quiet = h.LastGrant.Add(refill)
+	}
+	if !l.PriorUntil.IsZero() && l.PriorUntil.Add(refill).After(quiet) {
+		quiet = l.PriorUntil.Add(refill)
+	}
+	return h, quiet
+}
+
 // lead sends while the lease is ours: a renewal goroutine cancels lctx when
 // the lease cannot be renewed before it would lapse, so no send starts after
 // another replica may have taken over.
@@ -223,16 +260,7 @@ func (w *Worker) lead(ctx context.Context, until time.Time, wake <-chan struct{}
 		defer close(renewDone)
 		w.renew(lctx, cancel, lease)
 	}()
-	// The previous owner may have just emptied the buckets, and ours start
-	// full: wait until they could have refilled, so the platform never
-	// sees the two owners' bursts back to back.
-	select {
-	case <-lctx.Done():
-	case <-time.After(w.refill):
-	}
-	if lctx.Err() == nil {
-		w.dispatch(lctx, lease, wake)
-	}
+	w.dispatch(lctx, lease, wake)
 	cancel()
 	<-renewDone
 }
@@ -255,40 +283,46 @@ func (l *leaseState) set(t time.Time) {
 	l.until = t
 }
 
-// renew extends the lease every TTL/3. A failed renewal is retried at the
-// next tick; if the lease would lapse within TTL/6 without one, sending
-// stops (cancel) before another replica can acquire it.
+// renew extends the lease every TTL/3, and at once after a 429 paused a
+// bucket, storing the pacing state with it: a successor taking over after
+// a crash still honours the pause. A failed renewal is retried at the next
+// tick; if the lease would lapse within TTL/6 without one, sending stops
+// (stop) before another replica can acquire it. That deadline runs on its
+// own timer, so a renewal stuck on a slow store cannot outlast it.
 func (w *Worker) renew(ctx context.Context, stop func(), lease *leaseState) {
 	tick := time.NewTicker(w.o.LeaseTTL / 3)
 	defer tick.Stop()
 	margin := w.o.LeaseTTL / 6
+	deadline := time.AfterFunc(time.Until(lease.get().Add(-margin)), func() {
+		w.log.Warn("delivery: lease lapsing without renewal; stopping sends")
+		stop()
+	})
+	defer deadline.Stop()
 	for {
-		deadline := time.NewTimer(time.Until(lease.get().Add(-margin)))
 		select {
 		case <-ctx.Done():
-			deadline.Stop()
-			return
-		case <-deadline.C:
-			w.log.Warn("delivery: lease lapsing without renewal; stopping sends")
-			stop()
 			return
 		case <-tick.C:
-			deadline.Stop()
-			now := w.o.Now()
-			until := now.Add(w.o.LeaseTTL)
-			ok, err := w.o.Store.LeaseAcquire(ctx, LeaseName(w.channel), w.o.Owner, now, until)
-			switch {
-			case err != nil:
-				if ctx.Err() == nil {
-					w.log.Warn("delivery: renew lease", "err", err)
-				}
-			case !ok:
-				w.log.Warn("delivery: lease taken by another owner; stopping sends")
-				stop()
-				return
-			default:
-				lease.set(until)
+		case <-w.paused:
+		}
+		now := w.o.Now()
+		until := now.Add(w.o.LeaseTTL)
+		l, err := w.o.Store.SendLeaseAcquire(ctx, w.leaseParams(now, until))
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				w.log.Warn("delivery: renew lease", "err", err)
 			}
+		case !l.Acquired:
+			w.log.Warn("delivery: lease taken by another owner; stopping sends")
+			stop()
+			return
+		default:
+			if !deadline.Stop() {
+				return // the deadline passed first: sending has stopped
+			}
+			lease.set(until)
+			deadline.Reset(time.Until(until.Add(-margin)))
 		}
 	}
 }

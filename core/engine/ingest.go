@@ -28,6 +28,14 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if ev.Channel == "" || ev.EventID == "" {
 		return core.Receipt{}, fmt.Errorf("engine: event without channel or event id")
 	}
+	if err := ev.Check(); err != nil {
+		var ie *core.InputError
+		if (ev.Decision != nil || ev.Answer != nil) && errors.As(err, &ie) {
+			// Every surface tells the decider a refusal it understands.
+			return core.Receipt{}, &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error(), Field: ie.Field}
+		}
+		return core.Receipt{}, fmt.Errorf("engine: refused event: %w", err)
+	}
 	if ev.ReceivedAt.IsZero() {
 		ev.ReceivedAt = e.now()
 	}

@@ -94,6 +94,10 @@ func (s *Server) endpointHandler(ep endpoint) (http.Handler, error) {
 				writeRPCError(w, http.StatusBadRequest, nil, -32700, "cannot read the request body")
 				return
 			}
+			if err := core.CheckJSON(b); err != nil {
+				writeRPCError(w, http.StatusBadRequest, nil, -32600, err.Error())
+				return
+			}
 			body = b
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			r.ContentLength = int64(len(b))

@@ -234,6 +234,9 @@ func validateInput(s *jsonschema.Schema, raw json.RawMessage) (map[string]json.R
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
 	}
+	if err := core.CheckJSON(raw); err != nil {
+		return nil, err
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("arguments are not JSON: %v", err)

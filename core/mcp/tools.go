@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -161,6 +162,13 @@ func (s *Server) run(ctx context.Context, ep endpoint, t tool, in *jsonschema.Sc
 // internalError is a failure of opsgate itself (the store), not of the
 // request: logged with its cause, shown without it.
 func (s *Server) internalError(tool string, err error) *toolErr {
+	switch {
+	case errors.Is(err, core.ErrInvalidInput):
+		return errf("invalid_input", "%s: %s", tool, core.IngressMessage(err))
+	case errors.Is(err, core.ErrStoreUnavailable):
+		s.log.Error("mcp tool failed", "tool", tool, "err", err)
+		return errf("store_unavailable", "%s: %s", tool, core.IngressMessage(err))
+	}
 	s.log.Error("mcp tool failed", "tool", tool, "err", err)
 	return errf("internal", "opsgate could not answer (%s); try again", tool)
 }

@@ -102,6 +102,12 @@ type Option func(*Limiter)
 // WithClock replaces the wall clock.
 func WithClock(c Clock) Option { return func(l *Limiter) { l.clock = c } }
 
+// OnGrant has f called with every grant's instant and keys, under the
+// Limiter's lock (f must not call back into it): the exact times a
+// Limiter spent tokens at, for checking them against a platform's limits
+// without a loaded machine's scheduling in the way.
+func OnGrant(f func(at time.Time, k Keys)) Option { return func(l *Limiter) { l.onGrant = f } }
+
 type bucketKey struct {
 	scope Scope
 	key   string
@@ -134,6 +140,8 @@ type Limiter struct {
 	mu        sync.Mutex
 	buckets   map[bucketKey]*bucket
 	lastSweep time.Time
+	// lastGrant is the latest instant a grant was dated (see Handover).
+	lastGrant time.Time
 	onGrant   func(time.Time, Keys) // tests: observe grants at their exact time
 }
 
@@ -302,6 +310,9 @@ func (l *Limiter) tryTake(now time.Time, k Keys, slept bool) time.Time {
 		if now.Before(b.resetAt) {
 			b.remaining--
 		}
+	}
+	if due.After(l.lastGrant) {
+		l.lastGrant = due
 	}
 	if l.onGrant != nil {
 		l.onGrant(due, k)

@@ -100,7 +100,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, db: stdlib.OpenDBFromPool(pool), dialect: d,
 		log: log.With("component", "store/postgres"), done: make(chan struct{})}
-	s.Store = sqlstore.New(sqlstore.Config{DB: s.db, Dialect: s.dialect, Logger: log})
+	s.Store = sqlstore.New(sqlstore.Config{DB: s.db, Dialect: s.dialect, Logger: log, Classify: classify})
 	if err := s.Ping(ctx); err != nil {
 		s.closeDB()
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -95,7 +95,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	// Group commit: concurrent writers share one transaction and one fsync
 	// (synchronous=FULL stays the default), instead of queueing for the one
 	// connection and paying an fsync each.
-	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect(), GroupCommit: true, Logger: o.Logger})
+	s.Store = sqlstore.New(sqlstore.Config{DB: write, ReadDB: read, Dialect: sqlstore.SQLiteDialect(), GroupCommit: true, Logger: o.Logger, Classify: classify})
 	if err := s.Ping(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

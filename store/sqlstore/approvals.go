@@ -196,7 +196,7 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 	}
 	if s.dialect.OneStatement {
 		if stored, result, handled := s.approvalDecideOne(ctx, p); handled {
-			return stored, result
+			return stored, s.classified(result)
 		}
 	}
 	var stored *approvals.Approval

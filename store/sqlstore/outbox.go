@@ -112,7 +112,7 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	// a transaction block: one round trip, not three.
 	if s.writer == nil {
 		err := claim(s.db.QueryContext(ctx, s.dialect.Rebind(outboxClaimSQL(s.dialect)), args...))
-		return out, err
+		return out, s.classified(err)
 	}
 	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
 		return claim(t.query(ctx, outboxClaimSQL(t.d), args...))
@@ -281,7 +281,7 @@ func (s *Store) execOne(ctx context.Context, op, q string, topics []string, args
 		n, err = r.RowsAffected()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: %s: %w", op, err)
+		return 0, s.classified(fmt.Errorf("store: %s: %w", op, err))
 	}
 	if n > 0 && len(topics) > 0 {
 		s.afterCommit(&tx{topics: topics})

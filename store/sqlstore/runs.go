@@ -26,7 +26,8 @@ func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core
 		return core.InboxResult{}, err
 	}
 	if s.dialect.OneStatement {
-		return s.inboxRecordOne(ctx, p, in.now, in.events, in.run)
+		res, err := s.inboxRecordOne(ctx, p, in.now, in.events, in.run)
+		return res, s.classified(err)
 	}
 	var res core.InboxResult
 	err = s.inTx(ctx, "inbox record", func(t *tx) error {
@@ -50,6 +51,11 @@ func prepareInbox(p core.InboxRecordParams) (*inbox, error) {
 	ev := p.Event
 	if ev.Channel == "" || ev.EventID == "" {
 		return nil, errors.New("store: inbox record: event channel and id are required")
+	}
+	// The edges refuse what cannot be kept; this is the last line, so both
+	// backends refuse alike (Postgres would fail on a NUL, SQLite store it).
+	if err := ev.Check(); err != nil {
+		return nil, fmt.Errorf("store: inbox record: %w", err)
 	}
 	in := &inbox{p: p, now: orNow(ev.ReceivedAt), events: p.Events}
 	if p.Run != nil {
@@ -248,7 +254,7 @@ func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) err
 func (s *Store) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
 	now := orNow(c.Now)
 	if s.dialect.OneStatement {
-		return s.runCheckpointOne(ctx, c, now)
+		return s.classified(s.runCheckpointOne(ctx, c, now))
 	}
 	return s.inTx(ctx, "run checkpoint", func(t *tx) error { return checkpointInTx(ctx, t, c, now) })
 }

@@ -49,16 +49,24 @@ type Config struct {
 	// sealer failures); default slog.Default(). cmd passes the server's
 	// logger, so --log-format and --log-level apply.
 	Logger *slog.Logger
+	// Classify, when set, maps a driver error to the core error it means —
+	// a *core.StoreUnavailableError for a full disk, a read-only file or an
+	// unreachable server, a *core.InputError for a value the backend cannot
+	// store — wrapping it, or returns nil. The backend knows its driver;
+	// the store applies it to every write and to Ping, so every surface can
+	// answer 503 or 400 without knowing either.
+	Classify func(error) error
 }
 
 // Store is the shared implementation of core.Store (and approvals.Store).
 // Backends embed it and add Open, Migrate and Close.
 type Store struct {
-	db      *sql.DB
-	read    *sql.DB
-	dialect Dialect
-	hub     *Hub
-	log     *slog.Logger
+	db       *sql.DB
+	read     *sql.DB
+	dialect  Dialect
+	classify func(error) error
+	hub      *Hub
+	log      *slog.Logger
 
 	// The audit sealer (Dialect.DeferAuditSeal only): sealKick wakes it
 	// after a commit that audited; Close stops it and seals what is left.
@@ -93,7 +101,7 @@ func New(cfg Config) *Store {
 		log = slog.Default()
 	}
 	s := &Store{db: cfg.DB, read: read, dialect: cfg.Dialect, hub: NewHub(), sealKick: make(chan struct{}, 1),
-		log: log.With("component", "store/"+cfg.Dialect.Name)}
+		log: log.With("component", "store/"+cfg.Dialect.Name), classify: cfg.Classify}
 	s.instance = newInstanceID()
 	if cfg.GroupCommit {
 		s.writer = newGroupWriter(s)
@@ -139,9 +147,21 @@ func RunEventsTopic(runID string) string { return core.TopicEvents + "/" + runID
 // Ping implements core.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("store: ping: %w", err)
+		return s.classified(fmt.Errorf("store: ping: %w", err))
 	}
 	return nil
+}
+
+// classified returns err as the backend's Classify maps it (see Config),
+// or as it is.
+func (s *Store) classified(err error) error {
+	if err == nil || s.classify == nil || errors.Is(err, core.ErrStoreUnavailable) || errors.Is(err, core.ErrInvalidInput) {
+		return err
+	}
+	if c := s.classify(err); c != nil {
+		return c
+	}
+	return err
 }
 
 // Close stops the audit sealer, sealing what is pending (bounded; what is
@@ -267,6 +287,10 @@ func (t *tx) notify(topic string) {
 // subscribers of the topics it touched are woken and, with cross-process
 // notification (Postgres), the other processes are notified (notify.go).
 func (s *Store) inTx(ctx context.Context, op string, fn func(*tx) error) error {
+	return s.classified(s.inTxRaw(ctx, op, fn))
+}
+
+func (s *Store) inTxRaw(ctx context.Context, op string, fn func(*tx) error) error {
 	if s.writer != nil {
 		return s.writer.do(ctx, op, fn)
 	}

@@ -339,3 +339,74 @@ func testPing(t *testing.T, s core.Store) {
 		t.Errorf("Ping: %v", err)
 	}
 }
+
+// testSendLease: the send lease carries its holder's state to the next
+// holder. A fresh lease has no prior holder; a live one is refused to
+// others; a hand-over ends it at once (PriorUntil zero, the state complete)
+// and frees the holder's claims on its channel's pending messages, and only
+// those; a lapsed lease reports when it lapsed, with the state of its last
+// renewal; a hand-over by a non-holder changes nothing.
+func testSendLease(t *testing.T, s core.Store) {
+	acquire := func(owner string, at time.Duration, state string) core.SendLease {
+		t.Helper()
+		now := t0.Add(at)
+		l, err := s.SendLeaseAcquire(ctx(t), core.SendLeaseParams{Name: "delivery:console", Owner: owner, Channel: "console",
+			Now: now, Until: now.Add(time.Minute), State: []byte(state)})
+		if err != nil {
+			t.Fatalf("SendLeaseAcquire: %v", err)
+		}
+		return l
+	}
+	handOver := func(owner, state string) {
+		t.Helper()
+		if err := s.SendLeaseHandOver(ctx(t), core.SendLeaseParams{Name: "delivery:console", Owner: owner, Channel: "console",
+			State: []byte(state)}); err != nil {
+			t.Fatalf("SendLeaseHandOver: %v", err)
+		}
+	}
+	if l := acquire("o1", 0, `{"n":1}`); !l.Acquired || l.PriorOwner != "" || !l.PriorUntil.IsZero() || len(l.PriorState) != 0 {
+		t.Fatalf("fresh lease = %+v, want acquired with no prior holder", l)
+	}
+	if l := acquire("o2", 10*time.Second, `{}`); l.Acquired {
+		t.Fatalf("o2 acquired a lease o1 holds: %+v", l)
+	}
+	if l := acquire("o1", 20*time.Second, `{"n":2}`); !l.Acquired || l.PriorOwner != "o1" || string(l.PriorState) != `{"n":1}` {
+		t.Fatalf("renewal = %+v, want acquired, prior o1 {\"n\":1}", l)
+	}
+	// o1 holds claims on two console messages and another channel's one.
+	ids := queueMsgs(t, s, core.OutboxMessage{Thread: thread("sl-a"), Text: "a"}, core.OutboxMessage{Thread: thread("sl-b"), Text: "b"})
+	other := queueMsgs(t, s, core.OutboxMessage{Thread: core.Thread{Channel: "slack", Key: "C1"}, Text: "c"})
+	if got := claimOutbox(t, s, "console", "o1", t0.Add(20*time.Second)); len(got) != 2 {
+		t.Fatalf("o1 claimed %v, want both console messages", deliveryIDs(got))
+	}
+	if got := claimOutbox(t, s, "slack", "o1", t0.Add(20*time.Second)); len(got) != 1 {
+		t.Fatalf("o1 claimed %v on slack, want %v", deliveryIDs(got), other)
+	}
+	handOver("o2", `{"forged":true}`) // not the holder: no effect
+	if l := acquire("o2", 30*time.Second, `{}`); l.Acquired {
+		t.Fatalf("a hand-over by a non-holder freed the lease: %+v", l)
+	}
+	if got := claimOutbox(t, s, "console", "o2", t0.Add(30*time.Second)); len(got) != 0 {
+		t.Fatalf("a hand-over by a non-holder freed claims: o2 claimed %v", deliveryIDs(got))
+	}
+	handOver("o1", `{"last":"x"}`)
+	l := acquire("o2", 30*time.Second, `{"o2":1}`)
+	if !l.Acquired || l.PriorOwner != "o1" || !l.PriorUntil.IsZero() || string(l.PriorState) != `{"last":"x"}` {
+		t.Fatalf("after hand-over = %+v, want acquired at once, prior o1, PriorUntil zero, its state", l)
+	}
+	if got := deliveryIDs(claimOutbox(t, s, "console", "o2", t0.Add(30*time.Second))); len(got) != 2 || got[0] != ids[0] || got[1] != ids[1] {
+		t.Errorf("after hand-over o2 claimed %v, want o1's console messages %v", got, ids)
+	}
+	if got := claimOutbox(t, s, "slack", "o3", t0.Add(30*time.Second)); len(got) != 0 {
+		t.Errorf("the hand-over freed another channel's claim: o3 claimed %v", deliveryIDs(got))
+	}
+	// o2 lapses (acquired at 30 s until 90 s): o3 learns when, and the
+	// state of o2's last renewal.
+	if l := acquire("o3", 89*time.Second, `{}`); l.Acquired {
+		t.Fatalf("o3 acquired before o2's lease lapsed: %+v", l)
+	}
+	l = acquire("o3", 90*time.Second, `{}`)
+	if want := t0.Add(90 * time.Second); !l.Acquired || l.PriorOwner != "o2" || !l.PriorUntil.Equal(want) || string(l.PriorState) != `{"o2":1}` {
+		t.Errorf("after lapse = %+v, want acquired, prior o2 until %v with its state", l, want)
+	}
+}

@@ -549,3 +549,34 @@ func testInboxRecordsAudit(t *testing.T, s core.Store) {
 	}
 	mustEqual(t, "replies", len(allOutbox(t, s)), 1)
 }
+
+// testInboxRefusesWhatItCannotKeep: an event whose thread, event id, actor
+// or text holds a NUL or invalid UTF-8 is refused with core.ErrInvalidInput
+// by both backends alike (Postgres cannot store it, SQLite would), and
+// nothing of it is stored: no event, no run, no reply.
+func testInboxRefusesWhatItCannotKeep(t *testing.T, s core.Store) {
+	for name, spoil := range map[string]func(*core.ChannelEvent){
+		"thread":   func(e *core.ChannelEvent) { e.Thread.Key = "acc\x00bi" },
+		"event_id": func(e *core.ChannelEvent) { e.EventID = "e\xff\xfe" },
+		"actor":    func(e *core.ChannelEvent) { e.Actor.ID = "console:a\x00" },
+		"text":     func(e *core.ChannelEvent) { e.Text = "deploy\x00 api" },
+	} {
+		ev := event(thread("bad-" + name))
+		spoil(&ev)
+		run := newRun(ev.Thread)
+		_, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: ev, Run: run,
+			Replies: []core.OutboxMessage{{ID: newID("msg"), Thread: ev.Thread, Kind: core.KindReply, Text: "x"}}})
+		if !errors.Is(err, core.ErrInvalidInput) {
+			t.Errorf("InboxRecord with a bad %s: err = %v, want ErrInvalidInput", name, err)
+		}
+		if _, err := s.RunGet(ctx(t), run.ID); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("bad %s: RunGet = %v, want ErrNotFound (nothing stored)", name, err)
+		}
+	}
+	runs, _, err := s.RunList(ctx(t), core.RunListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "runs", len(runs), 0)
+	mustEqual(t, "outbox messages", len(allOutbox(t, s)), 0)
+}

@@ -339,6 +339,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.plainError(w, http.StatusInternalServerError, "Internal error.")
 		}
 	}()
+	if err := core.CheckRequest(r); err != nil {
+		s.plainError(w, http.StatusBadRequest, "Bad request: "+err.Error()+".")
+		return
+	}
 	s.cop.Handler(s.mux).ServeHTTP(w, r)
 }
 
@@ -347,6 +351,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, core.ErrNotFound) {
 		s.plainError(w, http.StatusNotFound, "Not found.")
+		return
+	}
+	if status := core.IngressStatus(err); status != http.StatusInternalServerError {
+		if status == http.StatusServiceUnavailable {
+			s.log.ErrorContext(r.Context(), "web: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			w.Header().Set("Retry-After", core.StoreRetryAfter)
+		}
+		s.plainError(w, status, core.IngressMessage(err)+".")
 		return
 	}
 	if r.Context().Err() == nil {

@@ -55,7 +55,7 @@ type Server struct {
 	tsSeq    int64
 	limited  map[string][]int    // method → pending Retry-After seconds
 	failures map[string][]string // method → pending error codes
-	delay    map[string]time.Duration
+	held     map[string]chan struct{}
 
 	// Socket Mode
 	wsOut   chan []byte
@@ -68,7 +68,7 @@ type Server struct {
 func New(t testing.TB) *Server {
 	s := &Server{
 		t: t, current: map[string]*Message{}, limited: map[string][]int{}, failures: map[string][]string{},
-		delay: map[string]time.Duration{}, wsOut: make(chan []byte, 64), connsCh: make(chan struct{}, 16),
+		held: map[string]chan struct{}{}, wsOut: make(chan []byte, 64), connsCh: make(chan struct{}, 16),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
@@ -97,11 +97,24 @@ func (s *Server) Fail(method, code string) {
 	s.failures[method] = append(s.failures[method], code)
 }
 
-// Delay makes every call of method wait d before answering.
-func (s *Server) Delay(method string, d time.Duration) {
+// Hold makes every call of method wait, unanswered, until release is
+// called (or the caller gives up): a Slack that is slow for as long as the
+// test says, so a test can check what happens before Slack answers without
+// measuring time.
+func (s *Server) Hold(method string) (release func()) {
+	ch := make(chan struct{})
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.delay[method] = d
+	s.held[method] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.held, method)
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Calls returns the calls of method ("" for all) so far.
@@ -182,7 +195,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	d := s.delay[method]
+	hold := s.held[method]
 	var retry int
 	limited := len(s.limited[method]) > 0
 	if limited {
@@ -196,9 +209,9 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
-	if d > 0 {
+	if hold != nil {
 		select {
-		case <-time.After(d):
+		case <-hold:
 		case <-r.Context().Done():
 			return
 		}
