@@ -247,7 +247,7 @@ func (s *Server) agentTools() []tool {
 					Asset *core.AgentAsset `json:"asset"`
 				}{a}, nil
 			}},
-		{name: "complete_agent_call", act: authority.Claim, agent: true, destructive: true,
+		{name: "complete_agent_call", act: authority.Claim, agent: true,
 			desc: "Finish the task with result, JSON matching the task's outputSchema (checked as sent). Every tool call must have ended. " +
 				"The run then continues; follow the returned run with get_run.",
 			in: input(with(js{"ownerToken": owner, "result": anyJSON("the task's result (its outputSchema)")}),
@@ -268,7 +268,7 @@ func (s *Server) agentTools() []tool {
 				}
 				return runOut{Run: v}, nil
 			}},
-		{name: "fail_agent_call", act: authority.Claim, agent: true, destructive: true,
+		{name: "fail_agent_call", act: authority.Claim, agent: true,
 			desc: "Give the task up with a message saying why; the run then fails.",
 			in: input(with(js{"ownerToken": owner, "message": strMax("why the task cannot be done", 4096)}),
 				"runId", "callId", "ownerToken", "message"),

@@ -199,6 +199,7 @@ func newEnv(dsn string) (*env, func(), error) {
 			{Tool: "status", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"console:alice"}},
 		}},
+		Agents:       []engine.Agent{{Name: "ops", ModelName: "scripted", Model: scriptedModel(), Tools: []string{"deploy", "status"}, Default: true}},
 		PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second, PublicURL: "https://ops.example.com",
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -206,7 +207,7 @@ func newEnv(dsn string) (*env, func(), error) {
 		return nil, nil, err
 	}
 	qs := &fakeQuestions{pending: map[string][]Question{}, answers: map[string]json.RawMessage{}}
-	srv, err := New(Options{Engine: eng, Store: st, Questions: qs, StateKey: testKey, Version: "test",
+	srv, err := New(Options{Engine: eng, Store: st, Questions: bothQuestions{qs, eng}, StateKey: testKey, Version: "test",
 		PublicURL: "https://ops.example.com", AllowedOrigins: []string{"http://localhost:6274"},
 		Tokens: []Token{
 			{Name: "admin", Token: adminToken, Actor: "console:admin"},

@@ -126,6 +126,13 @@ type Options struct {
 	Version string
 	// MaxBodyBytes caps one request body (413 beyond); default 1 MiB.
 	MaxBodyBytes int64
+	// FlowWait bounds how long flow waits for the run it started to reach
+	// its first wait (an approval, a question, an agent call) or its end
+	// before it answers (default DefaultFlowWait; negative: no wait).
+	FlowWait time.Duration
+	// PollInterval is the fallback poll of the waits when the store's
+	// wake-ups are missed (default 250ms).
+	PollInterval time.Duration
 	Now          func() time.Time
 	Logger       *slog.Logger
 }
@@ -133,6 +140,10 @@ type Options struct {
 // DefaultMaxBodyBytes is the body cap when Options.MaxBodyBytes is 0. A
 // complete_agent_call result may be 1 MiB of JSON, so a little more.
 const DefaultMaxBodyBytes = 2 << 20
+
+// DefaultFlowWait is Options.FlowWait's default: long enough for a run to
+// reach its first approval or end, short of a client's tool timeout.
+const DefaultFlowWait = 10 * time.Second
 
 // The MCP paths.
 const (
@@ -197,6 +208,12 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.FlowWait == 0 {
+		o.FlowWait = DefaultFlowWait
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 250 * time.Millisecond
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
