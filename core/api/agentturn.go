@@ -393,10 +393,10 @@ type turnState struct {
 	// once, before any text.delta, however often the engine resumed the
 	// run (each claim records one).
 	turnStarted bool
-	texts    []string
-	question *PendingQuestion
-	errBody  *ErrorBody
-	finished bool
+	texts       []string
+	question    *PendingQuestion
+	errBody     *ErrorBody
+	finished    bool
 	// calls are the tool call ids of the model's turn not yet started,
 	// by tool, in order, for a tool.started that names the tool only.
 	calls map[string][]string
