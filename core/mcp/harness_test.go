@@ -43,6 +43,7 @@ const (
 	readOnlyToken = "readonly-token" // api:ro, [read]
 	decideToken   = "decide-token"   // console:dora, [decide]: no read, no request
 	studioToken   = "studio-token"   // console:studio, internal
+	aliceToken    = "alice-token"    // console:alice, [read, request]: the deploy approver
 )
 
 // hostile is tool output that tries to talk to the model.
@@ -217,6 +218,7 @@ func newEnv(dsn string) (*env, func(), error) {
 			{Name: "ro", Token: readOnlyToken, Actor: "api:ro", Scopes: []core.Scope{core.ScopeRead}},
 			{Name: "dora", Token: decideToken, Actor: "console:dora", Scopes: []core.Scope{core.ScopeDecide}},
 			{Name: "studio", Token: studioToken, Actor: "console:studio", Internal: true},
+			{Name: "alice", Token: aliceToken, Actor: "console:alice", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest}},
 		},
 		Flows: flowsOf(testFlows),
 	})

@@ -104,6 +104,20 @@ func (s *Server) endpointHandler(ep endpoint) (http.Handler, error) {
 		}
 		msg, parsed := peek(body)
 		newProto := r.Header.Get("MCP-Protocol-Version") >= statelessFrom || (parsed && msg.metaVersion >= statelessFrom)
+		if newProto && parsed && msg.isCall {
+			// The Tasks extension (taskhttp.go) rides 2026-07-28 only.
+			switch {
+			case taskMethods[msg.method]:
+				s.serveTaskMethod(w, r, body)
+				return
+			case msg.method == "subscriptions/listen" && asksForTasks(body):
+				s.serveTaskListen(w, r, body)
+				return
+			case msg.method == "tools/call":
+				serveToolCall(statelessH, w, r)
+				return
+			}
+		}
 		if parsed && msg.method != "" && !knownMethods[msg.method] {
 			if !msg.isCall {
 				// Notifications are never answered; an unknown one is

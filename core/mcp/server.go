@@ -133,6 +133,8 @@ type Options struct {
 	// PollInterval is the fallback poll of the waits when the store's
 	// wake-ups are missed (default 250ms).
 	PollInterval time.Duration
+	// TaskTTL is how long a task handle is kept (default DefaultTaskTTL).
+	TaskTTL time.Duration
 	Now          func() time.Time
 	Logger       *slog.Logger
 }
@@ -214,6 +216,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 250 * time.Millisecond
+	}
+	if o.TaskTTL <= 0 {
+		o.TaskTTL = DefaultTaskTTL
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -301,8 +306,12 @@ func (s *Server) newSDKServer(ep endpoint) *sdk.Server {
 	if version == "" {
 		version = "dev"
 	}
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}
+	if s.tasks() != nil {
+		caps.AddExtension(extTasks, nil)
+	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "opsgate", Title: "opsgate", Version: version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: caps,
 			GetSessionID: func() string { return ep.tag + "-" + randomID() }})
 	s.addTools(srv, ep)
 	return srv

@@ -64,6 +64,9 @@ type call struct {
 	// runID is the run the call concerns, when the handler learns it (flow
 	// starts one); else the runId argument. The call's log line names it.
 	runID string
+	// task, when a handler sets it, is answered instead of the result: a
+	// task handle (tasks.go).
+	task *taskView
 }
 
 func (x *call) str(name string) string {
@@ -166,6 +169,9 @@ func (s *Server) run(ctx context.Context, ep endpoint, t tool, in *jsonschema.Sc
 	if x.raw != nil {
 		return x.raw
 	}
+	if x.task != nil && te == nil {
+		return taskResult(x.task)
+	}
 	if te != nil {
 		return refusal(te, out)
 	}
@@ -185,6 +191,12 @@ func (s *Server) logCall(ctx context.Context, x *call, tool string, te *toolErr)
 	}
 	if te != nil {
 		attrs = append(attrs, "error", te.Code)
+	}
+	if x.task != nil {
+		attrs = append(attrs, "task", x.task.TaskID)
+	}
+	if tp := x.traceparent(); tp != "" {
+		attrs = append(attrs, "traceparent", tp)
 	}
 	s.log.InfoContext(ctx, "mcp tool call", attrs...)
 }

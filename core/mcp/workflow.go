@@ -61,9 +61,21 @@ func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
 		}
 		return runOut{Run: v}, errf("invalid_intent", "the text %q started flow %s, not %s", text, r.Flow, f.Name)
 	}
+	if tp := x.traceparent(); tp != "" {
+		if ts, ok := s.o.Store.(core.RunTraceStore); ok {
+			if err := ts.RunTraceSet(ctx, r.ID, tp); err != nil {
+				return nil, s.internalError("flow", err)
+			}
+		}
+	}
 	v, err := s.runView(ctx, x.c, r)
 	if err != nil {
 		return nil, s.internalError("flow", err)
+	}
+	if !r.Status.Final() && v.PendingAgentCall == nil && s.wantsTask(x) {
+		// A person (or the rest of the run) is awaited: a task client
+		// follows it with tasks/get instead of polling get_run.
+		return nil, s.createTask(ctx, x, &core.MCPTask{Tool: "flow", RunID: r.ID})
 	}
 	return runOut{Run: v}, nil
 }
