@@ -135,8 +135,8 @@ type Options struct {
 	PollInterval time.Duration
 	// TaskTTL is how long a task handle is kept (default DefaultTaskTTL).
 	TaskTTL time.Duration
-	Now          func() time.Time
-	Logger       *slog.Logger
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // DefaultMaxBodyBytes is the body cap when Options.MaxBodyBytes is 0. A
