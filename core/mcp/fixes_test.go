@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -129,5 +132,48 @@ func TestEachToolCallIsLogged(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}
+	}
+}
+
+// TestApprovalOfferedAsURLToItsApprover: interact on an approval offers
+// the person who may decide it (the authority judges alice eligible) its
+// console page as a URL elicitation, in every protocol version; the agent
+// decides nothing (the approval stays pending, answer_ask stays refused);
+// a token whose person may not decide, or a client without URL mode, gets
+// human_confirmation_required.
+func TestApprovalOfferedAsURLToItsApprover(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"2026-07-28", "2025-11-25"} {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			var got []*sdk.ElicitParams
+			open := func(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+				got = append(got, req.Params)
+				return &sdk.ElicitResult{Action: "accept"}, nil
+			}
+			alice := connect(t, aliceToken, clientOpts{version: v, elicit: open, urls: true})
+			run := alice.mustOK("flow", map[string]any{"flowName": "deploy", "intent": "url " + v}).obj("run")
+			acts := run["pending_actions"].([]any)
+			id := acts[0].(map[string]any)["id"].(string)
+			r := alice.mustOK("interact", map[string]any{"runId": run["id"], "actionId": id})
+			in := r.obj("interaction")
+			if in["mode"] != "url" || in["outcome"] != "accept" || len(got) != 1 || got[0].Mode != "url" ||
+				got[0].URL != "https://ops.example.com/approvals/"+id || got[0].ElicitationID != "approval-"+id {
+				t.Fatalf("interact: %v, elicited %+v", r.out, got)
+			}
+			if a, err := theEnv.store.ApprovalGet(context.Background(), id); err != nil || a.Status != approvals.StatusPending {
+				t.Fatalf("the approval after the offer: %v %v", a, err)
+			}
+			alice.mustErr(string(core.DecisionHumanRequired), "answer_ask", map[string]any{"runId": run["id"], "actionId": id, "answer": map[string]any{"isConfirmed": true}})
+			// No URL mode, or not an approver: refused with the link.
+			forms := connect(t, aliceToken, clientOpts{version: v, elicit: open})
+			forms.mustErr(string(core.DecisionHumanRequired), "interact", map[string]any{"runId": run["id"], "actionId": id})
+			admin := connect(t, adminToken, clientOpts{version: v, elicit: open, urls: true})
+			admin.mustErr(string(core.DecisionHumanRequired), "interact", map[string]any{"runId": run["id"], "actionId": id})
+			if len(got) != 1 {
+				t.Fatalf("elicited %d times", len(got))
+			}
+			admin.mustOK("cancel_run", map[string]any{"runId": run["id"]})
+		})
 	}
 }

@@ -291,6 +291,8 @@ type client struct {
 type clientOpts struct {
 	path, version string
 	elicit        func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)
+	// urls says the client opens links (URL elicitation) besides forms.
+	urls bool
 }
 
 // connect opens a session with token on /mcp at the newest protocol
@@ -317,6 +319,10 @@ func tryConnect(t testing.TB, token string, o ...clientOpts) (*client, error) {
 	var copts *sdk.ClientOptions
 	if opt.elicit != nil {
 		copts = &sdk.ClientOptions{ElicitationHandler: opt.elicit}
+		if opt.urls {
+			copts.Capabilities = &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{},
+				URL: &sdk.URLElicitationCapabilities{}}}
+		}
 	}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "opsgate-test", Version: "1"}, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

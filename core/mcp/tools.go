@@ -297,11 +297,13 @@ func (s *Server) tools() []tool {
 		{name: "interact", act: authority.Answer, idempotent: false,
 			desc: "Act on a pending action of a run. A question is shown to the user as a form when the client supports it (elicitation) " +
 				"and the answer submitted; otherwise the action is returned for you to ask, then answer_ask. A cancelled form keeps the run waiting. " +
-				"An approval cannot be answered here (human_confirmation_required, with the card's link): people decide it.",
+				"An approval cannot be answered here (human_confirmation_required, with the card's link): people decide it; when your user may " +
+				"decide it and the client opens links, its console page is offered to them, where they sign in and decide themselves.",
 			codex: "Answer a run's pending question through a form when possible; else returns the question for answer_ask. Approvals: people only.",
 			in:    input(js{"runId": runID, "actionId": strMax("a pending_actions id", maxIDLen)}, "runId", "actionId"),
 			out: output(js{"run": runSchema, "interaction": object("what happened", js{
-				"mode":    enum("elicitation: a form was shown; none: return the action to the user yourself", "elicitation", "none"),
+				"mode": enum("elicitation: a form was shown; url: the approval's console page was offered to the person who may decide it; "+
+					"none: return the action to the user yourself", "elicitation", "url", "none"),
 				"outcome": enum("accept: answered; decline or cancel: still waiting; unsupported: the client has no forms", "accept", "decline", "cancel", "unsupported"),
 				"action":  actionSchema,
 			}, "mode", "outcome")}, "run"),
