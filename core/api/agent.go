@@ -373,10 +373,10 @@ func (ag *agentServer) newSessionView(a *core.AgentSession) *SessionView {
 		ConsoleURL: ag.o.PublicURL + "/runs?thread=" + url.QueryEscape(a.Thread.String())}
 }
 
-// sessionList is a page of sessions (camelCase, unlike REST v1's lists).
-type sessionList struct {
-	Items      []*SessionView `json:"items"`
-	NextCursor string         `json:"nextCursor"`
+// agentList is a page of the Agent API (camelCase, unlike REST v1's lists).
+type agentList[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor"`
 }
 
 type sessionBody struct {
@@ -457,7 +457,7 @@ func (ag *agentServer) listSessions(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sessionList{Items: viewsOf(items, ag.newSessionView), NextCursor: next})
+	writeJSON(w, http.StatusOK, agentList[*SessionView]{Items: viewsOf(items, ag.newSessionView), NextCursor: next})
 }
 
 // getSession is a session with its turns, oldest first: what a client
@@ -507,7 +507,7 @@ func (ag *agentServer) sessionRuns(ctx context.Context, sess *core.AgentSession)
 func (ag *agentServer) listModels(w http.ResponseWriter, r *http.Request) {
 	items := make([]ModelInfo, 0, len(ag.o.Models))
 	items = append(items, ag.o.Models...)
-	writeJSON(w, http.StatusOK, listView[ModelInfo]{Items: items})
+	writeJSON(w, http.StatusOK, agentList[ModelInfo]{Items: items})
 }
 
 func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -519,7 +519,7 @@ func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, a)
 	}
-	writeJSON(w, http.StatusOK, listView[AgentInfo]{Items: items})
+	writeJSON(w, http.StatusOK, agentList[AgentInfo]{Items: items})
 }
 
 // turn returns the run turnID and its session when the request's token
