@@ -189,7 +189,11 @@ func (c *client) connect(ctx context.Context) (*mcp.ClientSession, *process, err
 		proc = p
 		t = &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: int(c.srv.MaxMessage)}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: httpClient(&c.srv), MaxEventSize: int(c.srv.MaxMessage)}
+		// MaxRetries -1: a call's event stream that breaks is not resumed
+		// (the SDK would retry a dead server with backoff until the call's
+		// timeout); the call fails at once, its outcome unknown, and the
+		// loop reconnects.
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: httpClient(&c.srv), MaxEventSize: int(c.srv.MaxMessage), MaxRetries: -1}
 	}
 	type connected struct {
 		s   *mcp.ClientSession
