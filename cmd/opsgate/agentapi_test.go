@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -502,5 +503,46 @@ agents:
 	var ses map[string]any
 	if code := e.api("GET", "/api/v1/agent/sessions/"+res["sessionId"].(string), nil, &ses); code != 200 {
 		t.Fatalf("session: %d", code)
+	}
+}
+
+// TestRequiredServerDownFailsTheTurn: an agent whose tools reach an
+// upstream MCP server marked required fails its turn with a clear error
+// while the server is down, without calling the model; an agent that
+// does not use the server runs.
+func TestRequiredServerDownFailsTheTurn(t *testing.T) {
+	t.Parallel()
+	sc := llmServer().Script(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String() + "/mcp"
+	l.Close()
+	e := newEnv(t)
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+api:
+  tokens:
+    - {name: app, token: %[1]q, actor: "console:alice", scopes: [read, request, session.run]}
+models:
+  - {name: default, provider: openai, base_url: %[2]q, model: test-model, timeout: 20s}
+agents:
+  - {name: ops, model: default, tools: ["gh.*"], default: true}
+  - {name: plain, model: default, tools: []}
+mcp_servers:
+  - {name: gh, transport: http, url: %[3]q, required: true, connect_timeout: 2s}
+`, agentAppToken, sc.OpenAIURL(), down))
+	e.start()
+	code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "list the issues"})
+	errBody, _ := res["error"].(map[string]any)
+	if code != 200 || res["status"] != "error" || errBody["code"] != "required_server_down" || !strings.Contains(fmt.Sprint(errBody["message"]), "gh is required") {
+		t.Fatalf("turn with a required server down: %d %v", code, res)
+	}
+	if n := len(sc.Requests()); n != 0 {
+		t.Fatalf("the model was called %d times", n)
+	}
+	sc.Push(fakellm.Say("fine"))
+	if code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "hi", "agent": "plain"}); code != 200 || res["text"] != "fine" {
+		t.Fatalf("an agent without the server: %d %v", code, res)
 	}
 }
