@@ -154,7 +154,7 @@ func (s *Server) flowTask(ctx context.Context, c caller, run *core.Run, v *taskV
 		return nil
 	case run.Status.Final():
 		v.Status, v.StatusMessage = taskCompleted, "the run is "+string(run.Status)
-		v.Result, err = json.Marshal(result(runOut{Run: rv}))
+		v.Result, err = completeResult(result(runOut{Run: rv}))
 		return err
 	}
 	v.Status, v.StatusMessage = taskWorking, "the run is "+string(run.Status)
@@ -227,7 +227,7 @@ func (s *Server) agentToolTask(ctx context.Context, c caller, t *core.MCPTask, r
 			v.Status = taskCancelled
 			return nil
 		}
-		v.Result, err = json.Marshal(refusal(errf(string(ae.Code), "%s", ae.Message), nil))
+		v.Result, err = completeResult(refusal(errf(string(ae.Code), "%s", ae.Message), nil))
 		return err
 	}
 	switch r.Status {
@@ -247,9 +247,25 @@ func (s *Server) agentToolTask(ctx context.Context, c caller, t *core.MCPTask, r
 		res = refusal(te, out)
 	}
 	v.Status, v.StatusMessage = taskCompleted, "the tool call is "+string(r.Status)
-	v.Result, err = json.Marshal(res)
+	v.Result, err = completeResult(res)
 	_ = run
 	return err
+}
+
+// completeResult is a CallToolResult as a completed task carries it: in
+// the 2026-07-28 wire form, with resultType "complete". The fields stay
+// raw so structuredContent keeps the key order of its text twin.
+func completeResult(res *sdk.CallToolResult) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["resultType"] = json.RawMessage(`"complete"`)
+	return json.Marshal(m)
 }
 
 // authorizedRunAs is authorizedRun for a caller without a tool call.
