@@ -136,7 +136,7 @@ func (s *Server) taskState(ctx context.Context, c caller, t *core.MCPTask) (*tas
 	v.LastUpdatedAt = rfc3339(run.UpdatedAt)
 	switch t.Tool {
 	case "call_agent_tool":
-		return v, s.agentToolTask(ctx, c, t, run, v)
+		return v, s.agentToolTask(ctx, c, t, v)
 	default:
 		return v, s.flowTask(ctx, c, run, v)
 	}
@@ -215,7 +215,7 @@ func (s *Server) eligibleApprover(ctx context.Context, c caller, id string) bool
 
 // agentToolTask fills v from an agent task's tool call: polled with the
 // same toolCallId, as call_agent_tool would be.
-func (s *Server) agentToolTask(ctx context.Context, c caller, t *core.MCPTask, run *core.Run, v *taskView) error {
+func (s *Server) agentToolTask(ctx context.Context, c caller, t *core.MCPTask, v *taskView) error {
 	r, err := s.o.Engine.AgentCallTool(ctx, c.actor, core.AgentRef{RunID: t.RunID, CallID: t.CallID}, t.ClaimID, t.ToolCallID, t.ToolID, t.Input)
 	if err != nil {
 		var ae *core.AgentError
@@ -248,7 +248,6 @@ func (s *Server) agentToolTask(ctx context.Context, c caller, t *core.MCPTask, r
 	}
 	v.Status, v.StatusMessage = taskCompleted, "the tool call is "+string(r.Status)
 	v.Result, err = completeResult(res)
-	_ = run
 	return err
 }
 
