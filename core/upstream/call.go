@@ -101,8 +101,10 @@ func inputKinds(m mcp.InputRequestMap) string {
 		switch r.(type) {
 		case *mcp.ElicitParams:
 			k = "elicitation"
+		//lint:ignore SA1019 servers may still ask for sampling in its deprecation window (SEP-2577)
 		case *mcp.CreateMessageParams:
 			k = "sampling: refused, opsgate's models are not lent to servers"
+		//lint:ignore SA1019 servers may still ask for roots in its deprecation window (SEP-2577)
 		case *mcp.ListRootsParams:
 			k = "roots"
 		}

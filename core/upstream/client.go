@@ -64,6 +64,7 @@ func newClient(s Server, log *slog.Logger) *client {
 		// shows a server none of its files). No sampling: opsgate is a
 		// gate, not a host whose models a server may use (refused with a
 		// clear error, below). No elicitation: see docs/mcp-servers.md.
+		//lint:ignore SA1019 roots stay in the protocol for their deprecation window (SEP-2577); servers still ask
 		Capabilities:           &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { signal(c.refresh) },

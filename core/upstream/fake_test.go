@@ -359,7 +359,7 @@ func TestSamplingIsRefusedClearly(t *testing.T) {
 	reached := false
 	h := refuseSampling(func(context.Context, string, mcp.Request) (mcp.Result, error) {
 		reached = true
-		return &mcp.ListRootsResult{}, nil
+		return &mcp.ListToolsResult{}, nil
 	})
 	_, err := h(context.Background(), "sampling/createMessage", nil)
 	var rpcErr *jsonrpc.Error
