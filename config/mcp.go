@@ -43,6 +43,9 @@ type MCPServer struct {
 	RefreshInterval Duration `yaml:"refresh_interval"`
 	// MaxOutput caps a call's output; default 64KiB.
 	MaxOutput ByteSize `yaml:"max_output"`
+	// Required: an agent turn that may use the server's tools fails with a
+	// clear error while it is down, rather than running without them.
+	Required bool `yaml:"required"`
 
 	secrets []string
 }

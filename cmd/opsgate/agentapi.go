@@ -42,7 +42,8 @@ func agentAPIOptions(cfg *config.Config, eng *engine.Engine, st store, att *api.
 			modelInfos = append(modelInfos, api.ModelInfo{Name: m.Name, Provider: m.Provider, Model: m.Model})
 		}
 	}
-	return &api.AgentOptions{Engine: agentEngine{e: eng, agents: agents}, Sessions: st, Agents: agents, Models: modelInfos, Attendance: att}
+	return &api.AgentOptions{Engine: agentEngine{e: eng, agents: agents}, Sessions: st, Agents: agents, Models: modelInfos, Attendance: att,
+		PublicURL: cfg.Server.PublicURL}
 }
 
 // agentEngine adapts the engine to the Agent API's seam.
@@ -57,15 +58,7 @@ var (
 )
 
 func (a agentEngine) AgentTurnStart(ctx context.Context, t api.AgentTurn) (string, error) {
-	name := t.Session.Agent
-	if t.Model != "" {
-		for _, ag := range a.agents {
-			if ag.Name == t.Session.Agent && ag.Model != t.Model {
-				name = variantName(ag.Name, t.Model)
-			}
-		}
-	}
-	rc, err := a.e.StartAgentTurn(ctx, engine.AgentTurn{Thread: t.Session.Thread, Agent: name, Actor: t.Actor,
+	rc, err := a.e.StartAgentTurn(ctx, engine.AgentTurn{Thread: t.Session.Thread, Agent: a.on(t.Session.Agent, t.Model), Actor: t.Actor,
 		Text: t.Text, Channel: core.AgentSessionChannel, EventID: t.EventID})
 	if err != nil {
 		return "", err
@@ -73,8 +66,23 @@ func (a agentEngine) AgentTurnStart(ctx context.Context, t api.AgentTurn) (strin
 	return rc.RunID, nil
 }
 
-func (a agentEngine) AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) error {
-	return a.e.Answer(ctx, actor, api.DecisionChannel, runID, requestID, answers)
+// on is the engine agent that is the session's agent on model ("" keeps
+// its own).
+func (a agentEngine) on(agent, model string) string {
+	for _, ag := range a.agents {
+		if ag.Name == agent && model != "" && ag.Model != model {
+			return variantName(ag.Name, model)
+		}
+	}
+	return agent
+}
+
+func (a agentEngine) AgentAnswer(ctx context.Context, an api.AgentAnswer) error {
+	switchTo := ""
+	if an.Model != "" {
+		switchTo = a.on(an.Session.Agent, an.Model)
+	}
+	return a.e.AnswerSwitching(ctx, an.Actor, api.DecisionChannel, an.RunID, an.RequestID, an.Answers, switchTo)
 }
 
 func (a agentEngine) AgentRelease(ctx context.Context, runID, why string) error {

@@ -159,7 +159,7 @@ type benchTurnID struct{ id, session string }
 
 // benchTurn runs one streamed turn and returns when each event arrived.
 func benchTurn(c *http.Client, url, session string) ([]benchGot, benchTurnID, error) {
-	body, _ := json.Marshal(map[string]any{"text": "bench", "session_id": session})
+	body, _ := json.Marshal(map[string]any{"text": "bench", "sessionId": session})
 	req, _ := http.NewRequest("POST", url+"/api/v1/agent/runs", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer bench-token")
 	req.Header.Set("Accept", "text/event-stream")

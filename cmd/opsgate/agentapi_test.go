@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -211,12 +212,12 @@ func TestAgentAPITurnOverSSEAndResult(t *testing.T) {
 		if count["tool.started"] != 1 || count["tool.finished"] != 1 || count["message.committed"] != 1 || count["turn.finished"] != 1 {
 			t.Errorf("each once: %v", seen)
 		}
-		sid := fin.data["session_id"].(string)
+		sid := fin.data["sessionId"].(string)
 
 		// A second turn in the same session, on the other model, without
 		// streaming: the result.
 		sc.Push(fakellm.Say("Still here."))
-		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"session_id": sid, "text": "are you there?", "model": "small"})
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"sessionId": sid, "text": "are you there?", "model": "small"})
 		if code != 200 || res["status"] != "finished" || res["text"] != "Still here." {
 			t.Fatalf("result %d %v", code, res)
 		}
@@ -360,28 +361,52 @@ func TestAgentAPIQuestionAndAnswer(t *testing.T) {
 			fakellm.Say("Deploying to prod."))
 		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "deploy api"})
 		seen, fin := s.until(t, "turn.finished")
-		pq, _ := fin.data["pending_question"].(map[string]any)
+		pq, _ := fin.data["pendingQuestion"].(map[string]any)
 		if fin.data["status"] != "finished" || pq == nil || !strings.Contains(strings.Join(seen, " "), "question.requested") {
 			t.Fatalf("turn %v (%v)", fin.data, seen)
 		}
-		sid, rid := fin.data["session_id"].(string), pq["requestId"].(string)
-		code, res := agentCall(t, e, "POST", "/api/v1/agent/answer", map[string]any{"session_id": sid, "request_id": rid,
+		sid, rid := fin.data["sessionId"].(string), pq["requestId"].(string)
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/answer", map[string]any{"sessionId": sid, "requestId": rid,
 			"answers": []map[string]any{{"questionId": "env", "isSkipped": false, "answer": "moon"}}})
 		if code != 422 {
 			t.Errorf("a choice that is none: %d %v", code, res)
 		}
-		a := openAgentStream(t, e, "/api/v1/agent/answer", map[string]any{"session_id": sid, "request_id": rid,
+		// The answer switches the rest of the turn to the other model.
+		a := openAgentStream(t, e, "/api/v1/agent/answer", map[string]any{"sessionId": sid, "requestId": rid, "model": "small",
 			"answers": []map[string]any{{"questionId": "env", "isSkipped": false, "answer": "prod"}}})
 		if a.status != 200 {
 			t.Fatalf("answer: %d %s", a.status, a.body)
 		}
-		_, fin = a.until(t, "turn.finished")
-		if fin.data["status"] != "finished" || !strings.Contains(fmt.Sprint(fin.data["text"]), "Deploying to prod.") || fin.data["pending_question"] != nil {
+		seen, started := a.until(t, "turn.started")
+		if started.data["model"] != "small" || strings.Contains(strings.Join(seen, " "), "text.delta") {
+			t.Errorf("turn.started %v after %v", started.data, seen)
+		}
+		seen, fin = a.until(t, "turn.finished")
+		if fin.data["status"] != "finished" || !strings.Contains(fmt.Sprint(fin.data["text"]), "Deploying to prod.") || fin.data["pendingQuestion"] != nil {
 			t.Fatalf("continued turn %v", fin.data)
+		}
+		if strings.Contains(strings.Join(seen, " "), "turn.started") {
+			t.Errorf("a second turn.started: %v", seen)
 		}
 		reqs := sc.Requests()
 		if last := strings.Join(reqs[len(reqs)-1].Texts(), "\n"); !strings.Contains(last, "prod") {
 			t.Errorf("the model did not get the answer: %s", last)
+		}
+		if m := reqs[len(reqs)-1].JSON()["model"]; m != "small-model" {
+			t.Errorf("the answered turn went on with %v, want small-model", m)
+		}
+		if m := reqs[0].JSON()["model"]; m != "test-model" {
+			t.Errorf("the turn began with %v", m)
+		}
+		code, res = agentCall(t, e, "POST", "/api/v1/agent/answer", map[string]any{"sessionId": sid, "requestId": rid, "model": "huge",
+			"answers": []map[string]any{{"questionId": "env", "answer": "prod"}}})
+		if code != 422 || res["error"].(map[string]any)["field"] != "model" {
+			t.Errorf("an unknown model: %d %v", code, res)
+		}
+		// The session names the console page of its newest turn.
+		code, ses := agentCall(t, e, "GET", "/api/v1/agent/sessions/"+sid, nil)
+		if turns, _ := ses["turns"].([]any); code != 200 || len(turns) != 1 || !strings.HasSuffix(fmt.Sprint(ses["consoleUrl"]), "/runs/"+fmt.Sprint(fin.data["turnId"])) {
+			t.Errorf("session %d %v", code, ses)
 		}
 	})
 }
@@ -403,8 +428,8 @@ func TestAgentAPIApprovalOverTheStream(t *testing.T) {
 		if p.data["toolName"] != "gated" || p.data["reason"] != "you asked" {
 			t.Fatalf("permission.requested %v", p.data)
 		}
-		code, res := agentCall(t, e, "POST", "/api/v1/agent/reply", map[string]any{"session_id": p.data["sessionId"],
-			"request_id": p.data["requestId"], "decision": "allowOnce"})
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/reply", map[string]any{"sessionId": p.data["sessionId"],
+			"requestId": p.data["requestId"], "decision": "allowOnce"})
 		if code != 200 || res["status"] != "approved" {
 			t.Fatalf("reply %d %v", code, res)
 		}
@@ -454,4 +479,70 @@ func TestAgentAPIStreamDroppedMidWait(t *testing.T) {
 			t.Errorf("turn %v", res)
 		}
 	})
+}
+
+// TestGeneratedTokenDrivesTheAgentAPI: with no api.tokens the server's
+// generated admin token holds session.run too, so the Agent API's
+// examples (docs/agent-api.md) work on a fresh install.
+func TestGeneratedTokenDrivesTheAgentAPI(t *testing.T) {
+	t.Parallel()
+	sc := llmServer().Script(t)
+	e := newEnv(t)
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+models:
+  - {name: default, provider: openai, base_url: %q, model: test-model, timeout: 20s}
+agents:
+  - {name: ops, model: default, tools: [], default: true}
+`, sc.OpenAIURL()))
+	e.start()
+	sc.Push(fakellm.Say("Hello from the quickstart."))
+	var res map[string]any
+	if code := e.api("POST", "/api/v1/agent/runs", map[string]any{"text": "hi"}, &res); code != 200 || res["text"] != "Hello from the quickstart." {
+		t.Fatalf("generated token on the Agent API: %d %v", code, res)
+	}
+	var ses map[string]any
+	if code := e.api("GET", "/api/v1/agent/sessions/"+res["sessionId"].(string), nil, &ses); code != 200 {
+		t.Fatalf("session: %d", code)
+	}
+}
+
+// TestRequiredServerDownFailsTheTurn: an agent whose tools reach an
+// upstream MCP server marked required fails its turn with a clear error
+// while the server is down, without calling the model; an agent that
+// does not use the server runs.
+func TestRequiredServerDownFailsTheTurn(t *testing.T) {
+	t.Parallel()
+	sc := llmServer().Script(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + l.Addr().String() + "/mcp"
+	l.Close()
+	e := newEnv(t)
+	e.writeConfig(e.storeYAML(""), fmt.Sprintf(`
+api:
+  tokens:
+    - {name: app, token: %[1]q, actor: "console:alice", scopes: [read, request, session.run]}
+models:
+  - {name: default, provider: openai, base_url: %[2]q, model: test-model, timeout: 20s}
+agents:
+  - {name: ops, model: default, tools: ["gh.*"], default: true}
+  - {name: plain, model: default, tools: []}
+mcp_servers:
+  - {name: gh, transport: http, url: %[3]q, required: true, connect_timeout: 2s}
+`, agentAppToken, sc.OpenAIURL(), down))
+	e.start()
+	code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "list the issues"})
+	errBody, _ := res["error"].(map[string]any)
+	if code != 200 || res["status"] != "error" || errBody["code"] != "required_server_down" || !strings.Contains(fmt.Sprint(errBody["message"]), "gh is required") {
+		t.Fatalf("turn with a required server down: %d %v", code, res)
+	}
+	if n := len(sc.Requests()); n != 0 {
+		t.Fatalf("the model was called %d times", n)
+	}
+	sc.Push(fakellm.Say("fine"))
+	if code, res := agentCall(t, e, "POST", "/api/v1/agent/runs", map[string]any{"text": "hi", "agent": "plain"}); code != 200 || res["text"] != "fine" {
+		t.Fatalf("an agent without the server: %d %v", code, res)
+	}
 }

@@ -132,7 +132,7 @@ func tableProbes() []tableProbe {
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/decision" }, func(*tableWorld) any { return badEdit() })},
 		{surface: agentAPI, entry: "POST /api/v1/agent/reply", column: "decide", do: restCall("POST", pathOf("/api/v1/agent/reply"),
 			func(w *tableWorld) any {
-				return map[string]any{"session_id": w.s1, "request_id": w.a1, "decision": "allowOnce"}
+				return map[string]any{"sessionId": w.s1, "requestId": w.a1, "decision": "allowOnce"}
 			})},
 		{surface: console, entry: "POST /approvals/{id}/decision", column: "decide", do: consolePage("POST",
 			func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 + "/decision" },
@@ -166,7 +166,7 @@ func tableProbes() []tableProbe {
 		}},
 		{surface: agentAPI, entry: "POST /api/v1/agent/answer", column: "use session", do: restCall("POST", pathOf("/api/v1/agent/answer"),
 			func(w *tableWorld) any {
-				return map[string]any{"session_id": w.s1, "request_id": "ask-0", "answers": json.RawMessage(badAnswer)}
+				return map[string]any{"sessionId": w.s1, "requestId": "ask-0", "answers": json.RawMessage(badAnswer)}
 			})},
 		{surface: ext, entry: "claim_agent_call", column: "claim", do: mcpCall(mcp.PathExternal, "claim_agent_call", taskArgs(func(r tableRow) map[string]any {
 			return map[string]any{"claimId": "claim-" + r.name}
@@ -225,7 +225,7 @@ func tableProbes() []tableProbe {
 			if tableAccepts[authority.SurfaceAgentAPI][i] == oAllow {
 				w.sc.Push(fakellm.Say("again"))
 			}
-			return restOutcome(w.rest(t, "POST", "/api/v1/agent/runs", r.token, map[string]any{"session_id": w.s1, "text": "again"}))
+			return restOutcome(w.rest(t, "POST", "/api/v1/agent/runs", r.token, map[string]any{"sessionId": w.s1, "text": "again"}))
 		}},
 		{surface: agentAPI, entry: "POST /api/v1/agent/turns/{id}/cancel", column: "cancel session run", do: restCall("POST",
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/agent/turns/" + w.turn + "/cancel" }, func(*tableWorld) any { return map[string]any{} })},

@@ -443,8 +443,8 @@ func (w *tableWorld) setup(t *testing.T) {
 	}
 	w.sc.Push(fakellm.Say("hello from the session"))
 	st, res := w.rest(t, "POST", "/api/v1/agent/runs", "t-agent", map[string]any{"text": "hello"})
-	w.s1, _ = res["session_id"].(string)
-	w.turn, _ = res["turn_id"].(string)
+	w.s1, _ = res["sessionId"].(string)
+	w.turn, _ = res["turnId"].(string)
 	if st != 200 || w.s1 == "" || w.turn == "" {
 		t.Fatalf("session turn: %d %v", st, res)
 	}

@@ -35,6 +35,9 @@ const (
 	adminTokenFile = "admin.token"
 )
 
+// generatedScopes are the generated admin token's: every scope there is.
+var generatedScopes = []core.Scope{core.ScopeRead, core.ScopeRequest, core.ScopeDecide, core.ScopeAdmin, core.ScopeSessionRun}
+
 func adminTokenPath(dataDir string) string { return filepath.Join(dataDir, adminTokenFile) }
 
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -157,7 +160,9 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor}}
+		// The operator's own token holds every scope, session.run too, so
+		// the Agent API's examples work on a quickstart (docs/agent-api.md).
+		tokens = []api.Token{{Name: "admin (generated)", Token: t, Actor: adminActor, Scopes: generatedScopes}}
 		tokenHint = "the admin token in " + path
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)

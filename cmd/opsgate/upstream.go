@@ -26,7 +26,7 @@ func upstreamServers(cfg *config.Config) []upstream.Server {
 		us := upstream.Server{
 			Name: s.Name, Env: s.Env, Dir: dir, Headers: s.Headers, Tools: s.Tools,
 			ConnectTimeout: s.ConnectTimeout.D(), CallTimeout: s.Timeout.D(), RefreshInterval: s.RefreshInterval.D(),
-			MaxOutput: int64(s.MaxOutput), Secrets: s.Secrets(),
+			MaxOutput: int64(s.MaxOutput), Secrets: s.Secrets(), Required: s.Required,
 		}
 		if s.Transport == upstream.TransportHTTP {
 			us.URL = s.URL

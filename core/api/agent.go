@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 // The Agent API (CONTRACT.md "Agent API", docs/agent-api.md): apps holding a
 // token with scope session.run drive agent sessions. A session is a thread
 // "agentapi:<session id>" owned by the token that created it; a turn is one
-// agent run in that thread (turn_id = run id). What the API needs of the
+// agent run in that thread (turnId = run id). What the API needs of the
 // engine is AgentEngine; everything an app sees is built from the run, its
 // stored events and its approvals, so any replica serves any stream.
 
@@ -45,11 +46,12 @@ type AgentEngine interface {
 	// AgentTurnStart commits t as a queued agent run in the session's
 	// thread, requested by t.Actor, and returns the run's id: the turn id.
 	AgentTurnStart(ctx context.Context, t AgentTurn) (runID string, err error)
-	// AgentAnswer answers the pending question requestID of run runID
+	// AgentAnswer answers the pending question a.RequestID of run a.RunID
 	// (as POST /api/v1/runs/{id}/answer): agent.ErrMalformedAnswer,
 	// agent.ErrInvalidAnswer, core.ErrNotFound, core.ErrConflict when the
-	// run waits for no such question.
-	AgentAnswer(ctx context.Context, runID, requestID string, actor core.Actor, answers json.RawMessage) error
+	// run waits for no such question. A Model switches the rest of the
+	// turn to that model.
+	AgentAnswer(ctx context.Context, a AgentAnswer) error
 	// AgentRelease denies every pending approval of run runID as one
 	// nobody can answer (the stream holding it closed, or a shutdown); the
 	// model is told and continues. Nothing pending is no error.
@@ -70,6 +72,17 @@ type AgentTurn struct {
 	// EventID identifies this request (a fresh id per call: creating a
 	// turn is not idempotent).
 	EventID string
+}
+
+// AgentAnswer is an answer to the question a turn stopped at.
+type AgentAnswer struct {
+	Session   *core.AgentSession
+	RunID     string
+	RequestID string
+	Actor     core.Actor
+	Answers   json.RawMessage
+	// Model is "" (keep the turn's) or a models[] name for the rest of it.
+	Model string
 }
 
 // AgentInfo is one configured agent, as GET /api/v1/agent/agents lists it.
@@ -99,6 +112,9 @@ type AgentOptions struct {
 	// Attendance is shared with the engine's gate, which asks it whether
 	// anyone can answer an approval; New makes one when nil.
 	Attendance *Attendance
+	// PublicURL is the console's origin (server.public_url): a session's
+	// consoleUrl is a page under it.
+	PublicURL string
 }
 
 // Attendance records which sessions have a caller holding their turn's
@@ -290,6 +306,7 @@ func newAgentServer(s *server, o AgentOptions) (*agentServer, error) {
 	if o.Engine == nil || o.Sessions == nil {
 		return nil, errors.New("api: AgentOptions needs Engine and Sessions")
 	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 	ag := &agentServer{s: s, o: o, attendance: o.Attendance, agents: map[string]AgentInfo{}, models: map[string]ModelInfo{}}
 	if ag.attendance == nil {
 		ag.attendance = NewAttendance()
@@ -338,16 +355,28 @@ func (s *server) agentRoutes() {
 	route("GET /api/v1/agent/agents", ag.listAgents, authority.Catalog)
 }
 
-// SessionView is a session as the Agent API shows it.
+// SessionView is a session as the Agent API shows it (the design's
+// camelCase names, CONTRACT.md "Agent API names"). ConsoleURL is where a
+// person continues it in the web console: the page of its newest turn
+// (the conversation, its question as a form, its approvals), or the list
+// of its turns before it has one.
 type SessionView struct {
-	SessionID string        `json:"session_id"`
-	Agent     string        `json:"agent"`
-	CreatedAt string        `json:"created_at"`
-	Turns     []*TurnResult `json:"turns,omitempty"`
+	SessionID  string        `json:"sessionId"`
+	Agent      string        `json:"agent"`
+	CreatedAt  string        `json:"createdAt"`
+	ConsoleURL string        `json:"consoleUrl"`
+	Turns      []*TurnResult `json:"turns,omitempty"`
 }
 
-func newSessionView(a *core.AgentSession) *SessionView {
-	return &SessionView{SessionID: a.ID, Agent: a.Agent, CreatedAt: rfc3339(a.CreatedAt)}
+func (ag *agentServer) newSessionView(a *core.AgentSession) *SessionView {
+	return &SessionView{SessionID: a.ID, Agent: a.Agent, CreatedAt: rfc3339(a.CreatedAt),
+		ConsoleURL: ag.o.PublicURL + "/runs?thread=" + url.QueryEscape(a.Thread.String())}
+}
+
+// agentList is a page of the Agent API (camelCase, unlike REST v1's lists).
+type agentList[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"nextCursor"`
 }
 
 type sessionBody struct {
@@ -366,7 +395,7 @@ func (ag *agentServer) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/api/v1/agent/sessions/"+sess.ID)
-	writeJSON(w, http.StatusCreated, newSessionView(sess))
+	writeJSON(w, http.StatusCreated, ag.newSessionView(sess))
 }
 
 // newSession creates a session of agent (the default one when "") owned by
@@ -406,10 +435,10 @@ func (ag *agentServer) ownSession(ctx context.Context, id string) (*core.AgentSe
 // session loads session id for act (UseSession or SeeSession).
 func (ag *agentServer) session(ctx context.Context, act authority.Action, id string) (*core.AgentSession, error) {
 	if id == "" {
-		return nil, invalid("session_id", "session_id is required")
+		return nil, invalid("sessionId", "sessionId is required")
 	}
 	if len(id) > maxIDLen {
-		return nil, invalid("session_id", "session_id is longer than %d bytes", maxIDLen)
+		return nil, invalid("sessionId", "sessionId is longer than %d bytes", maxIDLen)
 	}
 	return ag.s.auth.Session(ctx, authFrom(ctx), act, id)
 }
@@ -428,7 +457,7 @@ func (ag *agentServer) listSessions(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, listView[*SessionView]{Items: viewsOf(items, newSessionView), NextCursor: next})
+	writeJSON(w, http.StatusOK, agentList[*SessionView]{Items: viewsOf(items, ag.newSessionView), NextCursor: next})
 }
 
 // getSession is a session with its turns, oldest first: what a client
@@ -444,8 +473,11 @@ func (ag *agentServer) getSession(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, err)
 		return
 	}
-	v := newSessionView(sess)
+	v := ag.newSessionView(sess)
 	v.Turns = []*TurnResult{}
+	if len(runs) > 0 {
+		v.ConsoleURL = ag.o.PublicURL + "/runs/" + runs[len(runs)-1].ID
+	}
 	for _, run := range runs {
 		res, err := ag.turnResult(r.Context(), sess, run, 0)
 		if err != nil {
@@ -475,7 +507,7 @@ func (ag *agentServer) sessionRuns(ctx context.Context, sess *core.AgentSession)
 func (ag *agentServer) listModels(w http.ResponseWriter, r *http.Request) {
 	items := make([]ModelInfo, 0, len(ag.o.Models))
 	items = append(items, ag.o.Models...)
-	writeJSON(w, http.StatusOK, listView[ModelInfo]{Items: items})
+	writeJSON(w, http.StatusOK, agentList[ModelInfo]{Items: items})
 }
 
 func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
@@ -487,7 +519,7 @@ func (ag *agentServer) listAgents(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, a)
 	}
-	writeJSON(w, http.StatusOK, listView[AgentInfo]{Items: items})
+	writeJSON(w, http.StatusOK, agentList[AgentInfo]{Items: items})
 }
 
 // turn returns the run turnID and its session when the request's token
@@ -576,16 +608,29 @@ func (ag *agentServer) cancelTurn(w http.ResponseWriter, r *http.Request) {
 }
 
 type replyBody struct {
-	SessionID string `json:"session_id"`
-	RequestID string `json:"request_id"`
-	Decision  string `json:"decision"`
-	Reason    string `json:"reason"`
+	ids
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
 }
+
+// ids are the session and request a body names, in the design's names;
+// the snake_case spellings of earlier releases are still read (README,
+// upgrade notes), never written.
+type ids struct {
+	SessionID    string `json:"sessionId"`
+	RequestID    string `json:"requestId"`
+	OldSessionID string `json:"session_id"`
+	OldRequestID string `json:"request_id"`
+}
+
+// session and request are the ids, whichever spelling carried them.
+func (b ids) session() string { return firstOf(b.SessionID, b.OldSessionID) }
+func (b ids) request() string { return firstOf(b.RequestID, b.OldRequestID) }
 
 // ReplyView is what a reply answers with: the approval's status after it.
 type ReplyView struct {
-	SessionID string `json:"session_id"`
-	RequestID string `json:"request_id"`
+	SessionID string `json:"sessionId"`
+	RequestID string `json:"requestId"`
 	Decision  string `json:"decision"`
 	Status    string `json:"status"`
 }
@@ -619,22 +664,23 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, invalid("reason", "reason is longer than %d bytes", maxReasonLen))
 		return
 	}
-	sess, err := ag.ownSession(ctx, b.SessionID)
+	sess, err := ag.ownSession(ctx, b.session())
 	if err != nil {
 		ag.s.fail(w, r, err)
 		return
 	}
-	if b.RequestID == "" || len(b.RequestID) > maxIDLen {
-		ag.s.fail(w, r, invalid("request_id", "request_id is required"))
+	requestID := b.request()
+	if requestID == "" || len(requestID) > maxIDLen {
+		ag.s.fail(w, r, invalid("requestId", "requestId is required"))
 		return
 	}
-	d := core.Decision{ApprovalID: b.RequestID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
+	d := core.Decision{ApprovalID: requestID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
 	actor := actorFrom(ctx)
 	// A token that may decide nothing is told so whatever it names.
 	if ag.s.refuseUndecided(w, r, d) {
 		return
 	}
-	a, err := ag.s.o.Store.ApprovalGet(ctx, b.RequestID)
+	a, err := ag.s.o.Store.ApprovalGet(ctx, requestID)
 	var run *core.Run
 	if err == nil {
 		if run, err = ag.s.o.Store.RunGet(ctx, a.RunID); err == nil && run.Thread != sess.Thread {
@@ -642,7 +688,7 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		ag.s.fail(w, r, notFound(err, "request", b.RequestID))
+		ag.s.fail(w, r, notFound(err, "request", requestID))
 		return
 	}
 	if run.Status.Final() && a.Status == approvals.StatusPending {
@@ -657,7 +703,7 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 			ag.s.fail(w, r, err)
 			return
 		}
-		ag.s.fail(w, r, notFound(err, "request", b.RequestID))
+		ag.s.fail(w, r, notFound(err, "request", requestID))
 		return
 	}
 	status := ""

@@ -171,7 +171,7 @@ func (b *agentBundle) newSession(t *testing.T, token string) string {
 	t.Helper()
 	r := b.do(t, "POST", "/api/v1/agent/sessions", token, map[string]any{})
 	want(t, r, 201, "")
-	return r.body["session_id"].(string)
+	return r.body["sessionId"].(string)
 }
 
 func TestAgentSessions(t *testing.T) {
@@ -203,18 +203,18 @@ func TestAgentSessions(t *testing.T) {
 		id := b.newSession(t, appToken)
 		want(t, b.do(t, "GET", "/api/v1/agent/sessions/"+id, appToken, nil), 200, "")
 		want(t, b.do(t, "GET", "/api/v1/agent/sessions/"+id, otherToken, nil), 404, "not_found")
-		want(t, b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"session_id": id, "text": "hello"}), 404, "not_found")
+		want(t, b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"sessionId": id, "text": "hello"}), 404, "not_found")
 		r := b.do(t, "GET", "/api/v1/agent/sessions", otherToken, nil)
 		want(t, r, 200, "")
 		for _, it := range r.body["items"].([]any) {
-			if it.(map[string]any)["session_id"] == id {
+			if it.(map[string]any)["sessionId"] == id {
 				t.Error("another token lists this session")
 			}
 		}
 	})
 	t.Run("AgentFixedForSession", func(t *testing.T) {
 		id := b.newSession(t, otherToken)
-		r := b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"session_id": id, "agent": "triage", "text": "hello"})
+		r := b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"sessionId": id, "agent": "triage", "text": "hello"})
 		want(t, r, 422, "invalid")
 	})
 	t.Run("ModelsAndAgents", func(t *testing.T) {
@@ -237,8 +237,8 @@ func TestAgentRunResult(t *testing.T) {
 	b := setupAgent(t)
 	r := b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"text": "hello", "model": "small"})
 	want(t, r, 200, "")
-	if r.body["status"] != "finished" || r.body["text"] != "hi there" || r.body["error"] != nil || r.body["pending_question"] != nil ||
-		r.body["session_id"] == "" || r.body["turn_id"] == "" {
+	if r.body["status"] != "finished" || r.body["text"] != "hi there" || r.body["error"] != nil || r.body["pendingQuestion"] != nil ||
+		r.body["sessionId"] == "" || r.body["turnId"] == "" {
 		t.Fatalf("result %s", r.raw)
 	}
 	b.fa.mu.Lock()
@@ -248,13 +248,13 @@ func TestAgentRunResult(t *testing.T) {
 		t.Errorf("engine got %+v", started)
 	}
 	// The turn can be read back, and the session lists it.
-	sid := r.body["session_id"].(string)
-	got := b.do(t, "GET", "/api/v1/agent/turns/"+r.body["turn_id"].(string), otherToken, nil)
+	sid := r.body["sessionId"].(string)
+	got := b.do(t, "GET", "/api/v1/agent/turns/"+r.body["turnId"].(string), otherToken, nil)
 	want(t, got, 200, "")
 	if got.body["status"] != "finished" || got.body["text"] != "hi there" {
 		t.Errorf("turn %s", got.raw)
 	}
-	want(t, b.do(t, "GET", "/api/v1/agent/turns/"+r.body["turn_id"].(string), appToken, nil), 404, "not_found")
+	want(t, b.do(t, "GET", "/api/v1/agent/turns/"+r.body["turnId"].(string), appToken, nil), 404, "not_found")
 	ses := b.do(t, "GET", "/api/v1/agent/sessions/"+sid, otherToken, nil)
 	if turns := ses.body["turns"].([]any); len(turns) != 1 {
 		t.Errorf("session %s", ses.raw)
@@ -292,7 +292,7 @@ func TestAgentConcurrency(t *testing.T) {
 	firstTurn := "turn-1"
 
 	t.Run("OneTurnPerSession", func(t *testing.T) {
-		r := b.do(t, "POST", "/api/v1/agent/runs", appToken, map[string]any{"text": "hello", "session_id": ev.data["sessionId"]})
+		r := b.do(t, "POST", "/api/v1/agent/runs", appToken, map[string]any{"text": "hello", "sessionId": ev.data["sessionId"]})
 		want(t, r, 409, "session_busy")
 	})
 	var queued []*stream
@@ -375,19 +375,19 @@ func TestAgentPermission(t *testing.T) {
 		t.Errorf("permission.requested %v", p.data)
 	}
 	t.Run("OnlyAllowOnceOrDeny", func(t *testing.T) {
-		r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"session_id": sid, "request_id": rid, "decision": "allowAlways"})
+		r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"sessionId": sid, "requestId": rid, "decision": "allowAlways"})
 		want(t, r, 422, "invalid")
 	})
 	t.Run("NotAnotherAppsSession", func(t *testing.T) {
-		r := b.do(t, "POST", "/api/v1/agent/reply", otherToken, map[string]any{"session_id": sid, "request_id": rid, "decision": "allowOnce"})
+		r := b.do(t, "POST", "/api/v1/agent/reply", otherToken, map[string]any{"sessionId": sid, "requestId": rid, "decision": "allowOnce"})
 		want(t, r, 404, "not_found")
 	})
 	t.Run("RequestOfAnotherSession", func(t *testing.T) {
 		other := b.newSession(t, appToken)
-		r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"session_id": other, "request_id": rid, "decision": "allowOnce"})
+		r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"sessionId": other, "requestId": rid, "decision": "allowOnce"})
 		want(t, r, 404, "not_found")
 	})
-	r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"session_id": sid, "request_id": rid, "decision": "allowOnce"})
+	r := b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"sessionId": sid, "requestId": rid, "decision": "allowOnce"})
 	want(t, r, 200, "")
 	if r.body["status"] != "approved" {
 		t.Errorf("reply %s", r.raw)
@@ -403,7 +403,7 @@ func TestAgentPermission(t *testing.T) {
 		t.Errorf("after the reply: %v %v", seen, fin.data)
 	}
 	// A second reply is refused by the decision checks: already decided.
-	want(t, b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"session_id": sid, "request_id": rid, "decision": "deny"}),
+	want(t, b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"sessionId": sid, "requestId": rid, "decision": "deny"}),
 		409, "already_decided")
 }
 
@@ -412,7 +412,7 @@ func TestAgentReplyNeverByAnAgent(t *testing.T) {
 	b := setupAgent(t)
 	s := b.post(t, "/api/v1/agent/runs", agentTok, map[string]any{"text": "deploy api"})
 	_, p := s.until(t, core.EventPermissionRequested)
-	r := b.do(t, "POST", "/api/v1/agent/reply", agentTok, map[string]any{"session_id": p.data["sessionId"], "request_id": p.data["requestId"], "decision": "allowOnce"})
+	r := b.do(t, "POST", "/api/v1/agent/reply", agentTok, map[string]any{"sessionId": p.data["sessionId"], "requestId": p.data["requestId"], "decision": "allowOnce"})
 	want(t, r, 403, string(core.DecisionHumanRequired))
 	b.eng.mu.Lock()
 	d := b.eng.decisions[len(b.eng.decisions)-1]
@@ -472,27 +472,27 @@ func TestAgentQuestion(t *testing.T) {
 		t.Errorf("events %v", seen)
 	}
 	s.ended(t)
-	pq, _ := fin.data["pending_question"].(map[string]any)
+	pq, _ := fin.data["pendingQuestion"].(map[string]any)
 	if fin.data["status"] != "finished" || pq == nil || pq["requestId"] != "q1" || len(pq["questions"].([]any)) != 1 {
 		t.Fatalf("turn.finished %v", fin.data)
 	}
-	sid := fin.data["session_id"].(string)
+	sid := fin.data["sessionId"].(string)
 	// The result shape says the same.
-	got := b.do(t, "GET", "/api/v1/agent/turns/"+fin.data["turn_id"].(string), appToken, nil)
-	if got.body["pending_question"] == nil {
+	got := b.do(t, "GET", "/api/v1/agent/turns/"+fin.data["turnId"].(string), appToken, nil)
+	if got.body["pendingQuestion"] == nil {
 		t.Errorf("turn %s", got.raw)
 	}
-	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"session_id": sid, "request_id": "q1", "answers": []map[string]any{
+	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"sessionId": sid, "requestId": "q1", "answers": []map[string]any{
 		{"questionId": "env", "isSkipped": false, "answer": "moon"}}}), 422, "invalid")
-	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"session_id": sid, "request_id": "q9", "answers": []map[string]any{
+	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"sessionId": sid, "requestId": "q9", "answers": []map[string]any{
 		{"questionId": "env", "isSkipped": false, "answer": "prod"}}}), 409, "no_pending_question")
-	a := b.post(t, "/api/v1/agent/answer", appToken, map[string]any{"session_id": sid, "request_id": "q1", "answers": []map[string]any{
+	a := b.post(t, "/api/v1/agent/answer", appToken, map[string]any{"sessionId": sid, "requestId": "q1", "answers": []map[string]any{
 		{"questionId": "env", "isSkipped": false, "answer": "prod"}}})
 	seen, fin = a.until(t, core.EventTurnFinished)
-	if strings.Join(seen, " ") != "run.queued message.committed turn.finished" || fin.data["text"] != "You chose prod." || fin.data["pending_question"] != nil {
+	if strings.Join(seen, " ") != "run.queued message.committed turn.finished" || fin.data["text"] != "You chose prod." || fin.data["pendingQuestion"] != nil {
 		t.Errorf("continued turn: %v %v", seen, fin.data)
 	}
-	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"session_id": sid, "request_id": "q1", "answers": []map[string]any{
+	want(t, b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"sessionId": sid, "requestId": "q1", "answers": []map[string]any{
 		{"questionId": "env", "isSkipped": false, "answer": "prod"}}}), 409, "no_pending_question")
 }
 
@@ -512,7 +512,7 @@ func TestAgentCancelWithLateResult(t *testing.T) {
 		t.Errorf("turn.finished %v", fin.data)
 	}
 	// The pending approval is withdrawn: a reply now is refused.
-	r = b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"session_id": p.data["sessionId"], "request_id": p.data["requestId"], "decision": "allowOnce"})
+	r = b.do(t, "POST", "/api/v1/agent/reply", appToken, map[string]any{"sessionId": p.data["sessionId"], "requestId": p.data["requestId"], "decision": "allowOnce"})
 	want(t, r, 409, "turn_finished")
 	eventually(t, "the late result refused", func() bool {
 		b.fa.mu.Lock()
@@ -534,7 +534,7 @@ func TestAgentOutcomeUnknown(t *testing.T) {
 	if r.body["status"] != "error" || e["code"] != CodeOutcomeUnknown || !strings.Contains(e["message"].(string), "Read the session") {
 		t.Errorf("result %s", r.raw)
 	}
-	ses := b.do(t, "GET", "/api/v1/agent/sessions/"+r.body["session_id"].(string), appToken, nil)
+	ses := b.do(t, "GET", "/api/v1/agent/sessions/"+r.body["sessionId"].(string), appToken, nil)
 	turns := ses.body["turns"].([]any)
 	if len(turns) != 1 || turns[0].(map[string]any)["error"].(map[string]any)["code"] != CodeOutcomeUnknown {
 		t.Errorf("session %s", ses.raw)
@@ -592,4 +592,39 @@ func FuzzAgentBodies(f *testing.F) {
 			t.Fatalf("%s %d without an error object: %s", path, rec.Code, rec.Body)
 		}
 	})
+}
+
+// TestAgentAPINamesAreCamelCase: results use the design's names only;
+// bodies in the earlier snake_case are still read.
+func TestAgentAPINamesAreCamelCase(t *testing.T) {
+	t.Parallel()
+	b := setupAgent(t)
+	sid := b.newSession(t, appToken)
+	r := b.do(t, "POST", "/api/v1/agent/runs", appToken, map[string]any{"session_id": sid, "text": "hello"})
+	want(t, r, 200, "")
+	if r.body["sessionId"] != sid || r.body["turnId"] == nil {
+		t.Fatalf("result %v", r.body)
+	}
+	s := b.do(t, "GET", "/api/v1/agent/sessions/"+sid, appToken, nil)
+	want(t, s, 200, "")
+	list := b.do(t, "GET", "/api/v1/agent/sessions", appToken, nil)
+	want(t, list, 200, "")
+	for what, body := range map[string]map[string]any{"run": r.body, "session": s.body, "list": list.body} {
+		raw, _ := json.Marshal(body)
+		for _, snake := range []string{"session_id", "turn_id", "pending_question", "created_at", "next_cursor", "request_id"} {
+			if strings.Contains(string(raw), `"`+snake+`"`) {
+				t.Errorf("%s carries %s: %s", what, snake, raw)
+			}
+		}
+	}
+	if _, ok := list.body["nextCursor"]; !ok {
+		t.Errorf("list %v", list.body)
+	}
+	if _, ok := s.body["consoleUrl"]; !ok {
+		t.Errorf("session %v", s.body)
+	}
+	bad := b.do(t, "POST", "/api/v1/agent/answer", appToken, map[string]any{"sessionId": sid, "answers": []any{}})
+	if bad.status != 422 || bad.errField("field") != "requestId" {
+		t.Errorf("answer without requestId: %d %v", bad.status, bad.body)
+	}
 }

@@ -232,7 +232,8 @@ func (f *fakeAgent) play(id string, t AgentTurn) {
 	f.st.commit(id, core.RunSucceeded, core.EventTurnFinished, map[string]any{"status": "succeeded"})
 }
 
-func (f *fakeAgent) AgentAnswer(_ context.Context, runID, requestID string, _ core.Actor, answers json.RawMessage) error {
+func (f *fakeAgent) AgentAnswer(_ context.Context, a AgentAnswer) error {
+	runID, requestID, answers := a.RunID, a.RequestID, a.Answers
 	if f.status(runID) != core.RunWaitingInput || requestID != "q1" {
 		return fmt.Errorf("fake: answer %s/%s: %w", runID, requestID, core.ErrConflict)
 	}

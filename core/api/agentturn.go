@@ -34,12 +34,12 @@ const (
 // TurnResult is a turn's outcome: the body of POST /api/v1/agent/runs
 // without Accept: text/event-stream, and the data of turn.finished.
 type TurnResult struct {
-	SessionID       string           `json:"session_id"`
-	TurnID          string           `json:"turn_id"`
+	SessionID       string           `json:"sessionId"`
+	TurnID          string           `json:"turnId"`
 	Status          string           `json:"status"`
 	Text            string           `json:"text"`
 	Error           *ErrorBody       `json:"error"`
-	PendingQuestion *PendingQuestion `json:"pending_question"`
+	PendingQuestion *PendingQuestion `json:"pendingQuestion"`
 }
 
 // PendingQuestion is the question a turn stopped at: answer it with
@@ -51,16 +51,19 @@ type PendingQuestion struct {
 }
 
 type runBody struct {
-	Text      string `json:"text"`
-	SessionID string `json:"session_id"`
-	Agent     string `json:"agent"`
-	Model     string `json:"model"`
+	Text         string `json:"text"`
+	SessionID    string `json:"sessionId"`
+	OldSessionID string `json:"session_id"`
+	Agent        string `json:"agent"`
+	Model        string `json:"model"`
 }
 
 type answerBody struct {
-	SessionID string          `json:"session_id"`
-	RequestID string          `json:"request_id"`
-	Answers   json.RawMessage `json:"answers"`
+	ids
+	Answers json.RawMessage `json:"answers"`
+	// Model switches the model for the rest of the turn, as a run's
+	// model does for its turn.
+	Model string `json:"model"`
 }
 
 // postRun starts a turn: in an existing session of the caller's, or a new
@@ -91,8 +94,8 @@ func (ag *agentServer) postRun(w http.ResponseWriter, r *http.Request) {
 	}
 	var sess *core.AgentSession
 	var err error
-	if b.SessionID != "" {
-		if sess, err = ag.ownSession(ctx, b.SessionID); err == nil && b.Agent != "" && b.Agent != sess.Agent {
+	if sid := firstOf(b.SessionID, b.OldSessionID); sid != "" {
+		if sess, err = ag.ownSession(ctx, sid); err == nil && b.Agent != "" && b.Agent != sess.Agent {
 			err = invalid("agent", "session %s runs agent %q; a session's agent is fixed (start a new session for %q)", sess.ID, sess.Agent, b.Agent)
 		}
 	} else {
@@ -126,18 +129,25 @@ func (ag *agentServer) answer(w http.ResponseWriter, r *http.Request) {
 		ag.s.fail(w, r, err)
 		return
 	}
-	sess, err := ag.ownSession(ctx, b.SessionID)
+	sess, err := ag.ownSession(ctx, b.session())
 	if err != nil {
 		ag.s.fail(w, r, err)
 		return
 	}
+	requestID := b.request()
 	switch {
-	case b.RequestID == "" || len(b.RequestID) > maxIDLen:
-		ag.s.fail(w, r, invalid("request_id", "request_id is required"))
+	case requestID == "" || len(requestID) > maxIDLen:
+		ag.s.fail(w, r, invalid("requestId", "requestId is required"))
 		return
 	case len(b.Answers) == 0 || string(b.Answers) == "null":
 		ag.s.fail(w, r, invalid("answers", "answers is required: [{\"questionId\",\"isSkipped\",\"answer\"}]"))
 		return
+	}
+	if b.Model != "" {
+		if _, ok := ag.models[b.Model]; !ok {
+			ag.s.fail(w, r, invalid("model", "unknown model %q; GET /api/v1/agent/models lists them", b.Model))
+			return
+		}
 	}
 	runs, _, err := ag.s.o.Store.RunList(ctx, core.RunListParams{Thread: sess.Thread.String(), Status: core.RunWaitingInput, Limit: 1})
 	if err != nil {
@@ -149,8 +159,13 @@ func (ag *agentServer) answer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := runs[0]
-	ag.runTurn(w, r, sess, run.ID, ag.agents[sess.Agent].Model, func(ctx context.Context) (string, error) {
-		return run.ID, ag.o.Engine.AgentAnswer(ctx, run.ID, b.RequestID, actorFrom(ctx), b.Answers)
+	model := b.Model
+	if model == "" {
+		model = ag.agents[sess.Agent].Model
+	}
+	ag.runTurn(w, r, sess, run.ID, model, func(ctx context.Context) (string, error) {
+		return run.ID, ag.o.Engine.AgentAnswer(ctx, AgentAnswer{Session: sess, RunID: run.ID, RequestID: requestID, Actor: actorFrom(ctx),
+			Answers: b.Answers, Model: b.Model})
 	})
 }
 
@@ -373,11 +388,15 @@ const maxTurnEventPages = 1000
 
 // turnState accumulates what a turn's events say about its result.
 type turnState struct {
-	model    string
-	texts    []string
-	question *PendingQuestion
-	errBody  *ErrorBody
-	finished bool
+	model string
+	// turnStarted is set once turn.started went out: a stream says it
+	// once, before any text.delta, however often the engine resumed the
+	// run (each claim records one).
+	turnStarted bool
+	texts       []string
+	question    *PendingQuestion
+	errBody     *ErrorBody
+	finished    bool
 	// calls are the tool call ids of the model's turn not yet started,
 	// by tool, in order, for a tool.started that names the tool only.
 	calls map[string][]string
@@ -385,6 +404,16 @@ type turnState struct {
 	// engine's tool.finished; a call that never started (denied, refused)
 	// ends with its result message instead.
 	started map[string]bool
+}
+
+// startTurn sends turn.started unless the stream already said it; model
+// is the engine's, else the one the request named.
+func (st *turnState) startTurn(em *sseEmitter, model string) error {
+	if st.turnStarted {
+		return nil
+	}
+	st.turnStarted = true
+	return em.send(core.EventTurnStarted, map[string]string{"model": firstOf(model, st.model)})
 }
 
 // follow streams turnID's events after `after` (to em when not nil) until
@@ -431,6 +460,11 @@ func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.Ag
 			data := map[string]any{"text": d.Text}
 			if d.Restart {
 				data["restart"] = true // the text streamed so far is void
+			}
+			// The model streams before its turn's stored turn.started
+			// reaches this replica's read: say it first.
+			if err := st.startTurn(em, ""); err != nil {
+				return nil, err
 			}
 			if err := em.send(core.EventTextDelta, data); err != nil {
 				return nil, err
@@ -514,8 +548,11 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 	}
 	switch ev.Type {
 	case core.EventTurnStarted:
-		return em.send(core.EventTurnStarted, map[string]string{"model": firstOf(d.Model, st.model)})
+		return st.startTurn(em, d.Model)
 	case core.EventTextDelta:
+		if err := st.startTurn(em, ""); err != nil {
+			return err
+		}
 		return em.send(core.EventTextDelta, map[string]string{"text": d.Text})
 	case core.EventMessageCommitted:
 		// The run's closing message repeats the model's last text; send

@@ -90,7 +90,7 @@ func TestAttack_OtherAppReadsSessionThroughRunAPI(t *testing.T) {
 	b := setupAgent(t)
 	r := b.do(t, "POST", "/api/v1/agent/runs", otherToken, map[string]any{"text": "hello"})
 	want(t, r, 200, "")
-	turn := r.body["turn_id"].(string)
+	turn := r.body["turnId"].(string)
 	// app (console:alice, scopes read, decide, session.run) reads every
 	// run, but not another app's session.
 	want(t, b.do(t, "GET", "/api/v1/runs/"+turn, appToken, nil), 404, "not_found")

@@ -76,7 +76,7 @@ func TestAgentStreamDroppedWhileAnotherReplicaHolds(t *testing.T) {
 	b := setupAgentWith(t, here)
 	sid := b.newSession(t, appToken)
 	releaseThere := there.Hold(context.Background(), sid)
-	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"session_id": sid, "text": "deploy api"})
+	s := b.post(t, "/api/v1/agent/runs", appToken, map[string]any{"sessionId": sid, "text": "deploy api"})
 	_, p := s.until(t, core.EventPermissionRequested)
 	turn := strings.TrimPrefix(p.data["requestId"].(string), "ap-")
 	s.cancel()

@@ -401,6 +401,10 @@ type turnCall struct {
 // the run; tool calls are stored before any of them is gated.
 func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
 	e, ag := ax.e, ax.ag
+	if msg := ax.requiredDown(ctx); msg != "" {
+		e.m.agentTurns.WithLabelValues(ag.Name, "required_server_down").Inc()
+		return true, ax.end(ctx, nil, core.RunFailed, "required_server_down", msg, "❌ "+msg)
+	}
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
 	tb := ax.turnToolbox(ctx)
 	req, built := llm.BuildRequest(ax.system(), ax.hist, tb, ag.Window)
@@ -461,6 +465,41 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 }
 
 func (ax *agentExec) system() string { return ax.ag.system }
+
+// requiredSources is the optional capability of Options.Lookup whose
+// sources an agent turn cannot do without (upstream MCP servers marked
+// required): RequiredDown names each one that is down now, with why.
+type requiredSources interface {
+	RequiredDown(ctx context.Context) map[string]error
+}
+
+// requiredDown says why the turn may not go on — a required source that
+// is down and whose tools the agent's globs reach — or "".
+func (ax *agentExec) requiredDown(ctx context.Context) string {
+	rs, ok := ax.e.opts.Lookup.(requiredSources)
+	if !ok {
+		return ""
+	}
+	down := rs.RequiredDown(ctx)
+	names := make([]string, 0, len(down))
+	for name := range down {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, g := range ax.ag.Tools {
+			server, _, dotted := strings.Cut(g, ".")
+			if !dotted && !strings.ContainsAny(g, "*?[") {
+				continue // a plain tool name, not a server's
+			}
+			if ok, _ := path.Match(server, name); ok {
+				return fmt.Sprintf("The MCP server %s is required and unavailable (%v); the turn ended without it. Send it again once the server is back.",
+					name, down[name])
+			}
+		}
+	}
+	return ""
+}
 
 // modelProblem is the sentence the thread gets for a failed model call.
 func modelProblem(ag *agentRuntime, err error) string {

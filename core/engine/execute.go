@@ -43,7 +43,7 @@ type execution struct {
 func (e *Engine) execute(ctx context.Context, run *core.Run) {
 	x := &execution{e: e, run: run, flow: e.flows[run.Flow], log: e.log.With("run", run.ID, "flow", run.Flow)}
 	started := map[string]any{"step_index": run.StepIndex}
-	if name, ok := core.AgentOf(run.Flow); ok {
+	if name, ok := runAgent(run); ok {
 		started["agent"] = name
 		if ag := e.assistants[name]; ag != nil {
 			started["model"] = ag.ModelName
@@ -64,7 +64,7 @@ func (e *Engine) execute(ctx context.Context, run *core.Run) {
 }
 
 func (x *execution) drive(ctx context.Context) error {
-	if name, ok := core.AgentOf(x.run.Flow); ok {
+	if name, ok := runAgent(x.run); ok {
 		return x.driveAgent(ctx, name)
 	}
 	if x.flow == nil {

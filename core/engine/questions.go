@@ -43,10 +43,32 @@ const (
 // POST /api/v1/runs/{id}/answer.
 func askActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
 
-// answered is a stored answer (the step's output).
+// answered is a stored answer (the step's output). Agent, when set, is
+// the agent (the same agent on another model) the rest of the run uses.
 type answered struct {
 	By     string          `json:"by"`
 	Answer json.RawMessage `json:"answer"`
+	Agent  string          `json:"agent,omitempty"`
+}
+
+// runAgent is the agent an agent run runs as: its flow's, unless an answer
+// switched it (the Agent API's answer with a model); ok is false for a
+// flow run.
+func runAgent(run *core.Run) (name string, ok bool) {
+	name, ok = core.AgentOf(run.Flow)
+	if !ok {
+		return "", false
+	}
+	for _, st := range run.Steps {
+		if st.Tool != llm.AskUserTool || st.Status != core.StepSucceeded {
+			continue
+		}
+		var an answered
+		if json.Unmarshal([]byte(st.Output), &an) == nil && an.Agent != "" {
+			name = an.Agent
+		}
+	}
+	return name, true
 }
 
 // askUser handles an ask_user call: a malformed ask is an error result; a
@@ -216,6 +238,16 @@ func questionCard(p PendingQuestion) core.QuestionCard {
 // on), not_approver (actor may not answer), bad_request (not JSON),
 // invalid_args (does not answer the questions).
 func (e *Engine) Answer(ctx context.Context, actor core.Actor, channel, runID, actionID string, raw json.RawMessage) error {
+	return e.AnswerSwitching(ctx, actor, channel, runID, actionID, raw, "")
+}
+
+// AnswerSwitching is Answer that also switches the rest of the run to the
+// configured agent switchTo (the same agent on another model, as an Agent
+// API answer with a model asks); "" keeps the run's agent.
+func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel, runID, actionID string, raw json.RawMessage, switchTo string) error {
+	if switchTo != "" && e.assistants[switchTo] == nil {
+		return &core.DecisionError{Code: core.DecisionBadRequest, Message: fmt.Sprintf("no agent %q to switch to", switchTo)}
+	}
 	run, err := e.store.RunGet(ctx, runID)
 	if errors.Is(err, core.ErrNotFound) {
 		return &core.DecisionError{Code: core.DecisionNotFound, Message: "no run " + runID}
@@ -251,7 +283,7 @@ func (e *Engine) Answer(ctx context.Context, actor core.Actor, channel, runID, a
 	}
 	next := st
 	next.Status, next.FinishedAt = core.StepSucceeded, &now
-	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON()}))
+	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
 	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
 		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued, Step: &next,
 		Events: []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{

@@ -217,16 +217,13 @@ func (s *Server) agentTools() []tool {
 				if err != nil {
 					return nil, s.agentErr("call_agent_tool", err)
 				}
-				out := struct {
-					Output receiptView `json:"output"`
-				}{s.receiptView(r)}
-				switch r.Status {
-				case core.ReceiptSucceeded, core.ReceiptPendingApproval, core.ReceiptDispatching:
-					return out, nil
+				if r.Status.InFlight() && s.wantsTask(x) {
+					// A task client follows the wait with tasks/get.
+					ref := x.ref()
+					return nil, s.createTask(ctx, x, &core.MCPTask{Tool: "call_agent_tool", RunID: ref.RunID, CallID: ref.CallID, ClaimID: claim,
+						ToolCallID: x.str("toolCallId"), ToolID: x.str("toolId"), Input: x.args["input"]})
 				}
-				te = errf("tool_"+string(r.Status), "%s %s: %s", r.ToolID, r.Status, firstOf(r.Error, r.Output))
-				te.Link = out.Output.Link
-				return out, te
+				return s.receiptOutcome(r)
 			}},
 		{name: "read_agent_asset", act: authority.Claim, agent: true, readOnly: true, idempotent: true,
 			desc: "Read one of the task's assets by assetId (never a path), at most 1 MiB a read: content is UTF-8 text or base64 (encoding says which); " +
@@ -247,7 +244,7 @@ func (s *Server) agentTools() []tool {
 					Asset *core.AgentAsset `json:"asset"`
 				}{a}, nil
 			}},
-		{name: "complete_agent_call", act: authority.Claim, agent: true, destructive: true,
+		{name: "complete_agent_call", act: authority.Claim, agent: true,
 			desc: "Finish the task with result, JSON matching the task's outputSchema (checked as sent). Every tool call must have ended. " +
 				"The run then continues; follow the returned run with get_run.",
 			in: input(with(js{"ownerToken": owner, "result": anyJSON("the task's result (its outputSchema)")}),
@@ -268,7 +265,7 @@ func (s *Server) agentTools() []tool {
 				}
 				return runOut{Run: v}, nil
 			}},
-		{name: "fail_agent_call", act: authority.Claim, agent: true, destructive: true,
+		{name: "fail_agent_call", act: authority.Claim, agent: true,
 			desc: "Give the task up with a message saying why; the run then fails.",
 			in: input(with(js{"ownerToken": owner, "message": strMax("why the task cannot be done", 4096)}),
 				"runId", "callId", "ownerToken", "message"),
@@ -289,6 +286,21 @@ func (s *Server) agentTools() []tool {
 				return runOut{Run: v}, nil
 			}},
 	}
+}
+
+// receiptOutcome is call_agent_tool's answer for receipt r: the receipt,
+// and a business error for a call that ended without success.
+func (s *Server) receiptOutcome(r *core.AgentReceipt) (any, *toolErr) {
+	out := struct {
+		Output receiptView `json:"output"`
+	}{s.receiptView(r)}
+	switch r.Status {
+	case core.ReceiptSucceeded, core.ReceiptPendingApproval, core.ReceiptDispatching:
+		return out, nil
+	}
+	te := errf("tool_"+string(r.Status), "%s %s: %s", r.ToolID, r.Status, firstOf(r.Error, r.Output))
+	te.Link = out.Output.Link
+	return out, te
 }
 
 func firstOf(ss ...string) string {

@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/authority"
@@ -138,7 +139,7 @@ func (s *Server) interact(ctx context.Context, x *call) (any, *toolErr) {
 	v, a, te := s.findAction(ctx, x)
 	if te != nil {
 		if v != nil && te.Code == string(core.DecisionHumanRequired) {
-			return interactOut{Run: v, Interaction: interaction{Mode: "none", Outcome: "unsupported"}}, te
+			return s.offerApproval(ctx, x, v, te, retry)
 		}
 		return nil, te
 	}
@@ -189,18 +190,71 @@ func (s *Server) interact(ctx context.Context, x *call) (any, *toolErr) {
 	return nil, nil
 }
 
-// canElicit reports whether the client said it shows forms: in its
-// initialize capabilities or, on 2026-07-28, in the request's _meta.
-func canElicit(req *sdk.CallToolRequest) bool {
+// offerApproval answers interact on an approval. An agent never decides
+// one; but when the person behind the token could (the authority judges
+// their standing now) and the client opens links (URL elicitation), the
+// approval's console page is offered to them: they sign in there and
+// decide as themselves. The retry only says whether they opened it.
+// Anyone else gets human_confirmation_required with the card's link.
+func (s *Server) offerApproval(ctx context.Context, x *call, v *runView, refused *toolErr, retry bool) (any, *toolErr) {
+	id := x.str("actionId")
+	if retry {
+		res, _ := x.req.Params.InputResponses[elicitKey].(*sdk.ElicitResult)
+		outcome := "cancel"
+		if res != nil && (res.Action == "accept" || res.Action == "decline") {
+			outcome = res.Action
+		}
+		if r, err := s.o.Store.RunGet(ctx, v.ID); err == nil {
+			if fresh, err := s.runView(ctx, x.c, r); err == nil {
+				v = fresh
+			}
+		}
+		return interactOut{Run: v, Interaction: interaction{Mode: "url", Outcome: outcome}}, nil
+	}
+	a, err := s.o.Store.ApprovalGet(ctx, id)
+	if err != nil || a.Status != approvals.StatusPending || !canElicitURL(x.req) || !s.eligibleApprover(ctx, x.c, id) {
+		return interactOut{Run: v, Interaction: interaction{Mode: "none", Outcome: "unsupported"}}, refused
+	}
+	state := s.signState(requestState{V: 1, Run: v.ID, Action: id, Actor: x.c.actor.ID, Endpoint: x.ep.path,
+		Exp: s.o.Now().Add(stateTTL).Unix()})
+	x.raw = &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{elicitKey: approvalElicit(a, refused.Link)}, RequestState: state}
+	return nil, nil
+}
+
+// clientCaps are the capabilities the client declared: in the request's
+// _meta on 2026-07-28, else at initialize.
+func clientCaps(req *sdk.CallToolRequest) *sdk.ClientCapabilities {
+	if req == nil {
+		return nil
+	}
+	if req.Params != nil {
+		if cc := req.ClientCapabilities(); cc != nil {
+			return cc
+		}
+	}
 	if req.Session == nil {
+		return nil
+	}
+	if ip := req.Session.InitializeParams(); ip != nil {
+		return ip.Capabilities
+	}
+	return nil
+}
+
+// canElicit reports whether the client said it shows forms.
+func canElicit(req *sdk.CallToolRequest) bool {
+	cc := clientCaps(req)
+	if cc == nil || cc.Elicitation == nil {
 		return false
 	}
-	ip := req.Session.InitializeParams()
-	if ip == nil || ip.Capabilities == nil || ip.Capabilities.Elicitation == nil {
-		return false
-	}
-	e := ip.Capabilities.Elicitation
+	e := cc.Elicitation
 	return e.Form != nil || e.URL == nil
+}
+
+// canElicitURL reports whether the client said it opens links (URL mode).
+func canElicitURL(req *sdk.CallToolRequest) bool {
+	cc := clientCaps(req)
+	return cc != nil && cc.Elicitation != nil && cc.Elicitation.URL != nil
 }
 
 func askOf(a *actionView) (agent.Ask, error) {

@@ -43,6 +43,7 @@ const (
 	readOnlyToken = "readonly-token" // api:ro, [read]
 	decideToken   = "decide-token"   // console:dora, [decide]: no read, no request
 	studioToken   = "studio-token"   // console:studio, internal
+	aliceToken    = "alice-token"    // console:alice, [read, request]: the deploy approver
 )
 
 // hostile is tool output that tries to talk to the model.
@@ -199,6 +200,7 @@ func newEnv(dsn string) (*env, func(), error) {
 			{Tool: "status", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"console:alice"}},
 		}},
+		Agents:       []engine.Agent{{Name: "ops", ModelName: "scripted", Model: scriptedModel(), Tools: []string{"deploy", "status"}, Default: true}},
 		PollInterval: 20 * time.Millisecond, Lease: 2 * time.Second, PublicURL: "https://ops.example.com",
 		Logger: slog.New(slog.DiscardHandler),
 	})
@@ -206,7 +208,7 @@ func newEnv(dsn string) (*env, func(), error) {
 		return nil, nil, err
 	}
 	qs := &fakeQuestions{pending: map[string][]Question{}, answers: map[string]json.RawMessage{}}
-	srv, err := New(Options{Engine: eng, Store: st, Questions: qs, StateKey: testKey, Version: "test",
+	srv, err := New(Options{Engine: eng, Store: st, Questions: bothQuestions{qs, eng}, StateKey: testKey, Version: "test",
 		PublicURL: "https://ops.example.com", AllowedOrigins: []string{"http://localhost:6274"},
 		Tokens: []Token{
 			{Name: "admin", Token: adminToken, Actor: "console:admin"},
@@ -216,6 +218,7 @@ func newEnv(dsn string) (*env, func(), error) {
 			{Name: "ro", Token: readOnlyToken, Actor: "api:ro", Scopes: []core.Scope{core.ScopeRead}},
 			{Name: "dora", Token: decideToken, Actor: "console:dora", Scopes: []core.Scope{core.ScopeDecide}},
 			{Name: "studio", Token: studioToken, Actor: "console:studio", Internal: true},
+			{Name: "alice", Token: aliceToken, Actor: "console:alice", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest}},
 		},
 		Flows: flowsOf(testFlows),
 	})
@@ -288,6 +291,8 @@ type client struct {
 type clientOpts struct {
 	path, version string
 	elicit        func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error)
+	// urls says the client opens links (URL elicitation) besides forms.
+	urls bool
 }
 
 // connect opens a session with token on /mcp at the newest protocol
@@ -314,6 +319,10 @@ func tryConnect(t testing.TB, token string, o ...clientOpts) (*client, error) {
 	var copts *sdk.ClientOptions
 	if opt.elicit != nil {
 		copts = &sdk.ClientOptions{ElicitationHandler: opt.elicit}
+		if opt.urls {
+			copts.Capabilities = &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{},
+				URL: &sdk.URLElicitationCapabilities{}}}
+		}
 	}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "opsgate-test", Version: "1"}, copts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

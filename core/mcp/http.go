@@ -57,6 +57,10 @@ var knownMethods = map[string]bool{
 	"notifications/progress": true,
 }
 
+// sessionless are the methods a request may send without a session before
+// 2026-07-28: the one that opens a session, and the newer version's probe.
+var sessionless = map[string]bool{"initialize": true, "server/discover": true}
+
 func (s *Server) endpointHandler(ep endpoint) (http.Handler, error) {
 	srv := s.newSDKServer(ep)
 	get := func(*http.Request) *sdk.Server { return srv }
@@ -104,6 +108,20 @@ func (s *Server) endpointHandler(ep endpoint) (http.Handler, error) {
 		}
 		msg, parsed := peek(body)
 		newProto := r.Header.Get("MCP-Protocol-Version") >= statelessFrom || (parsed && msg.metaVersion >= statelessFrom)
+		if newProto && parsed && msg.isCall {
+			// The Tasks extension (taskhttp.go) rides 2026-07-28 only.
+			switch {
+			case taskMethods[msg.method]:
+				s.serveTaskMethod(w, r, body)
+				return
+			case msg.method == "subscriptions/listen" && asksForTasks(body):
+				s.serveTaskListen(w, r, body)
+				return
+			case msg.method == "tools/call":
+				serveToolCall(statelessH, w, r)
+				return
+			}
+		}
 		if parsed && msg.method != "" && !knownMethods[msg.method] {
 			if !msg.isCall {
 				// Notifications are never answered; an unknown one is
@@ -120,6 +138,14 @@ func (s *Server) endpointHandler(ep endpoint) (http.Handler, error) {
 		}
 		if newProto {
 			statelessH.ServeHTTP(w, r)
+			return
+		}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" && parsed && msg.method != "" && !sessionless[msg.method] {
+			// Before 2026-07-28 everything but initialize belongs to a
+			// session: the spec's 400, with a JSON-RPC error a client can
+			// read (the SDK would open a session and answer code 0).
+			writeRPCError(w, http.StatusBadRequest, msg.id, -32600,
+				fmt.Sprintf("Bad Request: %s needs the Mcp-Session-Id header of a session (send initialize first), or protocol version %s or later", msg.method, statelessFrom))
 			return
 		}
 		statefulH.ServeHTTP(w, r)

@@ -115,8 +115,9 @@ var errorSchema = object("a business error: nothing changed (isError is true)", 
 var (
 	runStatuses = []string{string(core.RunQueued), string(core.RunRunning), string(core.RunWaitingApproval), string(core.RunWaitingInput),
 		string(core.RunSucceeded), string(core.RunFailed), string(core.RunRejected), string(core.RunCancelled), string(core.RunInterrupted)}
-	stepStatuses = []string{string(core.StepWaitingApproval), string(core.StepWaitingAgent), string(core.StepDispatching), string(core.StepSucceeded),
-		string(core.StepFailed), string(core.StepDenied), string(core.StepRejected), string(core.StepInterrupted), string(core.StepCancelled)}
+	stepStatuses = []string{string(core.StepWaitingApproval), string(core.StepWaitingAgent), stepWaitingInput, string(core.StepDispatching),
+		string(core.StepSucceeded), string(core.StepFailed), string(core.StepDenied), string(core.StepRejected), string(core.StepInterrupted),
+		string(core.StepCancelled)}
 	callStatuses = []string{string(core.AgentCallPending), string(core.AgentCallClaimed), string(core.AgentCallCompleted),
 		string(core.AgentCallFailed), string(core.AgentCallCancelled), string(core.AgentCallInterrupted)}
 	receiptStatuses = []string{string(core.ReceiptDispatching), string(core.ReceiptPendingApproval), string(core.ReceiptSucceeded),
@@ -124,6 +125,11 @@ var (
 		string(core.ReceiptInterrupted), string(core.ReceiptInvalid)}
 	approvalStatuses = []string{"pending", "approved", "rejected", "edited", "expired"}
 )
+
+// stepWaitingInput is engine.StepWaitingInput, an agent run's ask_user
+// step; this package does not import the engine
+// (TestSchemaEnumsCoverGoConstants finds every status the module declares).
+const stepWaitingInput = "waiting_input"
 
 var questionSchema = object("one question", js{
 	"id":       str("the questionId to answer"),

@@ -126,13 +126,26 @@ type Options struct {
 	Version string
 	// MaxBodyBytes caps one request body (413 beyond); default 1 MiB.
 	MaxBodyBytes int64
-	Now          func() time.Time
-	Logger       *slog.Logger
+	// FlowWait bounds how long flow waits for the run it started to reach
+	// its first wait (an approval, a question, an agent call) or its end
+	// before it answers (default DefaultFlowWait; negative: no wait).
+	FlowWait time.Duration
+	// PollInterval is the fallback poll of the waits when the store's
+	// wake-ups are missed (default 250ms).
+	PollInterval time.Duration
+	// TaskTTL is how long a task handle is kept (default DefaultTaskTTL).
+	TaskTTL time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // DefaultMaxBodyBytes is the body cap when Options.MaxBodyBytes is 0. A
 // complete_agent_call result may be 1 MiB of JSON, so a little more.
 const DefaultMaxBodyBytes = 2 << 20
+
+// DefaultFlowWait is Options.FlowWait's default: long enough for a run to
+// reach its first approval or end, short of a client's tool timeout.
+const DefaultFlowWait = 10 * time.Second
 
 // The MCP paths.
 const (
@@ -197,6 +210,15 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.FlowWait == 0 {
+		o.FlowWait = DefaultFlowWait
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 250 * time.Millisecond
+	}
+	if o.TaskTTL <= 0 {
+		o.TaskTTL = DefaultTaskTTL
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -284,8 +306,12 @@ func (s *Server) newSDKServer(ep endpoint) *sdk.Server {
 	if version == "" {
 		version = "dev"
 	}
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}
+	if s.tasks() != nil {
+		caps.AddExtension(extTasks, nil)
+	}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "opsgate", Title: "opsgate", Version: version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		&sdk.ServerOptions{Instructions: instructions, Logger: s.log, Capabilities: caps,
 			GetSessionID: func() string { return ep.tag + "-" + randomID() }})
 	s.addTools(srv, ep)
 	return srv

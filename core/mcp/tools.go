@@ -44,7 +44,6 @@ type tool struct {
 	desc, codex string
 	in, out     js
 	readOnly    bool
-	destructive bool
 	idempotent  bool
 	// agent tools are offered on the external endpoints only.
 	agent bool
@@ -62,6 +61,12 @@ type call struct {
 	ep   endpoint
 	// raw, when a handler sets it, is returned as is (input required).
 	raw *sdk.CallToolResult
+	// runID is the run the call concerns, when the handler learns it (flow
+	// starts one); else the runId argument. The call's log line names it.
+	runID string
+	// task, when a handler sets it, is answered instead of the result: a
+	// task handle (tasks.go).
+	task *taskView
 }
 
 func (x *call) str(name string) string {
@@ -94,9 +99,14 @@ func (s *Server) addTools(srv *sdk.Server, ep endpoint) {
 			desc += " (opsgate studio)"
 		}
 		compiled := compileSchema(t.name+"-input", t.in)
+		// No tool here is destructive: the risky work a run or a task does
+		// stops at opsgate's gate for a person, whatever the client's own
+		// prompt says. A client that asks its user before a destructive
+		// tool (Codex with approval_policy=never refuses them) would only
+		// ask about starting or finishing work people still approve.
 		ann := &sdk.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: t.idempotent, OpenWorldHint: ptr(false)}
 		if !t.readOnly {
-			ann.DestructiveHint = ptr(t.destructive)
+			ann.DestructiveHint = ptr(false)
 		}
 		srv.AddTool(&sdk.Tool{Name: t.name, Description: desc, InputSchema: t.in, OutputSchema: lean(t.out, 0), Annotations: ann},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -141,22 +151,54 @@ func (s *Server) run(ctx context.Context, ep endpoint, t tool, in *jsonschema.Sc
 	if !ok {
 		return refusal(errf("unauthenticated", "the request carries no authenticated token"), nil)
 	}
+	x := &call{req: req, c: c, ep: ep}
 	if err := s.auth.Check(c.auth, t.act); err != nil {
-		return refusal(s.refused(t.name, err), nil)
+		te := s.refused(t.name, err)
+		s.logCall(ctx, x, t.name, te)
+		return refusal(te, nil)
 	}
 	args, err := validateInput(in, req.Params.Arguments)
 	if err != nil {
-		return refusal(errf("invalid_input", "%s: %v", t.name, err), nil)
+		te := errf("invalid_input", "%s: %v", t.name, err)
+		s.logCall(ctx, x, t.name, te)
+		return refusal(te, nil)
 	}
-	x := &call{req: req, c: c, args: args, ep: ep}
+	x.args = args
 	out, te := t.handle(ctx, x)
+	s.logCall(ctx, x, t.name, te)
 	if x.raw != nil {
 		return x.raw
+	}
+	if x.task != nil && te == nil {
+		return taskResult(x.task)
 	}
 	if te != nil {
 		return refusal(te, out)
 	}
 	return result(out)
+}
+
+// logCall logs one handled tool call: the tool, who called it, the run it
+// concerns and its outcome (a business error's code).
+func (s *Server) logCall(ctx context.Context, x *call, tool string, te *toolErr) {
+	run := x.runID
+	if run == "" {
+		run = x.str("runId")
+	}
+	attrs := []any{"tool", tool, "actor", x.c.actor.ID, "endpoint", x.ep.path}
+	if run != "" {
+		attrs = append(attrs, "run", run)
+	}
+	if te != nil {
+		attrs = append(attrs, "error", te.Code)
+	}
+	if x.task != nil {
+		attrs = append(attrs, "task", x.task.TaskID)
+	}
+	if tp := x.traceparent(); tp != "" {
+		attrs = append(attrs, "traceparent", tp)
+	}
+	s.log.InfoContext(ctx, "mcp tool call", attrs...)
 }
 
 // internalError is a failure of opsgate itself (the store), not of the
@@ -230,7 +272,7 @@ func (s *Server) visibleRun(ctx context.Context, x *call, id string) (*core.Run,
 func (s *Server) tools() []tool {
 	runID := strMax("the run's id", maxIDLen)
 	ts := []tool{
-		{name: "flow", act: authority.Request, destructive: true,
+		{name: "flow", act: authority.Request,
 			desc: "Start a flow (a run) with your intent: the flow's arguments as a person types them after its command, e.g. " +
 				"\"api 1.2.3\" for deploy <service> <version>. Returns the run; follow it with get_run. Risky tool calls stop for a person's " +
 				"approval (status waiting_approval). Not idempotent: after an error, look with list_runs before calling flow again.",
@@ -260,16 +302,18 @@ func (s *Server) tools() []tool {
 		{name: "interact", act: authority.Answer, idempotent: false,
 			desc: "Act on a pending action of a run. A question is shown to the user as a form when the client supports it (elicitation) " +
 				"and the answer submitted; otherwise the action is returned for you to ask, then answer_ask. A cancelled form keeps the run waiting. " +
-				"An approval cannot be answered here (human_confirmation_required, with the card's link): people decide it.",
+				"An approval cannot be answered here (human_confirmation_required, with the card's link): people decide it; when your user may " +
+				"decide it and the client opens links, its console page is offered to them, where they sign in and decide themselves.",
 			codex: "Answer a run's pending question through a form when possible; else returns the question for answer_ask. Approvals: people only.",
 			in:    input(js{"runId": runID, "actionId": strMax("a pending_actions id", maxIDLen)}, "runId", "actionId"),
 			out: output(js{"run": runSchema, "interaction": object("what happened", js{
-				"mode":    enum("elicitation: a form was shown; none: return the action to the user yourself", "elicitation", "none"),
+				"mode": enum("elicitation: a form was shown; url: the approval's console page was offered to the person who may decide it; "+
+					"none: return the action to the user yourself", "elicitation", "url", "none"),
 				"outcome": enum("accept: answered; decline or cancel: still waiting; unsupported: the client has no forms", "accept", "decline", "cancel", "unsupported"),
 				"action":  actionSchema,
 			}, "mode", "outcome")}, "run"),
 			handle: s.interact},
-		{name: "answer_ask", act: authority.Answer, destructive: false,
+		{name: "answer_ask", act: authority.Answer,
 			desc: "Answer a run's pending question with the user's exact answer: the question array [{\"questionId\",\"isSkipped\",\"answer\"}] " +
 				"or, for a single yes/no question, {\"isConfirmed\",\"feedback\"}. Approvals cannot be answered here (human_confirmation_required).",
 			in: input(js{"runId": runID, "actionId": strMax("the question's action id", maxIDLen), "answer": js{"description": "the answer",
@@ -280,7 +324,7 @@ func (s *Server) tools() []tool {
 				"runId", "actionId", "answer"),
 			out:    output(js{"run": runSchema}, "run"),
 			handle: s.answerAsk},
-		{name: "cancel_run", act: authority.Cancel, destructive: true, idempotent: true,
+		{name: "cancel_run", act: authority.Cancel, idempotent: true,
 			desc:   "Cancel a run you started (or any, with scope admin). Pending approvals and agent calls end with it.",
 			in:     input(js{"runId": runID}, "runId"),
 			out:    output(js{"run": runSchema}, "run"),

@@ -135,9 +135,9 @@ func emptyIfNil(m map[string]any) map[string]any {
 	return m
 }
 
-// runKind is the run's kind (docs/agents.md): flow runs are all
-// this server starts; agent runs (branch agentrun) have no flow steps.
-func runKind(r *core.Run) string { return "flow" }
+// runKind is the run's kind (docs/agents.md): "agent" for an agent's turn,
+// "flow" otherwise, as the API says.
+func runKind(r *core.Run) string { return r.Kind() }
 
 // stage names step i of a flow's run.
 func (s *Server) stage(flow string, i int, st core.Step) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -46,7 +47,8 @@ func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
 	if rc.RunID == "" {
 		return nil, errf("invalid_intent", "%q started no run of %s: usage %s", intent, f.Name, f.Usage)
 	}
-	r, err := s.o.Store.RunGet(ctx, rc.RunID)
+	x.runID = rc.RunID
+	r, err := s.settle(ctx, rc.RunID)
 	if err != nil {
 		return nil, s.internalError("flow", err)
 	}
@@ -59,11 +61,77 @@ func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
 		}
 		return runOut{Run: v}, errf("invalid_intent", "the text %q started flow %s, not %s", text, r.Flow, f.Name)
 	}
+	if tp := x.traceparent(); tp != "" {
+		if ts, ok := s.o.Store.(core.RunTraceStore); ok {
+			if err := ts.RunTraceSet(ctx, r.ID, tp); err != nil {
+				return nil, s.internalError("flow", err)
+			}
+		}
+	}
 	v, err := s.runView(ctx, x.c, r)
 	if err != nil {
 		return nil, s.internalError("flow", err)
 	}
+	if !r.Status.Final() && v.PendingAgentCall == nil && s.wantsTask(x) {
+		// A person (or the rest of the run) is awaited: a task client
+		// follows it with tasks/get instead of polling get_run.
+		return nil, s.createTask(ctx, x, &core.MCPTask{Tool: "flow", RunID: r.ID})
+	}
 	return runOut{Run: v}, nil
+}
+
+// settled reports whether a run stopped moving on its own: it ended, or
+// it waits for someone (an approval, a question, an agent's work).
+func settled(r *core.Run) bool {
+	return r.Status.Final() || r.Status == core.RunWaitingApproval || r.Status == core.RunWaitingInput
+}
+
+// runEventSubscriber and topicSubscriber are the optional wake-ups of a
+// Store (store/sqlstore has both): a commit of the run's events, or of
+// any run's.
+type runEventSubscriber interface {
+	SubscribeRunEvents(runID string) (<-chan struct{}, func())
+}
+
+type topicSubscriber interface {
+	Subscribe(topic string) (<-chan struct{}, func())
+}
+
+// subscribe wakes on commits of id's events, as narrowly as the store can;
+// the poll of the callers covers a store without wake-ups.
+func (s *Server) subscribe(id string) (<-chan struct{}, func()) {
+	switch st := s.o.Store.(type) {
+	case runEventSubscriber:
+		return st.SubscribeRunEvents(id)
+	case topicSubscriber:
+		return st.Subscribe(core.TopicEvents)
+	}
+	return nil, func() {}
+}
+
+// settle waits, at most Options.FlowWait, for run id to settle, woken by
+// its events; it returns the run as it is then.
+func (s *Server) settle(ctx context.Context, id string) (*core.Run, error) {
+	wake, cancel := s.subscribe(id)
+	defer cancel()
+	limit := time.NewTimer(max(s.o.FlowWait, 0))
+	defer limit.Stop()
+	poll := time.NewTicker(s.o.PollInterval)
+	defer poll.Stop()
+	for {
+		r, err := s.o.Store.RunGet(ctx, id)
+		if err != nil || settled(r) {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return r, nil
+		case <-limit.C:
+			return r, nil
+		case <-wake:
+		case <-poll.C:
+		}
+	}
 }
 
 // leadingLiterals is the command words before the first placeholder.

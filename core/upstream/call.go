@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,7 +82,8 @@ func (r *runner) run(ctx context.Context, call tools.Call) (tools.Result, error)
 		return tools.Result{}, r.callError(ctx, cctx, sess, err)
 	}
 	if len(res.InputRequests) > 0 {
-		return tools.Result{}, fmt.Errorf("upstream %s: %s asked for input (elicitation, sampling or roots), which opsgate does not provide", c.srv.Name, r.name)
+		return tools.Result{}, fmt.Errorf("upstream %s: %s asked for input (%s), which opsgate does not provide to upstream servers",
+			c.srv.Name, r.name, inputKinds(res.InputRequests))
 	}
 	out, truncated := tools.CapOutput(c.m.String(renderResult(res)), c.srv.MaxOutput)
 	result := tools.Result{Output: out, Truncated: truncated}
@@ -89,6 +91,29 @@ func (r *runner) run(ctx context.Context, call tools.Call) (tools.Result, error)
 		return result, &ToolError{Server: c.srv.Name, Tool: r.name}
 	}
 	return result, nil
+}
+
+// inputKinds names what an input_required result asked for.
+func inputKinds(m mcp.InputRequestMap) string {
+	var kinds []string
+	for _, r := range m {
+		k := "input"
+		switch r.(type) {
+		case *mcp.ElicitParams:
+			k = "elicitation"
+		//lint:ignore SA1019 servers may still ask for sampling in its deprecation window (SEP-2577)
+		case *mcp.CreateMessageParams:
+			k = "sampling: refused, opsgate's models are not lent to servers"
+		//lint:ignore SA1019 servers may still ask for roots in its deprecation window (SEP-2577)
+		case *mcp.ListRootsParams:
+			k = "roots"
+		}
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	slices.Sort(kinds)
+	return strings.Join(kinds, ", ")
 }
 
 // callError names what went wrong with a sent call. A call whose answer

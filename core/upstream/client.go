@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/opsgate/opsgate/core/tools"
@@ -59,14 +60,32 @@ func newClient(s Server, log *slog.Logger) *client {
 	c.log = slog.New(maskHandler{Handler: c.log.Handler(), m: m})
 	c.sdk = mcp.NewClient(&mcp.Implementation{Name: "opsgate", Version: "1"}, &mcp.ClientOptions{
 		Logger: c.log.With("component", "mcp-sdk"),
-		// No roots, sampling or elicitation: opsgate is a gate, not a host
-		// a server may ask things of. (An empty, non-nil value turns off
-		// the SDK's default roots capability.)
-		Capabilities:           &mcp.ClientCapabilities{},
+		// Roots without roots: roots/list answers an empty list (opsgate
+		// shows a server none of its files). No sampling: opsgate is a
+		// gate, not a host whose models a server may use (refused with a
+		// clear error, below). No elicitation: see docs/mcp-servers.md.
+		//lint:ignore SA1019 roots stay in the protocol for their deprecation window (SEP-2577); servers still ask
+		Capabilities:           &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { signal(c.refresh) },
 	})
+	c.sdk.AddReceivingMiddleware(refuseSampling)
 	return c
+}
+
+// errSamplingRefused answers a server's sampling/createMessage.
+const errSamplingRefused = "opsgate does not let upstream MCP servers use its models: sampling is refused (docs/mcp-servers.md)"
+
+// refuseSampling answers sampling/createMessage with a clear refusal
+// instead of the SDK's "method not found": a server that samples anyway
+// learns why.
+func refuseSampling(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "sampling/createMessage" {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: errSamplingRefused}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 func signal(ch chan struct{}) {
@@ -189,7 +208,11 @@ func (c *client) connect(ctx context.Context) (*mcp.ClientSession, *process, err
 		proc = p
 		t = &mcp.IOTransport{Reader: p.stdout, Writer: p.stdin, MaxLineLength: int(c.srv.MaxMessage)}
 	} else {
-		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: httpClient(&c.srv), MaxEventSize: int(c.srv.MaxMessage)}
+		// MaxRetries -1: a call's event stream that breaks is not resumed
+		// (the SDK would retry a dead server with backoff until the call's
+		// timeout); the call fails at once, its outcome unknown, and the
+		// loop reconnects.
+		t = &mcp.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: httpClient(&c.srv), MaxEventSize: int(c.srv.MaxMessage), MaxRetries: -1}
 	}
 	type connected struct {
 		s   *mcp.ClientSession

@@ -52,6 +52,16 @@ func checkEverything(t *testing.T, r *Registry) {
 	if _, err := call(t, r, "ev.get-sum", map[string]any{"a": "two"}); err == nil {
 		t.Fatal("get-sum with a string accepted")
 	}
+	// roots/list answers an empty list: opsgate shows a server none of its
+	// files. (The server asks when it starts, then shows what it got.)
+	res, err = call(t, r, "ev.get-roots-list", nil)
+	if err != nil || !strings.Contains(res.Output, "no roots are currently configured") {
+		t.Fatalf("get-roots-list: %q %v", res.Output, err)
+	}
+	// Sampling is not offered, so the server offers no tool that samples.
+	if _, err := r.LookupTool(context.Background(), "ev.trigger-sampling-request"); err == nil {
+		t.Fatal("a sampling tool is offered: opsgate declared sampling")
+	}
 	rep := r.Reports(context.Background())[0]
 	if !rep.Connected || len(rep.Tools) < 5 {
 		t.Fatalf("report: connected %v, %d tools, err %q", rep.Connected, len(rep.Tools), rep.Err)

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/mcpfake"
@@ -345,5 +348,25 @@ func TestNewRefusesBadServers(t *testing.T) {
 	}
 	if _, err := New([]Server{{Name: "a", Command: []string{"x"}}, {Name: "a", URL: "http://127.0.0.1/"}}, nil); err == nil {
 		t.Error("two servers with one name accepted")
+	}
+}
+
+// TestSamplingIsRefusedClearly: a server that asks opsgate's models
+// anyway (sampling/createMessage) is told why it is refused; other
+// requests pass.
+func TestSamplingIsRefusedClearly(t *testing.T) {
+	t.Parallel()
+	reached := false
+	h := refuseSampling(func(context.Context, string, mcp.Request) (mcp.Result, error) {
+		reached = true
+		return &mcp.ListToolsResult{}, nil
+	})
+	_, err := h(context.Background(), "sampling/createMessage", nil)
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || !strings.Contains(rpcErr.Message, "sampling is refused") || reached {
+		t.Fatalf("sampling: %v (reached the SDK: %v)", err, reached)
+	}
+	if _, err := h(context.Background(), "roots/list", nil); err != nil || !reached {
+		t.Fatalf("roots/list: %v", err)
 	}
 }

@@ -157,3 +157,24 @@ func TestHTTPRedirectToAnotherHostRefused(t *testing.T) {
 		t.Fatal("the credential followed the redirect")
 	}
 }
+
+// TestHTTPServerDyingMidCallFailsAtOnce: a Streamable HTTP server whose
+// connection drops while a call's answer streams fails the call as soon
+// as the connection is gone — with the outcome unknown — not after the
+// call's timeout (an hour here; the test's bound is far shorter).
+func TestHTTPServerDyingMidCallFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := &mcpfake.Fake{Mode: mcpfake.ModeOK}
+	srv := httptest.NewServer(f.Handler(""))
+	t.Cleanup(srv.Close)
+	// The process dies: nothing listens any more, and the connection of
+	// the call under way drops.
+	f.OnDie = func() { _ = srv.Listener.Close() }
+	s := Server{Name: "h", URL: srv.URL + "/mcp", ConnectTimeout: 5 * time.Second, CallTimeout: time.Hour,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	r, _ := start(t, s)
+	_, err := call(t, r, "h.die", nil)
+	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, tools.ErrTimeout) || !strings.Contains(err.Error(), "upstream h") {
+		t.Fatalf("a server dying mid-call: %v", err)
+	}
+}

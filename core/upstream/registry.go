@@ -119,6 +119,38 @@ func (r *Registry) Tools(ctx context.Context) []*tools.Tool {
 	return out
 }
 
+// RequiredDown names each required server (Server.Required) that is not
+// connected now, with why, after its first connection attempt (bounded by
+// ctx): the engine fails an agent turn that may use such a server's tools
+// rather than let it run without them.
+func (r *Registry) RequiredDown(ctx context.Context) map[string]error {
+	var out map[string]error
+	for _, name := range r.order {
+		c := r.clients[name]
+		if !c.srv.Required {
+			continue
+		}
+		select {
+		case <-c.first:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+		up, why := c.sess != nil, c.lastErr
+		c.mu.Unlock()
+		if up {
+			continue
+		}
+		if why == nil {
+			why = fmt.Errorf("%w: upstream %s is connecting", ErrUnavailable, name)
+		}
+		if out == nil {
+			out = map[string]error{}
+		}
+		out[name] = fmt.Errorf("%w: upstream %s: %v", ErrUnavailable, name, c.m.Error(why))
+	}
+	return out
+}
+
 // Report is one server as a listing shows it.
 type Report struct {
 	Name      string

@@ -92,6 +92,9 @@ type Server struct {
 	// HTTPTransport carries a Streamable HTTP server's requests; nil
 	// means a clone of http.DefaultTransport.
 	HTTPTransport http.RoundTripper
+	// Required: an agent turn that may use the server's tools cannot do
+	// without them (Registry.RequiredDown).
+	Required bool
 }
 
 // Override replaces an annotation-derived default; a zero field keeps it.

@@ -60,6 +60,9 @@ func MainIfRequested() {
 // Fake is one fake server's state.
 type Fake struct {
 	Mode, Dir, Secret string
+	// OnDie, when set, runs as the HTTP "die" tool drops its connection
+	// (a test stops the whole server there).
+	OnDie func()
 
 	mu      sync.Mutex
 	toggled bool // the "toggle" tool was called: the list changed
@@ -177,6 +180,7 @@ func (f *Fake) tools() []map[string]any {
 		{"name": "huge", "inputSchema": obj(map[string]any{"bytes": map[string]any{"type": "integer"}}, "bytes")},
 		{"name": "hang", "inputSchema": obj(nil)},
 		{"name": "crash", "inputSchema": obj(nil)},
+		{"name": "die", "description": "over HTTP: drops the connection mid-call", "inputSchema": obj(nil)},
 		{"name": "garbage", "inputSchema": obj(nil)},
 		{"name": "malformed", "inputSchema": obj(nil)},
 		{"name": "rpcerror", "inputSchema": obj(nil)},
@@ -228,7 +232,7 @@ func (f *Fake) call(m message) ([]byte, bool) {
 		return reply(m.ID, text(strings.Repeat("x", int(n)))), true
 	case "hang":
 		select {}
-	case "crash":
+	case "crash", "die":
 		fmt.Fprintln(os.Stderr, "fake MCP server: crashing mid-call")
 		os.Exit(3)
 	case "garbage":
@@ -303,6 +307,21 @@ func (f *Fake) Handler(token string) http.Handler {
 		}
 		if f.Mode == ModeHangInit || toolName(m) == "hang" {
 			<-r.Context().Done()
+			return
+		}
+		if toolName(m) == "die" {
+			// The server dies mid-call: the call's event stream has begun,
+			// then the connection drops without an answer.
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"working\"}}\n\n")
+			w.(http.Flusher).Flush()
+			if f.OnDie != nil {
+				f.OnDie()
+			}
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
 			return
 		}
 		raw, ok := f.handleHTTP(m)

@@ -55,6 +55,8 @@ func Run(t *testing.T, open Open) {
 		{"CheckpointWritesEverythingInOneTx", testCheckpointWritesAll},
 		{"RunEventListAfter", testRunEventList},
 		{"AgentHistoryIsTheSessionsMessages", testAgentHistory},
+		{"MCPTaskRoundTrip", testMCPTaskRoundTrip},
+		{"RunTraceFirstStays", testRunTraceFirstStays},
 		{"OutboxStreamRefIsTheRunsFirstSentStream", testOutboxStreamRef},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},

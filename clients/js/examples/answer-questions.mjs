@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Example: a terminal loop that talks to an agent and answers its
 // questions. Each line you type is a turn in one session; when a turn
-// stops at a question (pending_question), every question is asked on the
+// stops at a question (pendingQuestion), every question is asked on the
 // terminal and the answers continue the turn.
 //
 //   OPSGATE_URL=http://127.0.0.1:8080 OPSGATE_TOKEN=… node answer-questions.mjs
@@ -18,8 +18,8 @@ import { AgentClient, Events, OUTCOME_UNKNOWN } from "../src/index.js";
  */
 export async function runAnswering(client, turn, ask, { onEvent = () => {}, maxRounds = 20 } = {}) {
   let result = await client.run(turn, onEvent);
-  for (let i = 0; result.pending_question && i < maxRounds; i++) {
-    const q = result.pending_question;
+  for (let i = 0; result.pendingQuestion && i < maxRounds; i++) {
+    const q = result.pendingQuestion;
     const answers = [];
     for (const question of q.questions) {
       const answer = await ask(question);
@@ -27,7 +27,7 @@ export async function runAnswering(client, turn, ask, { onEvent = () => {}, maxR
         ? { questionId: question.id, isSkipped: true }
         : { questionId: question.id, isSkipped: false, answer });
     }
-    result = await client.answer({ sessionId: result.session_id, requestId: q.requestId, answers }, onEvent);
+    result = await client.answer({ sessionId: result.sessionId, requestId: q.requestId, answers }, onEvent);
   }
   return result;
 }
@@ -50,7 +50,7 @@ async function main() {
     if (!text) break;
     try {
       const result = await runAnswering(client, { text, sessionId }, ask, { onEvent });
-      sessionId = result.session_id;
+      sessionId = result.sessionId;
       console.log();
       if (result.status !== "finished") {
         console.log(`turn ${result.status}: ${result.error?.code}: ${result.error?.message}`);

@@ -106,7 +106,7 @@ if (typeof document !== "undefined") {
             live = line("agent", "");
           }),
       });
-      sessionId = result.session_id;
+      sessionId = result.sessionId;
       if (result.status !== "finished") line("error", `${result.status}: ${result.error?.code} ${result.error?.message}`);
       else if (!live.textContent) live.textContent = result.text;
     } catch (err) {

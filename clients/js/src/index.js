@@ -7,7 +7,7 @@
 //   });
 //
 // Events arrive in order; turn.finished is always last and carries the
-// same {session_id, turn_id, status, text, error, pending_question} as the
+// same {sessionId, turnId, status, text, error, pendingQuestion} as the
 // result. Event names this client does not know are passed on as they are:
 // handle the ones you know and ignore the rest, new ones may be added.
 
@@ -86,17 +86,20 @@ export class AgentClient {
     return res.json();
   }
 
-  /** POST /api/v1/agent/sessions → {session_id, agent, created_at} */
+  /** POST /api/v1/agent/sessions → {sessionId, agent, createdAt, consoleUrl} */
   createSession({ agent } = {}) {
     return this.#json("POST", "/api/v1/agent/sessions", agent ? { agent } : {});
   }
 
-  /** GET /api/v1/agent/sessions/{id} → the session with its turns (read it before re-sending a turn). */
+  /**
+   * GET /api/v1/agent/sessions/{id} → {sessionId, agent, createdAt, consoleUrl, turns}: the session
+   * with its turns (read it before re-sending a turn); consoleUrl is where a person continues it.
+   */
   session(id) {
     return this.#json("GET", `/api/v1/agent/sessions/${encodeURIComponent(id)}`);
   }
 
-  /** GET /api/v1/agent/sessions → {items, next_cursor}: this token's sessions. */
+  /** GET /api/v1/agent/sessions → {items, nextCursor}: this token's sessions. */
   sessions({ cursor, limit } = {}) {
     const q = new URLSearchParams();
     if (cursor) q.set("cursor", cursor);
@@ -135,19 +138,22 @@ export class AgentClient {
    */
   run({ text, sessionId, agent, model, signal }, onEvent) {
     const body = { text };
-    if (sessionId) body.session_id = sessionId;
+    if (sessionId) body.sessionId = sessionId;
     if (agent) body.agent = agent;
     if (model) body.model = model;
     return this.#turn("/api/v1/agent/runs", body, onEvent, signal);
   }
 
   /**
-   * Answers the question a turn stopped at (its pending_question, or a
-   * question.requested event) and follows the continued turn like run().
-   * @param {{sessionId: string, requestId: string, answers: Array<{questionId: string, isSkipped: boolean, answer?: string}>, signal?: AbortSignal}} a
+   * Answers the question a turn stopped at (its pendingQuestion, or a
+   * question.requested event) and follows the continued turn like run();
+   * model, when given, switches the rest of the turn to that model.
+   * @param {{sessionId: string, requestId: string, answers: Array<{questionId: string, isSkipped: boolean, answer?: string}>, model?: string, signal?: AbortSignal}} a
    */
-  answer({ sessionId, requestId, answers, signal }, onEvent) {
-    return this.#turn("/api/v1/agent/answer", { session_id: sessionId, request_id: requestId, answers }, onEvent, signal);
+  answer({ sessionId, requestId, answers, model, signal }, onEvent) {
+    const body = { sessionId, requestId, answers };
+    if (model) body.model = model;
+    return this.#turn("/api/v1/agent/answer", body, onEvent, signal);
   }
 
   /**
@@ -157,7 +163,7 @@ export class AgentClient {
    * requester of a high-impact call, never an agent).
    */
   reply({ sessionId, requestId, decision, reason }) {
-    const body = { session_id: sessionId, request_id: requestId, decision };
+    const body = { sessionId, requestId, decision };
     if (reason) body.reason = reason;
     return this.#json("POST", "/api/v1/agent/reply", body);
   }

@@ -58,10 +58,19 @@ test("a turn streams its events in order, turn.finished last", async () => {
   }
   // Without a stream: the result; the session keeps both turns.
   model.push({ text: "Still here." });
-  const again = await client.run({ text: "there?", sessionId: res.session_id });
+  const again = await client.run({ text: "there?", sessionId: res.sessionId });
   assert.equal(again.text, "Still here.");
-  const ses = await client.session(res.session_id);
+  const ses = await client.session(res.sessionId);
   assert.equal(ses.turns.length, 2);
+  assert.equal(ses.sessionId, res.sessionId);
+  assert.match(ses.consoleUrl, new RegExp(`/runs/${again.turnId}$`));
+  // The design's names only: no snake_case in results.
+  for (const obj of [res, again, ses]) {
+    for (const k of ["session_id", "turn_id", "pending_question", "created_at"]) assert.ok(!(k in obj), `${k} in ${JSON.stringify(obj)}`);
+  }
+  assert.equal(seen.filter((n) => n === Events.TurnStarted).length, 1, `one turn.started in ${seen}`);
+  const firstDelta = seen.indexOf(Events.TextDelta);
+  assert.ok(firstDelta === -1 || firstDelta > seen.indexOf(Events.TurnStarted), `text.delta before turn.started in ${seen}`);
   assert.equal((await client.models()).items[0].name, "default");
 });
 
@@ -84,6 +93,22 @@ test("the approval-card example replies allowOnce and the call runs", async () =
   assert.match(JSON.stringify(last.messages), /restarted/);
 });
 
+test("turn.started comes once, also around an approval's wait", async () => {
+  model.push({ calls: [{ name: "restart", args: '{"reason":"around a wait"}' }] }, { text: ["Re", "started."] });
+  const seen = [];
+  const res = await client.run({ text: "restart api" }, async (ev) => {
+    seen.push(ev.type);
+    if (ev.type === Events.PermissionRequested) {
+      await client.reply({ sessionId: ev.data.sessionId, requestId: ev.data.requestId, decision: "allowOnce" });
+    }
+  });
+  assert.equal(res.text, "Restarted.");
+  assert.equal(seen.filter((n) => n === Events.TurnStarted).length, 1, `${seen}`);
+  assert.ok(seen.indexOf(Events.TurnStarted) < seen.indexOf(Events.PermissionRequested), `${seen}`);
+  const firstDelta = seen.indexOf(Events.TextDelta);
+  assert.ok(firstDelta === -1 || firstDelta > seen.indexOf(Events.TurnStarted), `${seen}`);
+});
+
 test("deny refuses the call and the model is told", async () => {
   model.push({ calls: [{ name: "restart", args: '{"reason":"again"}' }] }, { text: "Not restarted." });
   const res = await runWithApprovals(client, { text: "restart api" }, { decide: () => "deny" });
@@ -103,7 +128,7 @@ test("the answer-questions example answers and the turn continues", async () => 
   });
   assert.deepEqual(asked, ["Which environment?"]);
   assert.equal(res.status, "finished");
-  assert.equal(res.pending_question, null);
+  assert.equal(res.pendingQuestion, null);
   assert.equal(res.text, "Going with staging.");
 });
 
