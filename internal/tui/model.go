@@ -13,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/internal/keytext"
 )
 
 // API is what the TUI asks of the server; *client.Client is one.
@@ -335,7 +336,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case tea.KeyMsg:
-		return m.onKey(msg)
+		// Several runes at once are text, never a key name: "up" in a
+		// reason stays in the reason.
+		return m.onKey(keytext.Normalize(msg))
 	}
 	return m, nil
 }
