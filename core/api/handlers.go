@@ -273,7 +273,12 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errf(http.StatusNotFound, "not_found", "this server takes no answers"))
 		return
 	}
-	if err := qa.Answer(r.Context(), actorFrom(r.Context()), DecisionChannel, id, b.ActionID, b.Answer); err != nil {
+	ch, err := requestChannel(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := qa.Answer(r.Context(), actorFrom(r.Context()), ch, id, b.ActionID, b.Answer); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -523,13 +528,18 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	ch, err := requestChannel(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
 	actor := actorFrom(r.Context())
 	if !scopesFrom(r.Context()).Has(core.ScopeDecide) {
 		// Refused, but through the engine, so the attempt is audited
 		// like every other refused decision.
 		d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-		if _, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+		if _, err := s.o.Engine.Decide(r.Context(), actor, ch, d); err != nil && !isRefusal(err) && !isNotFound(err) {
 			s.fail(w, r, fmt.Errorf("api: decide %s: %w", id, err))
 			return
 		}
@@ -537,7 +547,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 			"this token may not decide approvals: a person decides, with a token that has scope decide"))
 		return
 	}
-	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
+	a, err := s.o.Engine.Decide(r.Context(), actor, ch, d)
 	if err != nil {
 		if _, refused := core.Refusal(err); refused {
 			s.fail(w, r, err)

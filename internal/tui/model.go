@@ -148,6 +148,9 @@ type Model struct {
 	reject   textinput.Model
 	edit     *editForm
 	answer   *answerForm
+	// confirm is the approval an "a" asked to approve: one key never
+	// decides, Enter confirms it and Esc takes it back.
+	confirm  string
 	busy     string // an API call in flight ("approving…")
 	flash    string
 	flashErr bool
@@ -597,10 +600,13 @@ func (m Model) keyQueue(key string) (tea.Model, tea.Cmd) {
 			m.scr = screenAnswer
 			return m, nil
 		}
-		m.selected, m.detail, m.scroll = it.approval.ID, it.approval, 0
-		if key == "enter" {
+		m.selected, m.detail, m.scroll, m.confirm = it.approval.ID, it.approval, 0, ""
+		if key == "enter" || key == "a" {
+			// "a" opens the details with the approval to confirm: what
+			// is approved is on the screen before Enter approves it.
 			m.scr = screenDetail
-			return m, m.loadDetail(it.approval.ID, screenDetail)
+			nm, cmd := m.keyDetail(key)
+			return nm, tea.Batch(m.loadDetail(it.approval.ID, screenDetail), cmd)
 		}
 		return m.keyDetail(key)
 	}
@@ -613,22 +619,32 @@ func (m Model) keyDetail(key string) (tea.Model, tea.Cmd) {
 	}
 	switch key {
 	case "esc", "backspace":
+		if m.confirm != "" {
+			m.confirm = ""
+			return m, nil
+		}
 		m.scr = screenQueue
 	case "up", "k":
 		m.scroll = max(0, m.scroll-1)
 	case "down", "j":
 		m.scroll++
 	case "a":
-		if m.busy != "" {
+		// One key never decides: "a" asks, Enter approves.
+		m.confirm = m.detail.ID
+	case "enter":
+		if m.confirm != m.detail.ID || m.busy != "" {
 			return m, nil
 		}
+		m.confirm = ""
 		m.busy = "approving…"
 		return m, m.decide(m.detail.ID, client.Decision{Action: "approve"})
 	case "r":
+		m.confirm = ""
 		m.reject.SetValue("")
 		m.scr = screenReject
 		return m, m.reject.Focus()
 	case "e":
+		m.confirm = ""
 		if schemaOf(m.detail) == nil {
 			m.busy = "loading the tool's schema…"
 			return m, m.loadDetail(m.detail.ID, screenEdit)

@@ -211,10 +211,24 @@ func TestQueueShowsApprovalsWithCountdowns(t *testing.T) {
 	h.want("expired", "1h05m")
 }
 
-func TestApproveWithOneKey(t *testing.T) {
+// TestOneKeyNeverDecides: "a" shows what would be approved and asks for
+// Enter; only Enter approves, Esc takes it back (docs/terminal.md).
+func TestOneKeyNeverDecides(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, approval("a1", nil))
+	h := newHarness(t, approval("a1", func(a *client.Approval) { a.Destructive = true }))
 	h.key("a")
+	if len(h.api.decisions) != 0 {
+		t.Fatalf("one key decided: %v", h.api.decisions)
+	}
+	h.want("APPROVAL a1", "approve deploy env=staging service=api version=1.2.3 (high_impact, destructive)?", "enter approves · esc cancels")
+	// Pressing a again, or Esc, decides nothing either.
+	h.key("a", "esc")
+	h.key("enter")
+	if len(h.api.decisions) != 0 {
+		t.Fatalf("decided after esc: %v", h.api.decisions)
+	}
+	h.want("APPROVAL a1", "a approve · r reject")
+	h.key("a", "enter")
 	if len(h.api.decisions) != 1 || !strings.HasPrefix(h.api.decisions[0], "a1 approve") {
 		t.Fatalf("decisions %v", h.api.decisions)
 	}
@@ -279,7 +293,7 @@ func TestRefusalsAreShown(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, approval("a1", nil))
 	h.api.decideErr = &client.Error{Status: 409, Code: "already_decided", Message: "approval a1 is already approved", By: "console:bob"}
-	h.key("a")
+	h.key("a", "enter")
 	h.want("approve refused: approval a1 is already approved (by console:bob) (409 already_")
 }
 

@@ -21,6 +21,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/term"
 
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -28,8 +29,11 @@ import (
 // sides; elsewhere it prints plain text).
 func IsTerminal(f *os.File) bool { return f != nil && term.IsTerminal(f.Fd()) }
 
-// Run shows the TUI on in/out until the user quits or ctx ends.
+// Run shows the TUI on in/out until the user quits or ctx ends. It sets
+// c.Channel, so the server records the TUI's decisions and answers with
+// channel "tui".
 func Run(ctx context.Context, c *client.Client, in *os.File, out *os.File) error {
+	c.Channel = api.TUIChannel
 	me, err := c.Me(ctx)
 	if err != nil {
 		return fmt.Errorf("who is this token: %w", err)

@@ -123,6 +123,8 @@ func (m Model) View() string {
 	switch {
 	case m.busy != "":
 		status = m.busy
+	case m.scr == screenDetail && m.detail != nil && m.confirm == m.detail.ID:
+		status = m.confirmLine()
 	case m.flash != "" && m.flashErr:
 		status = styleErr.Render(text(m.flash))
 	case m.flash != "":
@@ -261,7 +263,22 @@ func (m Model) viewDetail(w int) ([]string, string) {
 			out = append(out, "   "+text(l))
 		}
 	}
+	if m.confirm == a.ID {
+		return out, "enter approves · esc cancels"
+	}
 	return out, "a approve · r reject · e edit · ↑↓ scroll · esc back"
+}
+
+// confirmLine names what Enter approves; the help line above it says
+// which keys confirm and cancel.
+func (m Model) confirmLine() string {
+	a := m.detail
+	what := text(a.Tool) + " " + argLine(a.ProposedArgs)
+	risk := string(a.Risk)
+	if a.Destructive {
+		risk += ", destructive"
+	}
+	return styleWarn.Render(fmt.Sprintf("approve %s (%s)?", what, risk))
 }
 
 func (m Model) viewReject(w int) ([]string, string) {
@@ -476,8 +493,8 @@ func eventSummary(raw json.RawMessage) string {
 func viewHelp() []string {
 	return []string{
 		styleTitle.Render(" KEYS"),
-		"  queue     ↑↓/jk move · enter details or answer · a approve · r reject · e edit",
-		"  details   a approve · r reject (with a reason) · e edit the arguments · esc back",
+		"  queue     ↑↓/jk move · enter details or answer · a approve (enter confirms)",
+		"  details   a then enter approve · r reject (with a reason) · e edit · esc back",
 		"  edit      tab/↑↓ field · enter save (validated against the tool's schema) · esc",
 		"  question  tab next · ←→ or 1-9 choose · y/n confirm · enter send · esc back",
 		"  runs      ↑↓ move · enter the run's timeline (live) · esc back",
