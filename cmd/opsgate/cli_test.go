@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // TestHelpOnEverySubcommand: --help (and -h, and `opsgate help CMD`) on
@@ -123,8 +125,26 @@ func TestShortIDs(t *testing.T) {
 		t.Fatalf("an ambiguous approve changed run 1: %s", st.Status)
 	}
 	_, errOut, code = e.cli("approvals", "show", "ffffffff")
-	if code != exitFail || !strings.Contains(errOut, `no approval id starts with "ffffffff"`) {
+	if code != exitFail || !strings.Contains(errOut, `no approval id matches "ffffffff"`) {
 		t.Fatalf("no match: exit %d, stderr %q", code, errOut)
+	}
+	// The short ids the list shows (a prefix of each id's random part)
+	// are what every command takes.
+	list := e.mustCLI("approvals", "list")
+	s1 := shortid.Shortest(a1, a2)[a1]
+	if !strings.Contains(list, s1+" ") || strings.Contains(list, a1) {
+		t.Fatalf("approvals list does not show %s as %s:\n%s", a1, s1, list)
+	}
+	if out := e.mustCLI("approvals", "show", s1); !strings.Contains(out, a1) {
+		t.Fatalf("show %s: %s", s1, out)
+	}
+	if out := e.mustCLI("approvals", "list", "-o", "wide"); !strings.Contains(out, a1) || !strings.Contains(out, "APPROVERS") {
+		t.Fatalf("-o wide: %s", out)
+	}
+	// A run's short id where an approval's is meant says what it is.
+	_, errOut, code = e.cli("approvals", "show", shortid.Of(r1.ID))
+	if code != exitFail || !strings.Contains(errOut, "names no approval; it is run "+r1.ID) {
+		t.Fatalf("a run's id: exit %d, stderr %q", code, errOut)
 	}
 	out = e.mustCLI("approvals", "approve", a2[:i+1])
 	if !strings.Contains(out, a2) || !strings.Contains(out, "approved") {

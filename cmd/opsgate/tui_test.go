@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // tmuxPane is one tmux server of the test's own (-L socket), running one
@@ -120,7 +122,7 @@ func TestTUIUnderTmux(t *testing.T) {
 		t.Fatalf("one key moved the run to %s", r.Status)
 	}
 	p.keys("Enter")
-	p.waitFor("approved "+approvalID[:8]+" ✓", "WAITING FOR A HUMAN (0)")
+	p.waitFor("approved "+shortid.Of(approvalID), "WAITING FOR A HUMAN (0)")
 	r := e.waitStatus(runID, "succeeded")
 	if !strings.Contains(r.Steps[0].Output, "deployed api 1.2.3 to staging") {
 		t.Fatalf("run output %q", r.Steps[0].Output)
@@ -138,7 +140,7 @@ func TestTUIUnderTmux(t *testing.T) {
 	}
 
 	p.keys("Tab")
-	captures["tui-runs.txt"] = p.waitFor("[2 Runs]", runID[:8]+" succeeded")
+	captures["tui-runs.txt"] = p.waitFor("[2 Runs]", shortid.Of(runID), "succeeded")
 	p.keys("Enter")
 	captures["tui-run.txt"] = p.waitFor("RUN "+runID, "deployed api 1.2.3 to staging", "timeline", "permission.decided")
 
@@ -150,7 +152,7 @@ func TestTUIUnderTmux(t *testing.T) {
 	captures["tui-reject.txt"] = p.waitFor("REJECT deploy", "reason:")
 	// tmux send-keys writes the text in one chunk, as a fast paste does.
 	p.keys("roll back up to left", "Enter")
-	p.waitFor("rejected " + second[:8] + " ✓")
+	p.waitFor("rejected " + shortid.Of(second))
 	var rj struct {
 		Decisions []struct{ Channel, Action, Reason string } `json:"decisions"`
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 	"github.com/opsgate/opsgate/internal/keytext"
 )
@@ -154,6 +155,9 @@ type Model struct {
 	busy     string // an API call in flight ("approving…")
 	flash    string
 	flashErr bool
+
+	// shortIDs are the short forms of the ids above (reshort).
+	shortIDs map[string]string
 
 	run       *client.RunDetail
 	runEvents []client.RunEvent
@@ -351,7 +355,10 @@ func schemaOf(a *client.Approval) map[string]any {
 	return s
 }
 
+// clampCursor keeps the cursors on the lists after they changed, and the
+// short ids in step with them.
 func (m *Model) clampCursor() {
+	m.reshort()
 	n := len(m.items())
 	if m.cursor >= n {
 		m.cursor = max(0, n-1)
@@ -371,7 +378,7 @@ func (m *Model) onApproval(a *client.Approval) {
 		delete(m.approvals, a.ID)
 		if m.selected == a.ID && (m.scr == screenDetail || m.scr == screenReject || m.scr == screenEdit) && m.busy == "" {
 			// Decided elsewhere while open here.
-			m.setFlash(fmt.Sprintf("approval %s was %s elsewhere", short(a.ID), a.Status), false)
+			m.setFlash(fmt.Sprintf("approval %s was %s elsewhere", m.short(a.ID), a.Status), false)
 			m.scr, m.edit = screenQueue, nil
 		}
 	}
@@ -398,6 +405,7 @@ func (m *Model) onRun(r *client.Run) tea.Cmd {
 		}
 	}
 	if r.Status == "waiting_input" {
+		m.reshort()
 		return m.loadQuestions(r.ID)
 	}
 	for id, q := range m.questions {
@@ -478,10 +486,10 @@ func (m Model) onDecided(msg decidedMsg) (tea.Model, tea.Cmd) {
 				counted++
 			}
 		}
-		m.setFlash(fmt.Sprintf("%s %s — %d of %d approvals so far", verb, short(msg.id), counted, msg.a.Quorum), false)
+		m.setFlash(fmt.Sprintf("%s %s — %d of %d approvals so far", verb, m.short(msg.id), counted, msg.a.Quorum), false)
 		m.approvals[msg.id] = msg.a
 	} else {
-		m.setFlash(fmt.Sprintf("%s %s ✓", verb, short(msg.id)), false)
+		m.setFlash(fmt.Sprintf("%s %s ✓", verb, m.short(msg.id)), false)
 		delete(m.approvals, msg.id)
 	}
 	m.scr, m.edit = screenQueue, nil
@@ -502,11 +510,30 @@ func refusal(err error) string {
 	return fmt.Sprintf("%s (%d %s)", msg, e.Status, e.Code)
 }
 
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// short is how an id is shown: the shortest prefix of its random part
+// that no other run or approval the TUI knows shares (core/shortid), so
+// a run and its card never show the same short id.
+func (m Model) short(id string) string {
+	if s, ok := m.shortIDs[id]; ok {
+		return s
 	}
-	return id
+	return shortid.Of(id)
+}
+
+// reshort recomputes the short ids after the known runs and approvals
+// changed.
+func (m *Model) reshort() {
+	ids := make([]string, 0, len(m.approvals)+len(m.runs)+len(m.questions))
+	for id := range m.approvals {
+		ids = append(ids, id)
+	}
+	for _, r := range m.runs {
+		ids = append(ids, r.ID)
+	}
+	for _, q := range m.questions {
+		ids = append(ids, q.runID)
+	}
+	m.shortIDs = shortid.Shortest(ids...)
 }
 
 // mayDecide is a hint for the help line: the server judges.

@@ -421,3 +421,21 @@ func TestFitsSmallAndWideTerminals(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAndCardShortIDsDiffer: a run and its card share the timestamp
+// digits of their UUIDv7s; each shows the shortest prefix of its random
+// part instead, and the two never read the same.
+func TestRunAndCardShortIDsDiffer(t *testing.T) {
+	t.Parallel()
+	runID, cardID := "01a2504f-1111-7000-8000-3f9a2c000001", "01a2504f-1112-7000-8000-3f9a2c110002"
+	h := newHarness(t, approval(cardID, func(a *client.Approval) { a.RunID = runID }))
+	h.send(runMsg{r: &client.Run{ID: runID, Flow: "deploy", Status: "waiting_approval", Thread: "console:ops-1",
+		CreatedAt: t0.Format(time.RFC3339Nano), UpdatedAt: t0.Format(time.RFC3339Nano)}})
+	h.key("tab")
+	h.want("▸ 3f9a2c0  waiting_approval")
+	h.key("tab", "a", "enter")
+	h.want("approved 3f9a2c1 ✓")
+	if strings.Contains(h.screen(), "01a2504f") {
+		t.Fatalf("the shared timestamp shows as an id:\n%s", h.screen())
+	}
+}

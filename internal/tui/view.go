@@ -194,7 +194,7 @@ func (m Model) viewQueue(w int) ([]string, string) {
 			out = append(out, styleFaint.Render(fmt.Sprintf("  asked by %s in %s · decided by %s", text(a.Requester), text(a.Thread), text(strings.Join(a.Approvers, ", ")))))
 		} else {
 			q := it.question
-			out = append(out, styleFaint.Render(fmt.Sprintf("  asked in %s for %s · run %s", text(q.thread), text(q.requester), short(q.runID))))
+			out = append(out, styleFaint.Render(fmt.Sprintf("  asked in %s for %s · run %s", text(q.thread), text(q.requester), m.short(q.runID))))
 		}
 	}
 	if it, ok := m.current(); ok && it.question != nil {
@@ -332,7 +332,7 @@ func (m Model) viewEdit(w int) ([]string, string) {
 func (m Model) viewAnswer(w int) ([]string, string) {
 	f := m.answer
 	q := f.q
-	out := []string{styleTitle.Render(" QUESTION ") + styleFaint.Render("run "+short(q.runID)+" in "+text(q.thread)+" · expires in "+
+	out := []string{styleTitle.Render(" QUESTION ") + styleFaint.Render("run "+m.short(q.runID)+" in "+text(q.thread)+" · expires in "+
 		countdown(client.Time(q.action.ExpiresAt), m.at))}
 	for i, fd := range f.fields {
 		mark := "  "
@@ -393,7 +393,7 @@ func (m Model) viewRuns(w int) ([]string, string) {
 		if name == "" {
 			name = "(agent)"
 		}
-		line := fmt.Sprintf("%-8s %-16s %-12s %-20s %s", short(r.ID), text(string(r.Status)), text(name), text(r.Thread), age(client.Time(r.UpdatedAt), m.at))
+		line := fmt.Sprintf("%-8s %-16s %-12s %-20s %s", m.short(r.ID), text(string(r.Status)), text(name), text(r.Thread), age(client.Time(r.UpdatedAt), m.at))
 		if i == m.runCur {
 			out = append(out, "▸ "+styleSel.Render(line))
 		} else {

@@ -167,6 +167,9 @@ func appendNew(list []string, v string) []string {
 // clicks one (a GET never changes state).
 func (s *server) approvalPage(w http.ResponseWriter, r *http.Request) {
 	a, err := s.o.Store.ApprovalGet(r.Context(), r.PathValue("id"))
+	if errors.Is(err, core.ErrNotFound) && s.shortRedirect(w, r, "approval", r.PathValue("id")) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

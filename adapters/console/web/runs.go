@@ -17,6 +17,8 @@ var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWait
 
 type runRow struct {
 	ID, Flow, Thread, Requester, Status, Reason, CreatedAt, UpdatedAt string
+	// Short is the id as shown: unique among the page's runs.
+	Short string
 }
 
 // runsPage lists runs newest first, filtered (in the store) by status,
@@ -59,6 +61,14 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, runRow{ID: run.ID, Flow: run.Flow, Thread: run.Thread.String(), Requester: run.Requester,
 			Status: string(run.Status), Reason: run.Reason, CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt)})
 	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	short := pageShortIDs(ids...)
+	for i := range rows {
+		rows[i].Short = short[rows[i].ID]
+	}
 	nextURL := ""
 	if next != "" {
 		v := url.Values{}
@@ -78,6 +88,9 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	run, err := s.o.Store.RunGet(ctx, r.PathValue("id"))
+	if errors.Is(err, core.ErrNotFound) && s.shortRedirect(w, r, "run", r.PathValue("id")) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
