@@ -127,7 +127,8 @@ func Sentence(e approvals.AuditEntry, calls Calls) string {
 // when it is not the identity's own ("console:admin (tui)").
 func actor(id string, d detail) string {
 	ch := clip(d.str("channel"), maxValue)
-	if p := clip(d.str("person"), maxValue); p != "" {
+	// An identity no person claims is its own "person" in the detail.
+	if p := clip(d.str("person"), maxValue); p != "" && d.str("person") != id {
 		if ch != "" {
 			return p + " (" + ch + ")"
 		}

@@ -37,6 +37,8 @@ func TestSentences(t *testing.T) {
 		{"EditedForTheSession", entry(approvals.AuditApprovalDecided, "console:bob", "deploy", map[string]any{"action": "edit", "channel": "console",
 			"person": "bob", "status": "edited", "scope": "session", "args": map[string]any{"version": "1.2.4"}}), deployCall,
 			"bob (console) approved deploy env=prod service=api version=1.2.3 with changes (version=1.2.4) for the session"},
+		{"PersonIsTheIdentity", entry(approvals.AuditApprovalDecided, "slack:U1", "deploy", map[string]any{"action": "approve", "channel": "slack",
+			"person": "slack:U1"}), nil, "slack:U1 approved deploy"},
 		{"WithoutTheCall", entry(approvals.AuditApprovalDecided, "slack:U1", "deploy", map[string]any{"action": "approve", "channel": "slack"}), nil,
 			"slack:U1 approved deploy"},
 		{"Requested", entry(approvals.AuditApprovalRequested, "console:alice", "deploy", map[string]any{"args": map[string]any{"service": "api"},

@@ -113,7 +113,15 @@ func eventText(typ string, d detail, turns int) string {
 	case core.EventMessageCommitted:
 		return "replied: " + clip(firstLine(d.str("text")), maxText)
 	case core.EventTurnFinished:
-		s := "the run " + strings.ReplaceAll(orThing(clip(d.str("status"), maxValue), "ended"), "_", " ")
+		s := "the run "
+		switch st := clip(d.str("status"), maxValue); st {
+		case string(core.RunRejected), string(core.RunCancelled), string(core.RunInterrupted):
+			s += "was " + st
+		case "":
+			s += "ended"
+		default:
+			s += strings.ReplaceAll(st, "_", " ")
+		}
 		if e := clip(d.str("error"), maxText); e != "" {
 			s += ": " + e
 		}

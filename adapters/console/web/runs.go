@@ -118,7 +118,7 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, a := range as {
 		cards[a.ID] = newCardView(a, run)
 	}
-	v := newRunView(run, evs, cards)
+	v := newRunView(run, evs, cards, s.o.Now())
 	s.render(w, r, http.StatusOK, "run", map[string]any{"Title": "Run " + run.Flow, "Run": v, "Done": r.URL.Query().Get("done")})
 }
 
@@ -175,16 +175,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	case bad != 0:
 		verify = "broken"
 	}
-	type row struct {
-		Seq                                      int64
-		At, Kind, Actor, RunID, ApprovalID, Tool string
-		Detail, Hash                             string
-	}
-	rows := make([]row, 0, len(entries))
-	for _, e := range entries {
-		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: string(e.Kind), Actor: e.Actor, RunID: e.RunID,
-			ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: string(e.Detail), Hash: e.Hash})
-	}
+	rows := s.auditRows(r.Context(), entries)
 	nextURL := ""
 	if len(entries) == p.Limit {
 		v := url.Values{"actor": {p.Actor}, "tool": {p.Tool}, "run": {p.RunID}, "kind": {p.Kind},
@@ -193,7 +184,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
 		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Kind": p.Kind, "Next": nextURL,
-		"Kinds": auditFilterKinds})
+		"Kinds": auditFilterKinds, "Export": auditExportQuery(p)})
 }
 
 // auditFilterKinds are the kinds the audit page offers as a filter.

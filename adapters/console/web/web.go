@@ -236,6 +236,7 @@ func (s *server) routes() {
 	m.HandleFunc("GET /grants", s.authed(s.need(read, s.grantsPage)))
 	m.HandleFunc("POST /grants/{id}/revoke", s.authed(s.need([]core.Scope{core.ScopeDecide, core.ScopeAdmin}, s.revokeGrant)))
 	m.HandleFunc("GET /audit", s.authed(s.need(read, s.auditPage)))
+	m.HandleFunc("GET /audit/export", s.authed(s.need(read, s.auditExport)))
 	m.HandleFunc("GET /deliveries", s.authed(s.need(admin, s.deliveriesPage)))
 	m.HandleFunc("POST /deliveries/{id}/requeue", s.authed(s.need(admin, s.requeue)))
 	m.HandleFunc("GET /events", s.authed(s.need(read, s.events)))
