@@ -24,6 +24,9 @@ type adminSub struct {
 	flags                      func(fs *flagSet) func(ctx context.Context, a *adminCall, pos []string) error
 	// wide: the subcommand prints a list, which -o wide widens.
 	wide bool
+	// local, when set, runs the subcommand with its own flags instead of
+	// the server's (audit verify reads the store).
+	local func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 // adminCall is what a running admin subcommand has: the connection flags,
@@ -107,6 +110,9 @@ func runAdmin(ctx context.Context, group, about string, subs []adminSub, args []
 	}
 	if sub == nil {
 		return usagef("unknown %s subcommand %q: want one of %s (see `opsgate %s --help`)", group, args[0], strings.Join(names, ", "), group)
+	}
+	if sub.local != nil {
+		return sub.local(ctx, args[1:], stdout, stderr)
 	}
 	synopsis := strings.Join(strings.Fields(group+" "+sub.name+" "+sub.args+" [flags]"), " ")
 	fs := newFlags(group+" "+sub.name, synopsis, sub.about, stdout, stderr)

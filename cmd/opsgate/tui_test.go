@@ -142,7 +142,7 @@ func TestTUIUnderTmux(t *testing.T) {
 	p.keys("Tab")
 	captures["tui-runs.txt"] = p.waitFor("[2 Runs]", shortid.Of(runID), "succeeded")
 	p.keys("Enter")
-	captures["tui-run.txt"] = p.waitFor("RUN "+runID, "deployed api 1.2.3 to staging", "timeline", "permission.decided")
+	captures["tui-run.txt"] = p.waitFor("RUN "+runID, "deployed api 1.2.3 to staging", "timeline", "approved by console:admin", "time: ")
 
 	// Reject with a reason, from the queue.
 	p.keys("Tab")

@@ -645,7 +645,17 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := approvals.AuditListParams{After: after, Limit: limit, Actor: q.Get("actor"), Tool: q.Get("tool"),
-		RunID: q.Get("run_id"), ApprovalID: q.Get("approval_id")}
+		RunID: q.Get("run_id"), ApprovalID: q.Get("approval_id"), Kind: q.Get("kind")}
+	switch q.Get("order") {
+	case "", "oldest":
+	case "newest":
+		// Newest first (the CLI's audit list, the TUI's history): the
+		// cursor is then the entry to go back from.
+		p.Newest, p.Before, p.After = true, after, 0
+	default:
+		s.fail(w, r, invalid("order", "order must be oldest or newest, got %q", q.Get("order")))
+		return
+	}
 	entries, err := s.o.Store.AuditList(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("api: list audit: %w", err))

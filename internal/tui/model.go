@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 	"github.com/opsgate/opsgate/internal/keytext"
@@ -23,6 +24,7 @@ type API interface {
 	Run(ctx context.Context, id string) (*client.RunDetail, error)
 	Decide(ctx context.Context, id string, d client.Decision) (*client.Approval, error)
 	Answer(ctx context.Context, runID, actionID string, answer any) (*client.RunDetail, error)
+	Audit(ctx context.Context, q client.AuditQuery) ([]approvals.AuditEntry, string, error)
 }
 
 // RunEvents opens the event stream of one run; the TUI reads a run's
@@ -40,6 +42,7 @@ const (
 	screenAnswer
 	screenRuns
 	screenRun
+	screenHistory
 	screenHelp
 )
 
@@ -85,6 +88,10 @@ type (
 	runEndMsg struct {
 		runID, status string
 		err           error
+	}
+	historyMsg struct {
+		lines []historyLine
+		err   error
 	}
 	tickMsg time.Time
 )
@@ -164,6 +171,12 @@ type Model struct {
 	runEnded  string
 	runFeed   chan tea.Msg
 	runCancel context.CancelFunc
+
+	// history is the newest audit entries in words (screen 3); loading is
+	// true while a read is in flight, stale when a change arrived during it.
+	history        []historyLine
+	historyErr     string
+	loading, stale bool
 }
 
 // Options configure New.
@@ -280,10 +293,21 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, waitFeed(m.feed)
 	case approvalMsg:
 		m.onApproval(msg.a)
-		return m, waitFeed(m.feed)
+		return m, tea.Batch(m.reloadHistory(), waitFeed(m.feed))
 	case runMsg:
 		cmd := m.onRun(msg.r)
-		return m, tea.Batch(cmd, waitFeed(m.feed))
+		return m, tea.Batch(cmd, m.reloadHistory(), waitFeed(m.feed))
+	case historyMsg:
+		m.loading = false
+		if msg.err != nil {
+			m.historyErr = msg.err.Error()
+		} else {
+			m.history, m.historyErr = msg.lines, ""
+		}
+		if m.stale {
+			return m, m.reloadHistory()
+		}
+		return m, nil
 	case questionsMsg:
 		m.onQuestions(msg)
 		return m, nil
@@ -572,7 +596,7 @@ func (m Model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.back, m.scr = m.scr, screenHelp
 		return m, nil
 	case "tab":
-		if m.scr == screenRuns || m.scr == screenRun {
+		if m.scr == screenRuns || m.scr == screenRun || m.scr == screenHistory {
 			m.leaveRun()
 			m.scr = screenQueue
 		} else {
@@ -588,6 +612,11 @@ func (m Model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.leaveRun()
 		m.scr = screenRuns
 		return m, nil
+	case "3":
+		m.leaveRun()
+		m.scr, m.scroll = screenHistory, 0
+		m.stale = true
+		return m, m.reloadHistory()
 	}
 	switch m.scr {
 	case screenQueue:
@@ -598,6 +627,15 @@ func (m Model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.keyRuns(key)
 	case screenRun:
 		return m.keyRun(key)
+	case screenHistory:
+		switch key {
+		case "up", "k":
+			m.scroll = max(0, m.scroll-1)
+		case "down", "j":
+			m.scroll++
+		case "esc":
+			m.scr = screenQueue
+		}
 	}
 	return m, nil
 }
