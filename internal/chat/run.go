@@ -118,6 +118,9 @@ func (s *Session) settle(ctx context.Context, followErr <-chan error) error {
 func (s *Session) Terminal(ctx context.Context, in, out *os.File) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.mu.Lock()
+	s.ansi = true
+	s.mu.Unlock()
 	m := newPrompt(ctx, s.banner(), s.Handle)
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
 	followErr := make(chan error, 1)

@@ -58,6 +58,9 @@ type Session struct {
 	seen  map[string]bool       // stream message ids shown
 	// replied and carded are the runs with a reply or a card shown.
 	replied, carded map[string]bool
+	// ansi styles replies for a terminal (Terminal sets it); otherwise
+	// their Markdown is rendered as plain text.
+	ansi bool
 }
 
 // NewSession opens a session on thread (a key, or "local:<key>").
@@ -187,12 +190,13 @@ func (s *Session) Render(m StreamMessage) []string {
 		}
 		return []string{fmt.Sprintf("%s [%s] %s", mark, s.shortLocked(m.Card.ApprovalID), text(m.Card.OutcomeLine()))}
 	case m.Kind == "reply":
+		// Replies are Markdown: rendered, never shown as fences.
 		var out []string
-		for i, l := range strings.Split(strings.TrimRight(m.Text, "\n"), "\n") {
+		for i, l := range renderMarkdown(m.Text, s.ansi) {
 			if i == 0 {
-				out = append(out, "opsgate › "+text(l))
+				out = append(out, "opsgate › "+l)
 			} else {
-				out = append(out, "          "+text(l))
+				out = append(out, "          "+l)
 			}
 		}
 		return out
