@@ -35,6 +35,22 @@ func loadConfig(flagPath string, w io.Writer) (string, *config.Config, error) {
 	return path, cfg, nil
 }
 
+// warningLine prints a configuration warning as config check does:
+// "file:line: path: warning: message".
+func warningLine(file string, w config.Problem) string {
+	var b strings.Builder
+	b.WriteString(file)
+	if w.Line > 0 {
+		fmt.Fprintf(&b, ":%d", w.Line)
+	}
+	b.WriteString(": ")
+	if w.Path != "" {
+		b.WriteString(w.Path + ": ")
+	}
+	b.WriteString("warning: " + w.Message)
+	return b.String()
+}
+
 // describeSource names where the configuration came from, for logs and
 // messages.
 func describeSource(path string) string {
@@ -92,6 +108,9 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	path, cfg, err := loadConfig(cfgPath, stdout)
 	if err != nil {
 		return err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, warningLine(describeSource(path), w))
 	}
 	if err := reportExecProblems(stdout, path, cfg); err != nil {
 		return err
