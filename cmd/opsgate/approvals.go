@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // `opsgate approvals …`: list, show and decide the calls that wait for a
@@ -102,7 +101,7 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					for i, ap := range page.Items {
 						ids[i] = ap.ID
 					}
-					short := shortid.Shortest(ids...)
+					shown := a.shownIDs(ids)
 					wide := a.format() == outputWide
 					tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 					if wide {
@@ -111,11 +110,7 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 						fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tRISK\tREQUESTER\tTHREAD\tCREATED\tEXPIRES")
 					}
 					for _, ap := range page.Items {
-						id := short[ap.ID]
-						if wide {
-							id = ap.ID
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", id, ap.Status, cell(ap.Tool), ap.Risk, cell(ap.Requester),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", shown[ap.ID], ap.Status, cell(ap.Tool), ap.Risk, cell(ap.Requester),
 							cell(ap.Thread), fmtTime(ap.CreatedAt), fmtTime(ap.ExpiresAt))
 						if wide {
 							fmt.Fprintf(tw, "\t%s\t%s\t%d\t%s\t%s", ap.RunID, cell(strings.Join(ap.Approvers, ",")), ap.Quorum,

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // The output formats of the admin subcommands (-o): a table for people
@@ -100,6 +101,19 @@ func printYAML(w io.Writer, raw json.RawMessage) error {
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// shownIDs are the ids a list prints: each one's short id, unique in the
+// list (core/shortid), or with -o wide the whole id.
+func (a *adminCall) shownIDs(ids []string) map[string]string {
+	if a.format() != outputWide {
+		return shortid.Shortest(ids...)
+	}
+	out := make(map[string]string, len(ids))
+	for _, id := range ids {
+		out[id] = id
+	}
+	return out
 }
 
 // cell makes a value from outside one table cell: one line, no tabs.

@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // `opsgate runs …`: list, show and cancel runs.
@@ -37,7 +36,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 					for i, r := range page.Items {
 						ids[i] = r.ID
 					}
-					short := shortid.Shortest(ids...)
+					shown := a.shownIDs(ids)
 					wide := a.format() == outputWide
 					tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 					if wide {
@@ -46,11 +45,7 @@ func cmdRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 						fmt.Fprintln(tw, "ID\tSTATUS\tFLOW\tTHREAD\tREQUESTER\tCREATED\tUPDATED")
 					}
 					for _, r := range page.Items {
-						id := short[r.ID]
-						if wide {
-							id = r.ID
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", id, r.Status, cell(r.Flow), cell(r.Thread.String()), cell(r.Requester),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s", shown[r.ID], r.Status, cell(r.Flow), cell(r.Thread.String()), cell(r.Requester),
 							fmtTime(r.CreatedAt), fmtTime(r.UpdatedAt))
 						if wide {
 							errText := ""

@@ -53,20 +53,10 @@ func (x *Exporter) ContentType() string {
 	return "application/jsonl; charset=utf-8"
 }
 
-// exportLine is one JSON Lines record: the entry as the API shows it, and
-// its sentence.
+// exportLine is one JSON Lines record: the entry, and its sentence.
 type exportLine struct {
-	Seq        int64               `json:"seq"`
-	At         string              `json:"at"`
-	Kind       approvals.AuditKind `json:"kind"`
-	Actor      string              `json:"actor"`
-	RunID      string              `json:"run_id,omitempty"`
-	ApprovalID string              `json:"approval_id,omitempty"`
-	Tool       string              `json:"tool,omitempty"`
-	Sentence   string              `json:"sentence"`
-	Detail     json.RawMessage     `json:"detail,omitempty"`
-	PrevHash   string              `json:"prev_hash"`
-	Hash       string              `json:"hash"`
+	approvals.AuditEntry
+	Sentence string `json:"sentence"`
 }
 
 // Write writes entries, naming their calls from calls (see Sentence).
@@ -78,8 +68,9 @@ func (x *Exporter) Write(entries []approvals.AuditEntry, calls Calls) error {
 			detail = nil
 		}
 		if x.format == FormatJSONL {
-			b, err := json.Marshal(exportLine{Seq: e.Seq, At: at, Kind: e.Kind, Actor: e.Actor, RunID: e.RunID, ApprovalID: e.ApprovalID,
-				Tool: e.Tool, Sentence: Sentence(e, calls), Detail: detail, PrevHash: e.PrevHash, Hash: e.Hash})
+			line := exportLine{AuditEntry: e, Sentence: Sentence(e, calls)}
+			line.At, line.Detail = e.At.UTC(), detail
+			b, err := json.Marshal(line)
 			if err != nil {
 				return fmt.Errorf("history: export entry %d: %w", e.Seq, err)
 			}

@@ -13,7 +13,8 @@ package history
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -111,31 +112,14 @@ func (d detail) list(k string) string {
 	return strings.Join(out, ", ")
 }
 
-// rest renders the detail keys not in skip as "k=v" pairs, sorted: the
-// fallback for kinds and events this package does not know.
-func (d detail) rest(skip ...string) string {
-	keys := make([]string, 0, len(d))
-	for k := range d {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+// rest renders the detail as "k=v" pairs sorted by key: the fallback for
+// kinds and events this package does not know.
+func (d detail) rest() string {
 	var parts []string
-	for _, k := range keys {
-		if contains(skip, k) {
-			continue
-		}
+	for _, k := range slices.Sorted(maps.Keys(d)) {
 		parts = append(parts, clip(k, maxValue)+"="+clip(d.str(k), maxValue))
 	}
 	return strings.Join(parts, " ")
-}
-
-func contains(xs []string, x string) bool {
-	for _, s := range xs {
-		if s == x {
-			return true
-		}
-	}
-	return false
 }
 
 // Duration says how long d was for people: "850ms", "12s", "3m05s",

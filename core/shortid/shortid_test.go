@@ -1,12 +1,17 @@
 package shortid
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
+
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 )
 
 // v7 makes n UUIDv7 ids in a row: the same millisecond for most of them,
@@ -185,4 +190,66 @@ func TestPropertyShortFormsNameTheirID(t *testing.T) {
 			}
 		}
 	})
+}
+
+// listStore is a Store over fixed lists, filtered as the stores filter.
+type listStore struct {
+	runs []*core.Run
+	aps  []*approvals.Approval
+	err  error
+}
+
+func (l listStore) RunList(_ context.Context, p core.RunListParams) ([]*core.Run, string, error) {
+	var out []*core.Run
+	for _, r := range l.runs {
+		if Matches(r.ID, p.IDPrefix) && len(out) < p.Limit {
+			out = append(out, r)
+		}
+	}
+	return out, "", l.err
+}
+
+func (l listStore) ApprovalList(_ context.Context, p approvals.ApprovalListParams) ([]*approvals.Approval, string, error) {
+	var out []*approvals.Approval
+	for _, a := range l.aps {
+		if Matches(a.ID, p.IDPrefix) && len(out) < p.Limit {
+			out = append(out, a)
+		}
+	}
+	return out, "", l.err
+}
+
+func TestFind(t *testing.T) {
+	t.Parallel()
+	ts := "01a2504f-1111-7000-8000-"
+	st := listStore{runs: []*core.Run{{ID: ts + "3f9a2c000001", Flow: "deploy"}}}
+	for i := range 12 {
+		st.aps = append(st.aps, &approvals.Approval{ID: fmt.Sprintf("%s77aa%08d", ts, i), Tool: "deploy", Status: approvals.StatusPending})
+	}
+	ctx := t.Context()
+	if id, err := Find(ctx, st, KindRun, "3f9a2c0"); err != nil || id != ts+"3f9a2c000001" {
+		t.Fatalf("run: %q %v", id, err)
+	}
+	if id, err := Find(ctx, st, KindApproval, "3f9a2c0"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a run's id as an approval's: %q %v", id, err)
+	}
+	var ae *AmbiguousError
+	if _, err := Find(ctx, st, KindApproval, "77aa"); !errors.As(err, &ae) || len(ae.Matches) != MaxListed || !ae.More ||
+		!strings.Contains(err.Error(), "deploy, pending") {
+		t.Fatalf("ambiguous: %v", err)
+	}
+	whole := ts + "77aa00000003"
+	if id, err := Find(ctx, st, KindApproval, whole); err != nil || id != whole {
+		t.Fatalf("whole id: %q %v", id, err)
+	}
+	if id, err := Find(ctx, st, KindRun, "no such id!"); err != nil || id != "no such id!" {
+		t.Fatalf("not an id: %q %v", id, err)
+	}
+	if _, err := Find(ctx, st, "grant", "77aa"); err == nil {
+		t.Fatal("unknown kind accepted")
+	}
+	boom := errors.New("store down")
+	if _, err := Find(ctx, listStore{err: boom}, KindRun, "3f9a"); !errors.Is(err, boom) {
+		t.Fatalf("store error: %v", err)
+	}
 }

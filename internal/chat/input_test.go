@@ -5,29 +5,13 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	tea "github.com/charmbracelet/bubbletea"
-)
 
-// typable keeps what a person can type on one line: printable runes and
-// spaces, at most max bytes. ok is false when nothing but spaces is left
-// (the prompt sends no blank line).
-func typable(s string, max int) (string, bool) {
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') || b.Len()+utf8.RuneLen(r) > max {
-			continue
-		}
-		b.WriteRune(r)
-	}
-	out := b.String()
-	return out, strings.TrimSpace(out) != ""
-}
+	"github.com/opsgate/opsgate/internal/keytext/keytexttest"
+)
 
 // typeAtPrompt feeds text and Enter to the real prompt as one unbracketed
 // chunk of terminal input, read by Bubble Tea's own parser (as a fast
@@ -74,7 +58,7 @@ func FuzzPromptKeepsTypedText(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		s, ok := typable(s, 2000)
+		s, ok := keytexttest.Typable(s, 2000)
 		if !ok {
 			return
 		}

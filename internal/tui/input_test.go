@@ -6,30 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/internal/keytext/keytexttest"
 )
-
-// typable keeps what a person can type on one line: printable runes and
-// spaces, at most max bytes; ok is false when nothing but spaces is left.
-func typable(s string, max int) (string, bool) {
-	var b strings.Builder
-	for _, r := range s {
-		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') || b.Len()+utf8.RuneLen(r) > max {
-			continue
-		}
-		b.WriteRune(r)
-	}
-	out := b.String()
-	return out, strings.TrimSpace(out) != ""
-}
 
 // recordingAPI is fakeAPI that also reports each decision and answer on
 // a channel, so a test running a real program knows when it was sent.
@@ -133,7 +117,7 @@ func FuzzTextFieldsKeepTypedText(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		s, ok := typable(s, 1000)
+		s, ok := keytexttest.Typable(s, 1000)
 		if !ok {
 			return
 		}
