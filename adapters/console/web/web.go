@@ -278,6 +278,7 @@ func (s *server) routes() {
 	route("GET /grants", authority.ReadGrants, s.grantsPage)
 	route("POST /grants/{id}/revoke", authority.RevokeGrant, s.revokeGrant)
 	route("GET /audit", authority.ReadAudit, s.auditPage)
+	route("GET /audit/export", authority.ReadAudit, s.auditExport)
 	route("GET /deliveries", authority.Administer, s.deliveriesPage)
 	route("POST /deliveries/{id}/requeue", authority.Administer, s.requeue)
 	// The live feed carries no data, only "something changed".
