@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -99,4 +100,43 @@ func TestChannelLabel(t *testing.T) {
 			t.Fatalf("decisions %v", got)
 		}
 	})
+}
+
+// The TUI's label and the audit list's order and kind go through the same
+// authority as every other request: the label lets no agent, token without
+// decide or non-approver decide, and an agent token confined to its own
+// runs reads no audit log newest first or by kind either.
+func TestAttack_TUILabelAndAuditOrderPassTheAuthority(t *testing.T) {
+	t.Parallel()
+	const daveToken = "dave-token"
+	b := setup(t, func(o *Options) {
+		o.Tokens = append(o.Tokens,
+			Token{Name: "claude", Token: agentToken, Actor: "agent:claude"},
+			Token{Name: "dave", Token: daveToken, Actor: "console:dave", Scopes: []core.Scope{core.ScopeRead, core.ScopeDecide}})
+	})
+	addApproval(b, "a-own", func(a *approvals.Approval) {
+		a.Requester, a.Eligible = "agent:claude", []string{"console:admin", "console:bob", "agent:claude"}
+	})
+	addApproval(b, "a-other", nil)
+	for _, c := range []struct{ id, token, code string }{
+		{"a-own", agentToken, string(core.DecisionHumanRequired)},
+		{"a-other", daveToken, string(core.DecisionNotApprover)},
+	} {
+		st, body := decideWithChannel(t, b, c.id, c.token, TUIChannel)
+		if e, _ := body["error"].(map[string]any); st != 403 || e["code"] != c.code {
+			t.Fatalf("%s by %s with the tui label: %d %v, want 403 %s", c.id, c.token, st, body, c.code)
+		}
+	}
+	if st, body := decideWithChannel(t, b, "a-other", agentToken, TUIChannel); st == 200 {
+		t.Fatalf("the agent decided another's approval with the tui label: %v", body)
+	}
+	for _, id := range []string{"a-own", "a-other"} {
+		if a, _ := b.st.ApprovalGet(t.Context(), id); a.Status != approvals.StatusPending || len(a.Decisions) != 0 {
+			t.Fatalf("%s changed: %+v", id, a)
+		}
+	}
+	for _, q := range []string{"?order=newest", "?kind=approval.decided", "?order=newest&kind=approval.requested&limit=5"} {
+		want(t, b.do(t, "GET", "/api/v1/audit"+q, agentToken, nil), 403, "forbidden")
+		want(t, b.do(t, "GET", "/api/v1/audit"+q, daveToken, nil), 200, "")
+	}
 }
