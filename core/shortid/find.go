@@ -62,35 +62,17 @@ func Find(ctx context.Context, st Store, vis Visible, kind, typed string) (strin
 	}
 	switch kind {
 	case KindRun:
-		list = func(cursor string) ([]Candidate, string, error) {
-			runs, next, err := st.RunList(ctx, core.RunListParams{IDPrefix: typed, Limit: findPage, Cursor: cursor})
-			if err == nil {
-				runs, err = vis.Runs(ctx, runs)
-			}
-			if err != nil {
-				return nil, "", fmt.Errorf("shortid: find run %q: %w", typed, err)
-			}
-			out := make([]Candidate, len(runs))
-			for i, r := range runs {
-				out[i] = Candidate{Kind: kind, ID: r.ID, Summary: summary(r.Flow, r.Status, r.CreatedAt)}
-			}
-			return out, next, nil
-		}
+		list = visiblePage(ctx, func(cursor string) ([]*core.Run, string, error) {
+			return st.RunList(ctx, core.RunListParams{IDPrefix: typed, Limit: findPage, Cursor: cursor})
+		}, vis.Runs, func(r *core.Run) Candidate {
+			return Candidate{Kind: kind, ID: r.ID, Summary: summary(r.Flow, r.Status, r.CreatedAt)}
+		})
 	case KindApproval:
-		list = func(cursor string) ([]Candidate, string, error) {
-			as, next, err := st.ApprovalList(ctx, approvals.ApprovalListParams{IDPrefix: typed, Limit: findPage, Cursor: cursor})
-			if err == nil {
-				as, err = vis.Approvals(ctx, as)
-			}
-			if err != nil {
-				return nil, "", fmt.Errorf("shortid: find approval %q: %w", typed, err)
-			}
-			out := make([]Candidate, len(as))
-			for i, a := range as {
-				out[i] = Candidate{Kind: kind, ID: a.ID, Summary: summary(a.Tool, a.Status, a.CreatedAt)}
-			}
-			return out, next, nil
-		}
+		list = visiblePage(ctx, func(cursor string) ([]*approvals.Approval, string, error) {
+			return st.ApprovalList(ctx, approvals.ApprovalListParams{IDPrefix: typed, Limit: findPage, Cursor: cursor})
+		}, vis.Approvals, func(a *approvals.Approval) Candidate {
+			return Candidate{Kind: kind, ID: a.ID, Summary: summary(a.Tool, a.Status, a.CreatedAt)}
+		})
 	default:
 		return "", fmt.Errorf("shortid: find: unknown kind %q", kind)
 	}
@@ -99,7 +81,7 @@ func Find(ctx context.Context, st Store, vis Visible, kind, typed string) (strin
 	for range findPages {
 		page, next, err := list(cursor)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("shortid: find %s %q: %w", kind, typed, err)
 		}
 		cands = append(cands, page...)
 		if next == "" {
@@ -120,4 +102,24 @@ func Find(ctx context.Context, st Store, vis Visible, kind, typed string) (strin
 		return "", &AmbiguousError{Typed: typed, Matches: []Candidate{c}, More: true}
 	}
 	return c.ID, err
+}
+
+// visiblePage reads one page of matches with list, keeps what the caller
+// may see, and makes candidates of them.
+func visiblePage[T any](ctx context.Context, list func(cursor string) ([]T, string, error),
+	keep func(context.Context, []T) ([]T, error), cand func(T) Candidate) func(string) ([]Candidate, string, error) {
+	return func(cursor string) ([]Candidate, string, error) {
+		items, next, err := list(cursor)
+		if err == nil {
+			items, err = keep(ctx, items)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		out := make([]Candidate, len(items))
+		for i, it := range items {
+			out[i] = cand(it)
+		}
+		return out, next, nil
+	}
 }
