@@ -16,15 +16,23 @@
 // binding, and a text input inserts its runes.
 package keytext
 
-import tea "github.com/charmbracelet/bubbletea"
+import (
+	"slices"
+
+	tea "github.com/charmbracelet/bubbletea"
+)
 
 // Normalize returns msg with a multi-rune KeyRunes message marked as
-// pasted text; every other message is returned unchanged. Models call it
-// on every key message before they look at its String().
+// pasted text, and its runes its own: Bubble Tea hands every space key the
+// same package-level runes and Bubbles' text input sanitizes runes in
+// place, so two programs in one process (the tests run several) would
+// write one array. Models call it on every key message before they look
+// at its String().
 func Normalize(msg tea.KeyMsg) tea.KeyMsg {
 	if IsText(msg) {
 		msg.Paste = true
 	}
+	msg.Runes = slices.Clone(msg.Runes)
 	return msg
 }
 
