@@ -224,7 +224,8 @@ type Checkpoint struct {
 type RunListParams struct {
 	Status RunStatus
 	Thread string
-	// IDPrefix keeps runs whose id starts with it (the CLI's short ids).
+	// IDPrefix keeps runs whose id it names as a typed id (shortid.Matches:
+	// a prefix of the id, or of a UUID's random part).
 	IDPrefix string
 	// Channel keeps runs whose thread is in this channel; Flow and
 	// Requester are exact matches (the console's filters).

@@ -103,6 +103,7 @@ func Run(t *testing.T, open Open) {
 		{"OverviewCountsWhatWaitsRanAndFailed", testOverview},
 		{"RunListFilters", testRunListFilters},
 		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},
+		{"ListByShortID", testListByShortID},
 		{"AuditListNewestFirst", testAuditListNewest},
 		{"AgentCallCreateWithCheckpoint", testAgentCallCreateWithCheckpoint},
 		{"AgentCallChangeAtomic", testAgentCallChangeAtomic},
