@@ -82,6 +82,7 @@ func Run(t *testing.T, open Open) {
 		{"OutboxLastChunkSentIsChunkThenDone", testOutboxLastChunkSent},
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
+		{"MessageThreadsFollowEveryChunk", testMessageThreads},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
 		{"StatePutGetOverwrite", testStatePutGet},
 		{"StateGetAbsentIsNotFound", testStateGetAbsent},
