@@ -10,7 +10,7 @@ func TestParseApproveAll(t *testing.T) {
 	}{
 		"approve all":                {"", true},
 		"Approve All":                {"", true},
-		"  approve   all  ABCD.  ":    {"ABCD", true},
+		"  approve   all  ABCD.  ":   {"ABCD", true},
 		"approve all 0190-ab_cd":     {"0190-ab_cd", true},
 		"approve all `0190`":         {"0190", true},
 		"approve":                    {"", false},
