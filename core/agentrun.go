@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -117,6 +118,21 @@ func (q *QuestionCard) Buttons() []string {
 		return []string{"Yes", "No"}
 	}
 	return nil
+}
+
+// AskActionID is the action id of the question an agent asked at step
+// idx ("ask-3"), as the API, MCP and a question's buttons name it.
+func AskActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
+
+// AskStep is the step of the question AskActionID named; ok is false for
+// any other id.
+func AskStep(actionID string) (idx int, ok bool) {
+	n, found := strings.CutPrefix(actionID, "ask-")
+	i, err := strconv.Atoi(n)
+	if !found || err != nil || i < 0 || strconv.Itoa(i) != n {
+		return 0, false
+	}
+	return i, true
 }
 
 // Skippable reports whether the card's single question may be skipped

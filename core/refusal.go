@@ -73,6 +73,28 @@ func RefusalText(de *DecisionError) string {
 	return "⚠️ Not accepted: " + msg
 }
 
+// AckText is the short answer to a decision a chat recorded (a button's
+// acknowledgement, a notice): recorded before (a platform's retry),
+// counted toward a quorum not yet reached, or done.
+func AckText(rc Receipt) string {
+	switch {
+	case rc.Duplicate:
+		return "ℹ️ Already recorded."
+	case rc.ApprovalStatus == string(approvals.StatusPending):
+		return "👍 Your approval is counted; more approvers are needed."
+	case rc.ApprovalStatus == string(approvals.StatusRejected):
+		return "❌ Rejected."
+	case rc.ApprovalStatus == string(approvals.StatusEdited):
+		return "✅ Approved with your arguments."
+	case rc.ApprovalStatus == string(approvals.StatusApproved):
+		return "✅ Approved."
+	}
+	return "✅ Recorded."
+}
+
+// AnsweredText acknowledges an answer to an agent's question.
+const AnsweredText = "✅ Your answer is recorded."
+
 // refusalTime is how a refusal names a moment: minutes, in UTC, as cards do.
 func refusalTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 

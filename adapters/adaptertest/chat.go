@@ -119,7 +119,8 @@ func containsAll(s string, words ...string) bool {
 }
 
 // WaitMessage waits until the fake received a message (new, or an edit)
-// whose text contains every one of words, and returns it.
+// whose text contains every one of words, and the outbox recorded its
+// reference (as a person's reply could only come after), and returns it.
 func (h *Harness) WaitMessage(fake Fake, words ...string) Message {
 	h.T.Helper()
 	var got Message
@@ -127,6 +128,16 @@ func (h *Harness) WaitMessage(fake Fake, words ...string) Message {
 		m, ok := find(fake.Received(), words...)
 		got = m
 		return ok
+	})
+	h.Eventually("the outbox to record message "+got.ID, func() bool {
+		for _, d := range h.Deliveries() {
+			for _, r := range d.Refs {
+				if r.ID == got.ID {
+					return true
+				}
+			}
+		}
+		return false
 	})
 	return got
 }

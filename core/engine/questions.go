@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +39,8 @@ const (
 )
 
 // askActionID names the question of step idx: the action_id of
-// POST /api/v1/runs/{id}/answer.
-func askActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
+// POST /api/v1/runs/{id}/answer (core.AskActionID).
+func askActionID(idx int) string { return core.AskActionID(idx) }
 
 // answered is a stored answer (the step's output).
 type answered struct {
