@@ -206,7 +206,7 @@ func suite(noEdit bool) adaptertest.Suite {
 		Chat: func(t *testing.T, h *adaptertest.Harness) adaptertest.Chat {
 			return chatDriver{c: h.Platform.(*chat), seq: &atomic.Int64{}}
 		},
-		Lacks: lacks(noEdit),
+		Lacks:     lacks(noEdit),
 		Thread:    core.Thread{Channel: "chat", Key: "room-1"},
 		Requester: "chat:dev",
 		Approver:  "chat:boss",
