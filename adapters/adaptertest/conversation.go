@@ -102,7 +102,7 @@ var conversationCases = []Case{
 			if m == nil {
 				t.Fatalf("the batch card shows no %q command:\n%s", core.ApproveAllCommand("<ref>"), card.Text)
 			}
-			c.chat.Reply(t, s.Approver, card, core.ApproveAllCommand(m[1]))
+			c.chat.Reply(t, s.Approver, card, strings.TrimSpace(core.ApproveAllCommand(m[1])))
 		}
 		c.h.WaitMessage(c.fake, "Both deploys are done.")
 		if n := len(c.h.Dispatches()); n != 2 {
@@ -133,8 +133,9 @@ var conversationCases = []Case{
 	}},
 }
 
-// approveAllRE finds the approve-all command a card shows.
-var approveAllRE = regexp.MustCompile(`approve all ([A-Za-z0-9_.\-]+)`)
+// approveAllRE finds the approve-all command a card shows, with the
+// card's reference or (for a reply to the card itself) without.
+var approveAllRE = regexp.MustCompile(`approve all(?: ([A-Za-z0-9_\-]+))?`)
 
 // conv is one conversation case's harness, fake and driver.
 type conv struct {
