@@ -127,8 +127,8 @@ func (d chatDriver) Press(t *testing.T, actor string, on adaptertest.Message, la
 	}
 	var blocks []struct {
 		Elements []struct {
-			ActionID string `json:"action_id"`
-			Value    string `json:"value"`
+			ActionID string          `json:"action_id"`
+			Value    string          `json:"value"`
 			Text     json.RawMessage `json:"text"` // a text object on buttons
 		} `json:"elements"`
 	}
