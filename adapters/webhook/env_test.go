@@ -69,10 +69,14 @@ func defaultHooks() []Hook {
 	}
 }
 
-func setup(t *testing.T, cfg Config) *env {
+func setup(t *testing.T, cfg Config) *env { return setupWith(t, cfg, adaptertest.HarnessOptions{}) }
+
+// setupWith is setup on a harness with o's options (a case's agents and
+// tools).
+func setupWith(t *testing.T, cfg Config, o adaptertest.HarnessOptions) *env {
 	t.Helper()
 	e := &env{}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{Platform: func(h *adaptertest.Harness) delivery.Platform {
+	o.Platform = func(h *adaptertest.Harness) delivery.Platform {
 		a, err := New(cfg, Deps{Sink: h.Engine})
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -80,7 +84,8 @@ func setup(t *testing.T, cfg Config) *env {
 		e.a = a
 		e.rec = &recorder{Adapter: a}
 		return e.rec
-	}})
+	}
+	e.h = adaptertest.NewHarness(t, o)
 	e.srv = httptest.NewServer(e.a.Handler())
 	t.Cleanup(e.srv.Close)
 	return e
