@@ -93,16 +93,7 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
 	switch d.Kind {
 	case core.KindReply, "":
-		f := w.o.Platform.Format()
-		text := d.Text
-		if f.Render != nil {
-			text = f.Render(text)
-		}
-		parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
-		outs := make([]core.Outbound, len(parts))
-		for i, p := range parts {
-			outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
-		}
+		outs := w.chunks(d, core.KindReply)
 		if qr, ok := w.o.Platform.(core.QuestionRenderer); ok && qr.RendersQuestions() && w.o.Questions != nil && d.RunID != "" && len(outs) > 0 {
 			q, err := w.o.Questions.QuestionForMessage(ctx, d.RunID, d.ID)
 			if err != nil {
@@ -198,16 +189,7 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 // question went out as, which carried its buttons) when the store knows
 // it, and is sent new otherwise.
 func (w *Worker) prepareQuestionUpdate(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
-	f := w.o.Platform.Format()
-	text := d.Text
-	if f.Render != nil {
-		text = f.Render(text)
-	}
-	parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
-	outs := make([]core.Outbound, len(parts))
-	for i, p := range parts {
-		outs[i] = core.Outbound{Key: d.ID + "/" + strconv.Itoa(i), Thread: d.Thread, Kind: core.KindQuestionUpdate, Text: p, Part: i + 1, Parts: len(parts)}
-	}
+	outs := w.chunks(d, core.KindQuestionUpdate)
 	rs, ok := w.o.Store.(core.OutboxRefStore)
 	if len(outs) == 0 || !ok || d.Replaces == "" {
 		return outs, nil
@@ -220,6 +202,22 @@ func (w *Worker) prepareQuestionUpdate(ctx context.Context, d *core.Delivery) ([
 		return nil, fmt.Errorf("question message %q: %w", d.Replaces, err)
 	}
 	return outs, nil
+}
+
+// chunks renders d's text in the platform's format and cuts it to its
+// limit: the Outbounds of kind, numbered, keyed by outbox id and chunk.
+func (w *Worker) chunks(d *core.Delivery, kind core.MessageKind) []core.Outbound {
+	f := w.o.Platform.Format()
+	text := d.Text
+	if f.Render != nil {
+		text = f.Render(text)
+	}
+	parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
+	outs := make([]core.Outbound, len(parts))
+	for i, p := range parts {
+		outs[i] = core.Outbound{Key: d.ID + "/" + strconv.Itoa(i), Thread: d.Thread, Kind: kind, Text: p, Part: i + 1, Parts: len(parts)}
+	}
+	return outs
 }
 
 // keys names the buckets a message to thread draws from.
