@@ -23,24 +23,15 @@ import (
 // client's stream reads of it.
 type recording struct {
 	*local.Adapter
-	mu   sync.Mutex
-	msgs []adaptertest.Message
+	adaptertest.Log
 }
 
 func (r *recording) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
 	ref, err := r.Adapter.Send(ctx, m)
 	if err == nil {
-		r.mu.Lock()
-		r.msgs = append(r.msgs, adaptertest.Message{Thread: m.Thread, ID: ref.ID, Text: m.Text})
-		r.mu.Unlock()
+		r.Sent(m, ref)
 	}
 	return ref, err
-}
-
-func (r *recording) Received() []adaptertest.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]adaptertest.Message(nil), r.msgs...)
 }
 
 // tokens of the conformance actors: the requester, and the approver.

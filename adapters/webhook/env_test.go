@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
@@ -24,29 +23,15 @@ const (
 // tests (and the conformance suite) can see what reached the thread.
 type recorder struct {
 	*Adapter
-	mu   sync.Mutex
-	msgs []adaptertest.Message
+	adaptertest.Log
 }
 
 func (r *recorder) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
 	ref, err := r.Adapter.Send(ctx, m)
-	if err != nil {
-		return ref, err
+	if err == nil {
+		r.Sent(m, ref)
 	}
-	msg := adaptertest.Message{Thread: m.Thread, ID: ref.ID, Text: m.Text}
-	if m.Edit != nil {
-		msg.EditOf = m.Edit.ID
-	}
-	r.mu.Lock()
-	r.msgs = append(r.msgs, msg)
-	r.mu.Unlock()
-	return ref, nil
-}
-
-func (r *recorder) Received() []adaptertest.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]adaptertest.Message(nil), r.msgs...)
+	return ref, err
 }
 
 var _ delivery.Platform = (*recorder)(nil)
