@@ -29,6 +29,9 @@ type recording struct {
 func (r *recording) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
 	ref, err := r.Adapter.Send(ctx, m)
 	if err == nil {
+		// A client's stream shows every outbox row as a new line, an
+		// update the adapter took as an edit included.
+		m.Edit = nil
 		r.Sent(m, ref)
 	}
 	return ref, err
