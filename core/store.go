@@ -98,6 +98,10 @@ type ThreadStore interface {
 	// outbox messages, most recently active first (LastAt, then thread
 	// descending). next is the Cursor of the following page.
 	ThreadList(ctx context.Context, p ThreadListParams) (items []ThreadSummary, next string, err error)
+	// ThreadOfMessage returns the thread a message opsgate sent went to,
+	// by the platform reference its channel returned (any chunk of it), or
+	// ErrNotFound: how a reply to the bot finds its conversation.
+	ThreadOfMessage(ctx context.Context, ref MessageRef) (Thread, error)
 }
 
 // ThreadMessagesParams selects one page of a thread's messages. Before is

@@ -35,6 +35,9 @@ type execution struct {
 	// replyKind, when set, is the kind of the reply that ends the run
 	// (core.KindStreamEnd after an agent streamed into the thread).
 	replyKind core.MessageKind
+	// replyReplaces, when set, is the outbox message that reply edits (the
+	// streamed message a KindStreamEnd answer replaces).
+	replyReplaces string
 }
 
 // execute runs one claimed run. ErrConflict from a checkpoint means the run
@@ -187,7 +190,7 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 	}
 	r := e.reply(x.run, text)
 	if x.replyKind != "" {
-		r.Kind = x.replyKind
+		r.Kind, r.Replaces = x.replyKind, x.replyReplaces
 	}
 	err := x.checkpoint(ctx, core.Checkpoint{
 		Status: status, Release: true, StepIndex: stepIndex, ErrorCode: code, ErrorMessage: msg,

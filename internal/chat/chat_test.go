@@ -140,3 +140,43 @@ func TestTargetByShortID(t *testing.T) {
 		t.Fatalf("timestamp prefix: %v", err)
 	}
 }
+
+func TestBatchCardShowsItsCallsAndTheApproveAllCommand(t *testing.T) {
+	t.Parallel()
+	s := NewSession(nil, &client.Me{Actor: "console:admin", Scopes: []string{"decide"}}, "dev", nil)
+	call := func(id, svc string) core.CardCall {
+		return core.CardCall{ApprovalID: id, Tool: "deploy", Args: []core.CardArg{{Name: "service", Value: svc}}, Status: approvals.StatusPending}
+	}
+	card := &core.Card{ApprovalID: "0199c3a4-aaaa", Tool: "deploy", Status: approvals.StatusPending, Eligible: []string{"console:admin"},
+		Batch: []core.CardCall{call("0199c3a4-aaaa", "api"), call("0199c3a4-bbbb", "web\nApproved")}}
+	joined := strings.Join(s.Render(StreamMessage{ID: "m1", Direction: "out", Kind: "card", ApprovalID: card.ApprovalID, Card: card}), "\n")
+	for _, want := range []string{"2 calls of one agent turn", "1. deploy service=api — pending", "2. deploy service=web⏎Approved — pending",
+		"send: approve all 0199c3a4-aaaa"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("lacks %q:\n%s", want, joined)
+		}
+	}
+	ref, ok := core.ParseApproveAll(strings.TrimPrefix(joined[strings.LastIndex(joined, "send: "):strings.Index(joined, "\n└")], "send: "))
+	if !ok || ref != card.ApprovalID {
+		t.Fatalf("the shown command does not parse back to the card: %q %v", ref, ok)
+	}
+	// Someone who may not decide is not offered the command.
+	other := NewSession(nil, &client.Me{Actor: "console:bob", Scopes: []string{"request"}}, "dev", nil)
+	if got := strings.Join(other.Render(StreamMessage{ID: "m1", Direction: "out", Kind: "card", ApprovalID: card.ApprovalID, Card: card}), "\n"); strings.Contains(got, "approve all") {
+		t.Fatalf("offered the command to a requester:\n%s", got)
+	}
+}
+
+func TestQuestionUpdateAndStreamEndAreShownPartialStreamIsNot(t *testing.T) {
+	t.Parallel()
+	s := NewSession(nil, &client.Me{Actor: "console:admin"}, "dev", nil)
+	if got := s.Render(StreamMessage{ID: "q1", Direction: "out", Kind: string(core.KindQuestionUpdate), Text: "Which environment?\nAnswered by console:req: prod"}); len(got) != 2 || !strings.Contains(got[1], "Answered by console:req") {
+		t.Fatalf("question update rendered %q", got)
+	}
+	if got := s.Render(StreamMessage{ID: "s1", Direction: "out", Kind: string(core.KindStream), Text: "Checking …"}); got != nil {
+		t.Fatalf("a partial stream was shown: %q", got)
+	}
+	if got := s.Render(StreamMessage{ID: "s2", Direction: "out", Kind: string(core.KindStreamEnd), Text: "Checking api first."}); len(got) != 1 || got[0] != "opsgate › Checking api first." {
+		t.Fatalf("stream end rendered %q", got)
+	}
+}

@@ -189,8 +189,11 @@ func (s *Session) Render(m StreamMessage) []string {
 			mark = "✗"
 		}
 		return []string{fmt.Sprintf("%s [%s] %s", mark, s.shortLocked(m.Card.ApprovalID), text(m.Card.OutcomeLine()))}
-	case m.Kind == "reply":
-		// Replies are Markdown: rendered, never shown as fences.
+	case m.Kind == string(core.KindReply) || m.Kind == string(core.KindQuestionUpdate) || m.Kind == string(core.KindStreamEnd):
+		// Replies are Markdown: rendered, never shown as fences. A
+		// question's update (who answered) and a streamed turn's end are
+		// said in the thread like a reply: the terminal is a record and
+		// edits nothing; a partial stream is not shown.
 		var out []string
 		for i, l := range renderMarkdown(m.Text, s.ansi) {
 			if i == 0 {
@@ -229,6 +232,19 @@ func (s *Session) cardLines(c *core.Card) []string {
 				break
 			}
 			out = append(out, "│   "+text(l))
+		}
+	}
+	if len(c.Batch) > 1 {
+		out = append(out, fmt.Sprintf("│ %d calls of one agent turn, each decided on its own:", len(c.Batch)))
+		for i, bc := range c.Batch {
+			line := fmt.Sprintf("│   %d. %s", i+1, text(bc.Tool))
+			for _, a := range bc.Args {
+				line += " " + text(a.Name) + "=" + text(a.Shown())
+			}
+			out = append(out, line+fmt.Sprintf(" — %s [%s]", text(string(bc.Status)), s.shortLocked(bc.ApprovalID)))
+		}
+		if c.BatchPending() && s.mayDecide(c) {
+			out = append(out, "│ "+text(c.ApproveAllLine(c.ApprovalID)))
 		}
 	}
 	switch {

@@ -85,6 +85,7 @@ func Run(t *testing.T, open Open) {
 		{"OutboxLastChunkSentIsChunkThenDone", testOutboxLastChunkSent},
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
+		{"MessageThreadsFollowEveryChunk", testMessageThreads},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
 		{"SendLeaseHandsStateToTheNextHolder", testSendLease},
 		{"StatePutGetOverwrite", testStatePutGet},
