@@ -112,16 +112,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, resp)
 }
 
-var runStatuses = map[core.RunStatus]bool{
-	core.RunQueued: true, core.RunRunning: true, core.RunWaitingApproval: true, core.RunWaitingInput: true,
-	core.RunSucceeded: true, core.RunFailed: true, core.RunRejected: true, core.RunCancelled: true,
-	core.RunInterrupted: true,
-}
-
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.RunListParams{Status: core.RunStatus(q.Get("status")), Cursor: q.Get("cursor")}
-	if p.Status != "" && !runStatuses[p.Status] {
+	if p.Status != "" && !p.Status.Valid() {
 		s.fail(w, r, invalid("status", "unknown run status %q", p.Status))
 		return
 	}
@@ -715,12 +709,10 @@ func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		HeadSeq: rep.HeadSeq, HeadHash: rep.HeadHash, LegacyUntil: rep.LegacyUntil})
 }
 
-var deliveryStatuses = map[core.DeliveryStatus]bool{core.DeliveryPending: true, core.DeliverySent: true, core.DeliveryDead: true}
-
 func (s *server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.OutboxListParams{Status: core.DeliveryStatus(q.Get("status")), Cursor: q.Get("cursor")}
-	if p.Status != "" && !deliveryStatuses[p.Status] {
+	if p.Status != "" && !p.Status.Valid() {
 		s.fail(w, r, invalid("status", "unknown delivery status %q: want dead, pending or sent", p.Status))
 		return
 	}
