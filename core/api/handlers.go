@@ -51,7 +51,7 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	key := strings.TrimPrefix(strings.TrimSpace(b.Thread), ConsoleChannel+":")
+	key := strings.TrimPrefix(strings.TrimSpace(b.Thread), core.ConsoleChannel+":")
 	switch {
 	case key == "":
 		s.fail(w, r, invalid("thread", "thread is required"))
@@ -80,10 +80,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		b.EventID = id.String()
 	}
 	ev := core.ChannelEvent{
-		Channel:    ConsoleChannel,
+		Channel:    core.ConsoleChannel,
 		EventID:    b.EventID,
 		Actor:      actorFrom(r.Context()),
-		Thread:     core.Thread{Channel: ConsoleChannel, Key: key},
+		Thread:     core.Thread{Channel: core.ConsoleChannel, Key: key},
 		Text:       b.Text,
 		ReceivedAt: s.o.Now().UTC(),
 	}
