@@ -13,9 +13,8 @@ import (
 	"github.com/opsgate/opsgate/core/schedule"
 )
 
-// Schedule is one schedules[] entry (CONTRACT.md "Schedules",
-// docs/schedules.md): at each tick of cron, in timezone, text (or prompt
-// to agent) goes into thread as the requester "schedule:<name>".
+// Schedule is one schedules[] entry (docs/schedules.md): at each tick of
+// cron, in timezone, text (or prompt to agent) goes into thread as the requester "schedule:<name>".
 type Schedule struct {
 	// Name is unique; the runs' requester is "schedule:<name>".
 	Name string `yaml:"name" cfg:"required"`

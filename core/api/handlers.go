@@ -258,7 +258,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerRun answers a run's pending question: {"action_id","answer"} with
-// answer the question array or a confirmation (CONTRACT.md "Agents");
+// answer the question array or a confirmation (docs/agents.md, "ask_user");
 // 200 with the run; 400 malformed, 422 not an answer, 403 may not answer,
 // 404 no such question, 409 answered already, 410 expired.
 func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
