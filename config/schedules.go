@@ -14,7 +14,8 @@ import (
 )
 
 // Schedule is one schedules[] entry (docs/schedules.md): at each tick of
-// cron, in timezone, text (or prompt to agent) goes into thread as the requester "schedule:<name>".
+// cron, in timezone, text (or prompt to agent) goes into thread as the
+// requester "schedule:<name>".
 type Schedule struct {
 	// Name is unique; the runs' requester is "schedule:<name>".
 	Name string `yaml:"name" cfg:"required"`
