@@ -132,7 +132,7 @@ func (b *bundle) stream(t *testing.T, query string) <-chan local.StreamMessage {
 
 func next(t *testing.T, c <-chan local.StreamMessage, what string, match func(local.StreamMessage) bool) local.StreamMessage {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(2 * time.Minute) // a hang backstop
 	for {
 		select {
 		case m, ok := <-c:

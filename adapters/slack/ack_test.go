@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -81,12 +80,14 @@ func TestInteractionAckBoundedWhenSlackIsSlow(t *testing.T) {
 }
 
 // Over Socket Mode every envelope is handled on its own: one whose work
-// waits on a slow Slack delays neither its own ack past 3 s nor the acks
-// of the envelopes after it.
+// waits on a slow Slack does not delay the acks of the envelopes after it.
+// (That its own ack is bounded by the ack budget is
+// TestInteractionAckBoundedWhenSlackIsSlow's.)
 func TestSocketModeSlowEnvelopeDoesNotDelayOthers(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *Config, _ *adaptertest.HarnessOptions) {
 		c.Mode, c.AppToken, c.SigningSecret = ModeSocket, "xapp-1-test", ""
+		c.AckBudget = 2 * time.Minute // a hang backstop: Slack's held calls end the slow work
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	runDone := make(chan error, 1)
@@ -125,23 +126,21 @@ func TestSocketModeSlowEnvelopeDoesNotDelayOthers(t *testing.T) {
 	}
 	e.fake.SendEnvelope("fast-event", raw.Type, raw.Payload, 0)
 
-	// The order the acks arrive in, while Slack still holds its calls.
-	var order []string
-	e.h.Eventually("every envelope acked while Slack holds its calls", func() bool {
-		for _, id := range []string{"slow-refused", "slow-modal", "fast-event"} {
-			if _, ok := ackOf(e, id); ok && !slices.Contains(order, id) {
-				order = append(order, id)
-			}
-		}
-		return len(order) == 3
-	})
-	// Queued behind the slow modal, the event would wait out its whole
-	// ack budget (views.open is held): it is acked first.
-	if slices.Index(order, "fast-event") > slices.Index(order, "slow-modal") {
-		t.Errorf("acks in order %v: the events_api envelope waited behind the slow modal", order)
+	// The fast envelope is acked while the modal's ack still waits on the
+	// held views.open (the ack budget is a hang backstop here, so nothing
+	// but the release can end that wait): it did not queue behind it,
+	// whatever the load. (The refusal's ephemeral goes out after its ack.)
+	e.h.Eventually("the events_api envelope acked", func() bool { _, ok := ackOf(e, "fast-event"); return ok })
+	if _, ok := ackOf(e, "slow-modal"); ok {
+		t.Fatal("slow-modal acked while Slack still holds its views.open")
 	}
 	releaseEphemeral()
 	releaseOpen()
+	e.h.Eventually("the slow envelopes acked once Slack answers", func() bool {
+		_, a := ackOf(e, "slow-refused")
+		_, b := ackOf(e, "slow-modal")
+		return a && b
+	})
 	e.settle()
 }
 

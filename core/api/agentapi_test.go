@@ -158,7 +158,8 @@ func (s *stream) ended(t *testing.T) {
 // eventually polls cond for a while.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for range 1000 {
+	// A hang backstop, not a latency bound: the machine may be loaded.
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 		if cond() {
 			return
 		}

@@ -573,7 +573,7 @@ func TestAgentStreamsTextDeltas(t *testing.T) {
 			select {
 			case d := <-deltas:
 				got += d.Text
-			case <-time.After(10 * time.Second):
+			case <-time.After(2 * time.Minute): // a hang backstop
 				t.Fatalf("deltas so far %q", got)
 			}
 		}

@@ -396,10 +396,10 @@ func (h *harness) event(actor, thread, text string) core.ChannelEvent {
 	}
 }
 
-// waitFor polls cond until it holds or 15 seconds pass.
+// waitFor polls cond until it holds, or 2 minutes pass (a hang backstop).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -456,7 +456,7 @@ func (c *client) mustErr(code, name string, args any) callResult {
 // waitRun waits until the run has one of statuses.
 func waitRun(t testing.TB, id string, statuses ...core.RunStatus) *core.Run {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for {
 		r, err := theEnv.store.RunGet(context.Background(), id)
 		if err != nil {

@@ -85,7 +85,7 @@ func rpcErr(out map[string]any) (float64, string) {
 // taskGet polls tasks/get until the task has status (bounded).
 func taskGet(t *testing.T, base, token, id string, statuses ...string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for {
 		_, out := rpc26(t, base, token, "tasks/get", map[string]any{"taskId": id}, true)
 		r := resultOf(t, out)

@@ -67,7 +67,7 @@ func (c *fakeClock) pending() int {
 // waitBlocked waits (in real time, bounded) until n goroutines sleep on the clock.
 func (c *fakeClock) waitBlocked(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for c.pending() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d of %d waiters blocked on the clock", c.pending(), n)
@@ -109,7 +109,7 @@ func mustReturn(t *testing.T, done <-chan error, what string) {
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(2 * time.Minute): // a hang backstop
 		t.Fatalf("%s: Wait did not return", what)
 	}
 }

@@ -46,7 +46,7 @@ func processGone(pid int) bool {
 
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for !processGone(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d still running", pid)
@@ -57,7 +57,7 @@ func waitGone(t *testing.T, pid int) {
 
 func readPID(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for {
 		b, err := os.ReadFile(path)
 		if err == nil {
@@ -253,14 +253,16 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 		// Long enough for a loaded CI machine to reach the sleeps; the
 		// assertion is on the kill, not on the timer's precision.
 		Timeout: 2 * time.Second,
-		Command: []string{"/bin/sh", script(t, `echo started; sleep 30 & echo $! > "$1"; sleep 30`), pidFile},
+		Command: []string{"/bin/sh", script(t, `echo started; sleep 600 & echo $! > "$1"; sleep 600`), pidFile},
 	}
 	start := time.Now()
 	res, err := e.Run(context.Background(), call(nil))
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err %v, want ErrTimeout", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	// Not a latency bound: far past any scheduling delay, far short of
+	// the sleeps a Run that waited for them would have waited out.
+	if d := time.Since(start); d > 2*time.Minute {
 		t.Fatalf("Run took %s after a 2s timeout", d)
 	}
 	if res.Output != "started\n" {
@@ -274,14 +276,15 @@ func TestExecGrandchildHoldingStdoutDoesNotBlock(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	e := &Exec{
 		Timeout: time.Minute,
-		Command: []string{"/bin/sh", script(t, `sleep 30 & echo $! > "$1"; echo done`), pidFile},
+		Command: []string{"/bin/sh", script(t, `sleep 600 & echo $! > "$1"; echo done`), pidFile},
 	}
 	start := time.Now()
 	res, err := e.Run(context.Background(), call(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
+	// Far past any scheduling delay, far short of the grandchild's sleep.
+	if d := time.Since(start); d > 2*time.Minute {
 		t.Fatalf("Run took %s: it waited for the grandchild", d)
 	}
 	if res.Output != "done\n" {
@@ -371,10 +374,11 @@ func TestExecPreview(t *testing.T) {
 
 	t.Run("BoundedInTime", func(t *testing.T) {
 		t.Parallel()
-		e := &Exec{Command: []string{"x"}, PreviewTimeout: 200 * time.Millisecond, DryRun: []string{"/bin/sh", script(t, "sleep 30")}}
+		e := &Exec{Command: []string{"x"}, PreviewTimeout: 200 * time.Millisecond, DryRun: []string{"/bin/sh", script(t, "sleep 600")}}
 		start := time.Now()
 		_, err := e.Preview(context.Background(), call(nil))
-		if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
+		// 2 min: far past any scheduling delay, far short of the sleep.
+		if !errors.Is(err, ErrTimeout) || time.Since(start) > 2*time.Minute {
 			t.Fatalf("err %v after %s", err, time.Since(start))
 		}
 	})

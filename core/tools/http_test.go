@@ -227,10 +227,11 @@ func TestHTTPRun(t *testing.T) {
 			}
 		})
 		h := &HTTP{URL: srv.URL, Timeout: 200 * time.Millisecond}
-		start := time.Now()
+		// The server holds the request until the test ends: a Run that
+		// returns at all returned on its own timeout, whatever the load.
 		_, err := h.Run(context.Background(), call(nil))
-		if !errors.Is(err, ErrTimeout) || time.Since(start) > 5*time.Second {
-			t.Fatalf("err %v after %s", err, time.Since(start))
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err %v, want ErrTimeout", err)
 		}
 	})
 

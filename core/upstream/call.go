@@ -61,15 +61,20 @@ func (r *runner) Run(ctx context.Context, call tools.Call) (tools.Result, error)
 
 func (r *runner) run(ctx context.Context, call tools.Call) (tools.Result, error) {
 	c := r.c
-	cctx, cancel := context.WithTimeout(ctx, c.srv.CallTimeout)
-	defer cancel()
-	sess, err := c.session(cctx)
+	// Waiting for a (re)connecting server is bounded by the connection
+	// attempt (connect_timeout for connecting, again for tools/list), not
+	// by the call's timeout: a restarting server is not a slow tool.
+	sctx, scancel := context.WithTimeout(ctx, 2*c.srv.ConnectTimeout)
+	sess, err := c.session(sctx)
+	scancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return tools.Result{}, ctx.Err()
 		}
 		return tools.Result{}, fmt.Errorf("%s: %w", r.name, err)
 	}
+	cctx, cancel := context.WithTimeout(ctx, c.srv.CallTimeout)
+	defer cancel()
 	args := call.Args
 	if args == nil {
 		args = map[string]any{}

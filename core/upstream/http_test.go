@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,5 +177,68 @@ func TestHTTPServerDyingMidCallFailsAtOnce(t *testing.T) {
 	_, err := call(t, r, "h.die", nil)
 	if !errors.Is(err, ErrOutcomeUnknown) || errors.Is(err, tools.ErrTimeout) || !strings.Contains(err.Error(), "upstream h") {
 		t.Fatalf("a server dying mid-call: %v", err)
+	}
+}
+
+// TestCallWaitsForReconnectBeyondItsTimeout: a call made while its server
+// is reconnecting waits for the connection attempt (bounded by
+// connect_timeout), and only then does its own timeout start — a server
+// that takes longer than `timeout` to come back is not a tool that hung.
+// The server is held down until the call has waited past its timeout.
+func TestCallWaitsForReconnectBeyondItsTimeout(t *testing.T) {
+	t.Parallel()
+	f := &mcpfake.Fake{Mode: mcpfake.ModeOK}
+	var down atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	var heldOnce sync.Once
+	h := f.Handler("")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			heldOnce.Do(func() { close(held) })
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	var releaseOnce sync.Once
+	open := func() { releaseOnce.Do(func() { down.Store(false); close(release) }) }
+	t.Cleanup(open) // before srv.Close, which waits for held requests
+	f.OnDie = func() { down.Store(true) }
+	s := Server{Name: "h", URL: srv.URL + "/mcp", ConnectTimeout: bound, CallTimeout: 5 * time.Second,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	r, _ := start(t, s)
+	if _, err := call(t, r, "h.die", nil); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("a server dying mid-call: %v", err)
+	}
+	type answer struct {
+		res tools.Result
+		err error
+	}
+	got := make(chan answer, 1)
+	began := time.Now()
+	go func() {
+		res, err := call(t, r, "h.echo", map[string]any{"text": "back"})
+		got <- answer{res, err}
+	}()
+	select {
+	case <-held:
+	case <-time.After(bound):
+		t.Fatal("no reconnect attempt reached the server")
+	}
+	// Keep the server down until the waiting call is past its timeout
+	// (a lower bound only: load makes it longer, never shorter).
+	select {
+	case a := <-got:
+		t.Fatalf("the call ended while its server was still down: %q %v", a.res.Output, a.err)
+	case <-time.After(s.CallTimeout - time.Since(began) + 500*time.Millisecond):
+	}
+	open()
+	a := <-got
+	if a.err != nil || a.res.Output != "echo: back" {
+		t.Fatalf("after the server came back: %q %v", a.res.Output, a.err)
 	}
 }

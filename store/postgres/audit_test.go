@@ -54,7 +54,7 @@ func TestAuditSealedAcrossInstances(t *testing.T) {
 	wg.Wait()
 	// The sealers run on their own after each commit: wait for them
 	// without reading through AuditList (which would seal itself).
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for {
 		var pending, sealed int
 		if err := a.DB().QueryRow(`SELECT (SELECT count(*) FROM audit_pending), (SELECT count(*) FROM audit)`).Scan(&pending, &sealed); err != nil {
@@ -158,7 +158,7 @@ func TestRunEventsWakeAcrossInstances(t *testing.T) {
 		}
 		select {
 		case <-w:
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Minute): // a hang backstop
 			t.Fatalf("marker run %s's subscriber on the other instance not woken", marker)
 		}
 	}
@@ -173,7 +173,7 @@ func TestRunEventsWakeAcrossInstances(t *testing.T) {
 	}
 	select {
 	case <-wa:
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute): // a hang backstop
 		t.Fatal("run wa's subscriber on the other instance not woken")
 	}
 	passed("w1") // b has handled everything the commit to wa sent

@@ -26,7 +26,7 @@ func TestStoreLogsThroughConfiguredLogger(t *testing.T) {
 	s := sqlstore.New(sqlstore.Config{DB: db, Dialect: d, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
 	defer s.Close()
 	s.KickSealer()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for !strings.Contains(buf.String(), `"msg":"seal audit entries; will retry"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no sealer report in the configured JSON logger; got %q", buf.String())

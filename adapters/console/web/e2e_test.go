@@ -105,7 +105,7 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 // predicate ran in), so it can follow a click that navigates.
 func poll(js string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		deadline := time.Now().Add(12 * time.Second)
+		deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 		var last error
 		for time.Now().Before(deadline) {
 			ok, err := chromedp.Evaluate[bool]("!!("+js+")")(ctx, tg)

@@ -182,7 +182,7 @@ func agents(m llm.Model) []engine.Agent {
 // waitRun polls the store until the run has status (or fails the test).
 func (b *bundle) waitRun(t *testing.T, runID string, status core.RunStatus) *core.Run {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for {
 		run, err := b.store.RunGet(context.Background(), runID)
 		if err != nil {
@@ -201,7 +201,7 @@ func (b *bundle) waitRun(t *testing.T, runID string, status core.RunStatus) *cor
 // waitPending returns the pending approval of the newest run in thread.
 func (b *bundle) waitPending(t *testing.T, thread string) (*core.Run, *approvals.Approval) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang backstop
 	for time.Now().Before(deadline) {
 		runs, _, err := b.store.RunList(context.Background(), core.RunListParams{Thread: thread, Limit: 1})
 		if err != nil {
