@@ -9,7 +9,7 @@ import (
 	"github.com/opsgate/opsgate/core/agent"
 )
 
-// Model is one LLM endpoint agents talk to (CONTRACT.md "Agents").
+// Model is one LLM endpoint agents talk to (docs/agents.md, "Configuration").
 type Model struct {
 	// Name is what agents[].model refers to; unique.
 	Name string `yaml:"name" cfg:"required"`

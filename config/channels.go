@@ -98,9 +98,9 @@ func (c *Config) SignalConfig() signal.Config {
 // so a new channel is gated by adding it here.
 func (ch *Channels) ChatRequesters() map[string]Requesters {
 	return map[string]Requesters{
-		"console": ch.Console.Requesters, "slack": ch.Slack.Requesters, "telegram": ch.Telegram.Requesters,
+		core.ConsoleChannel: ch.Console.Requesters, "slack": ch.Slack.Requesters, "telegram": ch.Telegram.Requesters,
 		"discord": ch.Discord.Requesters, "email": ch.Email.Requesters, "matrix": ch.Matrix.Requesters,
-		"signal": ch.Signal.Requesters, "local": ch.Local.Requesters,
+		"signal": ch.Signal.Requesters, core.LocalChannel: ch.Local.Requesters,
 	}
 }
 
@@ -119,7 +119,7 @@ func (c *Config) RequesterGates() map[string]authority.Requesters {
 		switch {
 		case slices.Contains(list, "anyone"):
 			out[name] = authority.Requesters{Anyone: true}
-		case (name != "console" && name != "local") || len(list) > 0:
+		case (name != core.ConsoleChannel && name != core.LocalChannel) || len(list) > 0:
 			out[name] = authority.Requesters{Entries: list}
 		}
 	}

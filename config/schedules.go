@@ -7,14 +7,15 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/opsgate/opsgate/core/schedule"
 )
 
-// Schedule is one schedules[] entry (CONTRACT.md "Schedules",
-// docs/schedules.md): at each tick of cron, in timezone, text (or prompt
-// to agent) goes into thread as the requester "schedule:<name>".
+// Schedule is one schedules[] entry (docs/schedules.md): at each tick of
+// cron, in timezone, text (or prompt to agent) goes into thread as the
+// requester "schedule:<name>".
 type Schedule struct {
 	// Name is unique; the runs' requester is "schedule:<name>".
 	Name string `yaml:"name" cfg:"required"`
@@ -112,7 +113,7 @@ func (c *checker) scheduleThread(i int, s Schedule) {
 		return // Validate reported the form
 	}
 	_, chat := c.cfg.Channels.ChatRequesters()[ch]
-	enabled := map[string]bool{"console": c.cfg.Channels.Console.Enabled, "local": c.cfg.Channels.Local.Enabled,
+	enabled := map[string]bool{core.ConsoleChannel: c.cfg.Channels.Console.Enabled, core.LocalChannel: c.cfg.Channels.Local.Enabled,
 		"slack": c.cfg.Channels.Slack.Enabled, "telegram": c.cfg.Channels.Telegram.Enabled, "discord": c.cfg.Channels.Discord.Enabled,
 		"email": c.cfg.Channels.Email.Enabled, "matrix": c.cfg.Channels.Matrix.Enabled, "signal": c.cfg.Channels.Signal.Enabled}
 	switch {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Agent runs (issue 12, CONTRACT.md "Agents"): a run whose flow column is
+// Agent runs (issue 12, docs/agents.md): a run whose flow column is
 // AgentFlow(name) is one turn of an agent's session. The session is the
 // run's thread; its conversation is stored as EventAgentMessage run events,
 // appended in the same checkpoint transaction as the state change they

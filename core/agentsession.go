@@ -8,9 +8,8 @@ import (
 
 // AgentSessionChannel is the thread channel of Agent API sessions: a
 // session's turns are the runs of thread "agent:<session id>". No adapter
-// serves it and the engine queues no outbox messages for it
-// (engine.AgentSessionChannel is the same value), so nothing in these
-// threads reaches a chat platform; the console lists them.
+// serves it and the engine queues no outbox messages for it, so nothing in
+// these threads reaches a chat platform; the console lists them.
 const AgentSessionChannel = "agent"
 
 // AgentSession is one Agent API session: an app's conversation with one

@@ -2,6 +2,7 @@ package core
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -21,6 +22,14 @@ const (
 	RunCancelled       RunStatus = "cancelled"
 	RunInterrupted     RunStatus = "interrupted"
 )
+
+// RunStatuses lists every run status, so filters, schemas and pickers are
+// built from one list instead of copies that drift.
+var RunStatuses = []RunStatus{RunQueued, RunRunning, RunWaitingApproval, RunWaitingInput,
+	RunSucceeded, RunFailed, RunRejected, RunCancelled, RunInterrupted}
+
+// Valid reports whether s is one of the run statuses above.
+func (s RunStatus) Valid() bool { return slices.Contains(RunStatuses, s) }
 
 // Final reports whether the run can no longer change.
 func (s RunStatus) Final() bool {

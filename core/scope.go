@@ -13,7 +13,7 @@ import (
 // console — checks the scope of each action against the token's.
 type Scope string
 
-// The token scopes of CONTRACT.md.
+// The token scopes (README.md, api.tokens[].scopes).
 const (
 	// ScopeRead reads runs, approvals, threads, grants and the audit log.
 	ScopeRead Scope = "read"

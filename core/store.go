@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
@@ -249,6 +250,13 @@ const (
 	DeliverySent    DeliveryStatus = "sent"
 	DeliveryDead    DeliveryStatus = "dead"
 )
+
+// DeliveryStatuses lists every delivery status, so filters and schemas are
+// built from one list instead of copies that drift.
+var DeliveryStatuses = []DeliveryStatus{DeliveryPending, DeliverySent, DeliveryDead}
+
+// Valid reports whether s is one of the delivery statuses above.
+func (s DeliveryStatus) Valid() bool { return slices.Contains(DeliveryStatuses, s) }
 
 // Delivery is an outbox message with its delivery state, as the pipeline
 // and the API see it.

@@ -5,10 +5,13 @@
 // the same ordering, chunk bookkeeping and card references as chat threads.
 package console
 
-import "github.com/opsgate/opsgate/core/delivery"
+import (
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/delivery"
+)
 
 // Channel is the console's name in thread addresses and actor ids.
-const Channel = "console"
+const Channel = core.ConsoleChannel
 
 // Limit is the largest recorded console message.
 const Limit = delivery.RecordLimit

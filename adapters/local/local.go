@@ -24,7 +24,7 @@ import (
 )
 
 // Channel is the channel's name in thread addresses ("local:<key>").
-const Channel = "local"
+const Channel = core.LocalChannel
 
 // PathPrefix is where its routes live.
 const PathPrefix = "/local/v1/"

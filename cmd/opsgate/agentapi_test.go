@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -409,13 +407,6 @@ func TestAgentAPIQuestionAndAnswer(t *testing.T) {
 			t.Errorf("session %d %v", code, ses)
 		}
 	})
-}
-
-// The API's session threads are the ones the engine sends nothing to.
-func TestAgentSessionChannelIsTheEngines(t *testing.T) {
-	if core.AgentSessionChannel != engine.AgentSessionChannel {
-		t.Fatalf("core %q, engine %q", core.AgentSessionChannel, engine.AgentSessionChannel)
-	}
 }
 
 func TestAgentAPIApprovalOverTheStream(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/internal/chat"
 	"github.com/opsgate/opsgate/internal/client"
 	"github.com/opsgate/opsgate/internal/tui"
@@ -82,7 +83,7 @@ a human. The server needs channels.local.enabled: true. See docs/terminal.md.`, 
 	if th == "" {
 		th = defaultThread()
 	}
-	if k := strings.TrimPrefix(th, "local:"); k == "" || len(k) > 256 || strings.ContainsAny(k, "\r\n") {
+	if k := strings.TrimPrefix(th, core.LocalChannel+":"); k == "" || len(k) > 256 || strings.ContainsAny(k, "\r\n") {
 		return usagef("--thread %q: want local:<key> or <key>, one line of at most 256 bytes", th)
 	}
 	c, err := terminalClient(cf)

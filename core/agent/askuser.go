@@ -14,7 +14,8 @@ import (
 
 // The ask_user built-in: the model asks the person questions, the run waits
 // (status waiting_input), a native question card goes to the thread, and
-// the answer comes back to the model in CONTRACT.md's shape.
+// the answer comes back to the model in the shape docs/agents.md
+// ("ask_user") gives.
 
 // Limits of one ask_user call and its answers.
 const (
@@ -153,7 +154,7 @@ func ParseAsk(raw string) (Ask, error) {
 	return a, nil
 }
 
-// Answer is the answer to one question, as CONTRACT.md names it. For a
+// Answer is the answer to one question, as docs/agents.md ("ask_user") names it. For a
 // confirm question Answer is "yes" or "no".
 type Answer struct {
 	QuestionID string `json:"questionId"`
@@ -350,7 +351,7 @@ func (a Ask) parseConfirmation(raw []byte) (Reply, error) {
 	return Reply{Confirmation: c}, nil
 }
 
-// JSON is the reply in CONTRACT.md's shape, as the model receives it.
+// JSON is the reply in docs/agents.md's shape, as the model receives it.
 func (r Reply) JSON() []byte {
 	var v any = r.Answers
 	if r.Confirmation != nil {
@@ -372,7 +373,7 @@ func marshalPlain(v any) []byte {
 }
 
 // Result renders the reply for the model: who answered, then the answer in
-// CONTRACT.md's shape, framed (a person wrote it).
+// docs/agents.md's shape, framed (a person wrote it).
 func (r Reply) Result(call Call, by string, at time.Time) Message {
 	who := by
 	if who == "" {

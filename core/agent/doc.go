@@ -1,6 +1,6 @@
 // Package agent is the foundation of opsgate's agent runs: an LLM that works
 // in a thread, with every tool call it makes behind the same gate as flow
-// steps (issue 12, CONTRACT.md "Agents").
+// steps (issue 12, docs/agents.md).
 //
 // This package holds what the loop needs and nothing that waits on the
 // engine or a store:

@@ -5,7 +5,7 @@ const DefaultMaxSteps = 20
 
 // Steps is the max_steps budget of one agent run, stored with the run. A
 // step is one tool call the model asked for (the run's steps are its tool
-// calls, CONTRACT.md "Agents"), ask_user and calls with a Problem included,
+// calls, docs/agents.md), ask_user and calls with a Problem included,
 // so a model that keeps calling a broken tool still stops. Model calls are
 // bounded by it too: every model call but the last asks for at least one
 // tool call, and once the budget is spent the loop makes one more call

@@ -21,7 +21,7 @@ import (
 	"github.com/opsgate/opsgate/core/turnlimit"
 )
 
-// The Agent API (CONTRACT.md "Agent API", docs/agent-api.md): apps holding a
+// The Agent API (docs/agent-api.md): apps holding a
 // token with scope session.run drive agent sessions. A session is a thread
 // "agentapi:<session id>" owned by the token that created it; a turn is one
 // agent run in that thread (turnId = run id). What the API needs of the
@@ -356,7 +356,7 @@ func (s *server) agentRoutes() {
 }
 
 // SessionView is a session as the Agent API shows it (the design's
-// camelCase names, CONTRACT.md "Agent API names"). ConsoleURL is where a
+// camelCase names, docs/agent-api.md). ConsoleURL is where a
 // person continues it in the web console: the page of its newest turn
 // (the conversation, its question as a form, its approvals), or the list
 // of its turns before it has one.

@@ -27,7 +27,7 @@ const (
 	TurnRunning  = "running"
 )
 
-// The Agent API's event names are the run events' (core.Event*, CONTRACT.md):
+// The Agent API's event names are the run events' (core.Event*, docs/agent-api.md "Events"):
 // a turn's stream is its run's, translated. Clients ignore names they do not
 // know; more may be added.
 

@@ -142,9 +142,6 @@ const (
 	// MaxMessageText caps POST /api/v1/messages text (413 beyond): a chat
 	// message, not a file upload.
 	MaxMessageText = 16 << 10
-	// ConsoleChannel is the channel of messages posted through the API:
-	// they are console messages in console threads.
-	ConsoleChannel = "console"
 	// DecisionChannel is the channel recorded for decisions made through
 	// the API (the CLI, scripts), so the audit tells them apart from clicks
 	// in the web console and from chat platforms.

@@ -51,7 +51,7 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	key := strings.TrimPrefix(strings.TrimSpace(b.Thread), ConsoleChannel+":")
+	key := strings.TrimPrefix(strings.TrimSpace(b.Thread), core.ConsoleChannel+":")
 	switch {
 	case key == "":
 		s.fail(w, r, invalid("thread", "thread is required"))
@@ -80,10 +80,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 		b.EventID = id.String()
 	}
 	ev := core.ChannelEvent{
-		Channel:    ConsoleChannel,
+		Channel:    core.ConsoleChannel,
 		EventID:    b.EventID,
 		Actor:      actorFrom(r.Context()),
-		Thread:     core.Thread{Channel: ConsoleChannel, Key: key},
+		Thread:     core.Thread{Channel: core.ConsoleChannel, Key: key},
 		Text:       b.Text,
 		ReceivedAt: s.o.Now().UTC(),
 	}
@@ -112,16 +112,10 @@ func (s *server) postMessage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, resp)
 }
 
-var runStatuses = map[core.RunStatus]bool{
-	core.RunQueued: true, core.RunRunning: true, core.RunWaitingApproval: true, core.RunWaitingInput: true,
-	core.RunSucceeded: true, core.RunFailed: true, core.RunRejected: true, core.RunCancelled: true,
-	core.RunInterrupted: true,
-}
-
 func (s *server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.RunListParams{Status: core.RunStatus(q.Get("status")), Cursor: q.Get("cursor")}
-	if p.Status != "" && !runStatuses[p.Status] {
+	if p.Status != "" && !p.Status.Valid() {
 		s.fail(w, r, invalid("status", "unknown run status %q", p.Status))
 		return
 	}
@@ -264,7 +258,7 @@ func (s *server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // answerRun answers a run's pending question: {"action_id","answer"} with
-// answer the question array or a confirmation (CONTRACT.md "Agents");
+// answer the question array or a confirmation (docs/agents.md, "ask_user");
 // 200 with the run; 400 malformed, 422 not an answer, 403 may not answer,
 // 404 no such question, 409 answered already, 410 expired.
 func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
@@ -715,12 +709,10 @@ func (s *server) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		HeadSeq: rep.HeadSeq, HeadHash: rep.HeadHash, LegacyUntil: rep.LegacyUntil})
 }
 
-var deliveryStatuses = map[core.DeliveryStatus]bool{core.DeliveryPending: true, core.DeliverySent: true, core.DeliveryDead: true}
-
 func (s *server) listDeliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.OutboxListParams{Status: core.DeliveryStatus(q.Get("status")), Cursor: q.Get("cursor")}
-	if p.Status != "" && !deliveryStatuses[p.Status] {
+	if p.Status != "" && !p.Status.Valid() {
 		s.fail(w, r, invalid("status", "unknown delivery status %q: want dead, pending or sent", p.Status))
 		return
 	}

@@ -67,7 +67,7 @@ func (ax *agentExec) gateCall(r stepRecord, call llm.Call) gate.Call {
 // holds.
 func (ax *agentExec) unattended() string {
 	att := ax.e.opts.AgentAttendance
-	if ax.run.Thread.Channel != AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
+	if ax.run.Thread.Channel != core.AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
 		return ""
 	}
 	return "nobody holds the app's event stream to answer it"

@@ -32,11 +32,6 @@ import (
 //   - once every call has a result the model is called again, until it
 //     answers without calls (the reply) or max_steps is spent.
 
-// AgentSessionChannel is the thread channel of sessions that are not chat
-// threads (the Agent API): a thread {Channel: "agent", Key: sessionID}.
-// The engine queues no outbox messages for it; its runs' events say all.
-const AgentSessionChannel = "agent"
-
 // Agent is an LLM agent runs are given to (config agents[] with its model).
 type Agent struct {
 	Name string
@@ -170,7 +165,7 @@ func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
 // toThread returns ms unless thread is an API session, which gets no
 // outbox messages.
 func (e *Engine) toThread(thread core.Thread, ms ...core.OutboxMessage) []core.OutboxMessage {
-	if thread.Channel == AgentSessionChannel {
+	if thread.Channel == core.AgentSessionChannel {
 		return nil
 	}
 	return ms

@@ -44,10 +44,10 @@ func TestAgentAttendanceAcrossReplicas(t *testing.T) {
 	t.Cleanup(stop2)
 
 	ctx := context.Background()
-	thread := core.Thread{Channel: AgentSessionChannel, Key: "ses-attend"}
+	thread := core.Thread{Channel: core.AgentSessionChannel, Key: "ses-attend"}
 	releaseA := attA.Hold(ctx, thread.Key)
 	sc.Push(call("deploy", `{"service":"api","version":"7","reason":"asked"}`), fakellm.Say("Not deployed."))
-	rc, err := e2.StartAgentTurn(ctx, AgentTurn{Thread: thread, Actor: core.Actor{ID: "api:app"}, Text: "ship api 7", Channel: AgentSessionChannel})
+	rc, err := e2.StartAgentTurn(ctx, AgentTurn{Thread: thread, Actor: core.Actor{ID: "api:app"}, Text: "ship api 7", Channel: core.AgentSessionChannel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestAgentAttendanceAcrossReplicas(t *testing.T) {
 
 	// Nobody holds the session now: B's next ask is denied at once.
 	sc.Push(call("deploy", `{"service":"api","version":"8","reason":"asked"}`), fakellm.Say("Could not."))
-	rc2, err := e2.StartAgentTurn(ctx, AgentTurn{Thread: thread, Actor: core.Actor{ID: "api:app"}, Text: "ship api 8", Channel: AgentSessionChannel})
+	rc2, err := e2.StartAgentTurn(ctx, AgentTurn{Thread: thread, Actor: core.Actor{ID: "api:app"}, Text: "ship api 8", Channel: core.AgentSessionChannel})
 	if err != nil {
 		t.Fatal(err)
 	}

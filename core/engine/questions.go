@@ -15,7 +15,7 @@ import (
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
-// ask_user (CONTRACT.md "Agents"): the model's questions to people. The call
+// ask_user (docs/agents.md): the model's questions to people. The call
 // puts the run in waiting_input with its step waiting_input (the ask as the
 // step's args) and a question message in the thread. An answer — from the
 // console, the API, MCP, or a reply in the thread — is validated against

@@ -86,7 +86,7 @@ func (b bothQuestions) Answer(ctx context.Context, actor core.Actor, channel, ru
 func agentRun(t testing.TB, actor, text string, statuses ...core.RunStatus) *core.Run {
 	t.Helper()
 	rc, err := theEnv.eng.StartAgentTurn(context.Background(), engine.AgentTurn{
-		Thread: core.Thread{Channel: ThreadChannel, Key: "agent-" + randomID()[:12]}, Actor: core.Actor{ID: actor}, Text: text})
+		Thread: core.Thread{Channel: core.ConsoleChannel, Key: "agent-" + randomID()[:12]}, Actor: core.Actor{ID: actor}, Text: text})
 	if err != nil {
 		t.Fatal(err)
 	}

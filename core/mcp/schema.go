@@ -34,6 +34,15 @@ func integer(desc string, min, max int) js {
 
 func boolean(desc string) js { return js{"type": "boolean", "description": desc} }
 
+// strs turns a vocabulary list (core.RunStatuses, …) into enum values.
+func strs[S ~string](vals []S) []string {
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
+	}
+	return out
+}
+
 func enum(desc string, vals ...string) js {
 	e := make([]any, 0, len(vals))
 	seen := map[string]bool{}
@@ -113,8 +122,7 @@ var errorSchema = object("a business error: nothing changed (isError is true)", 
 }, "code", "message")
 
 var (
-	runStatuses = []string{string(core.RunQueued), string(core.RunRunning), string(core.RunWaitingApproval), string(core.RunWaitingInput),
-		string(core.RunSucceeded), string(core.RunFailed), string(core.RunRejected), string(core.RunCancelled), string(core.RunInterrupted)}
+	runStatuses  = strs(core.RunStatuses)
 	stepStatuses = []string{string(core.StepWaitingApproval), string(core.StepWaitingAgent), stepWaitingInput, string(core.StepDispatching),
 		string(core.StepSucceeded), string(core.StepFailed), string(core.StepDenied), string(core.StepRejected), string(core.StepInterrupted),
 		string(core.StepCancelled)}

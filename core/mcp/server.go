@@ -159,11 +159,9 @@ const (
 )
 
 // Channel is the channel of runs started and questions answered over
-// MCP: runs' threads are console threads (the console shows them).
-const (
-	Channel       = "mcp"
-	ThreadChannel = "console"
-)
+// MCP: runs' threads are console threads (core.ConsoleChannel; the console
+// shows them).
+const Channel = "mcp"
 
 // endpoint is one MCP path: which tokens it takes, which origins, and the
 // presentation of its tools.

@@ -35,8 +35,8 @@ func (s *Server) flowTool(ctx context.Context, x *call) (any, *toolErr) {
 	}
 	id := randomID()
 	rc, err := s.o.Engine.HandleEvent(ctx, core.ChannelEvent{
-		Channel: ThreadChannel, EventID: "mcp-" + id, Actor: x.c.actor,
-		Thread: core.Thread{Channel: ThreadChannel, Key: "mcp-" + id[:12]}, Text: text, ReceivedAt: s.o.Now().UTC(),
+		Channel: core.ConsoleChannel, EventID: "mcp-" + id, Actor: x.c.actor,
+		Thread: core.Thread{Channel: core.ConsoleChannel, Key: "mcp-" + id[:12]}, Text: text, ReceivedAt: s.o.Now().UTC(),
 	})
 	if err != nil {
 		return nil, s.internalError("flow", err)

@@ -1,6 +1,6 @@
-// Package schedule fires the configured schedules' ticks (CONTRACT.md
-// "Schedules"): at each tick of a cron expression, in its timezone, a
-// schedule sends its text (or its prompt to its agent) into its thread as
+// Package schedule fires the configured schedules' ticks
+// (docs/schedules.md): at each tick of a cron expression, in its timezone,
+// a schedule sends its text (or its prompt to its agent) into its thread as
 // the requester "schedule:<name>", handled exactly like a chat message.
 //
 // Exactly once per tick, across restarts and replicas: a tick is claimed

@@ -68,8 +68,8 @@ func NewSession(c *client.Client, me *client.Me, thread string, now func() time.
 	if now == nil {
 		now = time.Now
 	}
-	thread = strings.TrimPrefix(strings.TrimSpace(thread), "local:")
-	return &Session{c: c, me: me, thread: "local:" + thread, now: now, cards: map[string]*core.Card{},
+	thread = strings.TrimPrefix(strings.TrimSpace(thread), core.LocalChannel+":")
+	return &Session{c: c, me: me, thread: core.LocalChannel + ":" + thread, now: now, cards: map[string]*core.Card{},
 		mine: map[string]bool{}, runs: map[string]bool{}, seen: map[string]bool{},
 		replied: map[string]bool{}, carded: map[string]bool{}}
 }

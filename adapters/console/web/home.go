@@ -86,7 +86,7 @@ func (s *server) homePage(w http.ResponseWriter, r *http.Request) {
 
 	var byStatus []statusCount
 	total := 0
-	for _, st := range runStatuses {
+	for _, st := range core.RunStatuses {
 		if n := ov.RunsByStatus[st]; n > 0 {
 			byStatus = append(byStatus, statusCount{Status: string(st), Count: n})
 			total += n

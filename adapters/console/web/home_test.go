@@ -111,4 +111,15 @@ func TestTablesFilterNewestFirst(t *testing.T) {
 	if r := c.do("GET", "/audit?before=x", nil, nil); r.status != http.StatusBadRequest {
 		t.Errorf("audit?before=x: %d", r.status)
 	}
+	// Unknown status filters are refused (core.RunStatus/DeliveryStatus.Valid).
+	for _, p := range []string{"/runs?status=bogus", "/runs?status=Queued", "/deliveries?status=lost", "/deliveries?status=Dead"} {
+		if r := c.do("GET", p, nil, nil); r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", p, r.status)
+		}
+	}
+	for _, p := range []string{"/runs?status=waiting_input", "/deliveries?status=sent"} {
+		if r := c.do("GET", p, nil, nil); r.status != http.StatusOK {
+			t.Errorf("%s: %d, want 200", p, r.status)
+		}
+	}
 }

@@ -14,9 +14,6 @@ import (
 	"github.com/opsgate/opsgate/core/shortid"
 )
 
-var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput,
-	core.RunSucceeded, core.RunFailed, core.RunRejected, core.RunCancelled, core.RunInterrupted}
-
 type runRow struct {
 	ID, Flow, Thread, Requester, Status, Reason, CreatedAt, UpdatedAt string
 	// Short is the id as shown: unique among the page's runs.
@@ -28,16 +25,12 @@ type runRow struct {
 func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := core.RunListParams{Limit: 50, Cursor: q.Get("cursor")}
-	if st := q.Get("status"); st != "" {
-		ok := false
-		for _, k := range runStatuses {
-			ok = ok || string(k) == st
-		}
-		if !ok {
+	if st := core.RunStatus(q.Get("status")); st != "" {
+		if !st.Valid() {
 			s.plainError(w, http.StatusBadRequest, "Unknown run status.")
 			return
 		}
-		p.Status = core.RunStatus(st)
+		p.Status = st
 	}
 	if t := strings.TrimSpace(q.Get("thread")); t != "" {
 		th, err := core.ParseThread(t)
@@ -88,7 +81,7 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		v.Set("cursor", next)
 		nextURL = "/runs?" + v.Encode()
 	}
-	s.render(w, r, http.StatusOK, "runs", map[string]any{"Title": "Runs", "Runs": rows, "Statuses": runStatuses,
+	s.render(w, r, http.StatusOK, "runs", map[string]any{"Title": "Runs", "Runs": rows, "Statuses": core.RunStatuses,
 		"Status": q.Get("status"), "Thread": q.Get("thread"), "Flow": flow, "Requester": who, "Channel": ch, "Next": nextURL})
 }
 
@@ -208,11 +201,9 @@ func kindStrings(kinds ...approvals.AuditKind) []string {
 // re-queue button on each dead one.
 func (s *server) deliveriesPage(w http.ResponseWriter, r *http.Request) {
 	st := core.DeliveryStatus(r.URL.Query().Get("status"))
-	switch st {
-	case "":
+	if st == "" {
 		st = core.DeliveryDead
-	case core.DeliveryDead, core.DeliveryPending, core.DeliverySent:
-	default:
+	} else if !st.Valid() {
 		s.plainError(w, http.StatusBadRequest, "Unknown delivery status.")
 		return
 	}

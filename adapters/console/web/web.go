@@ -121,7 +121,7 @@ type Options struct {
 // Channel is the channel of console messages and decisions: the console and
 // the API are the same channel, so a decision made in either shows as
 // "console".
-const Channel = "console"
+const Channel = core.ConsoleChannel
 
 // maxMessageText matches the API's cap on a console message.
 const maxMessageText = 16 << 10
