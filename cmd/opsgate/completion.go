@@ -27,6 +27,7 @@ var commandTree = []struct {
 	{"config", "validate a configuration", []string{"check"}},
 	{"approvals", "decide the calls that wait for a human", []string{"list", "show", "approve", "reject", "edit", "watch", "wait"}},
 	{"runs", "follow and cancel runs", []string{"list", "show", "cancel"}},
+	{"schedules", "list, fire, pause and resume schedules", []string{"list", "run", "pause", "resume"}},
 	{"grants", "list and revoke grants", []string{"list", "revoke"}},
 	{"audit", "the audit log: list, export, verify", []string{"list", "export", "verify"}},
 	{"tui", "the approvals queue in the terminal", nil},
