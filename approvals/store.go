@@ -41,8 +41,9 @@ type Store interface {
 type ApprovalListParams struct {
 	Status Status
 	RunID  string
-	// IDPrefix keeps approvals whose id starts with it (the CLI's short
-	// ids); Tool is an exact match; Decided keeps every status but pending.
+	// IDPrefix keeps approvals whose id it names as a typed id
+	// (core/shortid's Matches: a prefix of the id, or of a UUID's random
+	// part); Tool is an exact match; Decided keeps every status but pending.
 	IDPrefix string
 	Tool     string
 	Decided  bool

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/configs"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/router"
@@ -25,12 +26,16 @@ type checker struct {
 }
 
 // problem records a semantic problem unless the decoder already reported
-// one at the same path (an unset ${VAR} need not also be "missing").
+// one at the same path (an unset ${VAR} need not also be "missing"), or it
+// only follows from a mistyped key (followsTypo).
 func (c *checker) problem(path, format string, args ...any) {
 	for _, p := range c.problems {
 		if p.Path == path {
 			return
 		}
+	}
+	if c.followsTypo(path, fmt.Sprintf(format, args...)) {
+		return
 	}
 	c.add(path, c.lineOf(path), format, args...)
 }
@@ -41,6 +46,10 @@ func rulePath(i int, rest string) string { return fmt.Sprintf("policy.rules[%d].
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func (c *checker) run() {
+	if len(c.given) == 0 && c.cfg.Source != configs.QuickstartName {
+		c.warn("", "the file sets nothing: the built-in defaults apply (SQLite under ./data, the console channel, listen "+
+			"127.0.0.1:8080, no tools); start from configs/quickstart.yaml or configs/production.yaml")
+	}
 	c.server()
 	c.store()
 	c.engine()
@@ -132,6 +141,9 @@ func (c *checker) api() {
 			c.problem(p+".token", "same token as api.tokens[%d]; every token must be distinct", first)
 		} else {
 			tokens[t.Token] = i
+		}
+		if n := len(t.Token); n > 0 && n < MinTokenLen {
+			c.warn(p+".token", "only %d characters: a short token can be guessed; use at least %d random ones (openssl rand -hex 32)", n, MinTokenLen)
 		}
 		if t.Actor != "" {
 			if msg := identityProblem(t.Actor); msg != "" {

@@ -28,6 +28,10 @@ type decoder struct {
 	expanded map[string][]string
 	visited  int
 	overflow bool
+	// typos are the paths of keys a mistyped key was taken to mean ("tools"
+	// for "tols"): problems there or caused by their absence are follow-ons
+	// of the one typo and are not reported (checker.problem).
+	typos map[string]bool
 }
 
 func (d *decoder) add(path string, line int, format string, args ...any) {
@@ -320,6 +324,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			msg := "unknown key"
 			if s := suggest(kv.key, order); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
+				if d.typos == nil {
+					d.typos = map[string]bool{}
+				}
+				d.typos[joinKey(path, s)] = true
 			} else {
 				msg += fmt.Sprintf(" (known: %s)", strings.Join(sorted(order), ", "))
 			}
@@ -345,7 +353,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		switch fv := v.FieldByIndex(f.index); {
-		case broken[name]:
+		case broken[name], d.typos[joinKey(path, name)]:
 		case !present[name]:
 			d.add(joinKey(path, name), d.lineOf(path), "missing required value")
 		case fv.IsZero() || fv.Kind() == reflect.Slice && fv.Len() == 0:

@@ -22,6 +22,8 @@ type Config struct {
 	Source string `yaml:"-"`
 	// lines maps YAML paths to their lines, for Config.Line.
 	lines map[string]int
+	// warnings are what config check reports without failing (Warnings).
+	warnings []Problem
 
 	Server   Server   `yaml:"server"`
 	Store    Store    `yaml:"store"`

@@ -19,6 +19,12 @@ const (
 	// shown); a platform that cannot edit answers ErrNotSupported
 	// and the pipeline sends it as a new message instead.
 	KindCardUpdate MessageKind = "card_update"
+	// KindQuestionUpdate edits an agent's question already sent, once it
+	// is answered or expired (buttons removed, the answer shown); its
+	// OutboxMessage.Replaces is the question's outbox id and Outbound.Edit
+	// the platform's reference of it. A platform that cannot edit answers
+	// ErrNotSupported and the pipeline sends it as a new message instead.
+	KindQuestionUpdate MessageKind = "question_update"
 	// KindStream is an agent's text while the model writes it (at most one
 	// a second per run): the first of a run is sent as a reply, later ones
 	// edit that message in place. Only a ReplyEditor gets them; for other
@@ -33,6 +39,15 @@ const (
 // Outbound of KindReply carries Edit.
 type ReplyEditor interface {
 	EditsReplies() bool
+}
+
+// OutboxRefStore is the optional capability of an outbox store that reads
+// the platform references an outbox message went out as (both stores have
+// it), so a later message can edit it (KindQuestionUpdate).
+type OutboxRefStore interface {
+	// OutboxRefs returns the references of the chunks of outbox message id
+	// sent so far, in order; ErrNotFound for an unknown id.
+	OutboxRefs(ctx context.Context, id string) ([]MessageRef, error)
 }
 
 // StreamRefStore is the optional capability of an outbox store that finds

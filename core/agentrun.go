@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -70,13 +71,18 @@ type AgentHistoryStore interface {
 	AgentHistory(ctx context.Context, thread Thread, limit int) ([]AgentRecord, error)
 }
 
-// AnswerEvent is a click on a question message's button: the choice (its
-// index among the single question's choices; for a confirm 0 is yes, 1 is
-// no) of the question ActionID of run RunID.
+// AnswerEvent is a click on a question message's button, or a form's
+// submission, for the single question ActionID of run RunID: the choice
+// (its index among the choices; for a confirm 0 is yes, 1 is no), a skip
+// of an optional question, or a free text (a platform's form).
 type AnswerEvent struct {
 	RunID    string `json:"run_id"`
 	ActionID string `json:"action_id"`
 	Choice   int    `json:"choice"`
+	// Skip skips the optional question (Choice is ignored).
+	Skip bool `json:"skip,omitempty"`
+	// Text, when set, is the answer as typed (Choice is ignored).
+	Text string `json:"text,omitempty"`
 }
 
 // QuestionCard is an agent's pending question as a chat renders it
@@ -112,6 +118,33 @@ func (q *QuestionCard) Buttons() []string {
 		return []string{"Yes", "No"}
 	}
 	return nil
+}
+
+// AskActionID is the action id of the question an agent asked at step
+// idx ("ask-3"), as the API, MCP and a question's buttons name it.
+func AskActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
+
+// AskStep is the step of the question AskActionID named; ok is false for
+// any other id.
+func AskStep(actionID string) (idx int, ok bool) {
+	n, found := strings.CutPrefix(actionID, "ask-")
+	i, err := strconv.Atoi(n)
+	if !found || err != nil || i < 0 || strconv.Itoa(i) != n {
+		return 0, false
+	}
+	return i, true
+}
+
+// Skippable reports whether the card's single question may be skipped
+// (a platform shows a Skip button).
+func (q *QuestionCard) Skippable() bool {
+	return q != nil && len(q.Questions) == 1 && q.Questions[0].Optional
+}
+
+// FreeText reports whether the card is one question answered in words (a
+// platform with forms opens one; others take a reply).
+func (q *QuestionCard) FreeText() bool {
+	return q != nil && len(q.Questions) == 1 && q.Questions[0].Kind == "text"
 }
 
 // QuestionSource finds the pending question an outbox message carries

@@ -64,6 +64,13 @@ type CardCall struct {
 // decision path (quorum, self-approval and eligibility per call).
 const ActionApproveAll approvals.Action = "approve_all"
 
+// ApproveAllLine is the line a batch card shows where its channel has no
+// "Approve all" button: the one text command, with ref naming the card
+// (its approval id, or what the channel shows instead).
+func (c Card) ApproveAllLine(ref string) string {
+	return "To approve every pending call at once, send: " + ApproveAllCommand(ref)
+}
+
 // BatchPending reports whether any call of a batch card still takes
 // decisions (the card's own status may already be final).
 func (c Card) BatchPending() bool {
@@ -224,6 +231,9 @@ func (c Card) PlainText() string {
 			if bc.Reason != "" {
 				fmt.Fprintf(&b, "     Reason: %s\n", OneLine(bc.Reason))
 			}
+		}
+		if c.BatchPending() {
+			fmt.Fprintf(&b, "%s\n", c.ApproveAllLine(c.ApprovalID))
 		}
 	}
 	if c.Pending() {

@@ -139,6 +139,13 @@ type DecisionError struct {
 	At time.Time
 	// Field names the offending argument for DecisionInvalidArgs, when known.
 	Field string
+	// Question marks the refusal of an answer to an agent's question
+	// rather than of a decision, so its text speaks of a question.
+	Question bool
+	// Batch marks the refusal of an "Approve all" that was refused for
+	// some calls: Message is the account of every call (what was approved,
+	// what was refused and why), shown as it is.
+	Batch bool
 }
 
 func (e *DecisionError) Error() string {

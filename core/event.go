@@ -76,7 +76,15 @@ type ChannelEvent struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Answer is set when the event answers an agent's question (a button
 	// of a question message).
-	Answer      *AnswerEvent    `json:"answer,omitempty"`
+	Answer *AnswerEvent `json:"answer,omitempty"`
+	// ReplyTo is the message of opsgate's this one replies to, as the
+	// platform names it (the MessageRef the adapter's Send returned: a
+	// Telegram reply_to_message, an email's In-Reply-To, a Matrix
+	// m.in_reply_to, a Discord message_reference). The engine continues
+	// the conversation of the thread that message went to, so a reply to
+	// the bot is the next turn of its session and an answer to its
+	// question (docs/agents.md, "Conversations").
+	ReplyTo     *MessageRef     `json:"reply_to,omitempty"`
 	Attachments []Attachment    `json:"attachments,omitempty"`
 	Raw         json.RawMessage `json:"raw,omitempty"`
 	ReceivedAt  time.Time       `json:"received_at"`

@@ -140,5 +140,8 @@ type OutboxMessage struct {
 	Text       string      `json:"text,omitempty"`
 	ApprovalID string      `json:"approval_id,omitempty"`
 	RunID      string      `json:"run_id,omitempty"`
-	CreatedAt  time.Time   `json:"created_at"`
+	// Replaces is the outbox id of the message this one edits in place
+	// (a KindQuestionUpdate names its question).
+	Replaces  string    `json:"replaces,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }

@@ -98,6 +98,10 @@ type ThreadStore interface {
 	// outbox messages, most recently active first (LastAt, then thread
 	// descending). next is the Cursor of the following page.
 	ThreadList(ctx context.Context, p ThreadListParams) (items []ThreadSummary, next string, err error)
+	// ThreadOfMessage returns the thread a message opsgate sent went to,
+	// by the platform reference its channel returned (any chunk of it), or
+	// ErrNotFound: how a reply to the bot finds its conversation.
+	ThreadOfMessage(ctx context.Context, ref MessageRef) (Thread, error)
 }
 
 // ThreadMessagesParams selects one page of a thread's messages. Before is
@@ -224,7 +228,8 @@ type Checkpoint struct {
 type RunListParams struct {
 	Status RunStatus
 	Thread string
-	// IDPrefix keeps runs whose id starts with it (the CLI's short ids).
+	// IDPrefix keeps runs whose id it names as a typed id (shortid.Matches:
+	// a prefix of the id, or of a UUID's random part).
 	IDPrefix string
 	// Channel keeps runs whose thread is in this channel; Flow and
 	// Requester are exact matches (the console's filters).

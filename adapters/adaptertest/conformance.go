@@ -3,6 +3,7 @@ package adaptertest
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,8 +35,10 @@ type Fake interface {
 // Suite parametrizes RunConformance for one adapter.
 type Suite struct {
 	// New builds a fresh harness with the adapter under test wired to a
-	// fresh fake server (called once per case).
-	New func(t *testing.T) (*Harness, Fake)
+	// fresh fake server (called once per case). o carries what the case
+	// needs (agents, tools, a policy); the adapter adds its Platform and
+	// fills what o leaves unset with its own defaults.
+	New func(t *testing.T, o HarnessOptions) (*Harness, Fake)
 	// Thread is a thread address the adapter and its fake accept.
 	Thread core.Thread
 	// Requester asks for the deploy; Approver may decide it (it must be
@@ -50,6 +53,14 @@ type Suite struct {
 	// platform gets 401/400 (or the adapter's equivalent refusal).
 	// RunConformance then checks the store recorded nothing.
 	BadInput func(t *testing.T, h *Harness)
+	// Chat drives the adapter's inbound side as its platform would, for
+	// the conversation cases (conversation.go); it returns the driver of
+	// the harness h built. Nil only with Lacks[CapChat].
+	Chat func(t *testing.T, h *Harness) Chat
+	// Lacks declares each capability the platform does not have, with the
+	// documented plain-text fallback the suite checks instead (the text
+	// is logged). A capability not declared here must work natively.
+	Lacks map[Capability]string
 }
 
 // Hostile are the texts every renderer must make inert: markup and mass
@@ -64,8 +75,40 @@ var Hostile = []string{
 	"a < b && c > d",
 }
 
-// RunConformance runs every rule an adapter must pass, one named subtest
-// per rule:
+// Case is one named rule of the suite: RunConformance runs it as a
+// parallel subtest named Name, on a harness of its own.
+type Case struct {
+	Name string
+	Run  func(t *testing.T, s Suite)
+}
+
+// Cases lists every case RunConformance runs, by table: the delivery
+// rules below, the conversation rules (conversation.go). A new concern
+// adds its table in a file of its own and here.
+func Cases() []Case { return slices.Concat(deliveryCases, conversationCases) }
+
+// RunConformance runs every case of Cases against the adapter s describes,
+// one named subtest per rule.
+func RunConformance(t *testing.T, s Suite) {
+	t.Helper()
+	if s.New == nil || s.Inert == nil || s.BadInput == nil || s.Thread.IsZero() || s.Requester == "" {
+		t.Fatal("adaptertest: Suite needs New, Thread, Requester, Inert and BadInput")
+	}
+	if s.Chat == nil && s.Lacks[CapChat] == "" {
+		t.Fatal("adaptertest: Suite needs Chat, or Lacks[CapChat] saying where its people answer instead")
+	}
+	if s.Approver == "" {
+		s.Approver = DefaultApprovers[0]
+	}
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			c.Run(t, s)
+		})
+	}
+}
+
+// deliveryCases are the rules of the outbound side:
 //
 //   - FormatLimitsSane: the limit is positive and at most 1 MiB, the unit
 //     is known, Render is set and keeps plain words; pacing rates are not
@@ -83,17 +126,9 @@ var Hostile = []string{
 //     once and its result reaches the thread.
 //   - BadInputChangesNothing: after Suite.BadInput the store holds no run,
 //     approval, outbox message or audit entry.
-func RunConformance(t *testing.T, s Suite) {
-	t.Helper()
-	if s.New == nil || s.Inert == nil || s.BadInput == nil || s.Thread.IsZero() || s.Requester == "" {
-		t.Fatal("adaptertest: Suite needs New, Thread, Requester, Inert and BadInput")
-	}
-	if s.Approver == "" {
-		s.Approver = DefaultApprovers[0]
-	}
-	t.Run("FormatLimitsSane", func(t *testing.T) {
-		t.Parallel()
-		h, _ := s.New(t)
+var deliveryCases = []Case{
+	{"FormatLimitsSane", func(t *testing.T, s Suite) {
+		h, _ := s.New(t, HarnessOptions{})
 		f := h.Platform.Format()
 		if f.Limit <= 0 || f.Limit > 1<<20 {
 			t.Errorf("Format().Limit = %d, want 1..1MiB", f.Limit)
@@ -116,10 +151,9 @@ func RunConformance(t *testing.T, s Suite) {
 				t.Errorf("Pacing().%s = %+v, negative", name, r)
 			}
 		}
-	})
-	t.Run("RenderNeutralizesHostileText", func(t *testing.T) {
-		t.Parallel()
-		h, _ := s.New(t)
+	}},
+	{"RenderNeutralizesHostileText", func(t *testing.T, s Suite) {
+		h, _ := s.New(t, HarnessOptions{})
 		render := h.Platform.Format().Render
 		for _, in := range Hostile {
 			out := render(in)
@@ -127,10 +161,9 @@ func RunConformance(t *testing.T, s Suite) {
 				t.Errorf("Render(%q) = %q: %v", in, out, err)
 			}
 		}
-	})
-	t.Run("LongReplyChunkedInOrder", func(t *testing.T) {
-		t.Parallel()
-		h, fake := s.New(t)
+	}},
+	{"LongReplyChunkedInOrder", func(t *testing.T, s Suite) {
+		h, fake := s.New(t, HarnessOptions{})
 		f := h.Platform.Format()
 		text, lines := LongReply(12 << 10)
 		id := h.QueueReply(s.Thread, text)
@@ -162,10 +195,9 @@ func RunConformance(t *testing.T, s Suite) {
 		if err := CheckLines(all.String(), lines); err != nil {
 			t.Error(err)
 		}
-	})
-	t.Run("CardRoundTrip", func(t *testing.T) {
-		t.Parallel()
-		h, fake := s.New(t)
+	}},
+	{"CardRoundTrip", func(t *testing.T, s Suite) {
+		h, fake := s.New(t, HarnessOptions{})
 		rc := h.Send(s.Requester, s.Thread, "deploy api 1.2.3")
 		if rc.RunID == "" {
 			t.Fatal("deploy started no run")
@@ -219,13 +251,12 @@ func RunConformance(t *testing.T, s Suite) {
 		if !result {
 			t.Errorf("the tool's result never reached the thread; got %+v", msgs[cardAt+1:])
 		}
-	})
-	t.Run("BadInputChangesNothing", func(t *testing.T) {
-		t.Parallel()
-		h, _ := s.New(t)
+	}},
+	{"BadInputChangesNothing", func(t *testing.T, s Suite) {
+		h, _ := s.New(t, HarnessOptions{})
 		s.BadInput(t, h)
 		h.StoreEmpty(t)
-	})
+	}},
 }
 
 // LongReply returns about size bytes of numbered lines in short paragraphs

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,32 +129,84 @@ func (c *chat) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "forbidden", http.StatusUnauthorized)
 		return
 	}
-	var in struct{ ID, User, Thread, Text string }
+	var in struct{ ID, User, Thread, Text, ReplyTo string }
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&in); err != nil || in.ID == "" || in.User == "" {
 		http.Error(w, "bad request", http.StatusBadRequest)
 		return
 	}
 	th := core.Thread{Channel: "chat", Key: in.Thread}
-	if _, err := c.sink.HandleEvent(r.Context(), core.ChannelEvent{
-		Channel: "chat", EventID: in.ID, Actor: core.Actor{ID: "chat:" + in.User}, Thread: th, Text: in.Text, ReceivedAt: time.Now(),
-	}); err != nil {
-		http.Error(w, "error", http.StatusInternalServerError)
+	ev := core.ChannelEvent{Channel: "chat", EventID: in.ID, Actor: core.Actor{ID: "chat:" + in.User}, Thread: th, Text: in.Text, ReceivedAt: time.Now()}
+	if in.ReplyTo != "" {
+		ev.ReplyTo = &core.MessageRef{Channel: "chat", ID: in.ReplyTo}
 	}
+	if ref, ok := core.ParseApproveAll(in.Text); ok && ref != "" {
+		ev.Decision = &core.Decision{ApprovalID: ref, Action: core.ActionApproveAll}
+	}
+	if _, err := c.sink.HandleEvent(r.Context(), ev); err != nil {
+		if _, refused := core.Refusal(err); !refused {
+			http.Error(w, "error", http.StatusInternalServerError)
+		}
+	}
+}
+
+// chatDriver posts to the example adapter's inbound endpoint as its
+// platform would: a new message in room-1, or a reply naming the
+// message it answers.
+type chatDriver struct {
+	c   *chat
+	seq *atomic.Int64
+}
+
+func (d chatDriver) post(t *testing.T, actor, thread, text, replyTo string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"id": fmt.Sprintf("in-%d", d.seq.Add(1)), "user": strings.TrimPrefix(actor, "chat:"),
+		"thread": thread, "text": text, "replyTo": replyTo})
+	r := httptest.NewRequest(http.MethodPost, "/chat", bytes.NewReader(body))
+	r.Header.Set("X-Secret", "s3cret")
+	w := httptest.NewRecorder()
+	d.c.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("inbound %q: %d", text, w.Code)
+	}
+}
+
+func (d chatDriver) Say(t *testing.T, actor, text string) {
+	d.post(t, actor, fmt.Sprintf("room-%d", d.seq.Add(1)), text, "")
+}
+
+func (d chatDriver) Reply(t *testing.T, actor string, to adaptertest.Message, text string) {
+	d.post(t, actor, to.Thread.Key, text, to.ID)
+}
+
+// lacks is what the example platform has not: buttons, forms and private
+// chats always, edits in the NoEdits variant.
+func lacks(noEdit bool) map[adaptertest.Capability]string {
+	m := map[adaptertest.Capability]string{
+		adaptertest.CapButtons: "a reply answers, and the card shows the approve-all command",
+		adaptertest.CapForms:   "a reply answers",
+		adaptertest.CapDirect:  "a reply continues the conversation",
+	}
+	if noEdit {
+		m[adaptertest.CapEdit] = "the question's update arrives as a new message"
+	}
+	return m
 }
 
 func suite(noEdit bool) adaptertest.Suite {
 	return adaptertest.Suite{
-		New: func(t *testing.T) (*adaptertest.Harness, adaptertest.Fake) {
+		New: func(t *testing.T, o adaptertest.HarnessOptions) (*adaptertest.Harness, adaptertest.Fake) {
 			fake := newChatFake(t)
 			fake.noEdit = noEdit
-			h := adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-				Approvers: []string{"chat:boss"},
-				Platform: func(h *adaptertest.Harness) delivery.Platform {
-					return &chat{url: fake.srv.URL, sink: h.Engine}
-				},
-			})
-			return h, fake
+			o.Approvers = []string{"chat:boss"}
+			o.Platform = func(h *adaptertest.Harness) delivery.Platform {
+				return &chat{url: fake.srv.URL, sink: h.Engine}
+			}
+			return adaptertest.NewHarness(t, o), fake
 		},
+		Chat: func(t *testing.T, h *adaptertest.Harness) adaptertest.Chat {
+			return chatDriver{c: h.Platform.(*chat), seq: &atomic.Int64{}}
+		},
+		Lacks:     lacks(noEdit),
 		Thread:    core.Thread{Channel: "chat", Key: "room-1"},
 		Requester: "chat:dev",
 		Approver:  "chat:boss",

@@ -2,7 +2,9 @@
 // runs the real engine and the real delivery pipeline on a fresh store with
 // the adapter under test plugged in, and RunConformance, the rules every
 // adapter must pass (sane limits, inert rendering of hostile text, long
-// replies chunked in order, the card round trip, bad input changes nothing).
+// replies chunked in order, the card round trip, bad input changes nothing;
+// conversations, questions and "Approve all" through the adapter's own
+// receive path; the thread reading as the conversation).
 //
 // A typical adapter test starts a fake platform server on 127.0.0.1, builds
 // its adapter against that server inside HarnessOptions.Platform (where the
@@ -73,6 +75,11 @@ type HarnessOptions struct {
 	Logger *slog.Logger
 	// Agents are the engine's LLM agents (free text goes to the default).
 	Agents []engine.Agent
+	// MoreTools are added to the tools (the default deploy tool, or
+	// Tools), and MoreRules to the policy's rules (the default policy, or
+	// Policy's): what a case needs beside what the adapter configured.
+	MoreTools []*tools.Tool
+	MoreRules []approvals.Rule
 }
 
 // Harness is one engine and one delivery worker on a fresh store, both
@@ -206,6 +213,12 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 		eo.Policy = &approvals.Policy{Rules: []approvals.Rule{
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: approvers},
 		}}
+	}
+	eo.Tools = append(slices.Clone(eo.Tools), o.MoreTools...)
+	if len(o.MoreRules) > 0 {
+		p := *eo.Policy
+		p.Rules = append(slices.Clone(p.Rules), o.MoreRules...)
+		eo.Policy = &p
 	}
 	if eo.ApprovalTTL == 0 {
 		eo.ApprovalTTL = time.Hour

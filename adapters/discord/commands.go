@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	discordapi "github.com/bwmarrin/discordgo"
+
+	"github.com/opsgate/opsgate/core/chunk"
 )
 
 // commands are the slash commands opsgate registers: the catch-all
@@ -26,7 +28,7 @@ func (a *Adapter) commands() []*discordapi.ApplicationCommand {
 		if desc == "" {
 			desc = "Run the " + f.Name + " flow"
 		}
-		c := &discordapi.ApplicationCommand{Type: discordapi.ChatApplicationCommand, Name: f.Name, Description: cut(desc, 100)}
+		c := &discordapi.ApplicationCommand{Type: discordapi.ChatApplicationCommand, Name: f.Name, Description: chunk.Cut(desc, 100, chunk.Runes)}
 		var req, opt []*discordapi.ApplicationCommandOption
 		for _, o := range f.Options {
 			d := "Required"
@@ -37,7 +39,7 @@ func (a *Adapter) commands() []*discordapi.ApplicationCommand {
 				}
 			}
 			op := &discordapi.ApplicationCommandOption{
-				Type: discordapi.ApplicationCommandOptionString, Name: o.Name, Description: cut(d, 100), Required: !o.Optional,
+				Type: discordapi.ApplicationCommandOptionString, Name: o.Name, Description: chunk.Cut(d, 100, chunk.Runes), Required: !o.Optional,
 			}
 			if o.Optional {
 				opt = append(opt, op)

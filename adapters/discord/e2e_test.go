@@ -215,7 +215,7 @@ func TestUnauthorizedClickRefusedEphemerally(t *testing.T) {
 	bs := buttons(card)
 	for _, b := range []string{"Approve", "Reject", "Edit"} {
 		r := e.post(e.click(outsider, card, bs[b]))
-		if r.Type != 4 || r.Data.Flags&64 == 0 || !strings.Contains(r.Data.Content, "not one of") {
+		if r.Type != 4 || r.Data.Flags&64 == 0 || !strings.Contains(r.Data.Content, "You may not decide this approval") {
 			t.Errorf("%s by an outsider answered %+v, want an ephemeral refusal", b, r)
 		}
 	}

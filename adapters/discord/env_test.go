@@ -50,6 +50,8 @@ type env struct {
 }
 
 type envOpts struct {
+	// base is the harness's options as a case asked for them.
+	base    adaptertest.HarnessOptions
 	gateway bool
 	sink    func(core.Sink) core.Sink
 	pace    bool // keep Discord's real pacing (slow)
@@ -66,41 +68,40 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e := &env{t: t, fake: fakediscord.New(), priv: priv, logs: &testkit.LogBuffer{}, now: time.Now}
 	e.next.Store(700000000000000000)
 	t.Cleanup(e.fake.Close)
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers:   []string{"discord:" + approverID, "console:admin"},
-		ApprovalTTL: o.ttl,
-		Platform: func(h *adaptertest.Harness) delivery.Platform {
-			var sink core.Sink = h.Engine
-			if o.sink != nil {
-				sink = o.sink(h.Engine)
-			}
-			cfg := Config{
-				BotToken: testToken, ApplicationID: appID, PublicKey: hex.EncodeToString(pub), Gateway: o.gateway,
-				Flows: []FlowCommand{{
-					Name: "deploy", Description: "Deploy a version", Literals: []string{"deploy"},
-					Options: []FlowOption{{Name: "service"}, {Name: "version"}, {Name: "env", Default: "staging", Optional: true}},
-				}},
-			}
-			if o.cfg != nil {
-				o.cfg(&cfg)
-			}
-			ad, err := New(cfg, Deps{
-				Sink: sink, Cards: h.Engine, Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
-				HTTPClient: &http.Client{Transport: e.fake.Transport(), Timeout: 5 * time.Second},
-			})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			e.ad = ad
-			if o.pace {
-				return ad
-			}
-			// Real pacing spaces messages to one channel by 1.25 s; these
-			// tests are about behaviour, so they go faster.
-			fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
-			return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Account: fast})
-		},
-	})
+	ho := o.base
+	ho.Approvers, ho.ApprovalTTL = []string{"discord:" + approverID, "console:admin"}, o.ttl
+	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
+		var sink core.Sink = h.Engine
+		if o.sink != nil {
+			sink = o.sink(h.Engine)
+		}
+		cfg := Config{
+			BotToken: testToken, ApplicationID: appID, PublicKey: hex.EncodeToString(pub), Gateway: o.gateway,
+			Flows: []FlowCommand{{
+				Name: "deploy", Description: "Deploy a version", Literals: []string{"deploy"},
+				Options: []FlowOption{{Name: "service"}, {Name: "version"}, {Name: "env", Default: "staging", Optional: true}},
+			}},
+		}
+		if o.cfg != nil {
+			o.cfg(&cfg)
+		}
+		ad, err := New(cfg, Deps{
+			Sink: sink, Cards: h.Engine, Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
+			HTTPClient: &http.Client{Transport: e.fake.Transport(), Timeout: 5 * time.Second},
+		})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		e.ad = ad
+		if o.pace {
+			return ad
+		}
+		// Real pacing spaces messages to one channel by 1.25 s; these
+		// tests are about behaviour, so they go faster.
+		fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
+		return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Account: fast})
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {
 		_ = e.ad.Drain(context.Background())
 		if strings.Contains(e.logs.String(), testToken) {

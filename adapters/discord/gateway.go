@@ -12,6 +12,7 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
 )
 
 // Run registers the slash commands (when they differ from Discord's) and,
@@ -117,7 +118,7 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 	if m == nil || m.Author == nil || m.Author.Bot || m.WebhookID != "" || botID == "" || m.Author.ID == botID {
 		return "", false
 	}
-	mentioned := m.GuildID == ""
+	mentioned := m.GuildID == "" || repliesTo(m, botID)
 	for _, u := range m.Mentions {
 		if u != nil && u.ID == botID {
 			mentioned = true
@@ -135,6 +136,12 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 		return "", false
 	}
 	return text, true
+}
+
+// repliesTo reports whether m is a reply to a message of botID's.
+func repliesTo(m *discordapi.Message, botID string) bool {
+	r := m.ReferencedMessage
+	return m.MessageReference != nil && r != nil && r.Author != nil && r.Author.ID == botID && isSnowflake(r.ID)
 }
 
 // handleMessage turns a Gateway message that addresses the bot into a run
@@ -159,9 +166,12 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 			if isSnowflake(ch.ParentID) {
 				k.Channel = ch.ParentID
 			}
+		case repliesTo(m, a.getBotID()):
+			// It continues the conversation of the message it answers:
+			// no thread of its own.
 		default:
 			th, err := a.api.MessageThreadStartComplex(m.ChannelID, m.ID, &discordapi.ThreadStart{
-				Name: cut(text, maxThreadName), AutoArchiveDuration: 1440,
+				Name: chunk.Cut(text, maxThreadName, chunk.Runes), AutoArchiveDuration: 1440,
 			}, discordapi.WithContext(ctx))
 			if err != nil || th == nil || !isSnowflake(th.ID) {
 				a.log.Warn("start thread failed; the run lives in the channel", "channel_id", m.ChannelID, "err", err)
@@ -178,6 +188,11 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 	ev := core.ChannelEvent{
 		Channel: ChannelName, EventID: m.ID, Actor: core.Actor{ID: ChannelName + ":" + m.Author.ID, Name: name},
 		Thread: k.thread(), Text: text, Raw: raw, ReceivedAt: a.now().UTC(),
+	}
+	if repliesTo(m, a.getBotID()) {
+		// A reply to the bot continues the conversation of the message it
+		// answers (the engine finds its thread).
+		ev.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(m.ChannelID, m.ReferencedMessage.ID)}
 	}
 	for _, at := range m.Attachments {
 		if at != nil {

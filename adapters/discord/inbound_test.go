@@ -2,16 +2,22 @@ package discord
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	discordapi "github.com/bwmarrin/discordgo"
+
 	"github.com/opsgate/opsgate/adapters/adaptertest"
+	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -115,12 +121,19 @@ func TestConformance(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunConformance(t, adaptertest.Suite{
-		New: func(t *testing.T) (*adaptertest.Harness, adaptertest.Fake) {
-			e := newEnv(t, envOpts{})
+		New: func(t *testing.T, o adaptertest.HarnessOptions) (*adaptertest.Harness, adaptertest.Fake) {
+			e := newEnv(t, envOpts{base: o})
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e}
+		},
+		Chat: func(t *testing.T, h *adaptertest.Harness) adaptertest.Chat {
+			mu.Lock()
+			e := envs[h]
+			mu.Unlock()
+			e.ad.setBotID(botUserID) // what READY tells a Gateway session
+			return chatDriver{e}
 		},
 		Thread:    core.Thread{Channel: ChannelName, Key: guildID + "/" + conformanceChannel + "/" + conformanceChannel},
 		Requester: "discord:" + requester,
@@ -145,4 +158,122 @@ func TestConformance(t *testing.T) {
 			e.badInput(t)
 		},
 	})
+}
+
+// botUserID is the bot's user id (the token's first part), as the replayed
+// messages mention it.
+const botUserID = "100000000000000001"
+
+// chatDriver speaks to the adapter as Discord does: a signed /ops
+// interaction, Gateway messages replayed from testdata (a reply to the
+// bot's message, a direct message) handed to the message handler, button
+// presses and a modal's submission.
+type chatDriver struct{ e *env }
+
+var (
+	_ adaptertest.Presser   = chatDriver{}
+	_ adaptertest.Submitter = chatDriver{}
+	_ adaptertest.Direct    = chatDriver{}
+)
+
+func userOf(actor string) string { return strings.TrimPrefix(actor, ChannelName+":") }
+
+func (d chatDriver) Say(t *testing.T, actor, text string) {
+	d.e.post(d.e.slash(userOf(actor), "ops", map[string]string{"command": text}))
+}
+
+// message decodes a replayed Gateway message, lets edit change it, and
+// hands it to the adapter's message handler.
+func (d chatDriver) message(t *testing.T, file string, edit func(m map[string]any)) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["id"] = d.e.id()
+	edit(m)
+	b, _ := json.Marshal(m)
+	var msg discordapi.Message
+	if err := json.Unmarshal(b, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.e.ad.handleMessage(context.Background(), &msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d chatDriver) Reply(t *testing.T, actor string, to adaptertest.Message, text string) {
+	ch, id, err := parseMessageRef(to.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, ok := d.e.fake.Message(id)
+	if !ok {
+		t.Fatalf("the fake has no message %s", id)
+	}
+	d.message(t, "message_reply.json", func(m map[string]any) {
+		m["channel_id"], m["content"] = ch, text
+		m["author"].(map[string]any)["id"] = userOf(actor)
+		m["message_reference"].(map[string]any)["channel_id"] = ch
+		m["message_reference"].(map[string]any)["message_id"] = id
+		r := m["referenced_message"].(map[string]any)
+		r["id"], r["channel_id"], r["content"] = id, ch, bot.Content
+	})
+}
+
+func (d chatDriver) SayDirect(t *testing.T, actor, text string) {
+	d.message(t, "message_dm.json", func(m map[string]any) {
+		m["content"] = text
+		m["author"].(map[string]any)["id"] = userOf(actor)
+	})
+}
+
+// botMessage is the fake's record of the bot's message on.
+func (d chatDriver) botMessage(t *testing.T, on adaptertest.Message) fakediscord.Message {
+	t.Helper()
+	_, id, err := parseMessageRef(on.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := d.e.fake.Message(id)
+	if !ok {
+		t.Fatalf("the fake has no message %s", id)
+	}
+	return m
+}
+
+// customID is the custom_id of m's button whose label contains label.
+func customID(t *testing.T, m fakediscord.Message, label string) string {
+	t.Helper()
+	for l, id := range buttons(m) {
+		if strings.Contains(l, label) {
+			return id
+		}
+	}
+	t.Fatalf("message %s has no button %q: %v", m.ID, label, buttons(m))
+	return ""
+}
+
+func (d chatDriver) Press(t *testing.T, actor string, on adaptertest.Message, label string) {
+	m := d.botMessage(t, on)
+	r := d.e.post(d.e.click(userOf(actor), m, customID(t, m, label)))
+	if r.Data.Content != "" && (strings.HasPrefix(r.Data.Content, "⛔") || strings.HasPrefix(r.Data.Content, "⚠️")) {
+		t.Fatalf("press %q answered %q", label, r.Data.Content)
+	}
+}
+
+func (d chatDriver) Submit(t *testing.T, actor string, on adaptertest.Message, label, text string) {
+	m := d.botMessage(t, on)
+	r := d.e.post(d.e.click(userOf(actor), m, customID(t, m, label)))
+	if r.Type != int(discordapi.InteractionResponseModal) {
+		t.Fatalf("%q opened no form: %+v", label, r)
+	}
+	r = d.e.post(d.e.submit(userOf(actor), m, r.Data.CustomID, map[string]string{inputAnswer: text}))
+	if strings.HasPrefix(r.Data.Content, "⛔") || strings.HasPrefix(r.Data.Content, "⚠️") {
+		t.Fatalf("the form was answered %q", r.Data.Content)
+	}
 }

@@ -35,22 +35,23 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		return ephemeral("⛔ This button is not valid (forged, or from an older version of this bot)."), nil
 	}
 	switch p.Action {
-	case approvalref.Approve:
+	case approvalref.Approve, approvalref.ApproveAll:
 		ev := a.event(raw, in, decisionThread(in))
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: approvals.ActionApprove}
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.Decision()}
 		rc, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
 		case errors.As(err, &de):
-			return ephemeral(refusalText(de)), nil
+			return refused(de), nil
 		case err != nil:
 			return nil, fmt.Errorf("discord: record approval %s: %w", ev.EventID, err)
-		case rc.Duplicate:
-			return ephemeral("ℹ️ Already recorded."), nil
-		case rc.ApprovalStatus == "pending":
-			return ephemeral("👍 Your approval is counted; more approvers are needed."), nil
 		}
-		return ephemeral("✅ Approved."), nil
+		return ephemeral(core.AckText(rc)), nil
+	case approvalref.Answer, approvalref.Skip:
+		return a.answer(ctx, raw, in, &core.AnswerEvent{RunID: p.RunID, ActionID: core.AskActionID(p.Step), Choice: p.Choice, Skip: p.Action == approvalref.Skip})
+	case approvalref.Form:
+		// Whether the question still waits is judged when the form comes back.
+		return &discordapi.InteractionResponse{Type: discordapi.InteractionResponseModal, Data: answerModal(data.CustomID)}, nil
 	}
 	c, refusal, err := a.decidableCard(ctx, in, p.ApprovalID)
 	if err != nil {
@@ -69,7 +70,7 @@ func (a *Adapter) handleComponent(ctx context.Context, raw []byte, in *interacti
 		var de *core.DecisionError
 		switch {
 		case errors.As(err, &de):
-			return ephemeral(refusalText(de)), nil
+			return refused(de), nil
 		case err != nil:
 			return nil, fmt.Errorf("discord: record refused click %s: %w", ev.EventID, err)
 		}
@@ -107,7 +108,7 @@ func (a *Adapter) decidableCard(ctx context.Context, in *interaction, id string)
 		}
 		return c, &cardRefusal{resp: ephemeral("ℹ️ " + plain(line) + "."), record: true}, nil
 	case len(c.Eligible) > 0 && !slices.Contains(c.Eligible, in.actor().ID):
-		return c, &cardRefusal{resp: ephemeral(refusalText(&core.DecisionError{Code: core.DecisionNotApprover})), record: true}, nil
+		return c, &cardRefusal{resp: refused(&core.DecisionError{Code: core.DecisionNotApprover}), record: true}, nil
 	}
 	return c, nil, nil
 }
@@ -211,6 +212,12 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 		return ephemeral("⛔ This form is not valid (forged, or from an older version of this bot)."), nil
 	}
 	vals := modalValues(data)
+	if p.Action == approvalref.Form {
+		return a.answer(ctx, raw, in, &core.AnswerEvent{RunID: p.RunID, ActionID: core.AskActionID(p.Step), Text: strings.TrimSpace(vals[inputAnswer])})
+	}
+	if p.Action.Question() {
+		return ephemeral("⛔ This form is not valid (forged, or from an older version of this bot)."), nil
+	}
 	d := &core.Decision{ApprovalID: p.ApprovalID}
 	if p.Action == approvalref.Reject {
 		d.Action, d.Reason = approvals.ActionReject, strings.TrimSpace(vals[inputReason])
@@ -242,9 +249,9 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de) && de.Code == core.DecisionInvalidArgs:
-		return ephemeral(refusalText(de) + " Press Edit to try again."), nil
+		return ephemeral(plain(core.RefusalText(de)) + " Press Edit to try again."), nil
 	case errors.As(err, &de):
-		return ephemeral(refusalText(de)), nil
+		return refused(de), nil
 	case err != nil:
 		return nil, fmt.Errorf("discord: record %s decision %s: %w", d.Action, ev.EventID, err)
 	case rc.Duplicate:
@@ -257,4 +264,25 @@ func (a *Adapter) handleModal(ctx context.Context, raw []byte, in *interaction) 
 		return ephemeral("✏️ Edit recorded; more approvers are needed."), nil
 	}
 	return ephemeral("✏️ Edited and approved."), nil
+}
+
+// refused is the ephemeral answer to a refused decision or answer, in
+// core's words.
+func refused(de *core.DecisionError) *discordapi.InteractionResponse {
+	return ephemeral(plain(core.RefusalText(de)))
+}
+
+// answer records a question's button or form as its answer.
+func (a *Adapter) answer(ctx context.Context, raw []byte, in *interaction, an *core.AnswerEvent) (*discordapi.InteractionResponse, error) {
+	ev := a.event(raw, in, decisionThread(in))
+	ev.Answer = an
+	_, err := a.sink.HandleEvent(ctx, ev)
+	var de *core.DecisionError
+	switch {
+	case errors.As(err, &de):
+		return refused(de), nil
+	case err != nil:
+		return nil, fmt.Errorf("discord: record answer %s: %w", ev.EventID, err)
+	}
+	return ephemeral(core.AnsweredText), nil
 }

@@ -13,6 +13,7 @@ import (
 	discordapi "github.com/bwmarrin/discordgo"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
 )
 
 // handleTimeout bounds the work done for one interaction; it is detached
@@ -205,7 +206,7 @@ func ephemeral(text string) *discordapi.InteractionResponse {
 	return &discordapi.InteractionResponse{
 		Type: discordapi.InteractionResponseChannelMessageWithSource,
 		Data: &discordapi.InteractionResponseData{
-			Content: cut(text, maxEphemeralText), Flags: discordapi.MessageFlagsEphemeral, AllowedMentions: noMentions,
+			Content: chunk.Cut(text, maxEphemeralText, chunk.Runes), Flags: discordapi.MessageFlagsEphemeral, AllowedMentions: noMentions,
 		},
 	}
 }
@@ -353,7 +354,7 @@ func (a *Adapter) handleCommand(ctx context.Context, raw []byte, in *interaction
 // falls back to the channel.
 func (a *Adapter) startThread(ctx context.Context, channel, rootText, name string) (thread, msg string, err error) {
 	m, err := a.api.ChannelMessageSendComplex(channel, &discordapi.MessageSend{
-		Content: cut(rootText, MaxContent), AllowedMentions: noMentions,
+		Content: chunk.Cut(rootText, MaxContent, chunk.Runes), AllowedMentions: noMentions,
 	}, discordapi.WithContext(ctx))
 	if err != nil {
 		return "", "", fmt.Errorf("discord: post root message: %w", err)
@@ -362,7 +363,7 @@ func (a *Adapter) startThread(ctx context.Context, channel, rootText, name strin
 		return "", "", errors.New("discord: post root message: answer without an id")
 	}
 	ch, err := a.api.MessageThreadStartComplex(channel, m.ID, &discordapi.ThreadStart{
-		Name: cut(strings.Join(strings.Fields(name), " "), maxThreadName), AutoArchiveDuration: 1440,
+		Name: chunk.Cut(strings.Join(strings.Fields(name), " "), maxThreadName, chunk.Runes), AutoArchiveDuration: 1440,
 	}, discordapi.WithContext(ctx))
 	if err != nil || ch == nil || !isSnowflake(ch.ID) {
 		if err == nil {

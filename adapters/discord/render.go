@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/approvalref"
+	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -71,49 +72,34 @@ func codeBlock(s string, limit int) string {
 	s = strings.ReplaceAll(s, "```", "`\u200b``")
 	const open, closing = "```\n", "\n```"
 	room := limit - len([]rune(open)) - len([]rune(closing))
-	return open + cut(s, room) + closing
-}
-
-// cut shortens s to at most n runes, marking the cut with an ellipsis.
-func cut(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	if n == 1 {
-		return "…"
-	}
-	return string(r[:n-1]) + "…"
+	return open + chunk.Cut(s, room, chunk.Runes) + closing
 }
 
 // cardEmbed renders a card as one self-contained embed: what, why, how
 // risky, the dry run, who asked, who may decide, until when — and, once
 // decided, the outcome.
 func cardEmbed(c core.Card) *discordapi.MessageEmbed {
-	e := &discordapi.MessageEmbed{Title: cut(c.Headline(), maxEmbedTitle), Color: colorPending}
+	e := &discordapi.MessageEmbed{Title: chunk.Cut(c.Headline(), maxEmbedTitle, chunk.Runes), Color: colorPending}
 	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && strings.HasPrefix(u, "http") {
 		e.URL = u
 	}
 	var desc strings.Builder
 	if c.Reason != "" {
-		desc.WriteString("**Reason:** " + cut(plain(core.OneLine(c.Reason)), 1500) + "\n")
+		desc.WriteString("**Reason:** " + chunk.Cut(plain(core.OneLine(c.Reason)), 1500, chunk.Runes) + "\n")
 	}
 	if c.Preview != "" {
 		desc.WriteString("**Dry run:**\n" + codeBlock(c.Preview, 2000) + "\n")
 	}
 	if !c.Pending() {
-		desc.WriteString("\n**" + cut(plain(c.OutcomeLine()), 1000) + "**")
+		desc.WriteString("\n**" + chunk.Cut(plain(c.OutcomeLine()), 1000, chunk.Runes) + "**")
 	}
-	e.Description = cut(desc.String(), maxEmbedDesc)
+	e.Description = chunk.Cut(desc.String(), maxEmbedDesc, chunk.Runes)
 	field := func(name, value string, inline bool) {
 		if len(e.Fields) >= maxEmbedFields {
 			return
 		}
 		e.Fields = append(e.Fields, &discordapi.MessageEmbedField{
-			Name: cut(name, maxFieldName), Value: cut(value, maxFieldValue), Inline: inline,
+			Name: chunk.Cut(name, maxFieldName, chunk.Runes), Value: chunk.Cut(value, maxFieldValue, chunk.Runes), Inline: inline,
 		})
 	}
 	field("Tool", inlineCode(c.Tool), true)
@@ -126,7 +112,18 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 		args = append(args[:maxEmbedFields-fixed-1:maxEmbedFields-fixed-1], core.CardArg{Name: "…more", Value: string(rest)})
 	}
 	for _, a := range args {
-		field(plain(a.Name), inlineCode(cut(a.Shown(), maxFieldValue-4)), true)
+		field(plain(a.Name), inlineCode(chunk.Cut(a.Shown(), maxFieldValue-4, chunk.Runes)), true)
+	}
+	if len(c.Batch) > 1 {
+		var calls strings.Builder
+		for i, bc := range c.Batch {
+			fmt.Fprintf(&calls, "%d. %s", i+1, inlineCode(bc.Tool))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&calls, " %s=%s", plain(a.Name), inlineCode(chunk.Cut(a.Shown(), 60, chunk.Runes)))
+			}
+			fmt.Fprintf(&calls, " — %s\n", bc.Status)
+		}
+		field(fmt.Sprintf("Calls of this turn (%d)", len(c.Batch)), calls.String(), false)
 	}
 	field("Requested by", inlineCode(c.Requester), true)
 	approvers := inlineCode(strings.Join(c.Approvers, ", "))
@@ -180,7 +177,7 @@ func trimEmbed(e *discordapi.MessageEmbed) {
 	for embedSize(e) > maxEmbedTotal {
 		over := embedSize(e) - maxEmbedTotal
 		if l := utf8.RuneCountInString(e.Description); l > 200 {
-			e.Description = cut(e.Description, max(200, l-over))
+			e.Description = chunk.Cut(e.Description, max(200, l-over), chunk.Runes)
 			continue
 		}
 		longest := 0
@@ -194,18 +191,19 @@ func trimEmbed(e *discordapi.MessageEmbed) {
 		if l <= 20 {
 			return
 		}
-		f.Value = cut(f.Value, max(20, l-over))
+		f.Value = chunk.Cut(f.Value, max(20, l-over), chunk.Runes)
 	}
 }
 
 // cardComponents are the card's buttons: Approve, Reject, Edit (each a
-// signed custom_id) and a link to the console. A decided card has none.
+// signed custom_id), "Approve all" on a batch card with calls pending, and
+// a link to the console. A decided card has none.
 func cardComponents(buttons *approvalref.Codec, c core.Card) ([]discordapi.MessageComponent, error) {
-	if !c.Pending() {
+	if !c.Pending() && !c.BatchPending() {
 		return []discordapi.MessageComponent{}, nil
 	}
 	row := discordapi.ActionsRow{}
-	for _, b := range []struct {
+	acts := []struct {
 		act   approvalref.Action
 		label string
 		style discordapi.ButtonStyle
@@ -213,7 +211,18 @@ func cardComponents(buttons *approvalref.Codec, c core.Card) ([]discordapi.Messa
 		{approvalref.Approve, "Approve", discordapi.SuccessButton},
 		{approvalref.Reject, "Reject", discordapi.DangerButton},
 		{approvalref.Edit, "Edit", discordapi.SecondaryButton},
-	} {
+	}
+	if !c.Pending() {
+		acts = nil
+	}
+	if c.BatchPending() {
+		acts = append(acts, struct {
+			act   approvalref.Action
+			label string
+			style discordapi.ButtonStyle
+		}{approvalref.ApproveAll, fmt.Sprintf("Approve all (%d)", len(c.Batch)), discordapi.SuccessButton})
+	}
+	for _, b := range acts {
 		id, err := buttons.Encode(approvalref.Ref{Action: b.act, ApprovalID: c.ApprovalID})
 		if err != nil {
 			return nil, err
@@ -226,9 +235,76 @@ func cardComponents(buttons *approvalref.Codec, c core.Card) ([]discordapi.Messa
 	return []discordapi.MessageComponent{row}, nil
 }
 
+// Discord's limits on buttons: 5 per row, 5 rows per message, 80
+// characters of label.
+const (
+	maxRowButtons = 5
+	maxRows       = 5
+	maxLabel      = 80
+)
+
+// questionComponents are an agent's question's buttons: one per choice
+// (Yes and No for a confirm), Skip for an optional question, and "Answer…"
+// opening a form for one answered in words. A question with more choices
+// than fit has none: it is answered by a reply.
+func questionComponents(buttons *approvalref.Codec, q *core.QuestionCard) ([]discordapi.MessageComponent, error) {
+	step, ok := core.AskStep(q.ActionID)
+	if !ok {
+		return nil, fmt.Errorf("discord: question %q has no step", q.ActionID)
+	}
+	var bs []discordapi.MessageComponent
+	add := func(r approvalref.Ref, label string, style discordapi.ButtonStyle) error {
+		id, err := buttons.Encode(r)
+		if err != nil {
+			return err
+		}
+		bs = append(bs, discordapi.Button{Label: chunk.Cut(label, maxLabel, chunk.Runes), Style: style, CustomID: id})
+		return nil
+	}
+	for i, label := range q.Buttons() {
+		if err := add(approvalref.Ref{Action: approvalref.Answer, RunID: q.RunID, Step: step, Choice: i}, label, discordapi.PrimaryButton); err != nil {
+			return nil, err
+		}
+	}
+	if q.FreeText() {
+		if err := add(approvalref.Ref{Action: approvalref.Form, RunID: q.RunID, Step: step}, "Answer…", discordapi.PrimaryButton); err != nil {
+			return nil, err
+		}
+	}
+	if q.Skippable() {
+		if err := add(approvalref.Ref{Action: approvalref.Skip, RunID: q.RunID, Step: step}, "Skip", discordapi.SecondaryButton); err != nil {
+			return nil, err
+		}
+	}
+	if len(bs) > maxRowButtons*maxRows {
+		return nil, nil
+	}
+	var rows []discordapi.MessageComponent
+	for len(bs) > 0 {
+		n := min(maxRowButtons, len(bs))
+		rows = append(rows, discordapi.ActionsRow{Components: bs[:n]})
+		bs = bs[n:]
+	}
+	return rows, nil
+}
+
+// inputAnswer is the text input of a question's answer form.
+const inputAnswer = "answer"
+
+// answerModal is the form that answers a question in words (the question
+// stands in the message above it).
+func answerModal(customID string) *discordapi.InteractionResponseData {
+	return &discordapi.InteractionResponseData{
+		CustomID: customID, Title: "Answer the agent",
+		Components: []discordapi.MessageComponent{discordapi.ActionsRow{Components: []discordapi.MessageComponent{
+			discordapi.TextInput{CustomID: inputAnswer, Label: "Your answer", Style: discordapi.TextInputParagraph, Required: true, MaxLength: maxInputValue},
+		}}},
+	}
+}
+
 // cardContent is the message text above the embed: the headline, which is
 // what notifications and screen readers show.
-func cardContent(c core.Card) string { return cut(plain(c.Headline()), MaxContent) }
+func cardContent(c core.Card) string { return chunk.Cut(plain(c.Headline()), MaxContent, chunk.Runes) }
 
 // Text inputs of the modals.
 const (
@@ -241,7 +317,7 @@ const (
 func rejectModal(customID string, c core.Card) *discordapi.InteractionResponseData {
 	return &discordapi.InteractionResponseData{
 		CustomID: customID,
-		Title:    cut("Reject "+c.Tool, maxModalTitle),
+		Title:    chunk.Cut("Reject "+c.Tool, maxModalTitle, chunk.Runes),
 		Components: []discordapi.MessageComponent{discordapi.ActionsRow{Components: []discordapi.MessageComponent{
 			discordapi.TextInput{
 				CustomID: inputReason, Label: "Feedback for the run", Style: discordapi.TextInputParagraph,
@@ -254,7 +330,7 @@ func rejectModal(customID string, c core.Card) *discordapi.InteractionResponseDa
 // editModal offers the arguments for editing: one text input each when
 // they fit Discord's five, otherwise one JSON paragraph.
 func editModal(customID string, c core.Card) *discordapi.InteractionResponseData {
-	d := &discordapi.InteractionResponseData{CustomID: customID, Title: cut("Edit "+c.Tool, maxModalTitle)}
+	d := &discordapi.InteractionResponseData{CustomID: customID, Title: chunk.Cut("Edit "+c.Tool, maxModalTitle, chunk.Runes)}
 	perArg := len(c.Args) > 0 && len(c.Args) <= maxModalInputs
 	for _, a := range c.Args {
 		if len(inputArg+a.Name) > MaxCustomID || utf8.RuneCountInString(a.Value) > maxInputValue {
@@ -265,7 +341,7 @@ func editModal(customID string, c core.Card) *discordapi.InteractionResponseData
 		for _, a := range c.Args {
 			d.Components = append(d.Components, discordapi.ActionsRow{Components: []discordapi.MessageComponent{
 				discordapi.TextInput{
-					CustomID: inputArg + a.Name, Label: cut(a.Name, maxInputLabel), Style: discordapi.TextInputShort,
+					CustomID: inputArg + a.Name, Label: chunk.Cut(a.Name, maxInputLabel, chunk.Runes), Style: discordapi.TextInputShort,
 					Value: a.Value, Required: false, MaxLength: maxInputValue,
 				},
 			}})
@@ -276,7 +352,7 @@ func editModal(customID string, c core.Card) *discordapi.InteractionResponseData
 	d.Components = []discordapi.MessageComponent{discordapi.ActionsRow{Components: []discordapi.MessageComponent{
 		discordapi.TextInput{
 			CustomID: inputJSON, Label: "Arguments (JSON object)", Style: discordapi.TextInputParagraph,
-			Value: cut(string(cur), maxInputValue), Required: true, MaxLength: maxInputValue,
+			Value: chunk.Cut(string(cur), maxInputValue, chunk.Runes), Required: true, MaxLength: maxInputValue,
 		},
 	}}}
 	return d
@@ -306,34 +382,4 @@ func argValue(shown, typed string) any {
 		}
 	}
 	return typed
-}
-
-// refusalText explains a refused decision to the person who clicked.
-func refusalText(de *core.DecisionError) string {
-	switch de.Code {
-	case core.DecisionAlreadyDecided:
-		s := "ℹ️ Already decided"
-		if de.By != "" {
-			s += " by " + inlineCode(de.By)
-		}
-		if !de.At.IsZero() {
-			s += " at " + de.At.UTC().Format("2006-01-02 15:04 UTC")
-		}
-		return s + "."
-	case core.DecisionNotApprover:
-		return "⛔ You are not one of this approval's approvers."
-	case core.DecisionSelfApproval:
-		return "⛔ You asked for this call, so you cannot approve it yourself."
-	case core.DecisionExpired:
-		return "⌛ This approval has expired."
-	case core.DecisionNotFound:
-		return "❓ Unknown approval."
-	case core.DecisionInvalidArgs:
-		return "⚠️ Arguments not accepted: " + cut(plain(de.Message), maxEphemeralText-40)
-	}
-	msg := de.Message
-	if msg == "" {
-		msg = string(de.Code)
-	}
-	return "⛔ Refused: " + cut(plain(msg), maxEphemeralText-20)
 }

@@ -57,6 +57,25 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		msg := &discordapi.MessageSend{Content: m.Text, AllowedMentions: noMentions}
+		if m.Question != nil {
+			comps, err := questionComponents(a.buttons, m.Question)
+			if err != nil {
+				// The question still goes out, answered by a reply.
+				a.log.Error("question without buttons", "run", m.Question.RunID, "err", err)
+			}
+			msg.Components = comps
+		}
+		return a.post(ctx, k.Thread, msg)
+	case core.KindQuestionUpdate:
+		// An answered question: its message shows the answer and loses its
+		// buttons, or, when it is gone, the answer follows.
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			ref, err := a.editMessage(ctx, *m.Edit, m.Text, nil, []discordapi.MessageComponent{})
+			if !isUnknownMessage(err) {
+				return ref, err
+			}
+		}
 		return a.post(ctx, k.Thread, &discordapi.MessageSend{Content: m.Text, AllowedMentions: noMentions})
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
@@ -98,20 +117,34 @@ func (a *Adapter) post(ctx context.Context, channel string, msg *discordapi.Mess
 }
 
 func (a *Adapter) editCard(ctx context.Context, ref core.MessageRef, content string, embed *discordapi.MessageEmbed, comps []discordapi.MessageComponent) (core.MessageRef, error) {
+	return a.editMessage(ctx, ref, content, []*discordapi.MessageEmbed{embed}, comps)
+}
+
+// editMessage rewrites a sent message's content, embeds (nil: none) and
+// components.
+func (a *Adapter) editMessage(ctx context.Context, ref core.MessageRef, content string, embeds []*discordapi.MessageEmbed, comps []discordapi.MessageComponent) (core.MessageRef, error) {
 	ch, id, err := parseMessageRef(ref.ID)
 	if err != nil {
 		return core.MessageRef{}, &core.PermanentError{Err: err}
 	}
 	ctx, ci := withCallInfo(ctx)
-	embeds := []*discordapi.MessageEmbed{embed}
+	if embeds == nil {
+		embeds = []*discordapi.MessageEmbed{}
+	}
 	_, err = a.api.ChannelMessageEditComplex(&discordapi.MessageEdit{
 		ID: id, Channel: ch, Content: &content, Embeds: &embeds, Components: &comps, AllowedMentions: noMentions,
 	}, discordapi.WithContext(ctx))
 	if err != nil {
-		return core.MessageRef{}, deliveryError("edit card", err, ci)
+		return core.MessageRef{}, deliveryError("edit message", err, ci)
 	}
 	return ref, nil
 }
+
+var _ core.QuestionRenderer = (*Adapter)(nil)
+
+// RendersQuestions implements core.QuestionRenderer: a question's choices,
+// Yes/No and Skip are buttons, words a form.
+func (a *Adapter) RendersQuestions() bool { return true }
 
 // Discord's JSON error codes the adapter tells apart.
 const (

@@ -109,7 +109,7 @@ func TestEditByReply(t *testing.T) {
 	e.Request("deploy api 1.2.3")
 	card, ap := e.Card()
 	e.ReplyTo(card, "gmail_reply.eml", bob, "", "edit\nservice: API!\nversion: 1.2.4")
-	invalid := e.WaitMail("the validation answer", func(m sent) bool { return strings.Contains(m.Text, "not valid") })
+	invalid := e.WaitMail("the validation answer", func(m sent) bool { return strings.Contains(m.Text, "Arguments not accepted") })
 	if !strings.Contains(invalid.Text, "service") || invalid.Header.Get("To") == "" || !strings.Contains(invalid.Header.Get("To"), bob) {
 		t.Errorf("validation answer: To %q text %q", invalid.Header.Get("To"), invalid.Text)
 	}
@@ -271,7 +271,7 @@ func TestQuorumByReply(t *testing.T) {
 		t.Errorf("counted answer to %q", counted.Header.Get("To"))
 	}
 	e.ReplyTo(card, "apple_mail_reply.eml", bob, "", "approve") // twice is still one
-	e.WaitMail("the duplicate refusal", func(m sent) bool { return strings.Contains(m.Text, "already approved") })
+	e.WaitMail("the duplicate refusal", func(m sent) bool { return strings.Contains(m.Text, "already counted") })
 	if len(e.h.Dispatches()) != 0 {
 		t.Fatal("dispatched before the quorum")
 	}

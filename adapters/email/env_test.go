@@ -54,6 +54,8 @@ type envOptions struct {
 	TLS bool
 	// Policy replaces the harness's "ask Approvers for deploy".
 	Policy *approvals.Policy
+	// Base is the harness's options as a case asked for them.
+	Base adaptertest.HarnessOptions
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -91,13 +93,16 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if approvers == nil {
 		approvers = []string{Actor(bob), "console:admin"}
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: approvers, Policy: o.Policy,
-		Platform: func(h *adaptertest.Harness) delivery.Platform {
-			e.a = e.newAdapter(h)
-			return e.a
-		},
-	})
+	ho := o.Base
+	ho.Approvers = approvers
+	if o.Policy != nil {
+		ho.Policy = o.Policy
+	}
+	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
+		e.a = e.newAdapter(h)
+		return e.a
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.NoRun {
 		e.Start(e.a)
 	}

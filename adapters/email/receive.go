@@ -48,6 +48,14 @@ func (a *Adapter) handle(ctx context.Context, raw []byte) error {
 		Channel: ChannelName, EventID: in.MessageID, Actor: core.Actor{ID: Actor(in.From)},
 		Thread: key.thread(), Text: requestText(in, reply), Raw: rawOf(in), ReceivedAt: a.now(),
 	}
+	for _, id := range in.InReplyTo {
+		if isOurMessageID(id, a.domain) {
+			// A reply to one of our mails continues its conversation,
+			// whoever replies and whatever the subject became.
+			ev.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: strings.Trim(id, "<> \t")}
+			break
+		}
+	}
 	rc, err := a.sink.HandleEvent(ctx, ev)
 	if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
 		log.Warn("email: request refused", "err", err)
@@ -211,7 +219,7 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 		a.answer(ctx, in, "", "This approval is already closed: "+card.OutcomeLine()+".\n")
 	case refusal != "":
 		log.Warn("email: refused approval reply", "reason", refusal)
-		a.answer(ctx, in, "", refusalText(refusal, authFail))
+		a.answer(ctx, in, "", unverifiedText(refusal, authFail))
 	case parseErr != nil:
 		log.Info("email: unreadable approval reply", "err", parseErr)
 		a.answer(ctx, in, apID, "Your reply was not understood: "+strings.TrimPrefix(parseErr.Error(), ErrUnreadableReply.Error()+": ")+
@@ -226,7 +234,7 @@ func (a *Adapter) handleAnswer(ctx context.Context, in *inbound, apID string, ta
 		}
 		a.answer(ctx, in, retry, decisionRefusalText(de))
 	case rc.ApprovalStatus == "pending":
-		a.answer(ctx, in, apID, "Your approval is counted; the call still waits for more approvers.\n")
+		a.answer(ctx, in, apID, core.AckText(rc)+"\n")
 	default:
 		log.Info("email: decision recorded", "status", rc.ApprovalStatus)
 	}
@@ -264,7 +272,9 @@ func (a *Adapter) replyTokenProblem(in *inbound, apID string, card core.Card) st
 
 const answerHelp = "Reply to the approval mail with one of:\n\n  approve\n  reject: <reason>\n  edit\n  <name>: <value>   (one line per argument, or one JSON object)\n"
 
-func refusalText(code, authFail string) string {
+// unverifiedText is why a reply whose sender could not be verified (the
+// mail's own reply tokens and authentication) was not counted.
+func unverifiedText(code, authFail string) string {
 	switch code {
 	case "missing_reply_token":
 		return "Your reply was not counted: it was not sent to the approval's own reply address. " +
@@ -279,26 +289,17 @@ func refusalText(code, authFail string) string {
 	}
 }
 
+// decisionRefusalText is a refused decision as a mail says it: core's
+// words, and how to try again where a new reply can fix it.
 func decisionRefusalText(de *core.DecisionError) string {
-	switch de.Code {
-	case core.DecisionInvalidArgs:
-		msg := "The edited arguments are not valid: " + de.Message
+	text := core.RefusalText(de) + "\n"
+	if de.Code == core.DecisionInvalidArgs {
 		if de.Field != "" {
-			msg += " (argument " + de.Field + ")"
+			text = strings.TrimSuffix(text, ".\n") + " (argument " + de.Field + ").\n"
 		}
-		return msg + ".\nNothing changed; the approval still waits. Reply again with corrected arguments.\n\n" + answerHelp
-	case core.DecisionNotApprover:
-		return "Your reply was not counted: you are not among the approvers of this call.\n"
-	case core.DecisionSelfApproval:
-		return "Your reply was not counted: you asked for this call and may not approve it yourself.\n"
-	case core.DecisionAlreadyDecided:
-		return "Your reply was not counted: " + de.Message + ".\n"
-	case core.DecisionExpired:
-		return "Your reply was not counted: " + de.Message + ".\n"
-	case core.DecisionDenied:
-		return "The edited call is denied by policy: " + de.Message + ".\n"
+		text += "Nothing changed; the approval still waits. Reply again with corrected arguments.\n\n" + answerHelp
 	}
-	return "Your reply was not counted: " + de.Message + ".\n"
+	return text
 }
 
 // answer mails text to the sender of in, threaded under in and the

@@ -49,6 +49,16 @@ func cardText(c core.Card, approver bool) string {
 			b.WriteString("    " + l + "\n")
 		}
 	}
+	if len(c.Batch) > 1 {
+		fmt.Fprintf(&b, "\nThis card holds %d calls of one agent turn; each is decided on its own:\n", len(c.Batch))
+		for i, bc := range c.Batch {
+			fmt.Fprintf(&b, "  %d. %s", i+1, core.OneLine(bc.Tool))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&b, " %s=%s", core.OneLine(a.Name), a.Shown())
+			}
+			fmt.Fprintf(&b, " — %s\n", bc.Status)
+		}
+	}
 	if !c.Pending() {
 		b.WriteString("\n" + c.OutcomeLine() + "\n")
 		return b.String()
@@ -73,6 +83,9 @@ func cardText(c core.Card, approver bool) string {
 	}
 	b.WriteString("  (edit, then every argument as key: value lines or as one JSON object;\n")
 	b.WriteString("   they replace the proposed arguments as a whole)\n")
+	if c.BatchPending() {
+		fmt.Fprintf(&b, "\n  %s\n  (approves every pending call of this card at once)\n", strings.TrimSpace(core.ApproveAllCommand("")))
+	}
 	if c.ConsoleURL != "" {
 		fmt.Fprintf(&b, "\nOr decide in the console (it asks you to confirm): %s\n", c.ConsoleURL)
 	}
@@ -109,6 +122,17 @@ func cardHTML(c core.Card, approver bool) string {
 	if c.Preview != "" {
 		fmt.Fprintf(&b, "<p><b>Dry run:</b></p>\n<pre>%s</pre>\n", e(c.Preview))
 	}
+	if len(c.Batch) > 1 {
+		fmt.Fprintf(&b, "<p><b>This card holds %d calls of one agent turn</b>; each is decided on its own:</p>\n<ol>\n", len(c.Batch))
+		for _, bc := range c.Batch {
+			fmt.Fprintf(&b, "<li><code>%s</code>", e(core.OneLine(bc.Tool)))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&b, " %s=<code>%s</code>", e(core.OneLine(a.Name)), e(a.Shown()))
+			}
+			fmt.Fprintf(&b, " — %s</li>\n", e(string(bc.Status)))
+		}
+		b.WriteString("</ol>\n")
+	}
 	if !c.Pending() {
 		fmt.Fprintf(&b, "<p><b>%s</b></p></div>\n", e(c.OutcomeLine()))
 		return b.String()
@@ -130,7 +154,11 @@ func cardHTML(c core.Card, approver bool) string {
 	for _, l := range editLines(c.Args) {
 		b.WriteString(e(l) + "\n")
 	}
-	b.WriteString("</pre></li>\n</ul>\n")
+	b.WriteString("</pre></li>\n")
+	if c.BatchPending() {
+		fmt.Fprintf(&b, "<li><code>%s</code> approves every pending call of this card at once</li>\n", e(strings.TrimSpace(core.ApproveAllCommand(""))))
+	}
+	b.WriteString("</ul>\n")
 	if u, ok := markdown.SafeURL(c.ConsoleURL); ok && c.ConsoleURL != "" {
 		fmt.Fprintf(&b, "<p>Or decide in the <a href=\"%s\">console</a> (it asks you to confirm).</p>\n", e(u))
 	}

@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 )
 
 // Answer is an approver's reply as parsed from the new text of a mail.
 type Answer struct {
-	// Action is approve, reject or edit.
+	// Action is approve, reject, edit or approve all (core.ActionApproveAll).
 	Action approvals.Action
 	// Reason is reject's feedback.
 	Reason string
@@ -61,6 +62,11 @@ func ParseAnswer(text string) (Answer, error) {
 	}
 	head := strings.TrimSpace(lines[first])
 	rest := strings.TrimSpace(strings.Join(lines[first+1:], "\n"))
+	if _, all := core.ParseApproveAll(head); all {
+		// The approval the reply answers is the card's: a reference is
+		// not needed, and one given is not trusted over the reply's token.
+		return Answer{Action: core.ActionApproveAll}, nil
+	}
 	switch {
 	case approveRE.MatchString(head):
 		return Answer{Action: approvals.ActionApprove}, nil

@@ -46,7 +46,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	var mail outMail
 	switch m.Kind {
-	case core.KindReply:
+	case core.KindReply, core.KindQuestionUpdate: // a sent mail cannot change: an update is a new one
 		subject := "Re: " + subjectOr(key.Subject)
 		if m.Parts > 1 {
 			subject += fmt.Sprintf(" (%d/%d)", m.Part, m.Parts)

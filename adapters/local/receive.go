@@ -205,7 +205,7 @@ func ParseDecision(data []byte) (DecisionBody, core.Thread, error) {
 		return d, th, err
 	}
 	switch approvals.Action(d.Action) {
-	case approvals.ActionApprove, approvals.ActionReject:
+	case approvals.ActionApprove, approvals.ActionReject, core.ActionApproveAll:
 		if d.Args != nil {
 			return d, th, bad(http.StatusUnprocessableEntity, "invalid", "args", "args are only accepted with action edit")
 		}
@@ -214,7 +214,7 @@ func ParseDecision(data []byte) (DecisionBody, core.Thread, error) {
 			return d, th, bad(http.StatusUnprocessableEntity, "invalid", "args", "action edit needs args: the complete new arguments object")
 		}
 	default:
-		return d, th, bad(http.StatusUnprocessableEntity, "invalid", "action", "action %q: want approve, reject or edit", d.Action)
+		return d, th, bad(http.StatusUnprocessableEntity, "invalid", "action", "action %q: want approve, reject, edit or approve_all", d.Action)
 	}
 	switch {
 	case d.ApprovalID == "" || len(d.ApprovalID) > maxID:
@@ -273,6 +273,12 @@ func (a *Adapter) postMessage(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err.(*reqError))
 		return
 	}
+	if ref, ok := core.ParseApproveAll(m.Text); ok && ref != "" {
+		// The one text command of every text channel (docs/agents.md):
+		// decided like POST /local/v1/decisions with action approve_all.
+		a.decide(w, r, th, &core.Decision{ApprovalID: ref, Action: core.ActionApproveAll}, eventID(m.EventID))
+		return
+	}
 	ev := core.ChannelEvent{Channel: Channel, EventID: eventID(m.EventID), Actor: callerOf(r).actor, Thread: th, Text: m.Text,
 		ReceivedAt: a.d.Now().UTC()}
 	rc, err := a.d.Sink.HandleEvent(r.Context(), ev)
@@ -308,13 +314,19 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err.(*reqError))
 		return
 	}
-	c := callerOf(r)
 	d := &core.Decision{ApprovalID: b.ApprovalID, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope)}
-	if _, err := a.d.Authority.Approval(r.Context(), c.auth, authority.Decide, b.ApprovalID); authority.HumanRequired(err) {
+	a.decide(w, r, th, d, eventID(b.EventID))
+}
+
+// decide records d, made in thread th, as the caller's decision and
+// answers the request with its receipt or refusal.
+func (a *Adapter) decide(w http.ResponseWriter, r *http.Request, th core.Thread, d *core.Decision, evID string) {
+	c := callerOf(r)
+	if _, err := a.d.Authority.Approval(r.Context(), c.auth, authority.Decide, d.ApprovalID); authority.HumanRequired(err) {
 		// Refused by the engine, so the attempt is audited like any.
 		d.Unverified = fmt.Sprintf("local: token %q has no scope decide (agents and tokens without decide never decide)", c.actor.Name)
 	}
-	ev := core.ChannelEvent{Channel: Channel, EventID: eventID(b.EventID), Actor: c.actor, Thread: th, Decision: d, ReceivedAt: a.d.Now().UTC()}
+	ev := core.ChannelEvent{Channel: Channel, EventID: evID, Actor: c.actor, Thread: th, Decision: d, ReceivedAt: a.d.Now().UTC()}
 	rc, err := a.d.Sink.HandleEvent(r.Context(), ev)
 	if d.Unverified != "" && (err == nil || isRefusalOrNotFound(err)) {
 		writeErr(w, bad(http.StatusForbidden, string(core.DecisionHumanRequired), "",
@@ -327,14 +339,14 @@ func (a *Adapter) postDecision(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(err, core.ErrNotFound) {
-			writeErr(w, bad(http.StatusNotFound, "not_found", "", "approval %q not found", b.ApprovalID))
+			writeErr(w, bad(http.StatusNotFound, "not_found", "", "approval %q not found", d.ApprovalID))
 			return
 		}
-		a.d.Logger.ErrorContext(r.Context(), "local: handle decision", "approval", b.ApprovalID, "err", err)
+		a.d.Logger.ErrorContext(r.Context(), "local: handle decision", "approval", d.ApprovalID, "err", err)
 		writeErr(w, ingressErr(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, DecisionReceipt{EventID: ev.EventID, Duplicate: rc.Duplicate, ApprovalID: b.ApprovalID, RunID: rc.RunID,
+	writeJSON(w, http.StatusOK, DecisionReceipt{EventID: ev.EventID, Duplicate: rc.Duplicate, ApprovalID: d.ApprovalID, RunID: rc.RunID,
 		Status: rc.ApprovalStatus})
 }
 

@@ -199,11 +199,16 @@ func TestRealHomeserverSendIsIdempotent(t *testing.T) {
 		t.Errorf("two sends of one chunk gave %v and %v, want one event", r1, r2)
 	}
 	got := 0
-	for _, msg := range e.messages() {
-		if msg.Sender == e.bot.UserID && strings.Contains(msg.Content.Body, "hi there") {
-			got++
+	// The homeserver serves a sent event to readers a moment later.
+	e.h.Eventually("the reply in the room", func() bool {
+		got = 0
+		for _, msg := range e.messages() {
+			if msg.Sender == e.bot.UserID && strings.Contains(msg.Content.Body, "hi there") {
+				got++
+			}
 		}
-	}
+		return got > 0
+	})
 	if got != 1 {
 		t.Errorf("room holds %d copies, want 1", got)
 	}

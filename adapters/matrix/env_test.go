@@ -45,6 +45,8 @@ type env struct {
 	logs              *strings.Builder
 	opts              envOpts
 	approver, request string
+	// dms are direct rooms the bot takes part in beside the world's room.
+	dms []id.RoomID
 }
 
 type envOpts struct {
@@ -59,6 +61,8 @@ type envOpts struct {
 	// world, when set, is shared (the conformance cases share one room,
 	// each with a bot of its own).
 	world *world
+	// base is the harness's options as a case asked for them.
+	base adaptertest.HarnessOptions
 }
 
 // newWorld creates a room (alice's, with bob and carol joined).
@@ -110,14 +114,14 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if rq == nil {
 		rq = []string{e.request, e.approver, "matrix:" + string(e.carol.UserID)}
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers:  []string{e.approver},
-		Requesters: map[string]engine.Requesters{ChannelName: {Entries: rq}},
-		Platform: func(h *adaptertest.Harness) delivery.Platform {
-			e.ad = e.newAdapter(h, h.Store)
-			return e.ad
-		},
-	})
+	ho := o.base
+	ho.Approvers = []string{e.approver}
+	ho.Requesters = map[string]engine.Requesters{ChannelName: {Entries: rq}}
+	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
+		e.ad = e.newAdapter(h, h.Store)
+		return e.ad
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {
 		e.start()
 	}
@@ -191,9 +195,12 @@ type roomMessage struct {
 }
 
 // messages reads the room's timeline, oldest first, as alice.
-func (e *env) messages() []roomMessage {
+func (e *env) messages() []roomMessage { return e.messagesIn(e.alice, e.room) }
+
+// messagesIn reads room's timeline, oldest first, as c.
+func (e *env) messagesIn(c *mautrix.Client, room id.RoomID) []roomMessage {
 	e.t.Helper()
-	resp, err := e.alice.Messages(context.Background(), e.room, "", "", mautrix.DirectionBackward, nil, 1000)
+	resp, err := c.Messages(context.Background(), room, "", "", mautrix.DirectionBackward, nil, 1000)
 	if err != nil {
 		e.t.Fatalf("read room: %v", err)
 	}
@@ -235,17 +242,25 @@ func (e *env) waitMessage(what string, ok func(roomMessage) bool) roomMessage {
 type received struct{ e *env }
 
 func (r received) Received() []adaptertest.Message {
+	out := r.in(r.e.room)
+	for _, dm := range r.e.dms {
+		out = append(out, r.in(dm)...)
+	}
+	return out
+}
+
+func (r received) in(room id.RoomID) []adaptertest.Message {
 	var out []adaptertest.Message
-	for _, m := range r.e.messages() {
+	for _, m := range r.e.messagesIn(r.e.bot, room) {
 		if m.Sender != r.e.bot.UserID || m.Type != "m.room.message" {
 			continue
 		}
-		msg := adaptertest.Message{ID: messageRef(r.e.room, m.ID), Text: m.Content.Body}
-		k := threadKey{Room: r.e.room}
+		msg := adaptertest.Message{ID: messageRef(room, m.ID), Text: m.Content.Body}
+		k := threadKey{Room: room}
 		if rel := m.Content.RelatesTo; rel != nil {
 			switch {
 			case rel.RelType == "m.replace":
-				msg.EditOf = messageRef(r.e.room, id.EventID(rel.EventID))
+				msg.EditOf = messageRef(room, id.EventID(rel.EventID))
 				msg.ID = msg.EditOf
 				msg.Text = m.NewBody
 			case rel.RelType == "m.thread":

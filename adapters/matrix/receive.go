@@ -90,31 +90,45 @@ func (a *Adapter) handleMessage(ctx context.Context, room id.RoomID, ev *mxEvent
 		body = stripReplyFallback(body)
 	}
 	root := m.threadRoot()
-	if root == "" {
+	if root == "" && !direct {
 		root = ev.EventID
 	}
+	// A direct room is one conversation (its thread is the room), unless
+	// the message is in a thread of its own.
 	k := threadKey{Room: room, Root: id.EventID(root)}
 	if len(body) > maxRequestBytes {
 		a.notice(ctx, k, ev.EventID, fmt.Sprintf("⚠️ That message is too long for opsgate (%d bytes; at most %d). Nothing was started.", len(body), maxRequestBytes))
 		return nil
 	}
+	if ref, ok := core.ParseApproveAll(body); ok && (target != "" || ref != "") {
+		return a.approveAll(ctx, room, ev, raw, k, target, ref)
+	}
+	var ours *mxEvent
 	if target != "" {
-		if d, ok := parseDecision(body); ok {
-			marker, err := a.cardOf(ctx, room, id.EventID(target))
-			if err != nil {
-				return err
-			}
-			if marker != nil {
-				return a.decide(ctx, room, ev, raw, marker, d)
-			}
+		var err error
+		if ours, err = a.ownEvent(ctx, room, id.EventID(target)); err != nil {
+			return err
+		}
+	}
+	if d, ok := parseDecision(body); ok && ours != nil {
+		if marker := cardMarkerOf(ours); marker != nil {
+			return a.decide(ctx, room, ev, raw, marker, d)
 		}
 	}
 	text, ok := a.requestText(body, m, direct)
+	if !ok && ours != nil {
+		// A reply to the bot addresses it: the next turn of its
+		// conversation, or the answer to its question.
+		text, ok = strings.TrimSpace(body), strings.TrimSpace(body) != ""
+	}
 	if !ok {
 		return nil
 	}
 	e := a.event(room, ev, raw, k)
 	e.Text = text
+	if ours != nil {
+		e.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(room, id.EventID(target))}
+	}
 	if _, err := a.sink.HandleEvent(ctx, e); err != nil {
 		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
 			a.log.Warn("matrix: message refused", "event_id", ev.EventID, "err", err)
@@ -220,21 +234,48 @@ func (a *Adapter) decide(ctx context.Context, room id.RoomID, ev *mxEvent, raw j
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de):
-		a.notice(ctx, k, ev.EventID, refusalText(de))
+		a.notice(ctx, k, ev.EventID, core.RefusalText(de))
 		return nil
 	case err != nil:
 		return fmt.Errorf("matrix: record %s decision %s: %w", d.Action, ev.EventID, err)
 	case !rc.Duplicate && rc.ApprovalStatus == string(approvals.StatusPending):
-		a.notice(ctx, k, ev.EventID, "👍 Your approval is counted; more approvers are needed.")
+		a.notice(ctx, k, ev.EventID, core.AckText(rc))
 	}
 	return nil
 }
 
+// approveAll records the approve-all command: in a reply to a card, for
+// that card's batch; otherwise ref names the approval.
+func (a *Adapter) approveAll(ctx context.Context, room id.RoomID, ev *mxEvent, raw json.RawMessage, k threadKey, target, ref string) error {
+	marker := &cardMarker{ApprovalID: ref, Thread: k.String()}
+	if target != "" {
+		own, err := a.ownEvent(ctx, room, id.EventID(target))
+		if err != nil {
+			return err
+		}
+		if m := cardMarkerOf(own); m != nil {
+			marker = m
+		}
+	}
+	if marker.ApprovalID == "" {
+		a.notice(ctx, k, ev.EventID, "❓ Which card? Reply to the card with \""+strings.TrimSpace(core.ApproveAllCommand(""))+"\".")
+		return nil
+	}
+	return a.decide(ctx, room, ev, raw, marker, decisionText{Action: string(core.ActionApproveAll)})
+}
+
 // cardOf returns the card marker of event target in room when it is a
 // card the bot sent, or nil: a reply to or reaction on anything else is
-// not a decision. Only the bot's own events are trusted, and the
-// homeserver vouches for who sent an event.
+// not a decision.
 func (a *Adapter) cardOf(ctx context.Context, room id.RoomID, target id.EventID) (*cardMarker, error) {
+	ev, err := a.ownEvent(ctx, room, target)
+	return cardMarkerOf(ev), err
+}
+
+// ownEvent returns event target of room when the bot sent it (a message),
+// or nil. Only the bot's own events are trusted, and the homeserver
+// vouches for who sent an event.
+func (a *Adapter) ownEvent(ctx context.Context, room id.RoomID, target id.EventID) (*mxEvent, error) {
 	u := a.cli.BuildClientURL("v3", "rooms", room, "event", target)
 	body, err := a.cli.MakeFullRequest(ctx, mautrix.FullRequest{Method: http.MethodGet, URL: u})
 	var he mautrix.HTTPError
@@ -248,11 +289,19 @@ func (a *Adapter) cardOf(ctx context.Context, room id.RoomID, target id.EventID)
 	if err != nil || id.UserID(ev.Sender) != a.self || ev.Type != "m.room.message" {
 		return nil, nil
 	}
+	return ev, nil
+}
+
+// cardMarkerOf is the card marker of the bot's event ev, or nil.
+func cardMarkerOf(ev *mxEvent) *cardMarker {
+	if ev == nil {
+		return nil
+	}
 	m, err := ev.message()
 	if err != nil || m.Card == nil || m.Card.ApprovalID == "" {
-		return nil, nil
+		return nil
 	}
-	return m.Card, nil
+	return m.Card
 }
 
 // refuseEncrypted answers the first event seen from an end-to-end

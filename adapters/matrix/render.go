@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -134,6 +135,9 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 	if trimmed.Pending() {
 		plain += "\n\n" + howToAnswerPlain
 	}
+	if trimmed.BatchPending() {
+		plain += "\n" + approveAllPlain
+	}
 
 	var b strings.Builder
 	if c.Pending() {
@@ -165,6 +169,20 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 	if trimmed.Preview != "" {
 		fmt.Fprintf(&b, "<b>Dry run:</b><pre><code>%s</code></pre>", inertText(trimmed.Preview))
 	}
+	if len(c.Batch) > 1 {
+		fmt.Fprintf(&b, "<b>This card holds %d calls of one agent turn</b>; each is decided on its own:<ol>", len(c.Batch))
+		for _, bc := range c.Batch {
+			fmt.Fprintf(&b, "<li><code>%s</code>", inertText(core.OneLine(bc.Tool)))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&b, " %s=<code>%s</code>", inertText(core.OneLine(a.Name)), inertText(cutBytes(a.Shown(), argMax/4)))
+			}
+			fmt.Fprintf(&b, " — %s</li>", inertText(string(bc.Status)))
+		}
+		b.WriteString("</ol>")
+	}
+	if c.BatchPending() {
+		b.WriteString(approveAllHTML + "<br>")
+	}
 	if c.Pending() {
 		b.WriteString(howToAnswerHTML)
 		fmt.Fprintf(&b, "<br>Approval id: <code>%s</code>", inertText(c.ApprovalID))
@@ -183,6 +201,12 @@ const howToAnswerPlain = "React ✅ to approve or ❌ to reject, or reply to thi
 const howToAnswerHTML = "React ✅ to approve or ❌ to reject, or reply to this message with " +
 	"<code>approve</code>, <code>reject: &lt;reason&gt;</code> or <code>edit {\"arg\": \"value\"}</code>."
 
+// The approve-all command a batch card asks for in a reply to it.
+var (
+	approveAllPlain = "Reply to this message with \"" + strings.TrimSpace(core.ApproveAllCommand("")) + "\" to approve every pending call at once."
+	approveAllHTML  = "Reply to this message with <code>" + strings.TrimSpace(core.ApproveAllCommand("")) + "</code> to approve every pending call at once."
+)
+
 func statusIcon(status approvals.Status) string {
 	switch status {
 	case approvals.StatusApproved, approvals.StatusEdited:
@@ -197,40 +221,4 @@ func statusIcon(status approvals.Status) string {
 
 // cutBytes shortens s to at most n bytes at a rune boundary, marking the
 // cut with "…".
-func cutBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	if n < 4 {
-		return "…"
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "…"
-}
-
-// refusalText is the short answer to a refused decision.
-func refusalText(de *core.DecisionError) string {
-	switch de.Code {
-	case core.DecisionNotApprover:
-		return "⛔ You may not decide this approval."
-	case core.DecisionSelfApproval:
-		return "⛔ You cannot approve your own request."
-	case core.DecisionAlreadyDecided:
-		return "ℹ️ " + upperFirst(de.Message) + "."
-	case core.DecisionAlreadyVoted:
-		return "ℹ️ " + upperFirst(de.Message)
-	case core.DecisionExpired:
-		return "⌛ " + upperFirst(de.Message) + "."
-	case core.DecisionNotFound:
-		return "❓ Unknown approval."
-	case core.DecisionInvalidArgs:
-		return "⚠️ Arguments not accepted: " + de.Message
-	}
-	return "⚠️ " + upperFirst(de.Message)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
-}
+func cutBytes(s string, n int) string { return chunk.Cut(s, n, chunk.Bytes) }

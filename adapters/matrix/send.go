@@ -58,6 +58,16 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			"format": "org.matrix.custom.html", "formatted_body": formattedBody(m.Text), "m.mentions": map[string]any{}}
 		addRelation(c, k, threads)
 		return a.sendRef(ctx, k.Room, c, txnID(m.Key, "reply"))
+	case core.KindQuestionUpdate:
+		// An answered question: its message is edited to show the answer,
+		// or, when it was not sent here, the answer follows.
+		c := map[string]any{"msgtype": "m.notice", "body": inertPlain(plainBody(m.Text)),
+			"format": "org.matrix.custom.html", "formatted_body": formattedBody(m.Text), "m.mentions": map[string]any{}}
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			return a.editEvent(ctx, *m.Edit, c, m.Key)
+		}
+		addRelation(c, k, threads)
+		return a.sendRef(ctx, k.Room, c, txnID(m.Key, "reply"))
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("matrix: %s message without a card", m.Kind)}
@@ -84,14 +94,19 @@ func cardEvent(c core.Card, k threadKey, threads bool) map[string]any {
 	return content
 }
 
-// editCard replaces a sent card's content (m.replace names the original
-// event); the reference stays the original's, so later edits name it too.
+// editCard replaces a sent card's content.
 func (a *Adapter) editCard(ctx context.Context, m core.Outbound, k threadKey) (core.MessageRef, error) {
-	room, orig, err := parseMessageRef(m.Edit.ID)
+	return a.editEvent(ctx, *m.Edit, cardEvent(*m.Card, k, *a.cfg.Threads), m.Key)
+}
+
+// editEvent replaces the content of the message ref names (m.replace names
+// the original event); the reference stays the original's, so later edits
+// name it too.
+func (a *Adapter) editEvent(ctx context.Context, ref core.MessageRef, newContent map[string]any, key string) (core.MessageRef, error) {
+	room, orig, err := parseMessageRef(ref.ID)
 	if err != nil {
 		return core.MessageRef{}, &core.PermanentError{Err: err}
 	}
-	newContent := cardEvent(*m.Card, k, *a.cfg.Threads)
 	delete(newContent, "m.relates_to") // m.new_content carries no relation
 	edit := map[string]any{
 		"msgtype": "m.notice", "body": "* " + newContent["body"].(string),
@@ -99,10 +114,10 @@ func (a *Adapter) editCard(ctx context.Context, m core.Outbound, k threadKey) (c
 		"m.mentions": map[string]any{}, "m.new_content": newContent,
 		"m.relates_to": map[string]any{"rel_type": "m.replace", "event_id": orig},
 	}
-	if _, err := a.sendEvent(ctx, room, "m.room.message", edit, txnID(m.Key, "edit")); err != nil {
+	if _, err := a.sendEvent(ctx, room, "m.room.message", edit, txnID(key, "edit")); err != nil {
 		return core.MessageRef{}, err
 	}
-	return *m.Edit, nil
+	return ref, nil
 }
 
 // seedReactions puts ✅ and ❌ under a new card, so approvers decide with

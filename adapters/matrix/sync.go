@@ -336,6 +336,10 @@ func (a *Adapter) isDirect(ctx context.Context, room id.RoomID) (bool, error) {
 		return d.direct, nil
 	}
 	resp, err := a.cli.JoinedMembers(ctx, room)
+	var he mautrix.HTTPError
+	if errors.As(err, &he) && (he.IsStatus(http.StatusForbidden) || he.IsStatus(http.StatusNotFound)) {
+		return false, nil // a room the bot is not in is not its direct room
+	}
 	if err != nil {
 		return false, apiError("joined_members", err)
 	}

@@ -36,19 +36,21 @@ type env struct {
 
 type envOpts struct {
 	noRun bool
+	// base is the harness's options as a case asked for them.
+	base adaptertest.HarnessOptions
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, fake: fakesignal.New(t, botNumber)}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers:  []string{"signal:" + bobNumber},
-		Requesters: map[string]engine.Requesters{ChannelName: {Entries: []string{"signal:" + aliceNumber, "signal:" + bobNumber, "signal:" + carolNumber}}},
-		Platform: func(h *adaptertest.Harness) delivery.Platform {
-			e.ad = e.newAdapter(h)
-			return e.ad
-		},
-	})
+	ho := o.base
+	ho.Approvers = []string{"signal:" + bobNumber}
+	ho.Requesters = map[string]engine.Requesters{ChannelName: {Entries: []string{"signal:" + aliceNumber, "signal:" + bobNumber, "signal:" + carolNumber}}}
+	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
+		e.ad = e.newAdapter(h)
+		return e.ad
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {
 		e.start()
 	}

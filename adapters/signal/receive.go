@@ -164,6 +164,10 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 		a.notify(ctx, k, fmt.Sprintf("⚠️ That message is too long for opsgate (%d bytes; at most %d). Nothing was started.", len(text), maxMessageBytes))
 		return nil
 	}
+	quotesBot := d.Quote != nil && d.Quote.AuthorNumber == a.cfg.Account
+	if ref, ok := core.ParseApproveAll(text); ok {
+		return a.approveAll(ctx, k, ev, ref, d)
+	}
 	if dt, ok := parseDecision(text); ok {
 		var approval string
 		if dt.Code != "" {
@@ -197,10 +201,18 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 		}
 	}
 	req, ok := requestText(text, d.GroupInfo != nil)
+	if !ok && quotesBot {
+		// Quoting the bot addresses it, in a group too: the answer to its
+		// question, the next turn of its conversation.
+		req, ok = text, true
+	}
 	if !ok {
 		return nil
 	}
 	ev.Text = req
+	if quotesBot {
+		ev.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(k, d.Quote.ID)}
+	}
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
 			a.log.Warn("signal: message refused", "event_id", ev.EventID, "err", err)
@@ -254,13 +266,37 @@ func (a *Adapter) decide(ctx context.Context, k threadKey, ev core.ChannelEvent,
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de):
-		a.notify(ctx, k, refusalText(de))
+		a.notify(ctx, k, core.RefusalText(de))
 	case err != nil:
 		return fmt.Errorf("signal: record %s decision %s: %w", d.Action, ev.EventID, err)
 	case !rc.Duplicate && rc.ApprovalStatus == string(approvals.StatusPending):
-		a.notify(ctx, k, "👍 Your approval is counted; more approvers are needed.")
+		a.notify(ctx, k, core.AckText(rc))
 	}
 	return nil
+}
+
+// approveAll records the approve-all command: ref is the card's code or
+// approval id, or empty when the message quotes the card.
+func (a *Adapter) approveAll(ctx context.Context, k threadKey, ev core.ChannelEvent, ref string, d *dataMessage) error {
+	approval := ""
+	var err error
+	switch {
+	case validCode(ref):
+		approval, err = a.lookup(ctx, a.codeKey(ref))
+	case ref == "" && d.Quote != nil && d.Quote.AuthorNumber == a.cfg.Account:
+		approval, err = a.lookup(ctx, a.cardKey(d.Quote.ID))
+	}
+	if err != nil {
+		return err
+	}
+	if approval == "" {
+		approval = ref // a full approval id, judged by the engine
+	}
+	if approval == "" {
+		a.notify(ctx, k, "❓ Which card? Send \""+core.ApproveAllCommand("CODE")+"\" with the code on the card, or quote the card.")
+		return nil
+	}
+	return a.decide(ctx, k, ev, approval, decisionText{Action: string(core.ActionApproveAll)})
 }
 
 // notify sends a short answer outside the outbox (a refusal nothing needs

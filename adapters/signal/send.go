@@ -52,6 +52,17 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			return core.MessageRef{}, deliveryError(err)
 		}
 		return core.MessageRef{Channel: ChannelName, ID: messageRef(k, ts)}, nil
+	case core.KindQuestionUpdate:
+		// An answered question: its message is edited to show the answer,
+		// or, when it can no longer be edited, the answer follows.
+		if ref, edited, err := a.edit(ctx, m.Edit, m.Text); edited || err != nil {
+			return ref, err
+		}
+		ts, err := a.send(ctx, k, m.Text, 0)
+		if err != nil {
+			return core.MessageRef{}, deliveryError(err)
+		}
+		return core.MessageRef{Channel: ChannelName, ID: messageRef(k, ts)}, nil
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("signal: %s without a card", m.Kind)}
@@ -61,14 +72,9 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			return core.MessageRef{}, err
 		}
 		text := cardText(*m.Card, code)
-		if m.Kind == core.KindCardUpdate && m.Edit != nil && m.Edit.Channel == ChannelName {
-			if ek, ts, err := parseMessageRef(m.Edit.ID); err == nil {
-				if _, err := a.send(ctx, ek, text, ts); err == nil {
-					return *m.Edit, nil
-				} else if de := deliveryError(err); !isPermanent(de) {
-					return core.MessageRef{}, de
-				}
-				a.log.Info("card no longer editable; posting it again", "approval", m.Card.ApprovalID)
+		if m.Kind == core.KindCardUpdate {
+			if ref, edited, err := a.edit(ctx, m.Edit, text); edited || err != nil {
+				return ref, err
 			}
 		}
 		ts, err := a.send(ctx, k, text, 0)
@@ -81,6 +87,27 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		return core.MessageRef{Channel: ChannelName, ID: messageRef(k, ts)}, nil
 	}
 	return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("signal: unknown message kind %q", m.Kind)}
+}
+
+// edit rewrites the message ref names with text. edited is false when
+// there is nothing to edit, or the message can no longer be edited (the
+// caller then sends text anew); err is a failure worth retrying.
+func (a *Adapter) edit(ctx context.Context, ref *core.MessageRef, text string) (_ core.MessageRef, edited bool, _ error) {
+	if ref == nil || ref.Channel != ChannelName {
+		return core.MessageRef{}, false, nil
+	}
+	ek, ts, err := parseMessageRef(ref.ID)
+	if err != nil {
+		return core.MessageRef{}, false, nil
+	}
+	if _, err := a.send(ctx, ek, text, ts); err != nil {
+		if de := deliveryError(err); !isPermanent(de) {
+			return core.MessageRef{}, false, de
+		}
+		a.log.Info("message no longer editable; posting it again", "ref", ref.ID)
+		return core.MessageRef{}, false, nil
+	}
+	return *ref, true, nil
 }
 
 func isPermanent(err error) bool {

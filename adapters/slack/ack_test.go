@@ -72,7 +72,7 @@ func TestInteractionAckBoundedWhenSlackIsSlow(t *testing.T) {
 		texts = append(texts, c.Params["user"]+": "+c.Params["text"])
 	}
 	joined := strings.Join(texts, "\n")
-	if !strings.Contains(joined, "UOTHER: You may not decide") || !strings.Contains(joined, "UAPP: Slack could not open the form") {
+	if !strings.Contains(joined, "UOTHER: ⛔ You may not decide") || !strings.Contains(joined, "UAPP: Slack could not open the form") {
 		t.Fatalf("ephemerals = %q", texts)
 	}
 	if a := e.h.WaitApprovalPending(run.ID); a.Status != "pending" {
@@ -184,7 +184,7 @@ func TestClosedApprovalRejectEditAreAudited(t *testing.T) {
 		t.Fatalf("ephemerals = %+v, want 2", eph)
 	}
 	for _, c := range eph {
-		if c.Params["user"] != "UAPP" || !strings.Contains(c.Params["text"], "already decided") {
+		if c.Params["user"] != "UAPP" || !strings.Contains(c.Params["text"], "Already decided by slack:UAPP at ") {
 			t.Errorf("ephemeral = %+v", c.Params)
 		}
 	}

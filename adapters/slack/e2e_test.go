@@ -206,7 +206,7 @@ func TestAPIDecisionUpdatesCard(t *testing.T) {
 	status(t, e.click(card, actionApprove), http.StatusOK)
 	e.settle()
 	eph := e.fake.Calls("chat.postEphemeral")
-	if len(eph) != 1 || !strings.Contains(eph[0].Params["text"], "already decided") {
+	if len(eph) != 1 || !strings.Contains(eph[0].Params["text"], "Already decided by slack:UAPP at ") {
 		t.Fatalf("ephemeral after a stale click = %+v", eph)
 	}
 	if d := e.h.Dispatches(); len(d) != 1 {

@@ -23,6 +23,8 @@ const (
 	// actionAnswer answers an agent's question with one of its choices;
 	// its value is "<run>|<action>|<choice>" signed like an approval id.
 	actionAnswer = "opsgate:answer"
+	// skipChoice, in an answer button's value, skips an optional question.
+	skipChoice = "skip"
 
 	callbackReject = "opsgate:reject"
 	callbackEdit   = "opsgate:edit"

@@ -172,18 +172,19 @@ func (a *Adapter) handleBlockAction(ctx context.Context, in interaction, raw []b
 		return a.decideClick(ctx, in, raw, tk, actor, &core.Decision{ApprovalID: id, Action: core.ActionApproveAll}, "")
 	case actionAnswer:
 		parts := strings.Split(id, "|")
+		skip := len(parts) == 3 && parts[2] == skipChoice
 		choice, err := strconv.Atoi(parts[len(parts)-1])
-		if len(parts) != 3 || err != nil {
+		if len(parts) != 3 || (err != nil && !skip) {
 			a.tellLater(ctx, tk, in.User.ID, notValidButton)
 			return answerOK
 		}
 		ev := core.ChannelEvent{Channel: channelName, EventID: "action:" + in.TriggerID, Actor: actor, Thread: tk.thread(),
-			Answer: &core.AnswerEvent{RunID: parts[0], ActionID: parts[1], Choice: choice}, Raw: raw, ReceivedAt: a.now()}
+			Answer: &core.AnswerEvent{RunID: parts[0], ActionID: parts[1], Choice: choice, Skip: skip}, Raw: raw, ReceivedAt: a.now()}
 		_, err = a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
 		case errors.As(err, &de):
-			a.tellLater(ctx, tk, in.User.ID, "Your answer was not taken: "+de.Message+".")
+			a.tellLater(ctx, tk, in.User.ID, core.RefusalText(de))
 		case err != nil:
 			a.log.ErrorContext(ctx, "slack: record answer", "run", parts[0], "err", err)
 			return ingressAnswer(err)
@@ -236,7 +237,7 @@ func (a *Adapter) decideClick(ctx context.Context, in interaction, raw []byte, t
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de):
-		a.tellLater(ctx, tk, in.User.ID, refusalText(de))
+		a.tellLater(ctx, tk, in.User.ID, core.RefusalText(de))
 	case err != nil:
 		a.log.ErrorContext(ctx, "slack: record click", "approval_id", d.ApprovalID, "action", d.Action, "err", err)
 		return ingressAnswer(err)
@@ -264,18 +265,6 @@ func mayDecide(card core.Card, actor string) string {
 		return "You may not decide this approval: it needs one of " + strings.Join(card.Approvers, ", ") + ". Nothing was changed."
 	}
 	return ""
-}
-
-// refusalText is the ephemeral answer to a refused click.
-func refusalText(de *core.DecisionError) string {
-	if strings.HasPrefix(de.Message, "Approved: ") || strings.HasPrefix(de.Message, "Refused: ") {
-		return de.Message // an "Approve all": what happened to each call
-	}
-	switch de.Code {
-	case core.DecisionNotApprover, core.DecisionSelfApproval, core.DecisionDenied:
-		return "You may not decide this approval: " + de.Message + ". Nothing was changed."
-	}
-	return "Your decision was not recorded: " + de.Message + "."
 }
 
 // afterAckTimeout bounds a notice sent after the ack: long enough to ride

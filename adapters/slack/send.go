@@ -56,6 +56,13 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			}
 			return ref, err
 		}
+	case core.KindQuestionUpdate:
+		// An answered question: its message shows the answer and loses its
+		// buttons (blocks cleared), or the answer follows in the thread.
+		opts = append(opts, slackapi.MsgOptionText(m.Text, false), slackapi.MsgOptionBlocks())
+		if m.Edit != nil && m.Edit.ID != "" {
+			return a.update(ctx, k, *m.Edit, opts)
+		}
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
 			return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: %s without a card", m.Kind)}
@@ -146,7 +153,8 @@ func sendError(method string, err error) error {
 var _ core.QuestionRenderer = (*Adapter)(nil)
 
 // RendersQuestions implements core.QuestionRenderer: a single choice or
-// confirm question gets buttons.
+// confirm question gets buttons, an optional one a Skip button; words are
+// a reply in the thread.
 func (a *Adapter) RendersQuestions() bool { return true }
 
 // questionBlocks renders a reply that asks an agent's single choice or
@@ -155,14 +163,20 @@ func (a *Adapter) RendersQuestions() bool { return true }
 // the reply has no buttons to show.
 func (a *Adapter) questionBlocks(m core.Outbound) []slackapi.Block {
 	answers := m.Question.Buttons()
-	if len(answers) == 0 || len(answers) > 25 {
+	if len(answers) > 24 || (len(answers) == 0 && !m.Question.Skippable()) {
 		return nil
 	}
 	var btns []slackapi.BlockElement
-	for i, label := range answers {
-		ref := m.Question.RunID + "|" + m.Question.ActionID + "|" + strconv.Itoa(i)
+	button := func(choice, label string) {
+		ref := m.Question.RunID + "|" + m.Question.ActionID + "|" + choice
 		btns = append(btns, slackapi.NewButtonBlockElement(actionAnswer, a.sign.buttonValue(actionAnswer, ref),
 			slackapi.NewTextBlockObject(slackapi.PlainTextType, clip(label, 75), false, false)))
+	}
+	for i, label := range answers {
+		button(strconv.Itoa(i), label)
+	}
+	if m.Question.Skippable() {
+		button(skipChoice, "Skip")
 	}
 	text := slackapi.NewTextBlockObject(slackapi.MarkdownType, clip(m.Text, sectionTextMax), false, false)
 	return []slackapi.Block{

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 )
 
 // slowModel writes its answer in three pieces over about 2.5 seconds.
@@ -72,5 +74,69 @@ func TestAgentTextStreamsIntoOneMessage(t *testing.T) {
 	}
 	if n != 0 {
 		t.Fatalf("the answer was also posted as %d new message(s)", n)
+	}
+}
+
+// interimModel streams a turn that ends in a tool call ("Checking api
+// first."), then, with the tool's result, streams its answer; each piece
+// 1.2 s apart, so both turns stream.
+type interimModel struct{}
+
+func (interimModel) Stream(ctx context.Context, req *llm.Request, sink llm.Sink) (*llm.Response, error) {
+	called := false
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleTool {
+			called = true
+		}
+	}
+	pieces := []string{"Checking api", " first."}
+	if called {
+		pieces = []string{"api is", " healthy."}
+	}
+	for _, p := range pieces {
+		sink(llm.Delta{Text: p})
+		select {
+		case <-time.After(1200 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	resp := &llm.Response{Text: strings.Join(pieces, ""), Stop: llm.StopEnd}
+	if !called {
+		resp.ToolCalls = []llm.ToolCall{{ID: "call_1", Name: "status", Arguments: `{"service":"api","reason":"asked"}`}}
+		resp.Stop = llm.StopToolUse
+	}
+	return resp, nil
+}
+
+// TestInterimTextStaysInTheThread: a streamed turn that ends in a tool
+// call keeps its text in its own message; the answer streams into a new
+// message after it, never over the first.
+func TestInterimTextStaysInTheThread(t *testing.T) {
+	t.Parallel()
+	schema, err := approvals.CompileSchema("status", map[string]any{"type": "object"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := setup(t, func(_ *Config, ho *adaptertest.HarnessOptions) {
+		ho.Agents = []engine.Agent{{Name: "ops", ModelName: "fake", Model: interimModel{}, Tools: []string{"*"}, Default: true}}
+		ho.MoreTools = []*tools.Tool{{Name: "status", Risk: approvals.RiskRead, Schema: schema, Runner: &adaptertest.Recorder{Name: "status"}}}
+		ho.MoreRules = []approvals.Rule{{Tool: "status", Effect: approvals.EffectAllow}}
+	})
+	e.h.Engine.StreamInto(channelName)
+	status(t, e.slash("UREQ", "how is api?"), http.StatusOK)
+	root := e.roots()[0]
+	run := e.runOf(root.TS)
+	e.h.WaitRun(run.ID, core.RunSucceeded)
+	e.h.WaitIdle()
+	var thread []adaptertest.Message
+	for _, m := range (received{e.fake}).Received() {
+		if strings.HasSuffix(m.Thread.Key, "/"+root.TS) && m.ID != root.TS {
+			thread = append(thread, m)
+		}
+	}
+	view := adaptertest.View(thread)
+	if len(view) != 2 || view[0].Text != "Checking api first." || view[1].Text != "api is healthy." {
+		t.Fatalf("the thread reads %+v; want the interim text, then the answer, each in its own message", view)
 	}
 }

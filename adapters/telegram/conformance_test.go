@@ -2,14 +2,18 @@ package telegram
 
 import (
 	"encoding/json"
-	"time"
-
 	"fmt"
-	"github.com/opsgate/opsgate/core/chunk"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/opsgate/opsgate/core/chunk"
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
@@ -47,15 +51,24 @@ func (r received) Received() []adaptertest.Message {
 
 func TestConformance(t *testing.T) {
 	adaptertest.RunConformance(t, adaptertest.Suite{
-		New: func(t *testing.T) (*adaptertest.Harness, adaptertest.Fake) {
+		New: func(t *testing.T, o adaptertest.HarnessOptions) (*adaptertest.Harness, adaptertest.Fake) {
 			// Fast pacing: Telegram's real 20/min per group would make
 			// the long-reply case take ~20 s; the pipeline's pacing has
 			// its own tests, and TestPublishedPacing pins our rates.
-			e := newEnv(t, envOpts{})
+			e := newEnv(t, envOpts{base: o})
+			envs.Store(e.h, e)
 			return e.h, received{e.fake}
+		},
+		Chat: func(t *testing.T, h *adaptertest.Harness) adaptertest.Chat {
+			e, _ := envs.Load(h)
+			return chatDriver{e.(*env)}
+		},
+		Lacks: map[adaptertest.Capability]string{
+			adaptertest.CapForms: "Telegram has no forms: a question answered in words is answered by replying to it",
 		},
 		Thread:    core.Thread{Channel: ChannelName, Key: "-100200/5/77"},
 		Requester: "telegram:7",
+		Approver:  "telegram:42",
 		Inert: func(input, rendered string) error {
 			if err := faketelegram.CheckHTML(rendered); err != nil && strings.TrimSpace(visible(rendered)) != "" {
 				return fmt.Errorf("Telegram would refuse it: %v", err)
@@ -94,6 +107,127 @@ func TestConformance(t *testing.T) {
 }
 
 func newRecorder() *httptest.ResponseRecorder { return httptest.NewRecorder() }
+
+// envs maps each conformance harness to its env, for the Chat driver.
+var envs sync.Map
+
+// chatDriver speaks to the adapter as Telegram does: replayed updates from
+// testdata (a mention in a forum topic, a reply to the bot, a private
+// message, a button press) with the ids, sender and text of the case.
+type chatDriver struct{ e *env }
+
+var (
+	_ adaptertest.Presser = chatDriver{}
+	_ adaptertest.Direct  = chatDriver{}
+)
+
+// replay loads a testdata update, gives it a fresh update id, lets edit
+// change its message (or callback query), and posts it to the webhook.
+func (d chatDriver) replay(t *testing.T, file string, edit func(m map[string]any)) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u map[string]any
+	if err := json.Unmarshal(raw, &u); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	d.e.upd++
+	d.e.next++
+	u["update_id"] = d.e.upd
+	if m, ok := u["message"].(map[string]any); ok {
+		m["message_id"], m["date"] = d.e.next, time.Now().Unix()
+		edit(m)
+	} else {
+		edit(u["callback_query"].(map[string]any))
+	}
+	d.e.mustPost(u)
+}
+
+func userID(t *testing.T, actor string) int64 {
+	t.Helper()
+	id, err := strconv.ParseInt(strings.TrimPrefix(actor, ChannelName+":"), 10, 64)
+	if err != nil {
+		t.Fatalf("actor %q: %v", actor, err)
+	}
+	return id
+}
+
+// botMessage is the fake's record of a message the bot sent.
+func (d chatDriver) botMessage(t *testing.T, m adaptertest.Message) faketelegram.Message {
+	t.Helper()
+	chat, id, err := parseMessageRef(m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fm := range d.e.fake.Messages(chat) {
+		if fm.ID == id {
+			return fm
+		}
+	}
+	t.Fatalf("the fake has no message %s", m.ID)
+	return faketelegram.Message{}
+}
+
+// Say mentions the bot in the forum topic of the conformance group.
+func (d chatDriver) Say(t *testing.T, actor, text string) {
+	d.replay(t, "group_mention_topic.json", func(m map[string]any) {
+		m["from"] = user(userID(t, actor))
+		m["text"] = "@" + testBot + " " + text
+	})
+}
+
+// Reply replies to the bot's message to, in its chat and topic.
+func (d chatDriver) Reply(t *testing.T, actor string, to adaptertest.Message, text string) {
+	bm := d.botMessage(t, to)
+	d.replay(t, "reply_to_bot.json", func(m map[string]any) {
+		m["from"], m["text"], m["chat"] = user(userID(t, actor)), text, chatObj(bm.Chat)
+		m["reply_to_message"] = botMsg(bm)
+		if bm.ThreadID > 0 {
+			m["message_thread_id"], m["is_topic_message"] = bm.ThreadID, true
+		} else {
+			delete(m, "message_thread_id")
+			delete(m, "is_topic_message")
+		}
+	})
+}
+
+// SayDirect writes to the bot in the actor's private chat.
+func (d chatDriver) SayDirect(t *testing.T, actor, text string) {
+	id := userID(t, actor)
+	d.replay(t, "private_text.json", func(m map[string]any) {
+		m["from"], m["chat"], m["text"] = user(id), chatObj(id), text
+	})
+}
+
+// Press presses the button of on whose text contains label and waits for
+// the press to be answered.
+func (d chatDriver) Press(t *testing.T, actor string, on adaptertest.Message, label string) {
+	bm := d.botMessage(t, on)
+	var kb inlineKeyboard
+	if err := json.Unmarshal([]byte(bm.Markup), &kb); err != nil {
+		t.Fatalf("message %s has no keyboard (%q): %v", on.ID, bm.Markup, err)
+	}
+	data := ""
+	for _, row := range kb.InlineKeyboard {
+		for _, b := range row {
+			if strings.Contains(b.Text, label) && data == "" {
+				data = b.CallbackData
+			}
+		}
+	}
+	if data == "" {
+		t.Fatalf("message %s has no button %q: %s", on.ID, label, bm.Markup)
+	}
+	id := fmt.Sprintf("cb-%d", d.e.upd+1)
+	d.replay(t, "callback_query.json", func(q map[string]any) {
+		q["id"], q["from"], q["message"], q["data"] = id, user(userID(t, actor)), botMsg(bm), data
+	})
+	if a := d.e.waitAnswer(id); strings.HasPrefix(a, "⛔") || strings.HasPrefix(a, "⚠️") {
+		t.Fatalf("press %q answered %q", label, a)
+	}
+}
 
 // adapterOf finds the Adapter behind the harness's (possibly re-paced)
 // platform.

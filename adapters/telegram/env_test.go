@@ -47,6 +47,9 @@ type env struct {
 }
 
 type envOpts struct {
+	// base is the harness's options as a case asked for them; the env
+	// adds the platform and its approvers.
+	base adaptertest.HarnessOptions
 	mode string
 	sink func(core.Sink) core.Sink // wraps the engine as the adapter's sink
 	pace bool                      // keep Telegram's real pacing (slow)
@@ -60,32 +63,31 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.mode == "" {
 		o.mode = ModeWebhook
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers:   []string{"telegram:42", "console:admin"},
-		ApprovalTTL: o.ttl,
-		Platform: func(h *adaptertest.Harness) delivery.Platform {
-			var sink core.Sink = h.Engine
-			if o.sink != nil {
-				sink = o.sink(h.Engine)
-			}
-			ad, err := New(Config{
-				BotToken: testToken, Mode: o.mode, WebhookSecret: testSecret,
-				PublicURL: "https://ops.example.test", APIURL: e.fake.APIURL(), PollTimeout: time.Second,
-			}, Deps{Sink: sink, Cards: h.Engine, Logger: slog.New(slog.NewTextHandler(e.logs, nil))})
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			e.ad = ad
-			adapters.Store(h, ad)
-			if o.pace {
-				return ad
-			}
-			// Real pacing makes every message to one chat wait a second;
-			// these tests are about behaviour, so they go faster.
-			fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
-			return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Group: fast, Account: fast})
-		},
-	})
+	ho := o.base
+	ho.Approvers, ho.ApprovalTTL = []string{"telegram:42", "console:admin"}, o.ttl
+	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
+		var sink core.Sink = h.Engine
+		if o.sink != nil {
+			sink = o.sink(h.Engine)
+		}
+		ad, err := New(Config{
+			BotToken: testToken, Mode: o.mode, WebhookSecret: testSecret,
+			PublicURL: "https://ops.example.test", APIURL: e.fake.APIURL(), PollTimeout: time.Second,
+		}, Deps{Sink: sink, Cards: h.Engine, Logger: slog.New(slog.NewTextHandler(e.logs, nil))})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		e.ad = ad
+		adapters.Store(h, ad)
+		if o.pace {
+			return ad
+		}
+		// Real pacing makes every message to one chat wait a second;
+		// these tests are about behaviour, so they go faster.
+		fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
+		return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Group: fast, Account: fast})
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the bot token leaked into the logs:\n%s", e.logs.String())

@@ -68,7 +68,7 @@ func TestLateRejectOnExpiredApprovalIsAudited(t *testing.T) {
 		}
 		u, cb := e.press(card, approverID, data)
 		e.mustPost(u)
-		if a := e.waitAnswer(cb); !strings.Contains(a, "Approval expired") {
+		if a := e.waitAnswer(cb); !strings.HasPrefix(a, "⌛ This approval expired at ") {
 			t.Errorf("late %c press answered %q, want the engine's expiry refusal", act, a)
 		}
 	}

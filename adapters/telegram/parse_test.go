@@ -18,10 +18,14 @@ func TestParseReplayedUpdates(t *testing.T) {
 		ok        bool
 	}{
 		"group_command_topic.json": {"-1001234567890/5/4217", "deploy api 1.2.3", true},
-		"private_text.json":        {"42/0/88", "deploy api 1.2.3", true},
+		"private_text.json":        {"42/0/0", "deploy api 1.2.3", true}, // a private chat is one conversation
 		// A reply chain in an ordinary group carries message_thread_id,
 		// which must not be sent back: it is not a forum topic.
-		"group_reply_thread.json": {"-4001/0/90", "status api", true},
+		"group_reply_thread.json":  {"-4001/0/90", "status api", true},
+		"group_mention_topic.json": {"-1001234567890/5/4231", "check api", true},
+		// A reply to the bot addresses it without a mention: handleMessage
+		// takes it (and the engine continues the bot message's thread).
+		"reply_to_bot.json": {"-1001234567890/5/4230", "", false},
 	}
 	for file, want := range cases {
 		raw, err := os.ReadFile(filepath.Join("testdata", file))

@@ -116,21 +116,28 @@ func (a *Adapter) handleMessage(ctx context.Context, raw []byte, u *tgUpdate) er
 	if m.From == nil || m.From.IsBot {
 		return nil // channel posts, anonymous admins, other bots
 	}
+	var replyTo *core.MessageRef
 	if p := m.ReplyToMessage; p != nil && p.From != nil && p.From.ID == a.botID {
 		if ref, ok := promptRef(p.Text); ok {
 			return a.handlePromptReply(ctx, raw, u, ref)
 		}
+		// A reply to one of the bot's messages continues its conversation
+		// (the engine finds the thread it went to) and addresses the bot.
+		replyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(m.Chat.ID, p.MessageID)}
 	}
 	name, err := a.botUsername(ctx)
 	if err != nil {
 		return fmt.Errorf("telegram: learn bot username: %w", err)
 	}
 	text, ok := commandText(m, name)
+	if !ok && replyTo != nil {
+		text, ok = strings.TrimSpace(m.Text), strings.TrimSpace(m.Text) != ""
+	}
 	if !ok {
 		return nil
 	}
 	ev := a.event(raw, u, *m.From, keyOf(m))
-	ev.Text = text
+	ev.Text, ev.ReplyTo = text, replyTo
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		return fmt.Errorf("telegram: record message %s: %w", ev.EventID, err) // ErrInvalidInput: skipped by the poller, 400 on the webhook
 	}
@@ -173,26 +180,33 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 		k = keyOf(q.Message)
 	}
 	switch p.Action {
-	case approvalref.Approve:
+	case approvalref.Answer, approvalref.Skip:
 		ev := a.event(raw, u, q.From, k)
-		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: approvals.ActionApprove}
+		ev.Answer = &core.AnswerEvent{RunID: p.RunID, ActionID: core.AskActionID(p.Step), Choice: p.Choice, Skip: p.Action == approvalref.Skip}
+		_, err := a.sink.HandleEvent(ctx, ev)
+		var de *core.DecisionError
+		switch {
+		case errors.As(err, &de):
+			answer(core.RefusalText(de), true)
+		case err != nil:
+			return fmt.Errorf("telegram: record answer %s: %w", ev.EventID, err)
+		default:
+			answer(core.AnsweredText, false)
+		}
+		return nil
+	case approvalref.Approve, approvalref.ApproveAll:
+		ev := a.event(raw, u, q.From, k)
+		ev.Decision = &core.Decision{ApprovalID: p.ApprovalID, Action: p.Action.Decision()}
 		rc, err := a.sink.HandleEvent(ctx, ev)
 		var de *core.DecisionError
 		switch {
 		case errors.As(err, &de):
-			answer(refusalText(de), true)
+			answer(core.RefusalText(de), true)
 			return nil
 		case err != nil:
 			return fmt.Errorf("telegram: record approval %s: %w", ev.EventID, err)
 		}
-		switch {
-		case rc.Duplicate:
-			answer("ℹ️ Already recorded.", false)
-		case rc.ApprovalStatus == "pending":
-			answer("👍 Your approval is counted; more approvers are needed.", false)
-		default:
-			answer("✅ Approved.", false)
-		}
+		answer(core.AckText(rc), false)
 		return nil
 	default: // reject or edit: ask for the text first
 		c, err := a.cards.CardByApproval(ctx, p.ApprovalID)
@@ -214,7 +228,7 @@ func (a *Adapter) handleCallback(ctx context.Context, raw []byte, u *tgUpdate) e
 			// Record the attempt through the engine, so the refusal is
 			// audited like any other, and never send the prompt.
 			return a.refusePress(ctx, raw, u, q.From, k, p,
-				refusalText(&core.DecisionError{Code: core.DecisionNotApprover}), answer)
+				core.RefusalText(&core.DecisionError{Code: core.DecisionNotApprover}), answer)
 		case q.Message == nil:
 			answer("This card cannot take a reply here; decide in the console.", true)
 			return nil
@@ -252,7 +266,7 @@ func (a *Adapter) refusePress(ctx context.Context, raw []byte, u *tgUpdate, from
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de):
-		answer(refusalText(de), true)
+		answer(core.RefusalText(de), true)
 	case err != nil:
 		return fmt.Errorf("telegram: record refused press %s: %w", ev.EventID, err)
 	default:
@@ -323,7 +337,7 @@ func (a *Adapter) handlePromptReply(ctx context.Context, raw []byte, u *tgUpdate
 	case errors.As(err, &de) && de.Code == core.DecisionInvalidArgs:
 		return reprompt("Arguments not accepted: " + de.Message)
 	case errors.As(err, &de):
-		a.notify(ctx, k, refusalText(de))
+		a.notify(ctx, k, core.RefusalText(de))
 		return nil
 	case err != nil:
 		return fmt.Errorf("telegram: record %s decision %s: %w", d.Action, ev.EventID, err)

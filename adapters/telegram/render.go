@@ -40,28 +40,8 @@ func visibleLen(h string) int {
 	return chunk.Measure(html.UnescapeString(b.String()), chunk.UTF16)
 }
 
-// cutUTF16 shortens s to at most n UTF-16 units, at a rune boundary,
-// marking the cut with "…".
-func cutUTF16(s string, n int) string {
-	if chunk.Measure(s, chunk.UTF16) <= n {
-		return s
-	}
-	if n <= 1 {
-		return "…"
-	}
-	used := 0
-	for i, r := range s {
-		w := 1
-		if r > 0xFFFF {
-			w = 2
-		}
-		if used+w > n-1 {
-			return s[:i] + "…"
-		}
-		used += w
-	}
-	return s
-}
+// cutUTF16 shortens s to at most n UTF-16 units, marking the cut with "…".
+func cutUTF16(s string, n int) string { return chunk.Cut(s, n, chunk.UTF16) }
 
 // cardHTML renders a card as a self-contained Telegram HTML message: tool,
 // arguments, reason, risk, requester, approvers, expiry and the dry-run
@@ -127,9 +107,23 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 		}
 		fmt.Fprintf(&b, "\n<b>Dry run:</b>\n<pre>%s</pre>\n", esc(p))
 	}
+	if len(c.Batch) > 1 {
+		fmt.Fprintf(&b, "\n<b>This card holds %d calls of one agent turn</b>; each is decided on its own:\n", len(c.Batch))
+		for i, bc := range c.Batch {
+			fmt.Fprintf(&b, "%d. <code>%s</code>", i+1, esc(bc.Tool))
+			for _, a := range bc.Args {
+				fmt.Fprintf(&b, " %s=<code>%s</code>", esc(a.Name), esc(cutUTF16(a.Shown(), argMax/4)))
+			}
+			fmt.Fprintf(&b, " — %s\n", esc(string(bc.Status)))
+		}
+	}
 	b.WriteString("\n")
-	if c.Pending() {
-		fmt.Fprintf(&b, "Approve, reject (with feedback) or edit the arguments with the buttons below.\nApproval id: <code>%s</code>", esc(c.ApprovalID))
+	if c.Pending() || c.BatchPending() {
+		how := "Approve, reject (with feedback) or edit the arguments with the buttons below."
+		if c.BatchPending() {
+			how += " <b>Approve all</b> approves every pending call at once."
+		}
+		fmt.Fprintf(&b, "%s\nApproval id: <code>%s</code>", how, esc(c.ApprovalID))
 	} else {
 		b.WriteString("<b>" + esc(c.OutcomeLine()) + "</b>")
 	}
@@ -165,20 +159,58 @@ type inlineKeyboard struct {
 // noKeyboard removes a message's inline keyboard when sent with an edit.
 var noKeyboard = inlineKeyboard{InlineKeyboard: [][]inlineButton{}}
 
-// cardKeyboard is the Approve / Reject / Edit row of a pending card.
-func cardKeyboard(buttons *approvalref.Codec, approvalID string) (inlineKeyboard, error) {
-	row := make([]inlineButton, 0, 3)
-	for _, b := range []struct {
-		act  approvalref.Action
-		text string
-	}{{approvalref.Approve, "✅ Approve"}, {approvalref.Reject, "❌ Reject"}, {approvalref.Edit, "✏️ Edit"}} {
-		data, err := buttons.Encode(approvalref.Ref{Action: b.act, ApprovalID: approvalID})
+// cardKeyboard is the Approve / Reject / Edit row of a pending card and,
+// on a batch card with calls still pending, an "Approve all" row.
+func cardKeyboard(buttons *approvalref.Codec, c core.Card) (inlineKeyboard, error) {
+	var rows [][]inlineButton
+	if c.Pending() {
+		row := make([]inlineButton, 0, 3)
+		for _, b := range []struct {
+			act  approvalref.Action
+			text string
+		}{{approvalref.Approve, "✅ Approve"}, {approvalref.Reject, "❌ Reject"}, {approvalref.Edit, "✏️ Edit"}} {
+			data, err := buttons.Encode(approvalref.Ref{Action: b.act, ApprovalID: c.ApprovalID})
+			if err != nil {
+				return inlineKeyboard{}, err
+			}
+			row = append(row, inlineButton{Text: b.text, CallbackData: data})
+		}
+		rows = append(rows, row)
+	}
+	if c.BatchPending() {
+		data, err := buttons.Encode(approvalref.Ref{Action: approvalref.ApproveAll, ApprovalID: c.ApprovalID})
 		if err != nil {
 			return inlineKeyboard{}, err
 		}
-		row = append(row, inlineButton{Text: b.text, CallbackData: data})
+		rows = append(rows, []inlineButton{{Text: fmt.Sprintf("✅ Approve all (%d calls)", len(c.Batch)), CallbackData: data}})
 	}
-	return inlineKeyboard{InlineKeyboard: [][]inlineButton{row}}, nil
+	return inlineKeyboard{InlineKeyboard: rows}, nil
+}
+
+// questionKeyboard is the buttons of an agent's question: one per choice
+// (Yes and No for a confirm), and Skip for an optional one. A question
+// answered in words has none beyond Skip: it is answered by a reply.
+func questionKeyboard(buttons *approvalref.Codec, q *core.QuestionCard) (inlineKeyboard, error) {
+	step, ok := core.AskStep(q.ActionID)
+	if !ok {
+		return inlineKeyboard{}, fmt.Errorf("telegram: question %q has no step", q.ActionID)
+	}
+	var rows [][]inlineButton
+	for i, label := range q.Buttons() {
+		data, err := buttons.Encode(approvalref.Ref{Action: approvalref.Answer, RunID: q.RunID, Step: step, Choice: i})
+		if err != nil {
+			return inlineKeyboard{}, err
+		}
+		rows = append(rows, []inlineButton{{Text: cutUTF16(label, 64), CallbackData: data}})
+	}
+	if q.Skippable() {
+		data, err := buttons.Encode(approvalref.Ref{Action: approvalref.Skip, RunID: q.RunID, Step: step})
+		if err != nil {
+			return inlineKeyboard{}, err
+		}
+		rows = append(rows, []inlineButton{{Text: "⏭️ Skip", CallbackData: data}})
+	}
+	return inlineKeyboard{InlineKeyboard: rows}, nil
 }
 
 // forceReply asks the approver's client to open a reply to the prompt.
@@ -280,34 +312,6 @@ func parseArgs(s string) (map[string]any, error) {
 		m[k] = strings.TrimSpace(v)
 	}
 	return m, nil
-}
-
-// refusalText is the short answer to a refused decision, for a callback
-// answer (≤ 200 characters) or a reply.
-func refusalText(de *core.DecisionError) string {
-	var s string
-	switch de.Code {
-	case core.DecisionNotApprover:
-		s = "⛔ You may not decide this approval."
-	case core.DecisionSelfApproval:
-		s = "⛔ You cannot approve your own request."
-	case core.DecisionAlreadyDecided:
-		s = "ℹ️ " + upperFirst(de.Message) + "."
-	case core.DecisionExpired:
-		s = "⌛ " + upperFirst(de.Message) + "."
-	case core.DecisionNotFound:
-		s = "❓ Unknown approval."
-	default:
-		s = "⚠️ " + upperFirst(de.Message)
-	}
-	return cutUTF16(s, 190)
-}
-
-func upperFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // fmtWait renders a retry_after for people.

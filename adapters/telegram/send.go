@@ -62,6 +62,27 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		var markup any
+		if m.Question != nil {
+			kb, err := questionKeyboard(a.buttons, m.Question)
+			if err != nil {
+				// The question still goes out, answered by a reply.
+				a.log.Error("question without buttons", "run", m.Question.RunID, "err", err)
+			} else if len(kb.InlineKeyboard) > 0 {
+				markup = kb
+			}
+		}
+		return a.deliver(a.sendMessage(ctx, k, m.Text, markup))
+	case core.KindQuestionUpdate:
+		// An answered question: its message shows the answer and loses
+		// its buttons, or, when it cannot be edited, the answer follows.
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			ref, err := a.editText(ctx, *m.Edit, m.Text)
+			var ae *APIError
+			if !errors.As(err, &ae) || !ae.editGone() {
+				return a.deliver(ref, err)
+			}
+		}
 		return a.deliver(a.sendMessage(ctx, k, m.Text, nil))
 	case core.KindCard:
 		if m.Card == nil {
@@ -85,10 +106,33 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("telegram: unknown message kind %q", m.Kind)}
 }
 
+var _ core.QuestionRenderer = (*Adapter)(nil)
+
+// RendersQuestions implements core.QuestionRenderer: a question's choices,
+// Yes/No and Skip are buttons; words are a reply.
+func (a *Adapter) RendersQuestions() bool { return true }
+
+// editText rewrites a sent message's text and removes its keyboard.
+func (a *Adapter) editText(ctx context.Context, ref core.MessageRef, text string) (core.MessageRef, error) {
+	chat, msg, err := parseMessageRef(ref.ID)
+	if err != nil {
+		return core.MessageRef{}, &core.PermanentError{Err: err}
+	}
+	err = a.api.call(ctx, "editMessageText", map[string]any{
+		"chat_id": chat, "message_id": msg, "text": text, "parse_mode": "HTML",
+		"disable_web_page_preview": true, "reply_markup": noKeyboard,
+	}, nil)
+	var ae *APIError
+	if err != nil && !(errors.As(err, &ae) && ae.notModified()) {
+		return core.MessageRef{}, err
+	}
+	return ref, nil
+}
+
 func (a *Adapter) sendCard(ctx context.Context, k threadKey, c core.Card) (core.MessageRef, error) {
 	var markup any
-	if c.Pending() {
-		kb, err := cardKeyboard(a.buttons, c.ApprovalID)
+	if c.Pending() || c.BatchPending() {
+		kb, err := cardKeyboard(a.buttons, c)
 		if err != nil {
 			// An id that cannot travel in callback_data: the card still
 			// goes out, decidable from the console it links to.
@@ -123,8 +167,8 @@ func (a *Adapter) editCard(ctx context.Context, ref core.MessageRef, c core.Card
 		return core.MessageRef{}, &core.PermanentError{Err: err}
 	}
 	markup := any(noKeyboard)
-	if c.Pending() {
-		kb, err := cardKeyboard(a.buttons, c.ApprovalID)
+	if c.Pending() || c.BatchPending() {
+		kb, err := cardKeyboard(a.buttons, c)
 		if err == nil {
 			markup = kb
 		}

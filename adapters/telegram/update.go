@@ -126,7 +126,12 @@ func parseThreadKey(s string) (threadKey, error) {
 }
 
 // keyOf addresses answers to m: same chat, same forum topic, replying to m.
+// A private chat is one conversation: its thread is the chat, and every
+// message continues it (docs/telegram.md, "Conversations").
 func keyOf(m *tgMessage) threadKey {
+	if m.Chat.Type == "private" {
+		return threadKey{Chat: m.Chat.ID}
+	}
 	k := threadKey{Chat: m.Chat.ID, Msg: m.MessageID}
 	// message_thread_id also appears on plain reply chains in ordinary
 	// groups, where sending it back fails: only a forum topic keeps it.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
@@ -24,29 +23,15 @@ const (
 // tests (and the conformance suite) can see what reached the thread.
 type recorder struct {
 	*Adapter
-	mu   sync.Mutex
-	msgs []adaptertest.Message
+	adaptertest.Log
 }
 
 func (r *recorder) Send(ctx context.Context, m core.Outbound) (core.MessageRef, error) {
 	ref, err := r.Adapter.Send(ctx, m)
-	if err != nil {
-		return ref, err
+	if err == nil {
+		r.Sent(m, ref)
 	}
-	msg := adaptertest.Message{Thread: m.Thread, ID: ref.ID, Text: m.Text}
-	if m.Edit != nil {
-		msg.EditOf = m.Edit.ID
-	}
-	r.mu.Lock()
-	r.msgs = append(r.msgs, msg)
-	r.mu.Unlock()
-	return ref, nil
-}
-
-func (r *recorder) Received() []adaptertest.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]adaptertest.Message(nil), r.msgs...)
+	return ref, err
 }
 
 var _ delivery.Platform = (*recorder)(nil)
@@ -69,10 +54,14 @@ func defaultHooks() []Hook {
 	}
 }
 
-func setup(t *testing.T, cfg Config) *env {
+func setup(t *testing.T, cfg Config) *env { return setupWith(t, cfg, adaptertest.HarnessOptions{}) }
+
+// setupWith is setup on a harness with o's options (a case's agents and
+// tools).
+func setupWith(t *testing.T, cfg Config, o adaptertest.HarnessOptions) *env {
 	t.Helper()
 	e := &env{}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{Platform: func(h *adaptertest.Harness) delivery.Platform {
+	o.Platform = func(h *adaptertest.Harness) delivery.Platform {
 		a, err := New(cfg, Deps{Sink: h.Engine})
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -80,7 +69,8 @@ func setup(t *testing.T, cfg Config) *env {
 		e.a = a
 		e.rec = &recorder{Adapter: a}
 		return e.rec
-	}})
+	}
+	e.h = adaptertest.NewHarness(t, o)
 	e.srv = httptest.NewServer(e.a.Handler())
 	t.Cleanup(e.srv.Close)
 	return e

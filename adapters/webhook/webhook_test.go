@@ -283,9 +283,13 @@ func TestSendRecordsOnlyWebhookThreads(t *testing.T) {
 
 func TestConformance(t *testing.T) {
 	adaptertest.RunConformance(t, adaptertest.Suite{
-		New: func(t *testing.T) (*adaptertest.Harness, adaptertest.Fake) {
-			e := setup(t, Config{Hooks: defaultHooks()})
+		New: func(t *testing.T, o adaptertest.HarnessOptions) (*adaptertest.Harness, adaptertest.Fake) {
+			e := setupWith(t, Config{Hooks: defaultHooks()}, o)
 			return e.h, e.rec
+		},
+		Lacks: map[adaptertest.Capability]string{
+			adaptertest.CapChat: "a webhook only sends requests: its runs' questions and approvals are answered " +
+				"in the console (or any chat channel), which the question and the card link to",
 		},
 		Thread:    core.Thread{Channel: Channel, Key: "ci/ci"},
 		Requester: "webhook:ci",

@@ -12,8 +12,10 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/mcp"
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -56,6 +58,14 @@ func tableProbes() []tableProbe {
 		{surface: rest, entry: "GET /api/v1/messages", column: "see thread", do: restCall("GET", pathOf("/api/v1/messages?thread=console:tbl-r1"), nil)},
 		{surface: rest, entry: "GET /api/v1/audit", column: "read audit", do: restCall("GET", pathOf("/api/v1/audit"), nil)},
 		{surface: rest, entry: "GET /api/v1/audit/verify", column: "read audit", do: restCall("GET", pathOf("/api/v1/audit/verify"), nil)},
+		// The history's order and kind pass the same gate.
+		{surface: rest, entry: "GET /api/v1/audit", column: "read audit", do: restCall("GET", pathOf("/api/v1/audit?order=newest&kind=approval.requested"), nil)},
+		// Short ids (core/shortid) answer as the whole id does: what a row
+		// may not see is no candidate, so its short form is not found.
+		{surface: rest, entry: "GET /api/v1/runs/{id}", column: "see run", do: restCall("GET", runPath(short(r1), ""), nil)},
+		{surface: rest, entry: "GET /api/v1/runs/{id}", column: "see session run", do: restCall("GET", runPath(short(turn), ""), nil)},
+		{surface: rest, entry: "GET /api/v1/approvals/{id}", column: "see approval", do: restCall("GET",
+			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + shortid.Of(w.a1) }, nil)},
 		{surface: rest, entry: "GET /api/v1/grants", column: "read grants", do: restCall("GET", pathOf("/api/v1/grants?status=all"), nil)},
 		{surface: rest, entry: "GET /api/v1/me", column: "self", do: restCall("GET", pathOf("/api/v1/me"), nil)},
 		{surface: rest, entry: "GET /api/v1/deliveries", column: "administer", do: restCall("GET", pathOf("/api/v1/deliveries"), nil)},
@@ -112,6 +122,10 @@ func tableProbes() []tableProbe {
 		{surface: console, entry: "GET /{$}", column: "list approvals", do: consolePage("GET", pathOf("/"), nil, a1)},
 		{surface: console, entry: "GET /chat", column: "see thread", do: consolePage("GET", pathOf("/chat?thread=tbl-r1"), nil, nil)},
 		{surface: console, entry: "GET /audit", column: "read audit", do: consolePage("GET", pathOf("/audit"), nil, nil)},
+		{surface: console, entry: "GET /audit/export", column: "read audit", do: consolePage("GET", pathOf("/audit/export?format=jsonl&kind=approval.requested"), nil, nil)},
+		{surface: console, entry: "GET /runs/{id}", column: "see run", do: consoleShort("/runs/", r1)},
+		{surface: console, entry: "GET /runs/{id}", column: "see session run", do: consoleShort("/runs/", turn)},
+		{surface: console, entry: "GET /approvals/{id}", column: "see approval", do: consoleShort("/approvals/", a1)},
 		{surface: console, entry: "GET /grants", column: "read grants", do: consolePage("GET", pathOf("/grants?status=all"), nil, nil)},
 		{surface: console, entry: "GET /deliveries", column: "administer", do: consolePage("GET", pathOf("/deliveries"), nil, nil)},
 		{surface: console, entry: "GET /schedules", column: "list schedules", do: consolePage("GET", pathOf("/schedules"), nil,
@@ -130,6 +144,10 @@ func tableProbes() []tableProbe {
 		// What changes something.
 		{surface: rest, entry: "POST /api/v1/approvals/{id}/decision", column: "decide", do: restCall("POST",
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/decision" }, func(*tableWorld) any { return badEdit() })},
+		// The TUI's label grants nothing: the same answers as without it.
+		{surface: rest, entry: "POST /api/v1/approvals/{id}/decision", column: "decide", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+			return restOutcome(w.restWith(t, "POST", "/api/v1/approvals/"+w.a1+"/decision", r.token, http.Header{api.ChannelHeader: {api.TUIChannel}}, badEdit()))
+		}},
 		{surface: agentAPI, entry: "POST /api/v1/agent/reply", column: "decide", do: restCall("POST", pathOf("/api/v1/agent/reply"),
 			func(w *tableWorld) any {
 				return map[string]any{"sessionId": w.s1, "requestId": w.a1, "decision": "allowOnce"}
@@ -154,6 +172,10 @@ func tableProbes() []tableProbe {
 			func(w *tableWorld) any {
 				return map[string]any{"action_id": w.question, "answer": json.RawMessage(badAnswer)}
 			})},
+		{surface: rest, entry: "POST /api/v1/runs/{id}/answer", column: "answer", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+			return restOutcome(w.restWith(t, "POST", "/api/v1/runs/"+w.q1+"/answer", r.token, http.Header{api.ChannelHeader: {api.TUIChannel}},
+				map[string]any{"action_id": w.question, "answer": json.RawMessage(badAnswer)}))
+		}},
 		{surface: ext, entry: "answer_ask", column: "answer", do: mcpCall(mcp.PathExternal, "answer_ask", answerArgs)},
 		{surface: internal, entry: "answer_ask", column: "answer", do: mcpCall(mcp.PathInternal, "answer_ask", answerArgs)},
 		{surface: ext, entry: "interact", column: "answer", do: mcpCall(mcp.PathExternal, "interact", questionArgs)},
@@ -246,6 +268,23 @@ func tableProbes() []tableProbe {
 		}},
 	}
 	return ps
+}
+
+// short is the short form of id(w) as people see it (core/shortid).
+func short(id func(*tableWorld) string) func(*tableWorld) string {
+	return func(w *tableWorld) string { return shortid.Of(id(w)) }
+}
+
+// consoleShort asks for the page of id(w) by its short form: one the row
+// may see redirects to the whole id's page; one it may not is not found.
+func consoleShort(prefix string, id func(*tableWorld) string) func(*testing.T, *tableWorld, tableRow, int) outcome {
+	return func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+		st, loc, _ := w.page(t, w.console(t, r), "GET", prefix+shortid.Of(id(w)), nil)
+		if st == http.StatusSeeOther && loc != prefix+id(w) && !strings.HasPrefix(loc, "/signin") {
+			t.Errorf("%s%s redirected to %s, want %s%s", prefix, shortid.Of(id(w)), loc, prefix, id(w))
+		}
+		return consoleOutcome(st, loc)
+	}
 }
 
 func noArgs(*tableWorld, *testing.T, tableRow) map[string]any { return map[string]any{} }

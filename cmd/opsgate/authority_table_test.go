@@ -525,12 +525,21 @@ func (w *tableWorld) cancelled(o outcome) outcome {
 // rest calls the API with a JSON body and decodes the JSON answer.
 func (w *tableWorld) rest(t *testing.T, method, path, token string, body any) (int, map[string]any) {
 	t.Helper()
+	return w.restWith(t, method, path, token, nil, body)
+}
+
+// restWith is rest with headers added.
+func (w *tableWorld) restWith(t *testing.T, method, path, token string, hdr http.Header, body any) (int, map[string]any) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
 	req, _ := http.NewRequest(method, w.srv.URL+path, rd)
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

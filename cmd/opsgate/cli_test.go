@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/csv"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // TestHelpOnEverySubcommand: --help (and -h, and `opsgate help CMD`) on
@@ -18,7 +22,8 @@ func TestHelpOnEverySubcommand(t *testing.T) {
 		{[]string{"migrate", "--help"}, []string{"usage: opsgate migrate", "-config"}, nil},
 		{[]string{"config", "--help"}, []string{"usage: opsgate config check"}, nil},
 		{[]string{"config", "check", "--help"}, []string{"usage: opsgate config check", "-config", "not\nexecutable"}, nil},
-		{[]string{"audit", "--help"}, []string{"usage: opsgate audit verify"}, nil},
+		{[]string{"audit", "--help"}, []string{"usage: opsgate audit <subcommand>", "list", "export", "verify"}, nil},
+		{[]string{"audit", "export", "--help"}, []string{"usage: opsgate audit export [flags]", "-format", "-after", "-kind"}, nil},
 		{[]string{"audit", "verify", "-h"}, []string{"usage: opsgate audit verify", "-config"}, nil},
 		{[]string{"approvals", "--help"}, []string{"usage: opsgate approvals <subcommand>", "list", "show ID", "approve ID", "reject ID", "edit ID"}, nil},
 		{[]string{"approvals", "help"}, []string{"subcommands:"}, nil},
@@ -123,8 +128,26 @@ func TestShortIDs(t *testing.T) {
 		t.Fatalf("an ambiguous approve changed run 1: %s", st.Status)
 	}
 	_, errOut, code = e.cli("approvals", "show", "ffffffff")
-	if code != exitFail || !strings.Contains(errOut, `no approval id starts with "ffffffff"`) {
+	if code != exitFail || !strings.Contains(errOut, `no approval id matches "ffffffff"`) {
 		t.Fatalf("no match: exit %d, stderr %q", code, errOut)
+	}
+	// The short ids the list shows (a prefix of each id's random part)
+	// are what every command takes.
+	list := e.mustCLI("approvals", "list")
+	s1 := shortid.Shortest(a1, a2)[a1]
+	if !strings.Contains(list, s1+" ") || strings.Contains(list, a1) {
+		t.Fatalf("approvals list does not show %s as %s:\n%s", a1, s1, list)
+	}
+	if out := e.mustCLI("approvals", "show", s1); !strings.Contains(out, a1) {
+		t.Fatalf("show %s: %s", s1, out)
+	}
+	if out := e.mustCLI("approvals", "list", "-o", "wide"); !strings.Contains(out, a1) || !strings.Contains(out, "APPROVERS") {
+		t.Fatalf("-o wide: %s", out)
+	}
+	// A run's short id where an approval's is meant says what it is.
+	_, errOut, code = e.cli("approvals", "show", shortid.Of(r1.ID))
+	if code != exitFail || !strings.Contains(errOut, "names no approval; it is run "+r1.ID) {
+		t.Fatalf("a run's id: exit %d, stderr %q", code, errOut)
 	}
 	out = e.mustCLI("approvals", "approve", a2[:i+1])
 	if !strings.Contains(out, a2) || !strings.Contains(out, "approved") {
@@ -165,5 +188,61 @@ func TestCLIWorksWithoutTheServersSecrets(t *testing.T) {
 	out, _, code := e.cli("config", "check")
 	if code != exitFail || !strings.Contains(out, "CI_WEBHOOK_SECRET is not set") {
 		t.Fatalf("config check without the secret: exit %d\n%s", code, out)
+	}
+}
+
+// TestAuditListAndExport: `opsgate audit list` prints the newest entries
+// as sentences (-o wide adds columns, -o json the API's entries) and
+// `opsgate audit export` writes the whole log as CSV or JSON Lines.
+func TestAuditListAndExport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	deployConfig(e, "")
+	e.start()
+	r := e.message("audit-1", "deploy api 1.2.3")
+	id := pendingApproval(t, e, r.ID)
+	e.mustCLI("approvals", "reject", shortid.Of(id), "--reason", "roll back up to left")
+	sentence := "console:admin (api) rejected deploy env=staging service=api version=1.2.3: roll back up to left"
+
+	out := e.mustCLI("audit", "list")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if !strings.HasPrefix(lines[0], "SEQ") || !strings.Contains(lines[1], sentence) {
+		t.Fatalf("audit list (newest first):\n%s", out)
+	}
+	if !strings.Contains(out, "console:admin asked to run deploy env=staging service=api version=1.2.3; group:sre to decide") {
+		t.Fatalf("audit list lacks the request:\n%s", out)
+	}
+	if wide := e.mustCLI("audit", "list", "-o", "wide", "--kind", "approval.decided"); !strings.Contains(wide, "approval.decided") ||
+		!strings.Contains(wide, id) || strings.Contains(wide, "approval.requested") {
+		t.Fatalf("audit list -o wide --kind:\n%s", wide)
+	}
+	var page struct {
+		Items []struct{ Seq int64 } `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(e.mustCLI("audit", "list", "-o", "json")), &page); err != nil || len(page.Items) < 2 {
+		t.Fatalf("audit list -o json: %v %+v", err, page)
+	}
+
+	csvOut := e.mustCLI("audit", "export", "--format", "csv")
+	rows, err := csv.NewReader(strings.NewReader(csvOut)).ReadAll()
+	if err != nil || len(rows) < 3 || rows[0][7] != "sentence" {
+		t.Fatalf("export csv: %v\n%s", err, csvOut)
+	}
+	found := false
+	for _, row := range rows[1:] {
+		found = found || row[7] == sentence
+	}
+	if !found {
+		t.Fatalf("export csv lacks the decision:\n%s", csvOut)
+	}
+	jl := e.mustCLI("audit", "export", "--format", "jsonl", "--after", "1")
+	for _, l := range strings.Split(strings.TrimSpace(jl), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["seq"].(float64) <= 1 || m["sentence"] == "" {
+			t.Fatalf("export jsonl line %q: %v", l, err)
+		}
+	}
+	if _, _, code := e.cli("audit", "export", "--format", "xlsx"); code != exitUsage {
+		t.Fatalf("--format xlsx: exit %d", code)
 	}
 }

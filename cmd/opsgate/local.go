@@ -35,6 +35,22 @@ func loadConfig(flagPath string, w io.Writer) (string, *config.Config, error) {
 	return path, cfg, nil
 }
 
+// warningLine prints a configuration warning as config check does:
+// "file:line: path: warning: message".
+func warningLine(file string, w config.Problem) string {
+	var b strings.Builder
+	b.WriteString(file)
+	if w.Line > 0 {
+		fmt.Fprintf(&b, ":%d", w.Line)
+	}
+	b.WriteString(": ")
+	if w.Path != "" {
+		b.WriteString(w.Path + ": ")
+	}
+	b.WriteString("warning: " + w.Message)
+	return b.String()
+}
+
 // describeSource names where the configuration came from, for logs and
 // messages.
 func describeSource(path string) string {
@@ -93,6 +109,9 @@ func cmdConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, warningLine(describeSource(path), w))
+	}
 	fmt.Fprintf(stdout, "%s: OK (store %s, %d tools, %d flows, %d policy rules)\n",
 		describeSource(path), cfg.Store.Driver, len(cfg.Tools), len(cfg.Flows), len(cfg.Policy.Rules))
 	if n := len(cfg.MCPServers); n > 0 {
@@ -130,22 +149,17 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// cmdAuditVerify is `opsgate audit verify`: it reads the store directly,
+// unlike audit list and export (audit.go), which ask the server.
+func cmdAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	const usage = "audit verify [--config FILE] [--expect SEQ:HASH]"
-	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprint(stdout, "usage: opsgate "+usage+"\n\nsubcommands:\n  verify   walk the audit chain in the store; print the first altered entry and the head\n")
-		return nil
-	}
-	if len(args) == 0 || args[0] != "verify" {
-		return usagef("usage: opsgate %s", usage)
-	}
 	fs := newFlags("audit verify", usage, "Opens the store directly (the server may be down), walks the whole audit chain (keyed with\n"+
 		"audit.key_file) and prints the first entry that does not link to the one before, and the chain's\n"+
 		"head; exit status 1 if the chain is altered, or if --expect names an entry that is gone or changed.",
 		stdout, stderr)
 	cfgPath := fs.String("config", "", "config file naming the store and audit.key_file")
 	expectFlag := fs.String("expect", "", "a head recorded earlier, SEQ:HASH: fail unless that entry is still in the chain, unchanged")
-	pos, err := fs.parse(args[1:])
+	pos, err := fs.parse(args)
 	if err != nil {
 		return err
 	}

@@ -65,25 +65,28 @@ Usage:
                   [--debug-listen 127.0.0.1:PORT]   (Go profiler, loopback only)
   opsgate migrate [--config FILE]
   opsgate config check [--config FILE]
-  opsgate approvals list [--status S] [--limit N] [--json]
+  opsgate approvals list [--status S] [--limit N] [-o table|wide|json|yaml]
   opsgate approvals show ID [--json]
   opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
   opsgate approvals watch [--new] [--count N] [--json]   (one line per new approval)
   opsgate approvals wait ID [--timeout D] [--json]        (exit 0 approved, 1 rejected, 3 expired, 4 cancelled)
-  opsgate runs list [--status S] [--limit N] [--json]
+  opsgate runs list [--status S] [--limit N] [-o table|wide|json|yaml]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
   opsgate schedules list [--json]
   opsgate schedules run|pause|resume NAME     (scope admin; audited)
-  opsgate grants list [--all] [--json]
+  opsgate grants list [--all] [-o table|wide|json|yaml]
   opsgate grants revoke ID
-  opsgate audit verify [--config FILE] [--expect SEQ:HASH]
+  opsgate audit list [--limit N] [--actor A] [--tool T] [--run ID] [--kind K]   (newest first, in words)
+  opsgate audit export [--format csv|jsonl] [--after SEQ] [filters]
+  opsgate audit verify [--config FILE] [--expect SEQ:HASH]   (reads the store itself)
   opsgate tui [--plain]                       (the approvals queue in the terminal)
   opsgate chat [--thread T]                   (a local channel thread: ask and decide in place)
   opsgate healthcheck [--server URL] [--config FILE]
   opsgate mcp tools [--config FILE] [--json]   (what each upstream MCP server offers)
+  opsgate completion bash|zsh|fish            (shell completion; see docs/terminal.md)
   opsgate version
 
 Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --help.
@@ -91,12 +94,16 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals, runs, schedules, grants, tui and chat subcommands call a running server's HTTP API:
+The approvals, runs, schedules, grants, audit list|export, tui and chat subcommands call a
+running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
-They read only server.listen and server.data_dir of the config. An ID may be
-shortened to any prefix that is unique, as with git: opsgate approvals show 0199c3a4.
+They read only server.listen and server.data_dir of the config. --config, --server,
+--token, -o/--output and --json may also come before the command
+(opsgate --server URL approvals list). Lists print short ids; any command takes one, or a
+prefix of the whole id, or the whole id: opsgate approvals show 3f9a2c1. -o wide shows
+whole ids and more columns, -o json or yaml the API's answer.
 
 Exit status: 0 success, 1 failure, 2 bad usage.
 `
@@ -121,12 +128,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usageText)
 		return exitUsage
 	}
+	args, err := hoistGlobals(args)
+	if err != nil {
+		return report(err, stderr)
+	}
 	cmd, rest := args[0], args[1:]
 	if cmd == "help" && len(rest) > 0 {
 		// `opsgate help approvals list` is `opsgate approvals list --help`.
 		cmd, rest = rest[0], append(rest[1:], "--help")
 	}
-	var err error
 	switch cmd {
 	case "serve":
 		err = cmdServe(ctx, rest, stdout, stderr)
@@ -154,6 +164,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdChat(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		err = cmdVersion(rest, stdout, stderr)
+	case "completion":
+		err = cmdCompletion(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usageText)
 	default:

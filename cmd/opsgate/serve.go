@@ -67,6 +67,9 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: "+w.Message, "config", describeSource(path), "path", w.Path, "line", w.Line)
+	}
 	log.Info("configuration loaded", "config", describeSource(path), "store", cfg.Store.Driver,
 		"tools", len(cfg.Tools), "flows", len(cfg.Flows), "mcp_servers", len(cfg.MCPServers))
 	if *debugListen != "" {

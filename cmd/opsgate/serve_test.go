@@ -16,6 +16,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
@@ -93,7 +94,7 @@ func pendingApproval(t *testing.T, e *env, runID string) string {
 		return r.Status == "waiting_approval" && len(r.Steps) > 0 && r.Steps[0].ApprovalID != ""
 	})
 	id := r.Steps[0].ApprovalID
-	if out := e.mustCLI("approvals", "list"); !strings.Contains(out, id) || !strings.Contains(out, "pending") {
+	if out := e.mustCLI("approvals", "list"); !strings.Contains(out, shortid.Of(id)) || !strings.Contains(out, "pending") {
 		t.Fatalf("approvals list does not show pending %s:\n%s", id, out)
 	}
 	return id
@@ -162,7 +163,7 @@ func TestDeployApproveViaCLI(t *testing.T) {
 		}
 		// Unknown ids are a clear 404, exit 1.
 		_, errOut, code = e.cli("runs", "show", "no-such-run")
-		if code != 1 || !strings.Contains(errOut, `no run id starts with "no-such-run"`) {
+		if code != 1 || !strings.Contains(errOut, `no run id matches "no-such-run"`) {
 			t.Errorf("unknown run: exit %d, stderr %q", code, errOut)
 		}
 		e.stop()

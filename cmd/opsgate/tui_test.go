@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // tmuxPane is one tmux server of the test's own (-L socket), running one
@@ -86,8 +88,10 @@ func (p *tmuxPane) waitFor(subs ...string) string {
 }
 
 // TestTUIUnderTmux: a real server and the real binary in an 80×24 tmux
-// pane. A pending deploy shows up in the queue live, one key press
-// approves it, the run succeeds, and the runs view shows it.
+// pane. A pending deploy shows up in the queue live; "a" asks and only
+// Enter approves it (one key never decides), recorded with channel tui;
+// the run succeeds and the runs view shows it; a reject reason typed in
+// one chunk keeps every word ("up", "left").
 // OPSGATE_UPDATE_SCREENSHOTS=1 writes the captures to artifacts/terminal/.
 func TestTUIUnderTmux(t *testing.T) {
 	t.Parallel()
@@ -112,9 +116,14 @@ func TestTUIUnderTmux(t *testing.T) {
 	p.keys("Escape")
 	p.waitFor("APPROVAL " + approvalID)
 
-	// One key press approves it.
+	// One key never decides: "a" asks, Enter approves.
 	p.keys("a")
-	p.waitFor("approved "+approvalID[:8]+" ✓", "WAITING FOR A HUMAN (0)")
+	captures["tui-confirm.txt"] = p.waitFor("approve deploy env=staging service=api version=1.2.3 (high_impact)?", "enter approves · esc cancels")
+	if r := e.run(runID); r.Status != "waiting_approval" {
+		t.Fatalf("one key moved the run to %s", r.Status)
+	}
+	p.keys("Enter")
+	p.waitFor("approved "+shortid.Of(approvalID), "WAITING FOR A HUMAN (0)")
 	r := e.waitStatus(runID, "succeeded")
 	if !strings.Contains(r.Steps[0].Output, "deployed api 1.2.3 to staging") {
 		t.Fatalf("run output %q", r.Steps[0].Output)
@@ -127,14 +136,14 @@ func TestTUIUnderTmux(t *testing.T) {
 		} `json:"decisions"`
 	}
 	e.api("GET", "/api/v1/approvals/"+approvalID, nil, &ap)
-	if len(ap.Decisions) != 1 || ap.Decisions[0].Actor != "console:admin" || ap.Decisions[0].Channel != "api" || ap.Decisions[0].Action != "approve" {
+	if len(ap.Decisions) != 1 || ap.Decisions[0].Actor != "console:admin" || ap.Decisions[0].Channel != "tui" || ap.Decisions[0].Action != "approve" {
 		t.Fatalf("decisions %+v", ap.Decisions)
 	}
 
 	p.keys("Tab")
-	captures["tui-runs.txt"] = p.waitFor("[2 Runs]", runID[:8]+" succeeded")
+	captures["tui-runs.txt"] = p.waitFor("[2 Runs]", shortid.Of(runID), "succeeded")
 	p.keys("Enter")
-	captures["tui-run.txt"] = p.waitFor("RUN "+runID, "deployed api 1.2.3 to staging", "timeline", "permission.decided")
+	captures["tui-run.txt"] = p.waitFor("RUN "+runID, "deployed api 1.2.3 to staging", "timeline", "approved by console:admin", "time: ")
 
 	// Reject with a reason, from the queue.
 	p.keys("Tab")
@@ -142,8 +151,16 @@ func TestTUIUnderTmux(t *testing.T) {
 	p.waitFor("version=1.2.4")
 	p.keys("r")
 	captures["tui-reject.txt"] = p.waitFor("REJECT deploy", "reason:")
-	p.keys("not during the freeze", "Enter")
-	p.waitFor("rejected " + second[:8] + " ✓")
+	// tmux send-keys writes the text in one chunk, as a fast paste does.
+	p.keys("roll back up to left", "Enter")
+	p.waitFor("rejected " + shortid.Of(second))
+	var rj struct {
+		Decisions []struct{ Channel, Action, Reason string } `json:"decisions"`
+	}
+	e.api("GET", "/api/v1/approvals/"+second, nil, &rj)
+	if len(rj.Decisions) != 1 || rj.Decisions[0].Reason != "roll back up to left" || rj.Decisions[0].Channel != "tui" {
+		t.Fatalf("reject decisions %+v", rj.Decisions)
+	}
 
 	p.keys("q")
 	p.waitFor("TUI-EXITED 0")
@@ -169,4 +186,43 @@ func TestTUIUnderTmux(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestChatUnderTmux: `opsgate chat` on a terminal (a tmux pane) sends
+// text that arrives in one chunk exactly as typed: "what is up" keeps
+// its "up" (it was sent as "what is").
+func TestChatUnderTmux(t *testing.T) {
+	tmux := needTmux(t)
+	e := newEnv(t)
+	termConfig(e, "1h")
+	e.start()
+	p := e.startTmux(tmux, "chat", "--thread", "tmux-1", "--config", e.cfgPath)
+	p.waitFor("opsgate chat in local:tmux-1")
+	for _, text := range []string{"what is up", "roll back up to left"} {
+		p.keys(text, "Enter")
+		p.waitFor("you › " + text)
+	}
+	var msgs struct {
+		Items []struct{ Direction, Text string } `json:"items"`
+	}
+	deadline := time.Now().Add(waitBound)
+	for {
+		e.api("GET", "/api/v1/messages?thread=local:tmux-1", nil, &msgs)
+		var in []string
+		for _, m := range msgs.Items {
+			if m.Direction == "in" {
+				in = append(in, m.Text)
+			}
+		}
+		got := strings.Join(in, "|")
+		if strings.Contains(got, "what is up") && strings.Contains(got, "roll back up to left") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the thread's messages are %q, want \"what is up\" and \"roll back up to left\"", in)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.keys("C-d")
+	p.waitFor("TUI-EXITED 0")
 }

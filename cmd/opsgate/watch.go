@@ -95,11 +95,14 @@ connection is retried; no approval is printed twice.`,
 				if *count < 0 {
 					return usagef("--count %d: want 0 or more", *count)
 				}
+				if a.format() == outputYAML {
+					return usagef("approvals watch prints lines or JSON (-o json), not yaml")
+				}
 				c, err := a.terminal()
 				if err != nil {
 					return err
 				}
-				return watchApprovals(ctx, c, a.stdout, a.stderr, *onlyNew, *count, *a.asJSON)
+				return watchApprovals(ctx, c, a.stdout, a.stderr, *onlyNew, *count, a.format() == outputJSON)
 			}
 		}}
 }
@@ -188,6 +191,9 @@ A lost connection is retried until --timeout.` + fmt.Sprintf(idNote, "approvals"
 				if *timeout < 0 {
 					return usagef("--timeout %s: want 0 or more", *timeout)
 				}
+				if a.format() == outputYAML {
+					return usagef("approvals wait prints a line or JSON (-o json), not yaml")
+				}
 				id, err := a.resolveID(ctx, "approval", pos[0])
 				if err != nil {
 					return &exitError{code: waitUnknown, msg: err.Error()}
@@ -201,7 +207,7 @@ A lost connection is retried until --timeout.` + fmt.Sprintf(idNote, "approvals"
 					ctx, cancel = context.WithTimeout(ctx, *timeout)
 					defer cancel()
 				}
-				return waitApproval(ctx, c, id, a.stdout, a.stderr, *a.asJSON, *timeout)
+				return waitApproval(ctx, c, id, a.stdout, a.stderr, a.format() == outputJSON, *timeout)
 			}
 		}}
 }

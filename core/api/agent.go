@@ -677,7 +677,7 @@ func (ag *agentServer) reply(w http.ResponseWriter, r *http.Request) {
 	d := core.Decision{ApprovalID: requestID, Action: approvals.Action(action), Reason: b.Reason, Scope: approvals.ScopeCall}
 	actor := actorFrom(ctx)
 	// A token that may decide nothing is told so whatever it names.
-	if ag.s.refuseUndecided(w, r, d) {
+	if ag.s.refuseUndecided(w, r, DecisionChannel, d) {
 		return
 	}
 	a, err := ag.s.o.Store.ApprovalGet(ctx, requestID)

@@ -47,7 +47,8 @@
 //	GET  /api/v1/events                   ?kinds=approvals,runs: Server-Sent Events of the queue,
 //	                                      snapshot first, then changes (see changes)
 //	GET  /api/v1/me                       → {"actor","name","scopes"} of the token
-//	GET  /api/v1/audit                    ?after=|cursor=&limit=&actor=&tool=&run_id=&approval_id=
+//	GET  /api/v1/audit                    ?after=|cursor=&limit=&actor=&tool=&run_id=&approval_id=&kind=&order=oldest|newest
+//	                                      (newest: newest first, the cursor is the entry to go back from)
 //	GET  /api/v1/audit/verify             → {"ok","first_bad_seq","problem","head_seq","head_hash"}
 //	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=
 //	POST /api/v1/deliveries/{id}/requeue  → {"id","status":"pending"}; 409 not_dead

@@ -252,6 +252,31 @@ func TestRealApproveFlowWithEventStream(t *testing.T) {
 	if n := len(r.body["items"].([]any)); n < 4 { // requested, 3 refusals, decided...
 		t.Fatalf("%d audit entries for the run: %s", n, r.raw)
 	}
+	// Newest first (the CLI's audit list, the TUI's history), a kind filter.
+	seqs := func(r resp) []float64 {
+		var out []float64
+		for _, it := range r.body["items"].([]any) {
+			out = append(out, it.(map[string]any)["seq"].(float64))
+		}
+		return out
+	}
+	r = b.do(t, "GET", "/api/v1/audit?order=newest&limit=2&run_id="+runID, reqToken, nil)
+	want(t, r, 200, "")
+	newest := seqs(r)
+	if len(newest) != 2 || newest[0] <= newest[1] || r.body["next_cursor"] != fmt.Sprint(newest[1]) {
+		t.Fatalf("newest first: %s", r.raw)
+	}
+	r = b.do(t, "GET", "/api/v1/audit?order=newest&limit=2&run_id="+runID+"&cursor="+fmt.Sprint(newest[1]), reqToken, nil)
+	if older := seqs(r); len(older) == 0 || older[0] >= newest[1] {
+		t.Fatalf("the next page: %s", r.raw)
+	}
+	r = b.do(t, "GET", "/api/v1/audit?kind=approval.requested&run_id="+runID, reqToken, nil)
+	for _, it := range r.body["items"].([]any) {
+		if k := it.(map[string]any)["kind"]; k != "approval.requested" {
+			t.Fatalf("kind filter let through %v", k)
+		}
+	}
+	want(t, b.do(t, "GET", "/api/v1/audit?order=sideways", reqToken, nil), 422, "invalid")
 	r = b.do(t, "GET", "/api/v1/audit/verify", reqToken, nil)
 	if r.status != 200 || r.body["ok"] != true {
 		t.Fatalf("verify %s", r.raw)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // memStore is an in-memory Store for the HTTP mapping tests. Lists page by
@@ -117,7 +118,7 @@ func (m *memStore) RunList(_ context.Context, p core.RunListParams) ([]*core.Run
 	for i := len(m.runs) - 1; i >= 0; i-- {
 		r := m.runs[i]
 		if (p.Status == "" || r.Status == p.Status) && (p.Thread == "" || r.Thread.String() == p.Thread) &&
-			strings.HasPrefix(r.ID, p.IDPrefix) {
+			(p.IDPrefix == "" || shortid.Matches(r.ID, p.IDPrefix)) {
 			out = append(out, clone(r))
 		}
 	}
@@ -154,7 +155,7 @@ func (m *memStore) ApprovalList(_ context.Context, p approvals.ApprovalListParam
 	for i := len(m.approvals) - 1; i >= 0; i-- {
 		a := m.approvals[i]
 		if (p.Status == "" || a.Status == p.Status) && (p.RunID == "" || a.RunID == p.RunID) &&
-			strings.HasPrefix(a.ID, p.IDPrefix) {
+			(p.IDPrefix == "" || shortid.Matches(a.ID, p.IDPrefix)) {
 			out = append(out, a.Clone())
 		}
 	}

@@ -290,7 +290,12 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := qa.Answer(r.Context(), actorFrom(r.Context()), DecisionChannel, id, b.ActionID, b.Answer); err != nil {
+	ch, err := requestChannel(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := qa.Answer(r.Context(), actorFrom(r.Context()), ch, id, b.ActionID, b.Answer); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -534,12 +539,17 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
-	actor := actorFrom(r.Context())
-	if s.refuseUndecided(w, r, d) {
+	ch, err := requestChannel(r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	a, err := s.o.Engine.Decide(r.Context(), actor, DecisionChannel, d)
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
+	actor := actorFrom(r.Context())
+	if s.refuseUndecided(w, r, ch, d) {
+		return
+	}
+	a, err := s.o.Engine.Decide(r.Context(), actor, ch, d)
 	if err != nil {
 		if _, refused := core.Refusal(err); refused {
 			s.fail(w, r, err)
@@ -560,16 +570,17 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 
 // refuseUndecided answers a decision by a token that may decide nothing
 // at all (an agent, no scope decide: authority's human_confirmation_required)
-// and reports whether it did. The attempt still goes through the engine,
+// and reports whether it did; ch is the channel the attempt is recorded
+// with (requestChannel). The attempt still goes through the engine,
 // marked unverified, so it is audited like every other refused decision.
-func (s *server) refuseUndecided(w http.ResponseWriter, r *http.Request, d core.Decision) bool {
+func (s *server) refuseUndecided(w http.ResponseWriter, r *http.Request, ch string, d core.Decision) bool {
 	ctx := r.Context()
 	if _, err := s.auth.Approval(ctx, authFrom(ctx), authority.Decide, d.ApprovalID); !authority.HumanRequired(err) {
 		return false
 	}
 	actor := actorFrom(ctx)
 	d.Unverified = fmt.Sprintf("api: token %q has no scope decide (agents and tokens without decide never decide)", actor.Name)
-	if _, err := s.o.Engine.Decide(ctx, actor, DecisionChannel, d); err != nil && !isRefusal(err) && !isNotFound(err) {
+	if _, err := s.o.Engine.Decide(ctx, actor, ch, d); err != nil && !isRefusal(err) && !isNotFound(err) {
 		s.fail(w, r, fmt.Errorf("api: decide %s: %w", d.ApprovalID, err))
 		return true
 	}
@@ -657,7 +668,17 @@ func (s *server) listAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := approvals.AuditListParams{After: after, Limit: limit, Actor: q.Get("actor"), Tool: q.Get("tool"),
-		RunID: q.Get("run_id"), ApprovalID: q.Get("approval_id")}
+		RunID: q.Get("run_id"), ApprovalID: q.Get("approval_id"), Kind: q.Get("kind")}
+	switch q.Get("order") {
+	case "", "oldest":
+	case "newest":
+		// Newest first (the CLI's audit list, the TUI's history): the
+		// cursor is then the entry to go back from.
+		p.Newest, p.Before, p.After = true, after, 0
+	default:
+		s.fail(w, r, invalid("order", "order must be oldest or newest, got %q", q.Get("order")))
+		return
+	}
 	entries, err := s.o.Store.AuditList(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("api: list audit: %w", err))

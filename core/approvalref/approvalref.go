@@ -1,6 +1,8 @@
 // Package approvalref packs a decision on an approval — which approval, and
-// approve, reject or edit — into a short signed string that a chat button
-// (or a prompt's text) can carry and hand back on a click.
+// approve, reject, edit or approve all of its batch — or an answer to an
+// agent's question — which run's question, and which choice, a skip or a
+// form to open — into a short signed string that a chat button (or a
+// prompt's text) can carry and hand back on a click.
 //
 // Platforms cap what a button may carry (64 bytes on one, 100 characters on
 // another) and hand it back verbatim from an untrusted client, so the string
@@ -20,6 +22,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -36,11 +39,26 @@ const (
 	Approve Action = 'a'
 	Reject  Action = 'r'
 	Edit    Action = 'e'
+	// ApproveAll approves every pending call of the batch the approval
+	// leads (core.ActionApproveAll).
+	ApproveAll Action = 'A'
+)
+
+// The actions a question offers: their Ref names a run's question (RunID,
+// Step) instead of an approval.
+const (
+	// Answer answers with the question's Choice (for a confirm 0 is yes,
+	// 1 is no).
+	Answer Action = 'q'
+	// Skip skips an optional question.
+	Skip Action = 'k'
+	// Form opens a form to answer the question in words.
+	Form Action = 'f'
 )
 
 // Decision returns the action as core.Decision.Action spells it
 // (approvals.ActionApprove, …), so adapters hand it to the engine
-// unchanged; "" for an unknown byte.
+// unchanged; "" for an unknown byte or a question's action.
 func (a Action) Decision() approvals.Action {
 	switch a {
 	case Approve:
@@ -49,6 +67,8 @@ func (a Action) Decision() approvals.Action {
 		return approvals.ActionReject
 	case Edit:
 		return approvals.ActionEdit
+	case ApproveAll:
+		return "approve_all" // core.ActionApproveAll, which this package cannot import
 	}
 	return ""
 }
@@ -58,16 +78,35 @@ func (a Action) String() string {
 	if d := a.Decision(); d != "" {
 		return string(d)
 	}
+	switch a {
+	case Answer:
+		return "answer"
+	case Skip:
+		return "skip"
+	case Form:
+		return "form"
+	}
 	return fmt.Sprintf("Action(%q)", byte(a))
 }
 
-func (a Action) valid() bool { return a == Approve || a == Reject || a == Edit }
+// Question reports whether the action answers a question.
+func (a Action) Question() bool { return a == Answer || a == Skip || a == Form }
+
+func (a Action) valid() bool { return a.Decision() != "" || a.Question() }
 
 // Ref is what a payload says. Nothing else is trusted from the client.
 type Ref struct {
 	Action     Action
 	ApprovalID string
+	// RunID, Step and Choice name a question's answer (Action Answer,
+	// Skip or Form): the question of the run's step Step, and the choice
+	// (Answer only). ApprovalID is then empty.
+	RunID        string
+	Step, Choice int
 }
+
+// maxNumber bounds a question's step and choice in a payload.
+const maxNumber = 9999
 
 // ErrMalformed is a payload that is not in this format at all: another
 // app's button, a truncated or re-spelled string.
@@ -177,16 +216,23 @@ func (c *Codec) Encode(r Ref) (string, error) {
 	if !r.Action.valid() {
 		return "", fmt.Errorf("approvalref: encode: unknown action %q", byte(r.Action))
 	}
+	id, nums := r.ApprovalID, ""
+	if r.Action.Question() {
+		if r.Step < 0 || r.Step > maxNumber || r.Choice < 0 || r.Choice > maxNumber {
+			return "", fmt.Errorf("approvalref: encode: step %d or choice %d out of range", r.Step, r.Choice)
+		}
+		id, nums = r.RunID, strconv.Itoa(r.Step)+"-"+strconv.Itoa(r.Choice)
+	}
 	var ref string
-	if u, err := uuid.Parse(r.ApprovalID); err == nil && u.String() == r.ApprovalID {
+	if u, err := uuid.Parse(id); err == nil && u.String() == id {
 		ref = "u" + b64.EncodeToString(u[:])
 	} else {
-		if !safeID(r.ApprovalID) {
-			return "", fmt.Errorf("approvalref: encode: approval id %q cannot travel in a payload", r.ApprovalID)
+		if !safeID(id) {
+			return "", fmt.Errorf("approvalref: encode: id %q cannot travel in a payload", id)
 		}
-		ref = "s" + r.ApprovalID
+		ref = "s" + id
 	}
-	body := string(r.Action) + ref
+	body := string(r.Action) + nums + ref
 	out := c.prefix + body + "." + b64.EncodeToString(c.sign(body))
 	if len(out) > c.max {
 		return "", fmt.Errorf("approvalref: encode: approval id %q too long (%d > %d bytes)", r.ApprovalID, len(out), c.max)
@@ -218,25 +264,62 @@ func (c *Codec) Decode(s string) (Ref, error) {
 		return Ref{}, ErrMalformed
 	}
 	ref := body[1:]
+	if r.Action.Question() {
+		var ok bool
+		if r.Step, r.Choice, ref, ok = numbers(ref); !ok {
+			return Ref{}, ErrMalformed
+		}
+	}
+	var id string
 	switch ref[0] {
 	case 'u':
 		raw, err := b64.DecodeString(ref[1:])
 		if err != nil || len(raw) != 16 {
 			return Ref{}, ErrMalformed
 		}
-		r.ApprovalID = uuid.UUID(raw).String()
+		id = uuid.UUID(raw).String()
 	case 's':
 		if !safeID(ref[1:]) {
 			return Ref{}, ErrMalformed
 		}
-		r.ApprovalID = ref[1:]
+		id = ref[1:]
 	default:
 		return Ref{}, ErrMalformed
+	}
+	if r.Action.Question() {
+		r.RunID = id
+	} else {
+		r.ApprovalID = id
 	}
 	if !hmac.Equal(got, c.sign(body)) {
 		return Ref{}, ErrForged
 	}
 	return r, nil
+}
+
+// numbers reads a question's "<step>-<choice>" before its id reference
+// (which starts with a letter), in the one spelling Encode writes.
+func numbers(s string) (step, choice int, rest string, ok bool) {
+	read := func(s string) (int, string, bool) {
+		i := 0
+		for i < len(s) && i < 5 && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == 0 || (i > 1 && s[0] == '0') {
+			return 0, s, false
+		}
+		n, err := strconv.Atoi(s[:i])
+		return n, s[i:], err == nil && n <= maxNumber
+	}
+	step, s, ok = read(s)
+	if !ok || len(s) < 2 || s[0] != '-' {
+		return 0, 0, "", false
+	}
+	choice, s, ok = read(s[1:])
+	if !ok || len(s) < 2 {
+		return 0, 0, "", false
+	}
+	return step, choice, s, true
 }
 
 // sign tags body under the codec's key, bound to its prefix so a payload

@@ -227,3 +227,40 @@ func TestDeriveKeyIsStable(t *testing.T) {
 		t.Error("different secrets derive the same key")
 	}
 }
+
+// A question's answer travels like a decision: its run, step and choice,
+// signed, in the tightest format; any other spelling of the numbers is
+// malformed, and an altered choice does not verify.
+func TestQuestionRefsRoundTrip(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, "secret", tight)
+	for _, r := range []Ref{
+		{Action: Answer, RunID: testUUID, Step: 12, Choice: 3},
+		{Action: Skip, RunID: testUUID, Step: 0},
+		{Action: Form, RunID: "run-1", Step: 9999},
+		{Action: ApproveAll, ApprovalID: testUUID},
+	} {
+		s, err := c.Encode(r)
+		if err != nil || len(s) > tight.MaxLen {
+			t.Fatalf("encode %+v = %q, %v", r, s, err)
+		}
+		got, err := c.Decode(s)
+		if err != nil || got != r {
+			t.Errorf("decode %q = %+v, %v; want %+v", s, got, err, r)
+		}
+	}
+	if _, err := c.Encode(Ref{Action: Answer, RunID: testUUID, Choice: maxNumber + 1}); err == nil {
+		t.Error("a choice out of range was encoded")
+	}
+	s, _ := c.Encode(Ref{Action: Answer, RunID: "run-1", Step: 2, Choice: 1})
+	body, tag, _ := strings.Cut(s, ".")
+	for _, bad := range []string{"q2-1", "q02-1srun-1", "q2-srun-1", "q-1srun-1", "q2-1", "q2_1srun-1"} {
+		if _, err := c.Decode(bad + "." + tag); !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrForged) {
+			t.Errorf("decode %q: %v", bad, err)
+		}
+	}
+	altered := strings.Replace(body, "2-1", "2-0", 1) + "." + tag
+	if _, err := c.Decode(altered); !errors.Is(err, ErrForged) {
+		t.Errorf("altered choice: %v, want ErrForged", err)
+	}
+}

@@ -31,7 +31,7 @@ func (w *Worker) deliver(ctx context.Context, d *core.Delivery) {
 	last, oneStep := w.o.Store.(lastChunkRecorder)
 	for i := d.ChunksSent; i < len(outs); i++ {
 		ref, retryAfter, err := w.send(ctx, keys, outs[i])
-		if err != nil && d.Kind == core.KindCardUpdate && outs[i].Edit != nil && errors.Is(err, core.ErrNotSupported) {
+		if err != nil && (d.Kind == core.KindCardUpdate || d.Kind == core.KindQuestionUpdate) && outs[i].Edit != nil && errors.Is(err, core.ErrNotSupported) {
 			// The platform cannot edit: the outcome goes as a new message.
 			outs[i].Edit = nil
 			ref, retryAfter, err = w.send(ctx, keys, outs[i])
@@ -93,16 +93,7 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
 	switch d.Kind {
 	case core.KindReply, "":
-		f := w.o.Platform.Format()
-		text := d.Text
-		if f.Render != nil {
-			text = f.Render(text)
-		}
-		parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
-		outs := make([]core.Outbound, len(parts))
-		for i, p := range parts {
-			outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
-		}
+		outs := w.chunks(d, core.KindReply)
 		if qr, ok := w.o.Platform.(core.QuestionRenderer); ok && qr.RendersQuestions() && w.o.Questions != nil && d.RunID != "" && len(outs) > 0 {
 			q, err := w.o.Questions.QuestionForMessage(ctx, d.RunID, d.ID)
 			if err != nil {
@@ -113,6 +104,8 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 		return outs, nil
 	case core.KindStream, core.KindStreamEnd:
 		return w.prepareStream(ctx, d)
+	case core.KindQuestionUpdate:
+		return w.prepareQuestionUpdate(ctx, d)
 	case core.KindCard, core.KindCardUpdate:
 		card, err := w.o.Cards.CardByApproval(ctx, d.ApprovalID)
 		if err != nil {
@@ -152,7 +145,16 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 		return nil, nil // nothing to send: done
 	}
 	var ref *core.MessageRef
-	if rs, ok := w.o.Store.(core.StreamRefStore); ok && editor {
+	if rs, ok := w.o.Store.(core.OutboxRefStore); ok && editor && d.Replaces != "" {
+		// The segment's first message (which names itself while unsent).
+		refs, err := rs.OutboxRefs(ctx, d.Replaces)
+		switch {
+		case err == nil && len(refs) > 0:
+			ref = &refs[0]
+		case err != nil && !errors.Is(err, core.ErrNotFound):
+			return nil, fmt.Errorf("streamed message %q of run %s: %w", d.Replaces, d.RunID, err)
+		}
+	} else if rs, ok := w.o.Store.(core.StreamRefStore); ok && editor {
 		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread)
 		switch {
 		case err == nil:
@@ -180,6 +182,42 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 	}
 	outs[0].Edit = ref
 	return outs, nil
+}
+
+// prepareQuestionUpdate renders an answered question's new text like a
+// reply; its first chunk edits the question's message (the last chunk the
+// question went out as, which carried its buttons) when the store knows
+// it, and is sent new otherwise.
+func (w *Worker) prepareQuestionUpdate(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
+	outs := w.chunks(d, core.KindQuestionUpdate)
+	rs, ok := w.o.Store.(core.OutboxRefStore)
+	if len(outs) == 0 || !ok || d.Replaces == "" {
+		return outs, nil
+	}
+	refs, err := rs.OutboxRefs(ctx, d.Replaces)
+	switch {
+	case err == nil && len(refs) > 0:
+		outs[0].Edit = &refs[len(refs)-1]
+	case err != nil && !errors.Is(err, core.ErrNotFound):
+		return nil, fmt.Errorf("question message %q: %w", d.Replaces, err)
+	}
+	return outs, nil
+}
+
+// chunks renders d's text in the platform's format and cuts it to its
+// limit: the Outbounds of kind, numbered, keyed by outbox id and chunk.
+func (w *Worker) chunks(d *core.Delivery, kind core.MessageKind) []core.Outbound {
+	f := w.o.Platform.Format()
+	text := d.Text
+	if f.Render != nil {
+		text = f.Render(text)
+	}
+	parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
+	outs := make([]core.Outbound, len(parts))
+	for i, p := range parts {
+		outs[i] = core.Outbound{Key: d.ID + "/" + strconv.Itoa(i), Thread: d.Thread, Kind: kind, Text: p, Part: i + 1, Parts: len(parts)}
+	}
+	return outs
 }
 
 // keys names the buckets a message to thread draws from.

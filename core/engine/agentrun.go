@@ -458,10 +458,32 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 		return true, ax.finish(ctx, m, &m)
 	}
 	var evs []core.RunEvent
-	if strings.TrimSpace(m.Text) != "" {
-		evs = append(evs, e.event(ax.run.ID, core.EventMessageCommitted, map[string]any{"text": m.Text, "final": false}))
+	var out []core.OutboxMessage
+	if text := strings.TrimSpace(m.Text); text != "" {
+		// What the model says before its calls is part of the
+		// conversation: the thread gets it, in order, before any card.
+		msg := e.reply(ax.run, text)
+		if seg := ax.streamSegment(); seg != "" {
+			// It streamed: its message takes this text as said, and the
+			// next turn streams into a message of its own.
+			msg.Kind, msg.Replaces = core.KindStreamEnd, seg
+			ax.stream.next()
+		}
+		out = e.toThread(ax.run.Thread, msg)
+		evs = append(evs, e.event(ax.run.ID, core.EventMessageCommitted, map[string]any{"message_id": msg.ID, "text": m.Text, "final": false}))
+	} else if ax.stream != nil {
+		ax.stream.next()
 	}
-	return false, ax.commit(ctx, core.Checkpoint{Events: evs}, m)
+	return false, ax.commit(ctx, core.Checkpoint{Events: evs, Outbox: out}, m)
+}
+
+// streamSegment is the outbox id of the message the current model turn
+// streamed into, or "" when none was queued.
+func (ax *agentExec) streamSegment() string {
+	if ax.stream == nil {
+		return ""
+	}
+	return ax.stream.segment()
 }
 
 func (ax *agentExec) system() string { return ax.ag.system }
@@ -519,8 +541,8 @@ func (ax *agentExec) finish(ctx context.Context, answer llm.Message, store *llm.
 	if store != nil {
 		ax.events = append(ax.events, ax.message(*store))
 	}
-	if ax.stream != nil && ax.stream.wasQueued() {
-		ax.replyKind = core.KindStreamEnd // the answer replaces the streamed text
+	if seg := ax.streamSegment(); seg != "" {
+		ax.replyKind, ax.replyReplaces = core.KindStreamEnd, seg // the answer replaces the streamed text
 	}
 	return ax.end(ctx, nil, core.RunSucceeded, "", "", text)
 }

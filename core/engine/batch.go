@@ -165,7 +165,7 @@ func (e *Engine) decideAll(ctx context.Context, actor core.Actor, channel string
 		last, _ = e.store.ApprovalGet(ctx, d.ApprovalID)
 	}
 	if code != "" {
-		return last, &core.DecisionError{Code: code, Message: BatchSummary(rs)}
+		return last, &core.DecisionError{Code: code, Message: BatchSummary(rs), Batch: true}
 	}
 	return last, nil
 }

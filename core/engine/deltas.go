@@ -104,6 +104,12 @@ type streamer struct {
 	// sent is the text last queued; queued reports whether any was.
 	sent   string
 	queued bool
+	// first is the outbox id of the segment's first streamed message:
+	// every KindStream of the segment and the message that ends it name it
+	// in Replaces, so they edit that message. A turn that ends in tool
+	// calls ends its segment (its text stays in the thread as said), and
+	// the next turn streams into a new message.
+	first string
 }
 
 // add is the llm.Sink part: it only collects.
@@ -141,20 +147,38 @@ func (s *streamer) flush(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
+	first := s.first
 	s.mu.Unlock()
 	now := s.e.now()
+	id := s.e.opts.NewID()
+	if first == "" {
+		first = id // the segment's first message names itself: it edits nothing
+	}
 	err := s.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: s.run.ID, Owner: s.e.opts.Owner, Now: now,
-		Outbox: []core.OutboxMessage{{ID: s.e.opts.NewID(), Thread: s.run.Thread, Kind: core.KindStream, Text: text + " …", RunID: s.run.ID, CreatedAt: now}}})
+		Outbox: []core.OutboxMessage{{ID: id, Thread: s.run.Thread, Kind: core.KindStream, Text: text + " …", RunID: s.run.ID, Replaces: first, CreatedAt: now}}})
 	if err != nil {
 		return // best effort: the final answer is sent anyway
 	}
 	s.mu.Lock()
-	s.sent, s.queued = text, true
+	s.sent, s.queued, s.first = text, true, first
 	s.mu.Unlock()
 }
 
-func (s *streamer) wasQueued() bool {
+// segment returns the outbox id of the streamed message of the current
+// segment, or "" when none was queued.
+func (s *streamer) segment() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.queued
+	if !s.queued {
+		return ""
+	}
+	return s.first
+}
+
+// next starts a new segment: the next text streams into a new message.
+func (s *streamer) next() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.text.Reset()
+	s.sent, s.queued, s.first = "", false, ""
 }

@@ -36,6 +36,9 @@ type execution struct {
 	// replyKind, when set, is the kind of the reply that ends the run
 	// (core.KindStreamEnd after an agent streamed into the thread).
 	replyKind core.MessageKind
+	// replyReplaces, when set, is the outbox message that reply edits (the
+	// streamed message a KindStreamEnd answer replaces).
+	replyReplaces string
 }
 
 // execute runs one claimed run. ErrConflict from a checkpoint means the run
@@ -191,7 +194,7 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 	}
 	r := e.reply(x.run, text)
 	if x.replyKind != "" {
-		r.Kind = x.replyKind
+		r.Kind, r.Replaces = x.replyKind, x.replyReplaces
 	}
 	err := x.checkpoint(ctx, core.Checkpoint{
 		Status: status, Release: true, StepIndex: stepIndex, ErrorCode: code, ErrorMessage: msg,
@@ -253,7 +256,11 @@ func (e *Engine) setReleased(id string, released bool) {
 // the heartbeat renews the runs executing here, and the owner guard makes
 // every retry exact even if it lapsed meanwhile). A store that answers the
 // read but keeps refusing the write fails the checkpoint after
-// storeRefusals attempts. When ctx ends first it returns errShutdown.
+// storeRefusals attempts — unless it says it cannot take writes now
+// (core.ErrStoreUnavailable: a full disk, a read-only file): that is an
+// outage too, and a finished tool's result is kept here until the store
+// takes it, since ending the run interrupted would call a known outcome
+// unknown. When ctx ends first it returns errShutdown.
 func (x *execution) commit(ctx context.Context, c core.Checkpoint) error {
 	delay, refusals := storeRetryBase, 0
 	for {
@@ -275,6 +282,9 @@ func (x *execution) commit(ctx context.Context, c core.Checkpoint) error {
 		}
 		// The store answered the read: the run is ours and the checkpoint
 		// did not land. Try it again (after the read's own backoff).
+		if errors.Is(err, core.ErrStoreUnavailable) {
+			continue
+		}
 		if refusals++; refusals >= storeRefusals {
 			return fmt.Errorf("store refused the checkpoint %d times: %w", refusals, err)
 		}

@@ -32,7 +32,12 @@ const (
 	faultNone   fault = iota
 	faultBefore       // the call fails and nothing commits
 	faultAfter        // the checkpoint commits and its answer is lost
+	faultFull         // the store answers but refuses the write: its disk is full
 )
+
+// errDiskFull is what a store whose disk is full answers a write while its
+// reads still work (store/sqlite classifies SQLITE_FULL this way).
+var errDiskFull = &core.StoreUnavailableError{Store: "sqlite", Reason: "disk full", Err: errors.New("database or disk is full (13)")}
 
 // faultStore wraps a store and injects failures. down fails every call the
 // engine makes (an outage); checkpoint picks a fault per RunCheckpoint.
@@ -108,8 +113,11 @@ func (f *faultStore) RunCheckpoint(ctx context.Context, c core.Checkpoint) error
 		f.failed["RunCheckpoint"]++
 		f.mu.Unlock()
 	}
-	if what == faultBefore {
+	switch what {
+	case faultBefore:
 		return errInjected
+	case faultFull:
+		return errDiskFull
 	}
 	if err := f.Store.RunCheckpoint(ctx, c); err != nil {
 		return err
@@ -286,6 +294,59 @@ func TestResultCheckpointRetried(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestResultKeptWhileDiskFull is issue 32's "a known result becomes
+// interrupted": the tool succeeded and the store, its disk full, refuses
+// the result's checkpoint many more times than a refusal is tried while
+// it still answers reads. The result is kept until the store takes it and
+// the run ends succeeded with the tool called once; a write the store
+// refuses for another reason still gives up (TestResultRefusedGivesUp).
+func TestResultKeptWhileDiskFull(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, fs := setupFaults(t, b)
+		const full = storeRefusals + 2
+		var n atomic.Int32
+		fs.onCheckpoint(func(c core.Checkpoint) fault {
+			if c.Step != nil && c.Step.Status == core.StepSucceeded && n.Add(1) <= full {
+				return faultFull
+			}
+			return faultNone
+		})
+		rc := h.send("console:req", "console:t1", "status api")
+		waitFor(t, "the store to refuse the result past the refusal bound", func() bool {
+			return fs.failures("RunCheckpoint") >= full
+		})
+		checkOnce(t, h, h.fx.status, rc.RunID)
+		if got := fs.failures("RunCheckpoint"); got != full {
+			t.Fatalf("%d refused checkpoints, want %d", got, full)
+		}
+	})
+}
+
+// TestResultRefusedGivesUp: a store that answers reads but refuses a
+// write for a reason other than being unavailable is not retried forever:
+// after storeRefusals attempts the execution gives up and the run, found
+// dispatching, ends interrupted (its outcome cannot be recorded).
+func TestResultRefusedGivesUp(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		h, fs := setupFaults(t, b)
+		var n atomic.Int32
+		fs.onCheckpoint(func(c core.Checkpoint) fault {
+			if c.Step != nil && c.Step.Status == core.StepSucceeded && n.Add(1) <= storeRefusals {
+				return faultBefore
+			}
+			return faultNone
+		})
+		rc := h.send("console:req", "console:t1", "status api")
+		run := h.waitRun(rc.RunID, core.RunSucceeded, core.RunFailed, core.RunInterrupted)
+		if got := fs.failures("RunCheckpoint"); got != storeRefusals {
+			t.Fatalf("%d refused checkpoints, want %d (then given up)", got, storeRefusals)
+		}
+		if run.Status != core.RunInterrupted {
+			t.Fatalf("run %s, want interrupted after the store refused its result %d times", run.Status, storeRefusals)
+		}
+	})
 }
 
 // TestIntermediateResultAnswerLost: in a two-step flow the first step's

@@ -48,6 +48,9 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if ev.Answer != nil {
 		return e.handleAnswerEvent(ctx, ev)
 	}
+	if err := e.continueThread(ctx, &ev); err != nil {
+		return core.Receipt{}, err
+	}
 
 	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
 		p := e.refusedRequest(ev, why)
@@ -140,6 +143,29 @@ func (e *Engine) PrepareEvent(ev core.ChannelEvent, agent string) (p core.InboxR
 	}
 	p, err = e.route(ev)
 	return p, false, err
+}
+
+// continueThread moves a reply to one of opsgate's messages into the
+// thread that message went to, so it continues that conversation: the
+// session's next turn, or the answer to its question. Only a thread of the
+// event's own channel is taken; a message the store does not know (sent
+// before it kept references, or not by opsgate) leaves the event where
+// the adapter put it.
+func (e *Engine) continueThread(ctx context.Context, ev *core.ChannelEvent) error {
+	if ev.ReplyTo == nil || ev.ReplyTo.ID == "" {
+		return nil
+	}
+	th, err := e.store.ThreadOfMessage(ctx, *ev.ReplyTo)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("engine: thread of the message %s/%s replies to: %w", ev.Channel, ev.EventID, err)
+	case th.Channel == ev.Channel && th != ev.Thread:
+		e.log.Debug("a reply continues its thread", "channel", ev.Channel, "event", ev.EventID, "thread", th.String())
+		ev.Thread = th
+	}
+	return nil
 }
 
 // record stores an inbound event and what it starts.

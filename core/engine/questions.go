@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -40,8 +39,8 @@ const (
 )
 
 // askActionID names the question of step idx: the action_id of
-// POST /api/v1/runs/{id}/answer.
-func askActionID(idx int) string { return "ask-" + strconv.Itoa(idx) }
+// POST /api/v1/runs/{id}/answer (core.AskActionID).
+func askActionID(idx int) string { return core.AskActionID(idx) }
 
 // answered is a stored answer (the step's output). Agent, when set, is
 // the agent (the same agent on another model) the rest of the run uses.
@@ -90,7 +89,8 @@ func (ax *agentExec) askUser(ctx context.Context, call llm.Call, idx int) (bool,
 			next := *st
 			next.Status, next.Error, next.FinishedAt = core.StepFailed, "question expired", &now
 			msg := llm.Unanswered(call, e.opts.ApprovalTTL, now)
-			return false, ax.commit(ctx, core.Checkpoint{Step: &next, Events: []core.RunEvent{
+			upd := e.questionUpdate(ax.run, st.Output, expiredText(ask, st.StartedAt.Add(e.opts.ApprovalTTL)))
+			return false, ax.commit(ctx, core.Checkpoint{Step: &next, Outbox: e.toThread(ax.run.Thread, upd), Events: []core.RunEvent{
 				e.event(ax.run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(idx), "expired": true})}}, msg)
 		}
 		// Requeued without an answer: wait again.
@@ -139,36 +139,6 @@ func mustJSON(v any) []byte {
 		return []byte("null")
 	}
 	return b
-}
-
-// questionText is the question as the thread gets it: every question, how
-// to answer by replying, and the console link.
-func questionText(ask llm.Ask, run *core.Run, idx int, publicURL string, expires time.Time) string {
-	var b strings.Builder
-	b.WriteString("❓ The agent asks:\n")
-	for i, q := range ask.Questions {
-		fmt.Fprintf(&b, "%d. %s", i+1, markdown.Escape(core.OneLine(q.Text)))
-		switch q.Kind {
-		case llm.QuestionChoice:
-			b.WriteString(" (one of: " + markdown.Escape(strings.Join(q.Choices, ", ")) + ")")
-		case llm.QuestionConfirm:
-			b.WriteString(" (yes or no)")
-		}
-		if q.Optional {
-			b.WriteString(" — optional, reply \"skip\" to skip")
-		}
-		b.WriteString("\n")
-	}
-	if len(ask.Questions) == 1 {
-		b.WriteString("Reply in this thread with your answer")
-	} else {
-		b.WriteString("Reply in this thread with one line per question, in order")
-	}
-	fmt.Fprintf(&b, " (before %s).", expires.UTC().Format("2006-01-02 15:04 UTC"))
-	if publicURL != "" {
-		fmt.Fprintf(&b, " Or answer in the console: %s/runs/%s", strings.TrimRight(publicURL, "/"), run.ID)
-	}
-	return b.String()
 }
 
 // PendingQuestion is the unanswered ask of a run waiting_input.
@@ -250,25 +220,25 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	}
 	run, err := e.store.RunGet(ctx, runID)
 	if errors.Is(err, core.ErrNotFound) {
-		return &core.DecisionError{Code: core.DecisionNotFound, Message: "no run " + runID}
+		return &core.DecisionError{Code: core.DecisionNotFound, Message: "no run " + runID, Question: true}
 	}
 	if err != nil {
 		return fmt.Errorf("engine: answer %s: %w", runID, err)
 	}
 	i := slices.IndexFunc(run.Steps, func(s core.Step) bool { return askActionID(s.Index) == actionID && s.Tool == llm.AskUserTool })
 	if i < 0 {
-		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("run %s has no question %q", runID, actionID)}
+		return &core.DecisionError{Code: core.DecisionNotFound, Message: fmt.Sprintf("run %s has no question %q", runID, actionID), Question: true}
 	}
 	st := run.Steps[i]
 	if run.Status != core.RunWaitingInput || st.Status != StepWaitingInput {
-		return &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question is no longer waiting for an answer"}
+		return closedQuestion(st)
 	}
 	now := e.now()
 	if st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
-		return &core.DecisionError{Code: core.DecisionExpired, Message: "this question expired"}
+		return &core.DecisionError{Code: core.DecisionExpired, Message: "this question expired", At: st.StartedAt.Add(e.opts.ApprovalTTL), Question: true}
 	}
 	if why := e.mayAnswer(run, actor.ID); why != "" {
-		return &core.DecisionError{Code: core.DecisionNotApprover, Message: why}
+		return &core.DecisionError{Code: core.DecisionNotApprover, Message: why, Question: true}
 	}
 	ask, err := llm.ParseAsk(string(mustJSON(st.Args)))
 	if err != nil {
@@ -277,20 +247,28 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	reply, err := ask.ParseReply(raw)
 	switch {
 	case errors.Is(err, llm.ErrMalformedAnswer):
-		return &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error()}
+		return &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error(), Question: true}
 	case err != nil:
-		return &core.DecisionError{Code: core.DecisionInvalidArgs, Message: err.Error()}
+		return &core.DecisionError{Code: core.DecisionInvalidArgs, Message: strings.TrimPrefix(err.Error(), llm.ErrInvalidAnswer.Error()+": "), Question: true}
 	}
 	next := st
 	next.Status, next.FinishedAt = core.StepSucceeded, &now
 	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
+	// The question's message shows the answer (its buttons gone).
+	upd := e.questionUpdate(run, st.Output, answeredText(ask, reply, actor.ID, now))
 	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
 		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued, Step: &next,
+		Outbox: e.toThread(run.Thread, upd),
 		Events: []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{
 			"action_id": actionID, "by": actor.ID, "channel": channel, "answer": json.RawMessage(reply.JSON())})},
 	})
 	if errors.Is(err, core.ErrConflict) {
-		return &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question was answered meanwhile"}
+		if cur, gerr := e.store.RunGet(ctx, runID); gerr == nil {
+			if j := slices.IndexFunc(cur.Steps, func(s core.Step) bool { return s.Index == st.Index }); j >= 0 {
+				return closedQuestion(cur.Steps[j])
+			}
+		}
+		return &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question was answered meanwhile", Question: true}
 	}
 	if err != nil {
 		return fmt.Errorf("engine: answer %s: %w", runID, err)
@@ -359,21 +337,7 @@ func (e *Engine) answerFromThread(ctx context.Context, ev core.ChannelEvent) (co
 		return core.Receipt{}, false, err
 	}
 	q := qs[0]
-	lines := strings.Split(strings.TrimSpace(ev.Text), "\n")
-	if len(q.Ask.Questions) == 1 {
-		lines = []string{strings.TrimSpace(ev.Text)}
-	}
-	var answers []llm.Answer
-	for i, question := range q.Ask.Questions {
-		a := llm.Answer{QuestionID: question.ID}
-		if i < len(lines) {
-			a.Answer = strings.TrimSpace(lines[i])
-		}
-		if question.Optional && (a.Answer == "" || strings.EqualFold(a.Answer, "skip")) {
-			a.IsSkipped, a.Answer = true, ""
-		}
-		answers = append(answers, a)
-	}
+	answers := replyAnswers(q.Ask, ev.Text)
 	// The message is recorded (deduplicated) first, starting nothing; the
 	// answer then goes through Answer like any other.
 	res, err := e.store.InboxRecord(ctx, core.InboxRecordParams{Event: ev})
@@ -391,7 +355,7 @@ func (e *Engine) answerFromThread(ctx context.Context, ev core.ChannelEvent) (co
 			_, rerr := e.store.InboxRecord(ctx, core.InboxRecordParams{Event: core.ChannelEvent{
 				Channel: ev.Channel, EventID: ev.EventID + "/refused", Actor: ev.Actor, Thread: ev.Thread, ReceivedAt: ev.ReceivedAt,
 			}, Replies: []core.OutboxMessage{{ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, RunID: run.ID, CreatedAt: e.now(),
-				Text: "That did not answer the question: " + markdown.Escape(core.OneLine(de.Message)) + ". The question still waits."}}})
+				Text: markdown.Escape(core.RefusalText(de)) + " The question still waits."}}})
 			return rc, true, rerr
 		}
 		return rc, true, err
@@ -449,26 +413,30 @@ func (e *Engine) handleAnswerEvent(ctx context.Context, ev core.ChannelEvent) (c
 	}
 	qs, err := e.PendingQuestions(ctx, an.RunID)
 	if err != nil {
-		return rc, &core.DecisionError{Code: core.DecisionNotFound, Message: "no such question"}
+		return rc, &core.DecisionError{Code: core.DecisionNotFound, Message: "no such question", Question: true}
 	}
 	i := slices.IndexFunc(qs, func(q PendingQuestion) bool { return q.ActionID == an.ActionID })
 	if i < 0 {
-		return rc, &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question is no longer waiting for an answer"}
+		// Answered, expired or moved on: Answer names what happened.
+		return rc, e.Answer(ctx, ev.Actor, ev.Channel, an.RunID, an.ActionID, mustJSON([]llm.Answer{}))
 	}
 	ask := qs[i].Ask
 	if len(ask.Questions) != 1 {
-		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "this question is answered by a reply in the thread"}
+		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "this question is answered by a reply in the thread", Question: true}
 	}
 	q := ask.Questions[0]
-	var answer string
+	a := llm.Answer{QuestionID: q.ID}
 	switch {
+	case an.Skip:
+		a.IsSkipped = true // Answer refuses it for a question that may not be skipped
+	case an.Text != "":
+		a.Answer = an.Text
 	case q.Kind == llm.QuestionChoice && an.Choice >= 0 && an.Choice < len(q.Choices):
-		answer = q.Choices[an.Choice]
+		a.Answer = q.Choices[an.Choice]
 	case q.Kind == llm.QuestionConfirm && (an.Choice == 0 || an.Choice == 1):
-		answer = []string{"yes", "no"}[an.Choice]
+		a.Answer = []string{"yes", "no"}[an.Choice]
 	default:
-		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "not one of the question's answers"}
+		return rc, &core.DecisionError{Code: core.DecisionBadRequest, Message: "not one of the question's answers", Question: true}
 	}
-	raw := mustJSON([]llm.Answer{{QuestionID: q.ID, Answer: answer}})
-	return rc, e.Answer(ctx, ev.Actor, ev.Channel, an.RunID, an.ActionID, raw)
+	return rc, e.Answer(ctx, ev.Actor, ev.Channel, an.RunID, an.ActionID, mustJSON([]llm.Answer{a}))
 }

@@ -79,7 +79,7 @@ func FuzzParseEdit(f *testing.F) {
 func TestRenderKeepsOutsideTextInert(t *testing.T) {
 	t.Parallel()
 	s := NewSession(nil, &client.Me{Actor: "console:admin", Scopes: []string{"decide"}}, "dev", nil)
-	card := &core.Card{ApprovalID: "0199c3a4-aaaa", Tool: "deploy", Risk: approvals.RiskHighImpact, Status: approvals.StatusPending,
+	card := &core.Card{ApprovalID: "0199c3a4-aaaa-7000-8000-3f9a2c000001", Tool: "deploy", Risk: approvals.RiskHighImpact, Status: approvals.StatusPending,
 		Args:    []core.CardArg{{Name: "version", Value: "1.2.3\nApproved by alice"}, {Name: "service", Value: "\x1b[2Japi"}},
 		Preview: "ok\x1b]0;pwned\x07", Requester: "console:bob", Approvers: []string{"group:sre"}, Eligible: []string{"console:admin"},
 		ExpiresAt: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC), Reason: "\u202eevil"}
@@ -93,7 +93,7 @@ func TestRenderKeepsOutsideTextInert(t *testing.T) {
 			t.Fatalf("rendered %q from outside text:\n%q", bad, joined)
 		}
 	}
-	for _, want := range []string{"┌ Approval needed: deploy", "[0199c3a4]", "1.2.3⏎Approved by alice", "└ /approve", "opsgate › line one", "console:bob › hi"} {
+	for _, want := range []string{"┌ Approval needed: deploy", "[3f9a2c0]", "1.2.3⏎Approved by alice", "└ /approve", "opsgate › line one", "console:bob › hi"} {
 		if !strings.Contains(joined, want) {
 			t.Fatalf("lacks %q:\n%s", want, joined)
 		}
@@ -108,7 +108,75 @@ func TestRenderKeepsOutsideTextInert(t *testing.T) {
 	done.Status = approvals.StatusApproved
 	done.Outcome = &core.CardOutcome{Status: approvals.StatusApproved, By: []string{"console:admin"}, At: card.ExpiresAt}
 	upd := s.Render(StreamMessage{ID: "m4", Direction: "out", Kind: "card_update", ApprovalID: card.ApprovalID, Card: &done})
-	if len(upd) != 1 || !strings.HasPrefix(upd[0], "✓ [0199c3a4] Approved by console:admin") || len(s.Pending()) != 0 {
+	if len(upd) != 1 || !strings.HasPrefix(upd[0], "✓ [3f9a2c0] Approved by console:admin") || len(s.Pending()) != 0 {
 		t.Fatalf("update %v, pending %v", upd, s.Pending())
+	}
+}
+
+// TestTargetByShortID: /approve ID takes the short id shown in brackets;
+// one that names two cards is refused with both listed.
+func TestTargetByShortID(t *testing.T) {
+	t.Parallel()
+	s := NewSession(nil, &client.Me{Actor: "console:admin", Scopes: []string{"decide"}}, "dev", nil)
+	ids := []string{"01a2504f-1111-7000-8000-3f9a2c000001", "01a2504f-1112-7000-8000-3f9a2c110002"}
+	for i, id := range ids {
+		card := &core.Card{ApprovalID: id, Tool: "deploy", Status: approvals.StatusPending, Args: []core.CardArg{{Name: "version", Value: fmt.Sprint(i)}},
+			ExpiresAt: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}
+		if lines := s.Render(StreamMessage{ID: "m" + id, Direction: "out", Kind: "card", ApprovalID: id, Card: card}); !strings.Contains(lines[0], "["+[]string{"3f9a2c0", "3f9a2c1"}[i]+"]") {
+			t.Fatalf("card line %q", lines[0])
+		}
+	}
+	c, rest, err := s.target(t.Context(), "3f9a2c1 not now", true)
+	if err != nil || c.ApprovalID != ids[1] || rest != "not now" {
+		t.Fatalf("target = %v, %q, %v", c, rest, err)
+	}
+	_, _, err = s.target(t.Context(), "3f9a", false)
+	if err == nil || !strings.Contains(err.Error(), "ambiguous") || !strings.Contains(err.Error(), ids[0]) || !strings.Contains(err.Error(), ids[1]) {
+		t.Fatalf("ambiguous: %v", err)
+	}
+	// The old form, a prefix of the whole id, still names a card when it
+	// is unique; the shared timestamp is not.
+	if _, _, err := s.target(t.Context(), "01a2504f", false); err == nil || !strings.Contains(err.Error(), "ambiguous") {
+		t.Fatalf("timestamp prefix: %v", err)
+	}
+}
+
+func TestBatchCardShowsItsCallsAndTheApproveAllCommand(t *testing.T) {
+	t.Parallel()
+	s := NewSession(nil, &client.Me{Actor: "console:admin", Scopes: []string{"decide"}}, "dev", nil)
+	call := func(id, svc string) core.CardCall {
+		return core.CardCall{ApprovalID: id, Tool: "deploy", Args: []core.CardArg{{Name: "service", Value: svc}}, Status: approvals.StatusPending}
+	}
+	card := &core.Card{ApprovalID: "0199c3a4-aaaa", Tool: "deploy", Status: approvals.StatusPending, Eligible: []string{"console:admin"},
+		Batch: []core.CardCall{call("0199c3a4-aaaa", "api"), call("0199c3a4-bbbb", "web\nApproved")}}
+	joined := strings.Join(s.Render(StreamMessage{ID: "m1", Direction: "out", Kind: "card", ApprovalID: card.ApprovalID, Card: card}), "\n")
+	for _, want := range []string{"2 calls of one agent turn", "1. deploy service=api — pending", "2. deploy service=web⏎Approved — pending",
+		"send: approve all 0199c3a4-aaaa"} {
+		if !strings.Contains(joined, want) {
+			t.Fatalf("lacks %q:\n%s", want, joined)
+		}
+	}
+	ref, ok := core.ParseApproveAll(strings.TrimPrefix(joined[strings.LastIndex(joined, "send: "):strings.Index(joined, "\n└")], "send: "))
+	if !ok || ref != card.ApprovalID {
+		t.Fatalf("the shown command does not parse back to the card: %q %v", ref, ok)
+	}
+	// Someone who may not decide is not offered the command.
+	other := NewSession(nil, &client.Me{Actor: "console:bob", Scopes: []string{"request"}}, "dev", nil)
+	if got := strings.Join(other.Render(StreamMessage{ID: "m1", Direction: "out", Kind: "card", ApprovalID: card.ApprovalID, Card: card}), "\n"); strings.Contains(got, "approve all") {
+		t.Fatalf("offered the command to a requester:\n%s", got)
+	}
+}
+
+func TestQuestionUpdateAndStreamEndAreShownPartialStreamIsNot(t *testing.T) {
+	t.Parallel()
+	s := NewSession(nil, &client.Me{Actor: "console:admin"}, "dev", nil)
+	if got := s.Render(StreamMessage{ID: "q1", Direction: "out", Kind: string(core.KindQuestionUpdate), Text: "Which environment?\nAnswered by console:req: prod"}); len(got) != 2 || !strings.Contains(got[1], "Answered by console:req") {
+		t.Fatalf("question update rendered %q", got)
+	}
+	if got := s.Render(StreamMessage{ID: "s1", Direction: "out", Kind: string(core.KindStream), Text: "Checking …"}); got != nil {
+		t.Fatalf("a partial stream was shown: %q", got)
+	}
+	if got := s.Render(StreamMessage{ID: "s2", Direction: "out", Kind: string(core.KindStreamEnd), Text: "Checking api first."}); len(got) != 1 || got[0] != "opsgate › Checking api first." {
+		t.Fatalf("stream end rendered %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -21,7 +22,7 @@ const HelpText = `Type a request (deploy api 1.2.3, help) and press enter. Comma
   /cards                        the thread's cards that still wait
   /help                         this text
   /quit                         leave (also ctrl+d, ctrl+c)
-ID is any prefix of the card's id, as shown in [brackets].`
+ID is the card's short id, as shown in [brackets] (or a prefix of its id).`
 
 // Handle runs one line: a command, or a message to send. It returns the
 // lines to print, ErrQuit for /quit, or an error to show (the session
@@ -48,7 +49,7 @@ func (s *Session) Handle(ctx context.Context, line string) ([]string, error) {
 		}
 		var out []string
 		for _, c := range ps {
-			out = append(out, fmt.Sprintf("[%s] %s", short(c.ApprovalID), text(c.Headline())))
+			out = append(out, fmt.Sprintf("[%s] %s", s.short(c.ApprovalID), text(c.Headline())))
 		}
 		return out, nil
 	case "approve", "a":
@@ -85,10 +86,11 @@ func (s *Session) Handle(ctx context.Context, line string) ([]string, error) {
 // session just started (a script types /approve right after the request).
 const cardWait = 30 * time.Second
 
-// target finds the card a decision is about: the first word when it is a
-// prefix of a pending card's id (4 characters at least), else the newest
-// pending card. rest is what follows the id, when withRest. With no card
-// yet but a run of this session under way, it waits for that run's card.
+// target finds the card a decision is about: the first word when it names
+// a pending card (its short id as shown in [brackets], or a prefix of its
+// id, 4 characters at least; core/shortid), else the newest pending card.
+// rest is what follows the id, when withRest. With no card yet but a run
+// of this session under way, it waits for that run's card.
 func (s *Session) target(ctx context.Context, arg string, withRest bool) (*core.Card, string, error) {
 	ps := s.Pending()
 	for deadline := time.Now().Add(cardWait); len(ps) == 0 && s.awaitingCard(ctx) && time.Now().Before(deadline); ps = s.Pending() {
@@ -99,19 +101,22 @@ func (s *Session) target(ctx context.Context, arg string, withRest bool) (*core.
 		}
 	}
 	first, rest, _ := strings.Cut(arg, " ")
-	if len(first) >= 4 {
-		var match []*core.Card
-		for _, c := range ps {
-			if strings.HasPrefix(c.ApprovalID, first) {
-				match = append(match, c)
-			}
+	if len(first) >= shortid.MinTyped && shortid.Valid(first) {
+		cands := make([]shortid.Candidate, len(ps))
+		for i, c := range ps {
+			cands[i] = shortid.Candidate{Kind: "card", ID: c.ApprovalID, Summary: text(c.Headline())}
 		}
-		switch len(match) {
-		case 1:
-			return match[0], strings.TrimSpace(rest), nil
-		case 0:
-		default:
-			return nil, "", fmt.Errorf("%q matches %d cards; type more of the id", first, len(match))
+		got, err := shortid.Resolve(first, cands)
+		var ae *shortid.AmbiguousError
+		switch {
+		case err == nil:
+			for _, c := range ps {
+				if c.ApprovalID == got.ID {
+					return c, strings.TrimSpace(rest), nil
+				}
+			}
+		case errors.As(err, &ae):
+			return nil, "", fmt.Errorf("card id %s", ae.Error())
 		}
 	}
 	if !withRest && arg != "" {
@@ -162,9 +167,9 @@ func (s *Session) decide(ctx context.Context, c *core.Card, body map[string]any)
 		return nil, err
 	}
 	if rc.Status == "pending" {
-		return []string{fmt.Sprintf("… [%s] your %s counts; more approvals are needed", short(c.ApprovalID), body["action"])}, nil
+		return []string{fmt.Sprintf("… [%s] your %s counts; more approvals are needed", s.short(c.ApprovalID), body["action"])}, nil
 	}
-	return []string{fmt.Sprintf("… [%s] %s", short(c.ApprovalID), text(rc.Status))}, nil
+	return []string{fmt.Sprintf("… [%s] %s", s.short(c.ApprovalID), text(rc.Status))}, nil
 }
 
 // ParseEdit reads what follows /edit [ID]: a JSON object replacing the

@@ -14,6 +14,8 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/opsgate/opsgate/internal/keytext"
 )
 
 // History is how many earlier messages of the thread a session shows
@@ -116,12 +118,10 @@ func (s *Session) settle(ctx context.Context, followErr <-chan error) error {
 func (s *Session) Terminal(ctx context.Context, in, out *os.File) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ti := textinput.New()
-	ti.Prompt = "› "
-	ti.Placeholder = "deploy api 1.2.3 · /approve · /help"
-	ti.CharLimit = 16 << 10
-	ti.Focus()
-	m := prompt{s: s, ctx: ctx, in: ti}
+	s.mu.Lock()
+	s.ansi = true
+	s.mu.Unlock()
+	m := newPrompt(ctx, s.banner(), s.Handle)
 	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
 	followErr := make(chan error, 1)
 	go func() {
@@ -162,18 +162,33 @@ var (
 // prompt is the Bubble Tea model of Terminal: a text input; what the
 // thread says is printed above it with tea.Println.
 type prompt struct {
-	s    *Session
-	ctx  context.Context
-	in   textinput.Model
-	busy bool
-	err  error
+	ctx    context.Context
+	banner string
+	// handle runs a line typed at the prompt (Session.Handle).
+	handle func(ctx context.Context, line string) ([]string, error)
+	in     textinput.Model
+	busy   bool
+	err    error
+}
+
+func newPrompt(ctx context.Context, banner string, handle func(context.Context, string) ([]string, error)) prompt {
+	ti := textinput.New()
+	ti.Prompt = "› "
+	ti.Placeholder = "deploy api 1.2.3 · /approve · /help"
+	ti.CharLimit = 16 << 10
+	ti.Focus()
+	return prompt{ctx: ctx, banner: banner, handle: handle, in: ti}
 }
 
 func (m prompt) Init() tea.Cmd {
-	return tea.Sequence(tea.Println(m.s.banner()), textinput.Blink)
+	return tea.Sequence(tea.Println(m.banner), textinput.Blink)
 }
 
 func (m prompt) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if k, ok := msg.(tea.KeyMsg); ok {
+		// Several runes at once are text, never a key name.
+		msg = keytext.Normalize(k)
+	}
 	switch msg := msg.(type) {
 	case linesMsg:
 		return m, tea.Println(strings.Join(msg, "\n"))
@@ -208,13 +223,13 @@ func (m prompt) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 			m.in.SetValue("")
 			m.busy = true
-			s, ctx := m.s, m.ctx
+			handle, ctx := m.handle, m.ctx
 			echo := ""
 			if !strings.HasPrefix(strings.TrimSpace(line), "/") {
 				echo = line
 			}
 			return m, func() tea.Msg {
-				lines, err := s.Handle(ctx, line)
+				lines, err := handle(ctx, line)
 				return resultMsg{echo: echo, lines: lines, err: err}
 			}
 		}

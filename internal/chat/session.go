@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -57,6 +58,9 @@ type Session struct {
 	seen  map[string]bool       // stream message ids shown
 	// replied and carded are the runs with a reply or a card shown.
 	replied, carded map[string]bool
+	// ansi styles replies for a terminal (Terminal sets it); otherwise
+	// their Markdown is rendered as plain text.
+	ansi bool
 }
 
 // NewSession opens a session on thread (a key, or "local:<key>").
@@ -127,11 +131,23 @@ func (s *Session) Follow(ctx context.Context, history int, out func(lines []stri
 // sequences, no line breaks).
 func text(s string) string { return strings.ReplaceAll(core.OneLine(s), "\t", " ") }
 
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// short is how the session shows an id: the shortest prefix of its
+// random part that no other card or run of the session shares
+// (core/shortid). The caller holds s.mu.
+func (s *Session) shortLocked(id string) string {
+	ids := make([]string, 0, len(s.order)+len(s.runs)+1)
+	ids = append(ids, s.order...)
+	for r := range s.runs {
+		ids = append(ids, r)
 	}
-	return id
+	return shortid.Shortest(append(ids, id)...)[id]
+}
+
+// short is shortLocked for a caller that does not hold s.mu.
+func (s *Session) short(id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shortLocked(id)
 }
 
 // Render turns a stream message into the lines to print (none for a
@@ -172,14 +188,18 @@ func (s *Session) Render(m StreamMessage) []string {
 		if m.Card.Outcome.Status != "approved" && m.Card.Outcome.Status != "edited" {
 			mark = "✗"
 		}
-		return []string{fmt.Sprintf("%s [%s] %s", mark, short(m.Card.ApprovalID), text(m.Card.OutcomeLine()))}
-	case m.Kind == "reply":
+		return []string{fmt.Sprintf("%s [%s] %s", mark, s.shortLocked(m.Card.ApprovalID), text(m.Card.OutcomeLine()))}
+	case m.Kind == string(core.KindReply) || m.Kind == string(core.KindQuestionUpdate) || m.Kind == string(core.KindStreamEnd):
+		// Replies are Markdown: rendered, never shown as fences. A
+		// question's update (who answered) and a streamed turn's end are
+		// said in the thread like a reply: the terminal is a record and
+		// edits nothing; a partial stream is not shown.
 		var out []string
-		for i, l := range strings.Split(strings.TrimRight(m.Text, "\n"), "\n") {
+		for i, l := range renderMarkdown(m.Text, s.ansi) {
 			if i == 0 {
-				out = append(out, "opsgate › "+text(l))
+				out = append(out, "opsgate › "+l)
 			} else {
-				out = append(out, "          "+text(l))
+				out = append(out, "          "+l)
 			}
 		}
 		return out
@@ -188,7 +208,7 @@ func (s *Session) Render(m StreamMessage) []string {
 }
 
 func (s *Session) cardLines(c *core.Card) []string {
-	out := []string{fmt.Sprintf("┌ %s  [%s]", text(c.Headline()), short(c.ApprovalID))}
+	out := []string{fmt.Sprintf("┌ %s  [%s]", text(c.Headline()), s.shortLocked(c.ApprovalID))}
 	meta := fmt.Sprintf("│ risk %s · asked by %s · decided by %s", text(string(c.Risk)), text(c.Requester), text(strings.Join(c.Approvers, ", ")))
 	if c.Quorum > 1 {
 		meta += fmt.Sprintf(" (%d of %d)", c.Approvals, c.Quorum)
@@ -212,6 +232,19 @@ func (s *Session) cardLines(c *core.Card) []string {
 				break
 			}
 			out = append(out, "│   "+text(l))
+		}
+	}
+	if len(c.Batch) > 1 {
+		out = append(out, fmt.Sprintf("│ %d calls of one agent turn, each decided on its own:", len(c.Batch)))
+		for i, bc := range c.Batch {
+			line := fmt.Sprintf("│   %d. %s", i+1, text(bc.Tool))
+			for _, a := range bc.Args {
+				line += " " + text(a.Name) + "=" + text(a.Shown())
+			}
+			out = append(out, line+fmt.Sprintf(" — %s [%s]", text(string(bc.Status)), s.shortLocked(bc.ApprovalID)))
+		}
+		if c.BatchPending() && s.mayDecide(c) {
+			out = append(out, "│ "+text(c.ApproveAllLine(c.ApprovalID)))
 		}
 	}
 	switch {
@@ -303,7 +336,7 @@ func (s *Session) Send(ctx context.Context, txt string) ([]string, error) {
 		s.mu.Lock()
 		s.runs[rc.RunID] = true
 		s.mu.Unlock()
-		return []string{"… run " + short(rc.RunID) + " started"}, nil
+		return []string{"… run " + s.short(rc.RunID) + " started"}, nil
 	}
 	return nil, nil
 }

@@ -16,6 +16,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // Client calls one server with one bearer token.
@@ -26,6 +28,10 @@ type Client struct {
 	// streams, which last as long as their context.
 	HTTP   *http.Client
 	Stream *http.Client
+	// Channel, when set, is sent in api.ChannelHeader so the server records
+	// decisions and answers with this label ("tui") instead of "api". It
+	// is a label for the audit; it grants nothing.
+	Channel string
 }
 
 // New checks server ("http://127.0.0.1:8080") and returns a client.
@@ -96,6 +102,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", accept)
+	if c.Channel != "" {
+		req.Header.Set(api.ChannelHeader, c.Channel)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/history"
 )
 
 // Approval and Run are the API's own views, so the client reads exactly
@@ -163,4 +165,57 @@ func Time(s string) time.Time {
 		return time.Time{}
 	}
 	return t
+}
+
+// AuditQuery selects a page of the audit log (GET /api/v1/audit).
+type AuditQuery struct {
+	// Newest lists newest first; Cursor then goes back from an entry.
+	Newest bool
+	Cursor string
+	Limit  int
+	// Filters, exact matches.
+	Actor, Tool, RunID, Kind string
+}
+
+// Audit reads one page of the audit log; next is "" after the last page.
+func (c *Client) Audit(ctx context.Context, aq AuditQuery) (entries []approvals.AuditEntry, next string, err error) {
+	q := url.Values{}
+	if aq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(aq.Limit))
+	}
+	if aq.Newest {
+		q.Set("order", "newest")
+	}
+	for k, v := range map[string]string{"cursor": aq.Cursor, "actor": aq.Actor, "tool": aq.Tool, "run_id": aq.RunID, "kind": aq.Kind} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var page struct {
+		Items      []approvals.AuditEntry `json:"items"`
+		NextCursor string                 `json:"next_cursor"`
+	}
+	if err := c.Do(ctx, "GET", "/api/v1/audit", q, nil, &page); err != nil {
+		return nil, "", err
+	}
+	return page.Items, page.NextCursor, nil
+}
+
+// AuditCalls names the calls that entries' approvals asked for (for
+// history.Sentence): from the entries themselves where they carry them,
+// else reading at most max approvals with get (Client.Approval). One that
+// cannot be read is left out; its sentence names the tool alone.
+func AuditCalls(ctx context.Context, get func(context.Context, string) (*Approval, error), entries []approvals.AuditEntry, max int) history.Calls {
+	calls := history.CallsOf(entries)
+	for i, id := range history.Missing(entries, calls) {
+		if i == max {
+			break
+		}
+		a, err := get(ctx, id)
+		if err != nil {
+			continue
+		}
+		calls[id] = history.Call{Tool: a.Tool, Args: a.ProposedArgs}
+	}
+	return calls
 }

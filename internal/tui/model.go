@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,7 +11,10 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/internal/keytext"
 )
 
 // API is what the TUI asks of the server; *client.Client is one.
@@ -21,6 +23,7 @@ type API interface {
 	Run(ctx context.Context, id string) (*client.RunDetail, error)
 	Decide(ctx context.Context, id string, d client.Decision) (*client.Approval, error)
 	Answer(ctx context.Context, runID, actionID string, answer any) (*client.RunDetail, error)
+	Audit(ctx context.Context, q client.AuditQuery) ([]approvals.AuditEntry, string, error)
 }
 
 // RunEvents opens the event stream of one run; the TUI reads a run's
@@ -38,6 +41,7 @@ const (
 	screenAnswer
 	screenRuns
 	screenRun
+	screenHistory
 	screenHelp
 )
 
@@ -83,6 +87,10 @@ type (
 	runEndMsg struct {
 		runID, status string
 		err           error
+	}
+	historyMsg struct {
+		lines []historyLine
+		err   error
 	}
 	tickMsg time.Time
 )
@@ -147,15 +155,27 @@ type Model struct {
 	reject   textinput.Model
 	edit     *editForm
 	answer   *answerForm
+	// confirm is the approval an "a" asked to approve: one key never
+	// decides, Enter confirms it and Esc takes it back.
+	confirm  string
 	busy     string // an API call in flight ("approving…")
 	flash    string
 	flashErr bool
+
+	// shortIDs are the short forms of the ids above (reshort).
+	shortIDs map[string]string
 
 	run       *client.RunDetail
 	runEvents []client.RunEvent
 	runEnded  string
 	runFeed   chan tea.Msg
 	runCancel context.CancelFunc
+
+	// history is the newest audit entries in words (screen 3); loading is
+	// true while a read is in flight, stale when a change arrived during it.
+	history        []historyLine
+	historyErr     string
+	loading, stale bool
 }
 
 // Options configure New.
@@ -272,10 +292,21 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, waitFeed(m.feed)
 	case approvalMsg:
 		m.onApproval(msg.a)
-		return m, waitFeed(m.feed)
+		return m, tea.Batch(m.reloadHistory(), waitFeed(m.feed))
 	case runMsg:
 		cmd := m.onRun(msg.r)
-		return m, tea.Batch(cmd, waitFeed(m.feed))
+		return m, tea.Batch(cmd, m.reloadHistory(), waitFeed(m.feed))
+	case historyMsg:
+		m.loading = false
+		if msg.err != nil {
+			m.historyErr = msg.err.Error()
+		} else {
+			m.history, m.historyErr = msg.lines, ""
+		}
+		if m.stale {
+			return m, m.reloadHistory()
+		}
+		return m, nil
 	case questionsMsg:
 		m.onQuestions(msg)
 		return m, nil
@@ -335,7 +366,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	case tea.KeyMsg:
-		return m.onKey(msg)
+		// Several runes at once are text, never a key name: "up" in a
+		// reason stays in the reason.
+		return m.onKey(keytext.Normalize(msg))
 	}
 	return m, nil
 }
@@ -345,7 +378,10 @@ func schemaOf(a *client.Approval) map[string]any {
 	return s
 }
 
+// clampCursor keeps the cursors on the lists after they changed, and the
+// short ids in step with them.
 func (m *Model) clampCursor() {
+	m.reshort()
 	n := len(m.items())
 	if m.cursor >= n {
 		m.cursor = max(0, n-1)
@@ -365,7 +401,7 @@ func (m *Model) onApproval(a *client.Approval) {
 		delete(m.approvals, a.ID)
 		if m.selected == a.ID && (m.scr == screenDetail || m.scr == screenReject || m.scr == screenEdit) && m.busy == "" {
 			// Decided elsewhere while open here.
-			m.setFlash(fmt.Sprintf("approval %s was %s elsewhere", short(a.ID), a.Status), false)
+			m.setFlash(fmt.Sprintf("approval %s was %s elsewhere", m.short(a.ID), a.Status), false)
 			m.scr, m.edit = screenQueue, nil
 		}
 	}
@@ -392,6 +428,7 @@ func (m *Model) onRun(r *client.Run) tea.Cmd {
 		}
 	}
 	if r.Status == "waiting_input" {
+		m.reshort()
 		return m.loadQuestions(r.ID)
 	}
 	for id, q := range m.questions {
@@ -472,10 +509,10 @@ func (m Model) onDecided(msg decidedMsg) (tea.Model, tea.Cmd) {
 				counted++
 			}
 		}
-		m.setFlash(fmt.Sprintf("%s %s — %d of %d approvals so far", verb, short(msg.id), counted, msg.a.Quorum), false)
+		m.setFlash(fmt.Sprintf("%s %s — %d of %d approvals so far", verb, m.short(msg.id), counted, msg.a.Quorum), false)
 		m.approvals[msg.id] = msg.a
 	} else {
-		m.setFlash(fmt.Sprintf("%s %s ✓", verb, short(msg.id)), false)
+		m.setFlash(fmt.Sprintf("%s %s ✓", verb, m.short(msg.id)), false)
 		delete(m.approvals, msg.id)
 	}
 	m.scr, m.edit = screenQueue, nil
@@ -496,11 +533,30 @@ func refusal(err error) string {
 	return fmt.Sprintf("%s (%d %s)", msg, e.Status, e.Code)
 }
 
-func short(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// short is how an id is shown: the shortest prefix of its random part
+// that no other run or approval the TUI knows shares (core/shortid), so
+// a run and its card never show the same short id.
+func (m Model) short(id string) string {
+	if s, ok := m.shortIDs[id]; ok {
+		return s
 	}
-	return id
+	return shortid.Of(id)
+}
+
+// reshort recomputes the short ids after the known runs and approvals
+// changed.
+func (m *Model) reshort() {
+	ids := make([]string, 0, len(m.approvals)+len(m.runs)+len(m.questions))
+	for id := range m.approvals {
+		ids = append(ids, id)
+	}
+	for _, r := range m.runs {
+		ids = append(ids, r.ID)
+	}
+	for _, q := range m.questions {
+		ids = append(ids, q.runID)
+	}
+	m.shortIDs = shortid.Shortest(ids...)
 }
 
 // mayDecide is a hint for the help line: the server judges.
@@ -514,343 +570,4 @@ func (m Model) mayDecide(a *client.Approval) bool {
 		}
 	}
 	return len(a.Eligible) == 0
-}
-
-func (m Model) onKey(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	key := k.String()
-	if key == "ctrl+c" {
-		return m, m.quit()
-	}
-	switch m.scr {
-	case screenReject:
-		return m.keyReject(k)
-	case screenEdit:
-		return m.keyEdit(k)
-	case screenAnswer:
-		return m.keyAnswer(k)
-	case screenHelp:
-		m.scr = m.back
-		return m, nil
-	}
-	switch key {
-	case "q":
-		return m, m.quit()
-	case "?":
-		m.back, m.scr = m.scr, screenHelp
-		return m, nil
-	case "tab":
-		if m.scr == screenRuns || m.scr == screenRun {
-			m.leaveRun()
-			m.scr = screenQueue
-		} else {
-			m.scr = screenRuns
-		}
-		m.scroll = 0
-		return m, nil
-	case "1":
-		m.leaveRun()
-		m.scr = screenQueue
-		return m, nil
-	case "2":
-		m.leaveRun()
-		m.scr = screenRuns
-		return m, nil
-	}
-	switch m.scr {
-	case screenQueue:
-		return m.keyQueue(key)
-	case screenDetail:
-		return m.keyDetail(key)
-	case screenRuns:
-		return m.keyRuns(key)
-	case screenRun:
-		return m.keyRun(key)
-	}
-	return m, nil
-}
-
-func (m Model) quit() tea.Cmd {
-	if m.runCancel != nil {
-		m.runCancel()
-	}
-	return tea.Quit
-}
-
-func (m Model) keyQueue(key string) (tea.Model, tea.Cmd) {
-	its := m.items()
-	switch key {
-	case "up", "k":
-		m.cursor = max(0, m.cursor-1)
-	case "down", "j":
-		m.cursor = min(max(0, len(its)-1), m.cursor+1)
-	case "enter", "a", "r", "e":
-		it, ok := m.current()
-		if !ok {
-			return m, nil
-		}
-		if it.question != nil {
-			m.selected = it.question.action.ID
-			m.answer = newAnswerForm(it.question)
-			m.scr = screenAnswer
-			return m, nil
-		}
-		m.selected, m.detail, m.scroll = it.approval.ID, it.approval, 0
-		if key == "enter" {
-			m.scr = screenDetail
-			return m, m.loadDetail(it.approval.ID, screenDetail)
-		}
-		return m.keyDetail(key)
-	}
-	return m, nil
-}
-
-func (m Model) keyDetail(key string) (tea.Model, tea.Cmd) {
-	if m.detail == nil {
-		return m, nil
-	}
-	switch key {
-	case "esc", "backspace":
-		m.scr = screenQueue
-	case "up", "k":
-		m.scroll = max(0, m.scroll-1)
-	case "down", "j":
-		m.scroll++
-	case "a":
-		if m.busy != "" {
-			return m, nil
-		}
-		m.busy = "approving…"
-		return m, m.decide(m.detail.ID, client.Decision{Action: "approve"})
-	case "r":
-		m.reject.SetValue("")
-		m.scr = screenReject
-		return m, m.reject.Focus()
-	case "e":
-		if schemaOf(m.detail) == nil {
-			m.busy = "loading the tool's schema…"
-			return m, m.loadDetail(m.detail.ID, screenEdit)
-		}
-		m.edit = newEditForm(m.detail.ID, m.detail.Tool, schemaOf(m.detail), m.detail.ProposedArgs)
-		m.scr = screenEdit
-	}
-	return m, nil
-}
-
-func (m Model) keyReject(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	switch k.String() {
-	case "esc":
-		m.reject.Blur()
-		m.scr = screenDetail
-		return m, nil
-	case "enter":
-		if m.busy != "" || m.detail == nil {
-			return m, nil
-		}
-		m.busy = "rejecting…"
-		m.reject.Blur()
-		return m, m.decide(m.detail.ID, client.Decision{Action: "reject", Reason: m.reject.Value()})
-	}
-	var cmd tea.Cmd
-	m.reject, cmd = m.reject.Update(k)
-	return m, cmd
-}
-
-func (m Model) keyEdit(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	f := m.edit
-	if f == nil {
-		m.scr = screenDetail
-		return m, nil
-	}
-	switch k.String() {
-	case "esc":
-		m.scr, m.edit = screenDetail, nil
-		return m, nil
-	case "tab", "down":
-		f.setFocus(f.focus + 1)
-		return m, nil
-	case "shift+tab", "up":
-		f.setFocus(f.focus - 1)
-		return m, nil
-	case "enter", "ctrl+s":
-		if m.busy != "" {
-			return m, nil
-		}
-		args, ok := f.args()
-		if !ok {
-			for i, fd := range f.fields {
-				if fd.err != "" {
-					f.setFocus(i)
-					break
-				}
-			}
-			return m, nil
-		}
-		m.busy = "saving the edit…"
-		return m, m.decide(f.approvalID, client.Decision{Action: "edit", Args: args})
-	}
-	if len(f.fields) == 0 {
-		return m, nil
-	}
-	fd := f.fields[f.focus]
-	var cmd tea.Cmd
-	fd.input, cmd = fd.input.Update(k)
-	fd.err = ""
-	return m, cmd
-}
-
-func (m Model) keyAnswer(k tea.KeyMsg) (tea.Model, tea.Cmd) {
-	f := m.answer
-	if f == nil || len(f.fields) == 0 {
-		m.scr = screenQueue
-		return m, nil
-	}
-	fd := f.fields[f.focus]
-	switch k.String() {
-	case "esc":
-		m.scr, m.answer = screenQueue, nil
-		return m, nil
-	case "tab", "down":
-		f.setFocus(f.focus + 1)
-		return m, nil
-	case "shift+tab", "up":
-		f.setFocus(f.focus - 1)
-		return m, nil
-	case "enter", "ctrl+s":
-		if m.busy != "" {
-			return m, nil
-		}
-		ans, ok := f.answer()
-		if !ok {
-			return m, nil
-		}
-		m.busy = "answering…"
-		api, ctx, q := m.api, m.ctx, f.q
-		return m, func() tea.Msg {
-			_, err := api.Answer(ctx, q.runID, q.action.ID, ans)
-			return answeredMsg{runID: q.runID, actionID: q.action.ID, err: err}
-		}
-	}
-	switch fd.item.Kind {
-	case "choice":
-		n := len(fd.item.Choices)
-		switch s := k.String(); {
-		case s == "left" || s == "h":
-			fd.choice = (fd.choice - 1 + n) % max(n, 1)
-		case s == "right" || s == "l" || s == " ":
-			fd.choice = (fd.choice + 1) % max(n, 1)
-		case len(s) == 1 && s[0] >= '1' && s[0] <= '9' && int(s[0]-'1') < n:
-			fd.choice = int(s[0] - '1')
-		}
-		return m, nil
-	case "confirm":
-		switch k.String() {
-		case "ctrl+y":
-			fd.confirm = true
-			return m, nil
-		case "ctrl+n":
-			fd.confirm = false
-			return m, nil
-		}
-		if fd.input.Value() == "" {
-			switch k.String() {
-			case "y":
-				fd.confirm = true
-				return m, nil
-			case "n":
-				fd.confirm = false
-				return m, nil
-			}
-		}
-	}
-	var cmd tea.Cmd
-	fd.input, cmd = fd.input.Update(k)
-	fd.err = ""
-	return m, cmd
-}
-
-func (m Model) keyRuns(key string) (tea.Model, tea.Cmd) {
-	switch key {
-	case "up", "k":
-		m.runCur = max(0, m.runCur-1)
-	case "down", "j":
-		m.runCur = min(max(0, len(m.runs)-1), m.runCur+1)
-	case "esc":
-		m.scr = screenQueue
-	case "enter":
-		if len(m.runs) == 0 {
-			return m, nil
-		}
-		return m.openRun(m.runs[m.runCur].ID)
-	}
-	return m, nil
-}
-
-func (m Model) keyRun(key string) (tea.Model, tea.Cmd) {
-	switch key {
-	case "esc", "backspace":
-		m.leaveRun()
-		m.scr = screenRuns
-	case "up", "k":
-		m.scroll = max(0, m.scroll-1)
-	case "down", "j":
-		m.scroll++
-	}
-	return m, nil
-}
-
-// openRun shows a run's timeline: its steps, then its events live.
-func (m Model) openRun(id string) (tea.Model, tea.Cmd) {
-	m.leaveRun()
-	m.scr, m.scroll = screenRun, 0
-	m.run = &client.RunDetail{Run: client.Run{ID: id}}
-	m.runEvents, m.runEnded = nil, ""
-	cmds := []tea.Cmd{m.loadRun(id)}
-	if m.events != nil {
-		ctx, cancel := context.WithCancel(m.ctx)
-		ch := make(chan tea.Msg, 64)
-		m.runFeed, m.runCancel = ch, cancel
-		events := m.events
-		go func() {
-			err := events(ctx, id, func(ev client.Event) error {
-				if ev.Type == "end" {
-					var end struct {
-						Status string `json:"status"`
-					}
-					_ = json.Unmarshal(ev.Data, &end)
-					select {
-					case ch <- runEndMsg{runID: id, status: end.Status}:
-					case <-ctx.Done():
-					}
-					return errEnd
-				}
-				var re client.RunEvent
-				if json.Unmarshal(ev.Data, &re) != nil {
-					re = client.RunEvent{Type: ev.Type}
-				}
-				select {
-				case ch <- runEventMsg{runID: id, ev: re}:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, errEnd) && ctx.Err() == nil {
-				select {
-				case ch <- runEndMsg{runID: id, err: err}:
-				case <-ctx.Done():
-				}
-			}
-		}()
-		cmds = append(cmds, waitFeed(ch))
-	}
-	return m, tea.Batch(cmds...)
-}
-
-var errEnd = errors.New("end")
-
-func (m *Model) leaveRun() {
-	if m.runCancel != nil {
-		m.runCancel()
-	}
-	m.runCancel, m.runFeed = nil, nil
 }

@@ -26,6 +26,16 @@ type fakeAPI struct {
 	answers   []any
 	decideErr error
 	answerErr error
+	audit     []approvals.AuditEntry // newest first
+}
+
+func (f *fakeAPI) Audit(_ context.Context, q client.AuditQuery) ([]approvals.AuditEntry, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !q.Newest {
+		return nil, "", fmt.Errorf("the TUI reads the newest entries")
+	}
+	return append([]approvals.AuditEntry(nil), f.audit...), "", nil
 }
 
 func (f *fakeAPI) Approval(_ context.Context, id string) (*client.Approval, error) {
@@ -138,7 +148,7 @@ func (h *harness) run(cmd tea.Cmd) {
 			for _, c := range msg {
 				h.run(c)
 			}
-		case detailMsg, decidedMsg, answeredMsg, questionsMsg, runDetailMsg:
+		case detailMsg, decidedMsg, answeredMsg, questionsMsg, runDetailMsg, historyMsg:
 			h.send(msg)
 		}
 	case <-time.After(50 * time.Millisecond):
@@ -211,10 +221,24 @@ func TestQueueShowsApprovalsWithCountdowns(t *testing.T) {
 	h.want("expired", "1h05m")
 }
 
-func TestApproveWithOneKey(t *testing.T) {
+// TestOneKeyNeverDecides: "a" shows what would be approved and asks for
+// Enter; only Enter approves, Esc takes it back (docs/terminal.md).
+func TestOneKeyNeverDecides(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, approval("a1", nil))
+	h := newHarness(t, approval("a1", func(a *client.Approval) { a.Destructive = true }))
 	h.key("a")
+	if len(h.api.decisions) != 0 {
+		t.Fatalf("one key decided: %v", h.api.decisions)
+	}
+	h.want("APPROVAL a1", "approve deploy env=staging service=api version=1.2.3 (high_impact, destructive)?", "enter approves · esc cancels")
+	// Pressing a again, or Esc, decides nothing either.
+	h.key("a", "esc")
+	h.key("enter")
+	if len(h.api.decisions) != 0 {
+		t.Fatalf("decided after esc: %v", h.api.decisions)
+	}
+	h.want("APPROVAL a1", "a approve · r reject")
+	h.key("a", "enter")
 	if len(h.api.decisions) != 1 || !strings.HasPrefix(h.api.decisions[0], "a1 approve") {
 		t.Fatalf("decisions %v", h.api.decisions)
 	}
@@ -279,7 +303,7 @@ func TestRefusalsAreShown(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, approval("a1", nil))
 	h.api.decideErr = &client.Error{Status: 409, Code: "already_decided", Message: "approval a1 is already approved", By: "console:bob"}
-	h.key("a")
+	h.key("a", "enter")
 	h.want("approve refused: approval a1 is already approved (by console:bob) (409 already_")
 }
 
@@ -360,8 +384,23 @@ func TestRunsAndTimeline(t *testing.T) {
 	h.want("[2 Runs]", "RUNS (1", "r1", "succeeded", "deploy", "console:ops-1", "30s ago")
 	h.key("enter")
 	h.want("RUN r1", "step 0  deploy  succeeded", "│ deployed api 1.2.3", "timeline")
-	h.send(runEventMsg{runID: "r1", ev: client.RunEvent{Type: "tool.started", At: t0.Format(time.RFC3339Nano), Data: []byte(`{"tool":"deploy"}`)}})
-	h.want("tool.started", "tool=deploy")
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339Nano) }
+	for _, ev := range []client.RunEvent{
+		{Type: "turn.started", At: at(0), Data: []byte(`{"step_index":0}`)},
+		{Type: "permission.requested", At: at(time.Second), Data: []byte(`{"tool":"deploy","args":{"service":"api"},"approvers":["group:sre"]}`)},
+		{Type: "permission.decided", At: at(2*time.Minute + time.Second), Data: []byte(`{"status":"approved","by":["console:admin"]}`)},
+		{Type: "turn.started", At: at(2*time.Minute + 2*time.Second), Data: []byte(`{"step_index":0}`)},
+		{Type: "tool.started", At: at(2*time.Minute + 2*time.Second), Data: []byte(`{"tool":"deploy","args":{"service":"api"}}`)},
+	} {
+		h.send(runEventMsg{runID: "r1", ev: ev})
+	}
+	// Words, the time between events, and where the time went; no
+	// engine jargon, no key=value dump.
+	h.want("started", "+1s  asked for approval to run deploy service=api; group:sre to", "decide", "+2m00s  approved by console:admin",
+		"+1s  resumed", "running deploy service=api", "time: 2m02s in all: 2m00s waiting for approval (98%)", "working (0%)")
+	if s := h.screen(); strings.Contains(s, "step_index") || strings.Contains(s, "turn.started") || strings.Contains(s, "tool=deploy") {
+		t.Fatalf("the timeline dumps engine fields:\n%s", s)
+	}
 	h.key("esc")
 	h.want("RUNS (1")
 }
@@ -406,4 +445,46 @@ func TestFitsSmallAndWideTerminals(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRunAndCardShortIDsDiffer: a run and its card share the timestamp
+// digits of their UUIDv7s; each shows the shortest prefix of its random
+// part instead, and the two never read the same.
+func TestRunAndCardShortIDsDiffer(t *testing.T) {
+	t.Parallel()
+	runID, cardID := "01a2504f-1111-7000-8000-3f9a2c000001", "01a2504f-1112-7000-8000-3f9a2c110002"
+	h := newHarness(t, approval(cardID, func(a *client.Approval) { a.RunID = runID }))
+	h.send(runMsg{r: &client.Run{ID: runID, Flow: "deploy", Status: "waiting_approval", Thread: "console:ops-1",
+		CreatedAt: t0.Format(time.RFC3339Nano), UpdatedAt: t0.Format(time.RFC3339Nano)}})
+	h.key("tab")
+	h.want("▸ 3f9a2c0  waiting_approval")
+	h.key("tab", "a", "enter")
+	h.want("approved 3f9a2c1 ✓")
+	if strings.Contains(h.screen(), "01a2504f") {
+		t.Fatalf("the shared timestamp shows as an id:\n%s", h.screen())
+	}
+}
+
+// TestHistoryReadsAsSentences: screen 3 shows the newest audit entries in
+// words (core/history), naming the call a decision was about, and reads
+// again when the change feed reports something.
+func TestHistoryReadsAsSentences(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, approval("a1", nil))
+	h.api.audit = []approvals.AuditEntry{
+		{Seq: 2, At: t0, Kind: approvals.AuditApprovalDecided, Actor: "slack:UALICE", ApprovalID: "a1", Tool: "deploy",
+			Detail: []byte(`{"action":"reject","channel":"slack","person":"alice","reason":"not during the freeze"}`)},
+		{Seq: 1, At: t0.Add(-time.Minute), Kind: "something.new", Actor: "system", Detail: []byte(`{"n":1}`)},
+	}
+	h.key("3")
+	h.want("[3 History]", "HISTORY", "alice (slack) rejected deploy env=staging service=api", "version=1.2.3: not during the freeze",
+		"system something.new: n=1")
+	h.api.mu.Lock()
+	h.api.audit = append([]approvals.AuditEntry{{Seq: 3, At: t0, Kind: approvals.AuditRunCancelled, Actor: "console:bob",
+		Detail: []byte(`{"previous_status":"running"}`)}}, h.api.audit...)
+	h.api.mu.Unlock()
+	h.send(runMsg{r: &client.Run{ID: "r9", Status: "cancelled"}})
+	h.want("console:bob cancelled the run (it was running)")
+	h.key("tab")
+	h.want("WAITING FOR A HUMAN (1)")
 }

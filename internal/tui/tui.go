@@ -21,6 +21,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/term"
 
+	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -28,8 +30,11 @@ import (
 // sides; elsewhere it prints plain text).
 func IsTerminal(f *os.File) bool { return f != nil && term.IsTerminal(f.Fd()) }
 
-// Run shows the TUI on in/out until the user quits or ctx ends.
+// Run shows the TUI on in/out until the user quits or ctx ends. It sets
+// c.Channel, so the server records the TUI's decisions and answers with
+// channel "tui".
 func Run(ctx context.Context, c *client.Client, in *os.File, out *os.File) error {
+	c.Channel = api.TUIChannel
 	me, err := c.Me(ctx)
 	if err != nil {
 		return fmt.Errorf("who is this token: %w", err)
@@ -131,6 +136,17 @@ func Plain(ctx context.Context, c *client.Client, w io.Writer, now time.Time) er
 			}
 		}
 	}
+	var ids []string
+	for _, a := range pending {
+		ids = append(ids, a.ID)
+	}
+	for _, r := range runs {
+		ids = append(ids, r.ID)
+	}
+	for _, q := range qs {
+		ids = append(ids, q.runID)
+	}
+	short := shortid.Shortest(ids...)
 	fmt.Fprintf(w, "opsgate at %s as %s (%s)\n\n", c.Server(), text(me.Actor), strings.Join(me.Scopes, ", "))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "PENDING APPROVALS (%d)\n", len(pending))
@@ -139,7 +155,7 @@ func Plain(ctx context.Context, c *client.Client, w io.Writer, now time.Time) er
 	}
 	for i := len(pending) - 1; i >= 0; i-- { // oldest first, as the queue
 		a := pending[i]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, text(a.Tool), a.Risk, text(a.Requester), text(a.Thread),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", short[a.ID], text(a.Tool), a.Risk, text(a.Requester), text(a.Thread),
 			countdown(client.Time(a.ExpiresAt), now), argLine(a.ProposedArgs))
 	}
 	fmt.Fprintf(tw, "\nQUESTIONS (%d)\n", len(qs))
@@ -147,14 +163,14 @@ func Plain(ctx context.Context, c *client.Client, w io.Writer, now time.Time) er
 		fmt.Fprintln(tw, "ID\tRUN\tTHREAD\tEXPIRES IN\tQUESTION")
 	}
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", q.action.ID, q.runID, text(q.thread), countdown(client.Time(q.action.ExpiresAt), now), text(q.summary()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", q.action.ID, short[q.runID], text(q.thread), countdown(client.Time(q.action.ExpiresAt), now), text(q.summary()))
 	}
 	fmt.Fprintf(tw, "\nRUNS (newest %d)\n", len(runs))
 	if len(runs) > 0 {
 		fmt.Fprintln(tw, "ID\tSTATUS\tFLOW\tTHREAD\tREQUESTER\tUPDATED")
 	}
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Status, text(r.Flow), text(r.Thread), text(r.Requester), r.UpdatedAt)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", short[r.ID], r.Status, text(r.Flow), text(r.Thread), text(r.Requester), r.UpdatedAt)
 	}
 	return tw.Flush()
 }

@@ -1,9 +1,7 @@
 package tui
 
 import (
-	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/history"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -98,11 +97,13 @@ func (m Model) View() string {
 		body, help = m.viewRuns(w)
 	case screenRun:
 		body, help = m.viewRun(w)
+	case screenHistory:
+		body, help = m.viewHistory(w)
 	case screenHelp:
 		body, help = viewHelp(), "any key: back"
 	}
 	room := h - 4
-	if m.scr == screenDetail || m.scr == screenRun || m.scr == screenHelp {
+	if m.scr == screenDetail || m.scr == screenRun || m.scr == screenHelp || m.scr == screenHistory {
 		// Scrollable: keep the offset within the body.
 		off := min(m.scroll, max(0, len(body)-room))
 		body = body[off:]
@@ -123,6 +124,8 @@ func (m Model) View() string {
 	switch {
 	case m.busy != "":
 		status = m.busy
+	case m.scr == screenDetail && m.detail != nil && m.confirm == m.detail.ID:
+		status = m.confirmLine()
 	case m.flash != "" && m.flashErr:
 		status = styleErr.Render(text(m.flash))
 	case m.flash != "":
@@ -140,11 +143,18 @@ func (m Model) titleBar(w int) string {
 			live += styleFaint.Render(" (retrying)")
 		}
 	}
-	tabs := "[1 Queue]  2 Runs"
-	if m.scr == screenRuns || m.scr == screenRun {
-		tabs = " 1 Queue  [2 Runs]"
+	tabs := "[1 Queue] 2 Runs 3 History"
+	switch m.scr {
+	case screenRuns, screenRun:
+		tabs = " 1 Queue [2 Runs] 3 History"
+	case screenHistory:
+		tabs = " 1 Queue 2 Runs [3 History]"
 	}
-	left := fmt.Sprintf("%s  %s  %s  %s", styleTitle.Render("opsgate"), text(m.me.Actor), live, styleFaint.Render(text(m.server)))
+	left := fmt.Sprintf("%s  %s  %s", styleTitle.Render("opsgate"), text(m.me.Actor), live)
+	// The server's address goes first when the tabs would not fit.
+	if withServer := left + "  " + styleFaint.Render(text(m.server)); lipgloss.Width(withServer)+1+lipgloss.Width(tabs) <= w {
+		left = withServer
+	}
 	pad := w - lipgloss.Width(left) - lipgloss.Width(tabs)
 	if pad < 1 {
 		return left
@@ -192,7 +202,7 @@ func (m Model) viewQueue(w int) ([]string, string) {
 			out = append(out, styleFaint.Render(fmt.Sprintf("  asked by %s in %s · decided by %s", text(a.Requester), text(a.Thread), text(strings.Join(a.Approvers, ", ")))))
 		} else {
 			q := it.question
-			out = append(out, styleFaint.Render(fmt.Sprintf("  asked in %s for %s · run %s", text(q.thread), text(q.requester), short(q.runID))))
+			out = append(out, styleFaint.Render(fmt.Sprintf("  asked in %s for %s · run %s", text(q.thread), text(q.requester), m.short(q.runID))))
 		}
 	}
 	if it, ok := m.current(); ok && it.question != nil {
@@ -261,7 +271,22 @@ func (m Model) viewDetail(w int) ([]string, string) {
 			out = append(out, "   "+text(l))
 		}
 	}
+	if m.confirm == a.ID {
+		return out, "enter approves · esc cancels"
+	}
 	return out, "a approve · r reject · e edit · ↑↓ scroll · esc back"
+}
+
+// confirmLine names what Enter approves; the help line above it says
+// which keys confirm and cancel.
+func (m Model) confirmLine() string {
+	a := m.detail
+	what := text(a.Tool) + " " + argLine(a.ProposedArgs)
+	risk := string(a.Risk)
+	if a.Destructive {
+		risk += ", destructive"
+	}
+	return styleWarn.Render(fmt.Sprintf("approve %s (%s)?", what, risk))
 }
 
 func (m Model) viewReject(w int) ([]string, string) {
@@ -315,7 +340,7 @@ func (m Model) viewEdit(w int) ([]string, string) {
 func (m Model) viewAnswer(w int) ([]string, string) {
 	f := m.answer
 	q := f.q
-	out := []string{styleTitle.Render(" QUESTION ") + styleFaint.Render("run "+short(q.runID)+" in "+text(q.thread)+" · expires in "+
+	out := []string{styleTitle.Render(" QUESTION ") + styleFaint.Render("run "+m.short(q.runID)+" in "+text(q.thread)+" · expires in "+
 		countdown(client.Time(q.action.ExpiresAt), m.at))}
 	for i, fd := range f.fields {
 		mark := "  "
@@ -376,7 +401,7 @@ func (m Model) viewRuns(w int) ([]string, string) {
 		if name == "" {
 			name = "(agent)"
 		}
-		line := fmt.Sprintf("%-8s %-16s %-12s %-20s %s", short(r.ID), text(string(r.Status)), text(name), text(r.Thread), age(client.Time(r.UpdatedAt), m.at))
+		line := fmt.Sprintf("%-8s %-16s %-12s %-20s %s", m.short(r.ID), text(string(r.Status)), text(name), text(r.Thread), age(client.Time(r.UpdatedAt), m.at))
 		if i == m.runCur {
 			out = append(out, "▸ "+styleSel.Render(line))
 		} else {
@@ -434,9 +459,23 @@ func (m Model) viewRun(w int) ([]string, string) {
 		}
 	}
 	out = append(out, "", styleTitle.Render(" timeline"))
-	for _, ev := range m.runEvents {
-		at := client.Time(ev.At)
-		out = append(out, fmt.Sprintf("   %s  %-22s %s", at.Local().Format("15:04:05"), text(ev.Type), eventSummary(ev.Data)))
+	evs := m.coreEvents()
+	for i, mo := range history.Timeline(evs) {
+		gap := ""
+		if i > 0 {
+			gap = "+" + history.Duration(mo.Since)
+		}
+		out = append(out, wrapped(fmt.Sprintf("   %s %7s  ", mo.At.Local().Format("15:04:05"), gap), mo.Text, w)...)
+	}
+	end := m.at
+	if m.runEnded != "" && len(evs) > 0 {
+		end = evs[len(evs)-1].At
+	}
+	if spent := history.SpentText(history.Spent(evs, end)); spent != "" {
+		out = append(out, "")
+		for _, l := range wrapped("   time: ", spent, w) {
+			out = append(out, styleFaint.Render(l))
+		}
 	}
 	switch {
 	case m.runEnded != "":
@@ -448,40 +487,43 @@ func (m Model) viewRun(w int) ([]string, string) {
 	return out, "↑↓ scroll · esc runs · tab queue · q quit"
 }
 
-// eventSummary renders an event's data as sorted k=v pairs on one line.
-func eventSummary(raw json.RawMessage) string {
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil {
-		return text(string(raw))
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		v := m[k]
-		if k == "args" {
-			if a, ok := v.(map[string]any); ok {
-				parts = append(parts, argLine(a))
-				continue
-			}
+// wrapped is text after lead, wrapped at words to the width w, its further
+// lines indented under the text: a timeline keeps every word.
+func wrapped(lead, txt string, w int) []string {
+	pad := ansi.StringWidth(lead)
+	lines := strings.Split(ansi.Wrap(txt, max(20, w-pad), " "), "\n")
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		if i == 0 {
+			out[i] = lead + l
+		} else {
+			out[i] = strings.Repeat(" ", pad) + l
 		}
-		parts = append(parts, text(k)+"="+text(core.ArgString(v)))
 	}
-	return strings.Join(parts, " ")
+	return out
+}
+
+// coreEvents are the run's events as core/history reads them.
+func (m Model) coreEvents() []core.RunEvent {
+	out := make([]core.RunEvent, 0, len(m.runEvents))
+	for _, ev := range m.runEvents {
+		out = append(out, core.RunEvent{Seq: ev.Seq, RunID: ev.RunID, Type: ev.Type, Data: ev.Data, At: client.Time(ev.At)})
+	}
+	return out
 }
 
 func viewHelp() []string {
 	return []string{
 		styleTitle.Render(" KEYS"),
-		"  queue     ↑↓/jk move · enter details or answer · a approve · r reject · e edit",
-		"  details   a approve · r reject (with a reason) · e edit the arguments · esc back",
+		"  queue     ↑↓/jk move · enter details or answer · a approve (enter confirms)",
+		"  details   a then enter approve · r reject (with a reason) · e edit · esc back",
 		"  edit      tab/↑↓ field · enter save (validated against the tool's schema) · esc",
 		"  question  tab next · ←→ or 1-9 choose · y/n confirm · enter send · esc back",
 		"  runs      ↑↓ move · enter the run's timeline (live) · esc back",
+		"  history   3: the audit log in words, newest first, live · ↑↓ scroll",
 		"  anywhere  tab or 1/2 switch queue and runs · ? this help · q or ctrl+c quit",
+		"",
+		"  One key never decides: a shows what is approved, enter approves.",
 		"",
 		"  Every decision goes through the server's API with your token: it is judged",
 		"  (who may decide, quorum, expiry) and audited like any other surface.",

@@ -123,7 +123,7 @@ func (s *Store) ApprovalList(ctx context.Context, p approvals.ApprovalListParams
 		args = append(args, p.RunID)
 	}
 	if p.IDPrefix != "" {
-		w, a := prefixMatch("id", p.IDPrefix)
+		w, a := idMatch(p.IDPrefix)
 		where, args = where+w, append(args, a...)
 	}
 	if p.Tool != "" {

@@ -94,8 +94,8 @@ func (b *stmtBuilder) sql() string {
 var (
 	eventCols     = []string{"run_id", "type", "data", "at"}
 	eventTypes    = []string{"text", "text", "text", "bigint"}
-	outboxCols    = []string{"id", "channel", "thread", "kind", "text", "approval_id", "run_id", "status", "next_attempt_at", "created_at"}
-	outboxTypes   = []string{"text", "text", "text", "text", "text", "text", "text", "text", "bigint", "bigint"}
+	outboxCols    = []string{"id", "channel", "thread", "kind", "text", "approval_id", "run_id", "status", "next_attempt_at", "created_at", "replaces"}
+	outboxTypes   = []string{"text", "text", "text", "text", "text", "text", "text", "text", "bigint", "bigint", "text"}
 	pendingCols   = []string{"at", "kind", "actor", "run_id", "approval_id", "tool", "detail"}
 	pendingTypes  = []string{"bigint", "text", "text", "text", "text", "text", "text"}
 	stepCols      = []string{"run_id", "idx", "tool", "status", "args", "output", "error", "approval_id", "idempotency_key", "attempts", "started_at", "finished_at"}
@@ -153,7 +153,7 @@ func outboxRows(ms []core.OutboxMessage, now time.Time) ([][]any, error) {
 			m.CreatedAt = now
 		}
 		rows = append(rows, []any{m.ID, m.Thread.Channel, threadString(m.Thread), string(m.Kind), m.Text, m.ApprovalID, m.RunID,
-			string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt)})
+			string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt), m.Replaces})
 	}
 	return rows, nil
 }

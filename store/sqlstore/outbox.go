@@ -22,7 +22,7 @@ func insertOutbox(ctx context.Context, t *tx, now time.Time, ms ...core.OutboxMe
 	if len(ms) == 0 {
 		return nil
 	}
-	args := make([]any, 0, len(ms)*10)
+	args := make([]any, 0, len(ms)*11)
 	for _, m := range ms {
 		if m.ID == "" {
 			id, err := uuid.NewV7()
@@ -38,11 +38,11 @@ func insertOutbox(ctx context.Context, t *tx, now time.Time, ms ...core.OutboxMe
 			m.CreatedAt = now
 		}
 		args = append(args, m.ID, m.Thread.Channel, threadString(m.Thread), string(m.Kind), m.Text, m.ApprovalID, m.RunID,
-			string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt))
+			string(core.DeliveryPending), micros(m.CreatedAt), micros(m.CreatedAt), m.Replaces)
 	}
 	// Rows get their seq in VALUES order, so a thread's messages keep theirs.
 	if _, err := t.exec(ctx, `INSERT INTO outbox (id, channel, thread, kind, text, approval_id, run_id, status,
-		next_attempt_at, created_at) VALUES `+valueRows(len(ms), 10), args...); err != nil {
+		next_attempt_at, created_at, replaces) VALUES `+valueRows(len(ms), 11), args...); err != nil {
 		return fmt.Errorf("store: queue %d outbox messages (%s…): %w", len(ms), ms[0].ID, err)
 	}
 	t.notify(core.TopicOutbox)
@@ -50,7 +50,7 @@ func insertOutbox(ctx context.Context, t *tx, now time.Time, ms ...core.OutboxMe
 }
 
 const deliveryColumns = `id, thread, kind, text, approval_id, run_id, created_at, seq, status, attempts,
-	next_attempt_at, chunks_sent, refs, last_error, sent_at`
+	next_attempt_at, chunks_sent, refs, last_error, sent_at, replaces`
 
 func scanDelivery(r rowScanner) (*core.Delivery, error) {
 	var d core.Delivery
@@ -58,7 +58,7 @@ func scanDelivery(r rowScanner) (*core.Delivery, error) {
 	var created, next int64
 	var sent sql.NullInt64
 	if err := r.Scan(&d.ID, &thread, &kind, &d.Text, &d.ApprovalID, &d.RunID, &created, &d.Seq, &status,
-		&d.Attempts, &next, &d.ChunksSent, &refs, &d.LastError, &sent); err != nil {
+		&d.Attempts, &next, &d.ChunksSent, &refs, &d.LastError, &sent, &d.Replaces); err != nil {
 		return nil, err
 	}
 	th, err := parseThread(thread)
@@ -164,7 +164,7 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 	}
 	// refs is always a compact JSON array written by this store: append
 	// by text, so both backends do it without their JSON functions.
-	ok, err := s.guardedUpdate(ctx, "outbox chunk sent", `UPDATE outbox SET
+	ok, err := s.refUpdate(ctx, "outbox chunk sent", id, ref, `UPDATE outbox SET
 		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
 			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
 		chunks_sent = chunks_sent + 1 WHERE id = ? AND owner = ? AND chunks_sent = ?`, nil,
@@ -194,8 +194,79 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 		if _, err := t.exec(ctx, `UPDATE outbox SET refs = ?, chunks_sent = ? WHERE id = ?`, string(b), chunks+1, id); err != nil {
 			return fmt.Errorf("store: outbox chunk sent %s: %w", id, err)
 		}
-		return nil
+		return rememberRef(ctx, t, id, ref)
 	})
+}
+
+// refUpdate is guardedUpdate for a statement that records ref as sent for
+// outbox message id: when it matched, the reference's thread is
+// remembered (message_threads) in the same transaction.
+func (s *Store) refUpdate(ctx context.Context, op, id string, ref core.MessageRef, q string, topics []string, args ...any) (bool, error) {
+	var matched bool
+	err := s.inTx(ctx, op, func(t *tx) error {
+		r, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		if err != nil || n == 0 {
+			return err
+		}
+		matched = true
+		for _, topic := range topics {
+			t.notify(topic)
+		}
+		return rememberRef(ctx, t, id, ref)
+	})
+	if err != nil {
+		return false, fmt.Errorf("store: %s: %w", op, err)
+	}
+	return matched, nil
+}
+
+// rememberRef records which thread the message with platform reference ref
+// (a chunk of outbox message id) went to, for ThreadOfMessage. A reference
+// already known (an edit keeps its message's) keeps its thread.
+func rememberRef(ctx context.Context, t *tx, id string, ref core.MessageRef) error {
+	if ref.ID == "" {
+		return nil
+	}
+	if _, err := t.exec(ctx, `INSERT INTO message_threads (channel, ref, thread)
+		SELECT channel, ?, thread FROM outbox WHERE id = ? ON CONFLICT DO NOTHING`, ref.ID, id); err != nil {
+		return fmt.Errorf("remember the thread of %s: %w", ref.ID, err)
+	}
+	return nil
+}
+
+var _ core.OutboxRefStore = (*Store)(nil)
+
+// OutboxRefs implements core.OutboxRefStore.
+func (s *Store) OutboxRefs(ctx context.Context, id string) ([]core.MessageRef, error) {
+	var refs string
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT refs FROM outbox WHERE id = ?`), id).Scan(&refs)
+	if err != nil {
+		return nil, mapErr(err, "outbox refs", "outbox message "+id)
+	}
+	var rs []core.MessageRef
+	if err := json.Unmarshal([]byte(refs), &rs); err != nil {
+		return nil, fmt.Errorf("store: outbox refs %s: %w", id, err)
+	}
+	return rs, nil
+}
+
+// ThreadOfMessage implements core.ThreadStore.
+func (s *Store) ThreadOfMessage(ctx context.Context, ref core.MessageRef) (core.Thread, error) {
+	var thread string
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT thread FROM message_threads WHERE channel = ? AND ref = ?`),
+		ref.Channel, ref.ID).Scan(&thread)
+	if err != nil {
+		return core.Thread{}, mapErr(err, "thread of message", ref.Channel+" message "+ref.ID)
+	}
+	th, err := parseThread(thread)
+	if err != nil {
+		return core.Thread{}, fmt.Errorf("store: thread of message %s: %w", ref.ID, err)
+	}
+	return th, nil
 }
 
 // OutboxLastChunkSent records a message's last chunk and marks it sent:
@@ -209,7 +280,7 @@ func (s *Store) OutboxLastChunkSent(ctx context.Context, id, owner string, chunk
 	if err != nil {
 		return fmt.Errorf("store: outbox last chunk sent %s: ref: %w", id, err)
 	}
-	ok, err := s.guardedUpdate(ctx, "outbox last chunk sent", `UPDATE outbox SET
+	ok, err := s.refUpdate(ctx, "outbox last chunk sent", id, ref, `UPDATE outbox SET
 		refs = CASE WHEN refs = '[]' THEN '[' || CAST(? AS TEXT) || ']'
 			ELSE substr(refs, 1, length(refs) - 1) || ',' || CAST(? AS TEXT) || ']' END,
 		chunks_sent = chunks_sent + 1, status = ?, sent_at = ?, owner = NULL, lease_until = NULL

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // InboxRecord implements core.RunStore. The (channel, event id) insert is
@@ -553,7 +554,7 @@ func (s *Store) RunList(ctx context.Context, p core.RunListParams) ([]*core.Run,
 		args = append(args, p.Thread)
 	}
 	if p.IDPrefix != "" {
-		w, a := prefixMatch("id", p.IDPrefix)
+		w, a := idMatch(p.IDPrefix)
 		where, args = where+w, append(args, a...)
 	}
 	if p.Channel != "" {
@@ -704,4 +705,17 @@ func closeRows(rows *sql.Rows) error {
 // wildcards), with no escaping to get wrong.
 func prefixMatch(col, prefix string) (string, []any) {
 	return " AND substr(" + col + ", 1, ?) = ?", []any{len([]rune(prefix)), prefix}
+}
+
+// idMatch keeps the ids that typed names, as shortid.Matches does: ids
+// that start with it, and, for shortid.MinTyped characters or more, UUIDs
+// whose random last group (from character 25) starts with it. The second
+// test reads every row (no index serves it); these lookups are a person's
+// typed id, not a hot path.
+func idMatch(typed string) (string, []any) {
+	n := len([]rune(typed))
+	if n < shortid.MinTyped {
+		return prefixMatch("id", typed)
+	}
+	return " AND (substr(id, 1, ?) = ? OR (length(id) = 36 AND substr(id, 25, ?) = ?))", []any{n, typed, n, typed}
 }

@@ -3,8 +3,11 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -228,4 +231,76 @@ func testAuditListNewest(t *testing.T, s core.Store) {
 			t.Errorf("AuditList(%+v) seqs = %v, want %v", c.p, seqs, c.want)
 		}
 	}
+}
+
+// testListByShortID: IDPrefix also names a UUID by a prefix of its random
+// last group (core/shortid), for runs and approvals alike, while a prefix
+// of the whole id still works and a shared timestamp prefix names every
+// id that has it.
+func testListByShortID(t *testing.T, s core.Store) {
+	ts := newUUIDPrefix(t) // one millisecond's timestamp, shared by all
+	mk := func(tail string) *approvals.Approval {
+		return suspendedWith(t, s, thread("short-"+tail), []string{"console:bob"}, 1, func(a *approvals.Approval) { a.ID = ts + tail })
+	}
+	// Runs and approvals with chosen random parts: ids are set by the
+	// caller, so rewrite them before they are stored.
+	runID := func(tail string) string {
+		r := newRun(thread("short-run-" + tail))
+		r.ID = ts + tail
+		if _, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: event(r.Thread), Run: r}); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	ra, rb := runID("3f9a2c000001"), runID("3f9b00000002")
+	runs := func(typed string) []string {
+		t.Helper()
+		rs, _, err := s.RunList(ctx(t), core.RunListParams{IDPrefix: typed})
+		if err != nil {
+			t.Fatalf("RunList(%q): %v", typed, err)
+		}
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	sameIDs(t, "runs by short id", runs("3f9a2c0"), ra)
+	sameIDs(t, "runs by four characters", runs("3f9b"), rb)
+	sameIDs(t, "runs by a shared short prefix", runs("3f9"))              // three characters: the id's start only
+	sameIDs(t, "runs by the shared timestamp", runs(ts[:13]), rb, ra)     // the old prefix names both
+	sameIDs(t, "runs by the whole id", runs(ra), ra)                      // exact
+	sameIDs(t, "runs by a tail of the wrong case", runs("3F9A2C0"))       // ids are lower case
+	sameIDs(t, "runs by a tail with a wildcard", runs("3f9_"))            // no LIKE
+	sameIDs(t, "runs by a middle group", runs(strings.Split(ra, "-")[1])) // only the last group counts
+
+	aa, ab := mk("3f9a2c000003"), mk("77aa00000004")
+	aps := func(typed string) []string {
+		t.Helper()
+		as, _, err := s.ApprovalList(ctx(t), approvals.ApprovalListParams{IDPrefix: typed})
+		if err != nil {
+			t.Fatalf("ApprovalList(%q): %v", typed, err)
+		}
+		var out []string
+		for _, x := range as {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	sameIDs(t, "approvals by short id", aps("3f9a2c0"), aa.ID)
+	sameIDs(t, "approvals by four characters", aps("77aa"), ab.ID)
+	sameIDs(t, "approvals by the shared timestamp", aps(ts[:13]), ab.ID, aa.ID)
+	sameIDs(t, "approvals by the whole id", aps(ab.ID), ab.ID)
+}
+
+// newUUIDPrefix is the first four groups of a fresh UUIDv7 ("01a2504f-
+// 1111-7000-8000-"): ids made from it share a timestamp, as a run and its
+// approval do.
+func newUUIDPrefix(t *testing.T) string {
+	t.Helper()
+	u, err := uuid.NewV7()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.String()[:24]
 }

@@ -123,7 +123,7 @@ func (s *server) answerRun(w http.ResponseWriter, r *http.Request) {
 	var de *core.DecisionError
 	switch {
 	case errors.As(err, &de):
-		s.plainError(w, de.Code.HTTPStatus(), "Your answer was not taken: "+de.Message)
+		s.plainError(w, de.Code.HTTPStatus(), core.RefusalText(de))
 		return
 	case err != nil:
 		s.fail(w, r, err)

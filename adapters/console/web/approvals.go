@@ -13,6 +13,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 const approvalsPerPage = 50
@@ -175,6 +176,9 @@ func appendNew(list []string, v string) []string {
 // clicks one (a GET never changes state).
 func (s *server) approvalPage(w http.ResponseWriter, r *http.Request) {
 	a, err := s.auth.Approval(r.Context(), infoFrom(r.Context()).auth, authority.SeeApproval, r.PathValue("id"))
+	if errors.Is(err, core.ErrNotFound) && s.shortRedirect(w, r, shortid.KindApproval, r.PathValue("id")) {
+		return
+	}
 	if err != nil {
 		s.refused(w, r, err)
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWaitingApproval, core.RunWaitingInput,
@@ -18,6 +19,8 @@ var runStatuses = []core.RunStatus{core.RunQueued, core.RunRunning, core.RunWait
 
 type runRow struct {
 	ID, Flow, Thread, Requester, Status, Reason, CreatedAt, UpdatedAt string
+	// Short is the id as shown: unique among the page's runs.
+	Short string
 }
 
 // runsPage lists runs newest first, filtered (in the store) by status,
@@ -68,6 +71,14 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 		rows = append(rows, runRow{ID: run.ID, Flow: run.Flow, Thread: run.Thread.String(), Requester: run.Requester,
 			Status: string(run.Status), Reason: run.Reason, CreatedAt: ts(run.CreatedAt), UpdatedAt: ts(run.UpdatedAt)})
 	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	short := pageShortIDs(ids...)
+	for i := range rows {
+		rows[i].Short = short[rows[i].ID]
+	}
 	nextURL := ""
 	if next != "" {
 		v := url.Values{}
@@ -87,6 +98,9 @@ func (s *server) runsPage(w http.ResponseWriter, r *http.Request) {
 func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	run, err := s.auth.Run(ctx, infoFrom(ctx).auth, authority.SeeRun, r.PathValue("id"))
+	if errors.Is(err, core.ErrNotFound) && s.shortRedirect(w, r, shortid.KindRun, r.PathValue("id")) {
+		return
+	}
 	if err != nil {
 		s.refused(w, r, err)
 		return
@@ -114,7 +128,7 @@ func (s *server) runPage(w http.ResponseWriter, r *http.Request) {
 	for _, a := range as {
 		cards[a.ID] = newCardView(a, run)
 	}
-	v := newRunView(run, evs, cards)
+	v := newRunView(run, evs, cards, s.o.Now())
 	s.render(w, r, http.StatusOK, "run", map[string]any{"Title": "Run " + run.Flow, "Run": v, "Done": r.URL.Query().Get("done")})
 }
 
@@ -165,16 +179,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	case bad != 0:
 		verify = "broken"
 	}
-	type row struct {
-		Seq                                      int64
-		At, Kind, Actor, RunID, ApprovalID, Tool string
-		Detail, Hash                             string
-	}
-	rows := make([]row, 0, len(entries))
-	for _, e := range entries {
-		rows = append(rows, row{Seq: e.Seq, At: ts(e.At), Kind: string(e.Kind), Actor: e.Actor, RunID: e.RunID,
-			ApprovalID: e.ApprovalID, Tool: e.Tool, Detail: string(e.Detail), Hash: e.Hash})
-	}
+	rows := s.auditRows(r.Context(), entries)
 	nextURL := ""
 	if len(entries) == p.Limit {
 		v := url.Values{"actor": {p.Actor}, "tool": {p.Tool}, "run": {p.RunID}, "kind": {p.Kind},
@@ -183,7 +188,7 @@ func (s *server) auditPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "audit", map[string]any{"Title": "Audit", "Entries": rows, "Verify": verify, "BadSeq": bad,
 		"ActorQ": p.Actor, "Tool": p.Tool, "Run": p.RunID, "Kind": p.Kind, "Next": nextURL,
-		"Kinds": auditFilterKinds})
+		"Kinds": auditFilterKinds, "Export": auditExportQuery(p)})
 }
 
 // auditFilterKinds are the kinds the audit page offers as a filter.

@@ -1,8 +1,6 @@
 package web
 
 import (
-	"github.com/opsgate/opsgate/core/markdown"
-
 	"bytes"
 	"embed"
 	"fmt"
@@ -11,6 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/shortid"
 )
 
 // The console's markup, script and style are compiled into the binary: no
@@ -51,13 +52,11 @@ var funcs = template.FuncMap{
 		}
 		return relTime(t, time.Now())
 	},
-	"short": func(s string) string {
-		if len(s) > 13 {
-			return s[:8] + "…" + s[len(s)-4:]
-		}
-		return s
-	},
-	"add": func(a, b int) int { return a + b },
+	// short is an id as people see and type it: a prefix of its random
+	// part (core/shortid; the UUIDv7's leading digits are a timestamp a
+	// run and its card share). Lists pass their own Shortest forms.
+	"short": shortid.Of,
+	"add":   func(a, b int) int { return a + b },
 	// dict passes several values to a partial template.
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/history"
 )
 
 // The view models the templates render. Everything is plain strings (or
@@ -184,9 +185,21 @@ type stepView struct {
 type eventRow struct {
 	Seq               int64
 	Type, At, Summary string
+	// Gap is the time since the event before ("+2m00s"; "" for the first).
+	Gap string
 	// Kind picks the timeline marker: start, ask, decide, tool, reply, end,
 	// fail.
 	Kind string
+}
+
+// spentRow is one line of where a run's time went: what, how long, and the
+// share of the whole in percent (for the bar).
+type spentRow struct {
+	What, Took string
+	Percent    int
+	// Tenths is Percent in tens, rounded, for the bar's width class (the
+	// CSP allows no inline styles).
+	Tenths int
 }
 
 type runView struct {
@@ -195,7 +208,11 @@ type runView struct {
 	Final                                                                bool
 	Steps                                                                []stepView
 	Events                                                               []eventRow
-	Version                                                              string
+	// Spent is where the run's time went, longest first, and SpentTotal
+	// the run's time in all (core/history).
+	Spent      []spentRow
+	SpentTotal string
+	Version    string
 	// Agent runs: the conversation, and the question waiting for input.
 	Agent        bool
 	Conversation []convoEntry
@@ -230,7 +247,7 @@ func nthIndex(s string, c byte, n int) int {
 	return -1
 }
 
-func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *runView {
+func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView, now time.Time) *runView {
 	v := &runView{
 		ID: r.ID, Flow: r.Flow, Thread: r.Thread.String(), Requester: r.Requester, Status: string(r.Status),
 		Reason: r.Reason, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, ArgsJSON: prettyJSON(emptyIfNil(r.Args)),
@@ -253,11 +270,35 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *r
 	if _, ok := core.AgentOf(r.Flow); ok {
 		v.Agent, v.Conversation, v.Question = true, conversation(evs), pendingQuestion(r)
 	}
+	kinds := map[int64]string{}
 	for _, ev := range evs {
-		if ev.Type == core.EventAgentMessage {
+		kinds[ev.Seq] = eventKind(ev)
+	}
+	for _, m := range history.Timeline(evs) {
+		if m.Type == core.EventAgentMessage {
 			continue // shown as the conversation
 		}
-		v.Events = append(v.Events, eventRow{Seq: ev.Seq, Type: ev.Type, At: ts(ev.At), Summary: eventSummary(ev), Kind: eventKind(ev)})
+		row := eventRow{Seq: m.Seq, Type: m.Type, At: ts(m.At), Summary: m.Text, Kind: kinds[m.Seq]}
+		if len(v.Events) > 0 {
+			row.Gap = "+" + history.Duration(m.Since)
+		}
+		v.Events = append(v.Events, row)
+	}
+	end := now
+	if r.Status.Final() {
+		end = r.UpdatedAt
+	}
+	shares := history.Spent(evs, end)
+	var total time.Duration
+	for _, sh := range shares {
+		total += sh.Took
+	}
+	for _, sh := range shares {
+		pct := int(sh.Took * 100 / max(total, 1))
+		v.Spent = append(v.Spent, spentRow{What: sh.What, Took: history.Duration(sh.Took), Percent: pct, Tenths: (pct + 5) / 10})
+	}
+	if total > 0 {
+		v.SpentTotal = history.Duration(total)
 	}
 	last := int64(0)
 	if len(evs) > 0 {
@@ -265,58 +306,6 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView) *r
 	}
 	v.Version = fmt.Sprintf("%s/%d/%d", r.Status, len(r.Steps), last)
 	return v
-}
-
-// eventSummary is one readable line per run event for the timeline.
-func eventSummary(ev core.RunEvent) string {
-	var d map[string]any
-	_ = json.Unmarshal(ev.Data, &d)
-	str := func(k string) string {
-		if v, ok := d[k]; ok && v != nil {
-			if s, ok := v.(string); ok {
-				return s
-			}
-			b, _ := json.Marshal(v)
-			return string(b)
-		}
-		return ""
-	}
-	switch ev.Type {
-	case core.EventRunQueued:
-		return "queued flow " + str("flow") + " with " + str("args")
-	case core.EventTurnStarted:
-		return "turn started at step index " + str("step_index")
-	case core.EventPermissionRequested:
-		return "approval " + str("approval_id") + " requested for " + str("tool") + " " + str("args")
-	case core.EventPermissionDecided:
-		s := "approval decided"
-		for _, k := range []string{"status", "actor", "channel", "action"} {
-			if x := str(k); x != "" {
-				s += " · " + k + ": " + x
-			}
-		}
-		return s
-	case core.EventToolStarted:
-		return str("tool") + " dispatched with " + str("args") + " (attempt " + str("attempt") + ")"
-	case core.EventToolFinished:
-		s := str("tool") + " finished"
-		if e := str("error"); e != "" {
-			s += ": " + e
-		}
-		return s + " in " + str("duration_ms") + " ms"
-	case core.EventMessageCommitted:
-		return "reply: " + firstLine(str("text"))
-	case core.EventTurnFinished:
-		return "run " + str("status")
-	}
-	return string(ev.Data)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
-	}
-	return s
 }
 
 // grantRow is one grant on the grants page.

@@ -282,6 +282,7 @@ func (s *server) routes() {
 	route("GET /schedules", authority.ListSchedules, s.schedulesPage)
 	route("POST /schedules/{name}/{action}", authority.Administer, s.scheduleAction)
 	route("GET /audit", authority.ReadAudit, s.auditPage)
+	route("GET /audit/export", authority.ReadAudit, s.auditExport)
 	route("GET /deliveries", authority.Administer, s.deliveriesPage)
 	route("POST /deliveries/{id}/requeue", authority.Administer, s.requeue)
 	// The live feed carries no data, only "something changed".

@@ -310,7 +310,7 @@ func reply(w http.ResponseWriter, v any) {
 // VisibleText is what a person reads in a message: its blocks' text when
 // it has blocks, else its text field.
 func VisibleText(m Message) string {
-	if len(m.Blocks) == 0 || string(m.Blocks) == "null" {
+	if len(m.Blocks) == 0 || string(m.Blocks) == "null" || string(m.Blocks) == "[]" { // no blocks: Slack shows the text
 		return m.Text
 	}
 	var v any
