@@ -80,6 +80,11 @@ func (c *checker) run() {
 	if c.given["audit.key_file"] && strings.TrimSpace(c.cfg.Audit.KeyFile) == "" {
 		c.problem("audit.key_file", "must not be empty (default <data_dir>/audit.key)")
 	}
+	if ep := c.cfg.Telemetry.OTLPEndpoint; ep != "" {
+		if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			c.problem("telemetry.otlp_endpoint", "must be an http(s) URL such as http://127.0.0.1:4318, not %q", ep)
+		}
+	}
 	c.models()
 	c.agents()
 	c.schedules()

@@ -102,6 +102,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		c.Channels.Email.RequireDMARC = true
 	}
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
+	setString(&c.Telemetry.ServiceName, "opsgate")
 	if !given("channels.console.token_login") {
 		c.Channels.Console.TokenLogin = true
 	}

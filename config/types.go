@@ -40,6 +40,8 @@ type Config struct {
 	Policy    Policy              `yaml:"policy"`
 	Approvals Approvals           `yaml:"approvals"`
 	Audit     Audit               `yaml:"audit"`
+	// Telemetry turns on OpenTelemetry traces (docs/telemetry.md).
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// MCPServers are upstream MCP servers whose tools are offered as
 	// "<server>.<tool>" beside Tools (see mcp.go).
@@ -548,4 +550,14 @@ type Approvals struct {
 	// "requester_or_approvers" (default) or "requester" — for teams where a
 	// question about the requester's intent must not be answered for them.
 	QuestionAnswerers string `yaml:"question_answerers"`
+}
+
+// Telemetry configures OpenTelemetry traces (docs/telemetry.md). Off unless
+// OTLPEndpoint or the standard OTEL_EXPORTER_OTLP_ENDPOINT is set.
+type Telemetry struct {
+	// OTLPEndpoint is the OTLP/HTTP collector's base URL
+	// (http://127.0.0.1:4318); traces go to <endpoint>/v1/traces.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// ServiceName is the service.name resource attribute (default opsgate).
+	ServiceName string `yaml:"service_name"`
 }

@@ -114,6 +114,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer lock.release()
+	stopTraces, err := startTraces(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 
 	st, err := openStoreWith(ctx, cfg, log)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
+	"github.com/opsgate/opsgate/core/telemetry"
 )
 
 // errShutdown stops a run when the shutdown bound cancels its tool call,
@@ -53,7 +54,10 @@ func (e *Engine) execute(ctx context.Context, run *core.Run) {
 		}
 	}
 	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, started))
+	ts, _ := e.store.(core.RunTraceStore)
+	ctx, span := telemetry.StartRun(ctx, ts, run.ID, run.Flow, x.log)
 	err := x.drive(ctx)
+	telemetry.End(span, err)
 	switch {
 	case err == nil:
 	case errors.Is(err, core.ErrConflict):

@@ -10,6 +10,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/router"
+	"github.com/opsgate/opsgate/core/telemetry"
 )
 
 var _ core.Sink = (*Engine)(nil)
@@ -39,6 +40,8 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 	if ev.ReceivedAt.IsZero() {
 		ev.ReceivedAt = e.now()
 	}
+	ctx, span := telemetry.StartEvent(ctx, ev.Channel)
+	defer span.End()
 	if ev.Decision != nil {
 		return e.handleDecisionEvent(ctx, ev)
 	}
@@ -168,6 +171,10 @@ func (e *Engine) continueThread(ctx context.Context, ev *core.ChannelEvent) erro
 // record stores an inbound event and what it starts.
 func (e *Engine) record(ctx context.Context, p core.InboxRecordParams) (core.Receipt, error) {
 	ev := p.Event
+	if p.Run != nil {
+		ts, _ := e.store.(core.RunTraceStore)
+		telemetry.RememberRun(ctx, ts, p.Run.ID, e.log)
+	}
 	res, err := e.store.InboxRecord(ctx, p)
 	if err != nil {
 		return core.Receipt{}, fmt.Errorf("engine: record event %s/%s: %w", ev.Channel, ev.EventID, err)

@@ -20,6 +20,8 @@ func (g *Gate) dispatch(ctx context.Context, t *tools.Tool, c *Call, args map[st
 	s.Events = []core.RunEvent{g.event(c, core.EventToolStarted, map[string]any{
 		"step": c.Index, "tool": t.Name, "args": args, "idempotency_key": c.Key, "attempt": s.Attempt})}
 	call := tools.Call{RunID: c.RunID, IdempotencyKey: c.Key, Args: maps.Clone(args)}
+	ctx, span := startDispatch(ctx, c, t.Name, s.Attempt)
+	defer span.End()
 	begin := time.Now()
 	var res tools.Result
 	var runErr error

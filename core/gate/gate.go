@@ -182,6 +182,13 @@ func (c *Call) tag(data map[string]any) map[string]any {
 // non-nil error means the caller stops: the store failed, rec refused a
 // write (a cancelled run), or ctx ended (ErrShutdown).
 func (g *Gate) Pass(ctx context.Context, c Call, rec Record) (*Outcome, error) {
+	ctx, span := startPass(ctx, &c)
+	o, err := g.pass(ctx, c, rec)
+	endPass(span, o, err)
+	return o, err
+}
+
+func (g *Gate) pass(ctx context.Context, c Call, rec Record) (*Outcome, error) {
 	t, err := g.lookup(ctx, c.Tool)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -44,6 +44,7 @@ func (g *Gate) resume(ctx context.Context, t *tools.Tool, c Call, rec Record) (*
 //   - its deciders still make its quorum under the live rule: still
 //     eligible, persons counted once, no self-approval the rule forbids.
 func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.Approval, rec Record) (*Outcome, error) {
+	traceWait(ctx, a)
 	args := a.Args()
 	tr := g.o.Trust()
 	v := tr.Policy.Evaluate(Info(t), args)

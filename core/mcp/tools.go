@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/telemetry"
 )
 
 // sessionIdle ends a stateful session nobody used for this long.
@@ -152,6 +153,8 @@ func (s *Server) run(ctx context.Context, ep endpoint, t tool, in *jsonschema.Sc
 		return refusal(errf("unauthenticated", "the request carries no authenticated token"), nil)
 	}
 	x := &call{req: req, c: c, ep: ep}
+	ctx, span := telemetry.StartMCPCall(telemetry.WithTraceparent(ctx, x.traceparent()), t.name)
+	defer span.End()
 	if err := s.auth.Check(c.auth, t.act); err != nil {
 		te := s.refused(t.name, err)
 		s.logCall(ctx, x, t.name, te)

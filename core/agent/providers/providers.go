@@ -1,7 +1,8 @@
 // Package providers builds the agent.Model for a configured model: the
-// provider named in the spec, wrapped in agent.Retrying with the spec's
-// per-turn timeout. It is the one place that knows every provider, so the
-// loop and the wiring never switch on a provider's name.
+// provider named in the spec, wrapped in agent.Traced (a span per attempt)
+// and agent.Retrying with the spec's per-turn timeout. It is the one place
+// that knows every provider, so the loop and the wiring never switch on a
+// provider's name.
 package providers
 
 import (
@@ -31,5 +32,5 @@ func New(spec agent.ModelSpec, policy agent.RetryPolicy) (agent.Model, error) {
 	if policy.Timeout == 0 {
 		policy.Timeout = spec.Timeout
 	}
-	return agent.Retrying(m, policy), nil
+	return agent.Retrying(agent.Traced(m, spec.Provider, spec.Model), policy), nil
 }
