@@ -76,19 +76,12 @@ type ChannelEvent struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Answer is set when the event answers an agent's question (a button
 	// of a question message).
-	Answer      *AnswerEvent    `json:"answer,omitempty"`
+	Answer *AnswerEvent `json:"answer,omitempty"`
+	// Attachments are the files that came with the message (core.Attachment);
+	// a message of only files still starts a run.
 	Attachments []Attachment    `json:"attachments,omitempty"`
 	Raw         json.RawMessage `json:"raw,omitempty"`
 	ReceivedAt  time.Time       `json:"received_at"`
-}
-
-// Attachment is a file or link that came with an event. Its content is
-// external data and is never treated as instructions.
-type Attachment struct {
-	Name string `json:"name"`
-	Type string `json:"type,omitempty"`
-	URL  string `json:"url,omitempty"`
-	Size int64  `json:"size,omitempty"`
 }
 
 // Decision is an approver's answer as an adapter parsed it. Which approval it

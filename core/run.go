@@ -48,6 +48,8 @@ type Run struct {
 	Args      map[string]any `json:"args"`
 	// Reason is the request text that started the run, shown on cards.
 	Reason string `json:"reason"`
+	// Attachments are the files of the message that started the run.
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// StepIndex is the next step to run (len(Steps) when done).
 	StepIndex    int       `json:"step_index"`
 	ErrorCode    string    `json:"error_code,omitempty"`

@@ -181,7 +181,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 	}
 	for _, at := range m.Attachments {
 		if at != nil {
-			ev.Attachments = append(ev.Attachments, core.Attachment{Name: at.Filename, Type: at.ContentType, URL: at.URL, Size: int64(at.Size)})
+			ev.Attachments = append(ev.Attachments, core.NewAttachment(at.URL, at.Filename, at.ContentType, int64(at.Size)))
 		}
 	}
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {

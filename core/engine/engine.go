@@ -201,6 +201,8 @@ type Engine struct {
 	deltas       deltaHub
 	// streamTo are the channels agent turns stream into (StreamInto).
 	streamTo atomic.Pointer[map[string]bool]
+	// fetchers fetch the files of each channel's messages (FetchFilesFrom).
+	fetchers atomic.Pointer[map[string]core.AttachmentFetcher]
 }
 
 type compiledFlow struct {

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Open) {
 		{"RunEventListAfter", testRunEventList},
 		{"AgentHistoryIsTheSessionsMessages", testAgentHistory},
 		{"OutboxStreamRefIsTheRunsFirstSentStream", testOutboxStreamRef},
+		{"InboxKeepsAttachments", testInboxKeepsAttachments},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},
 		{"AuditListFilters", testAuditListFilters},
