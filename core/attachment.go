@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"strings"
 )
 
@@ -127,4 +128,29 @@ func ReadAttachment(r io.Reader, maxBytes int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrAttachmentTooLarge, maxBytes)
 	}
 	return b, nil
+}
+
+// AttachmentFromResponse reads a's content from a platform's download
+// response and closes its body. What the headers say is judged before any
+// byte of the body is read: 404 and 410 are ErrAttachmentGone, another
+// non-2xx status an error; a Content-Length over maxBytes is
+// ErrAttachmentTooLarge and a Content-Type of another kind
+// ErrAttachmentKind (CheckAttachment; application/octet-stream says
+// nothing). The body is then read with ReadAttachment.
+func AttachmentFromResponse(resp *http.Response, a Attachment, maxBytes int64) ([]byte, error) {
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		return nil, fmt.Errorf("%w: HTTP %d", ErrAttachmentGone, resp.StatusCode)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, fmt.Errorf("download attachment: HTTP %d", resp.StatusCode)
+	}
+	ct := resp.Header.Get("Content-Type")
+	if BaseMIME(ct) == "application/octet-stream" {
+		ct = ""
+	}
+	if err := CheckAttachment(a, resp.ContentLength, ct, maxBytes); err != nil {
+		return nil, err
+	}
+	return ReadAttachment(resp.Body, maxBytes)
 }
