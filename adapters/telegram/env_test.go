@@ -19,6 +19,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -51,6 +52,8 @@ type envOpts struct {
 	sink func(core.Sink) core.Sink // wraps the engine as the adapter's sink
 	pace bool                      // keep Telegram's real pacing (slow)
 	ttl  time.Duration             // approvals' time to live (harness default if 0)
+	// agents are the engine's LLM agents.
+	agents []engine.Agent
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -63,6 +66,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
 		Approvers:   []string{"telegram:42", "console:admin"},
 		ApprovalTTL: o.ttl,
+		Agents:      o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {

@@ -117,12 +117,12 @@ func (a *Adapter) handleMessage(ctx context.Context, raw []byte, u *tgUpdate) er
 	if err != nil {
 		return fmt.Errorf("telegram: learn bot username: %w", err)
 	}
-	text, ok := commandText(m, name)
+	text, files, ok := a.requestOf(m, name)
 	if !ok {
 		return nil
 	}
 	ev := a.event(raw, u, *m.From, keyOf(m))
-	ev.Text = text
+	ev.Text, ev.Attachments = text, files
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		return fmt.Errorf("telegram: record message %s: %w", ev.EventID, err)
 	}

@@ -62,6 +62,9 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			return a.editReply(ctx, k, *m.Edit, m.Text)
+		}
 		return a.deliver(a.sendMessage(ctx, k, m.Text, nil))
 	case core.KindCard:
 		if m.Card == nil {
