@@ -22,6 +22,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -47,6 +48,8 @@ type env struct {
 	logs *testkit.LogBuffer
 	next atomic.Int64
 	now  func() time.Time
+	// gatewayOnce starts Run for media cases (startGateway).
+	gatewayOnce sync.Once
 }
 
 type envOpts struct {
@@ -55,6 +58,7 @@ type envOpts struct {
 	pace    bool // keep Discord's real pacing (slow)
 	cfg     func(*Config)
 	ttl     time.Duration // approvals' time to live (harness default if 0)
+	agents  []engine.Agent
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -69,6 +73,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
 		Approvers:   []string{"discord:" + approverID, "console:admin"},
 		ApprovalTTL: o.ttl,
+		Agents:      o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {

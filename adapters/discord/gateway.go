@@ -114,6 +114,13 @@ var mentionRE = regexp.MustCompile(`<@!?([0-9]{1,20})>`)
 // mention of the bot — and returns its text with the bot's mentions
 // removed. Other users' mentions stay as written.
 func messageText(m *discordapi.Message, botID string) (string, bool) {
+	text, addressed := addressedText(m, botID)
+	return text, addressed && text != ""
+}
+
+// addressedText is messageText without requiring text: a message of only
+// files addresses the bot too (a DM, or a mention).
+func addressedText(m *discordapi.Message, botID string) (string, bool) {
 	if m == nil || m.Author == nil || m.Author.Bot || m.WebhookID != "" || botID == "" || m.Author.ID == botID {
 		return "", false
 	}
@@ -131,7 +138,7 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 		return s
 	})
 	text = strings.Join(strings.Fields(text), " ")
-	if !mentioned || text == "" {
+	if !mentioned {
 		return "", false
 	}
 	return text, true
@@ -141,8 +148,9 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 // in a thread started from that message (or in the thread or DM it was
 // written in), deduplicated on the message id.
 func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) error {
-	text, ok := messageText(m, a.getBotID())
-	if !ok || !isSnowflake(m.ID) || !isSnowflake(m.ChannelID) {
+	text, ok := addressedText(m, a.getBotID())
+	files := attachmentsOf(m)
+	if !ok || (text == "" && len(files) == 0) || !isSnowflake(m.ID) || !isSnowflake(m.ChannelID) {
 		return nil
 	}
 	if !a.seen.add(m.ID, a.now()) {
@@ -161,7 +169,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 			}
 		default:
 			th, err := a.api.MessageThreadStartComplex(m.ChannelID, m.ID, &discordapi.ThreadStart{
-				Name: cut(text, maxThreadName), AutoArchiveDuration: 1440,
+				Name: cut(threadName(text, files), maxThreadName), AutoArchiveDuration: 1440,
 			}, discordapi.WithContext(ctx))
 			if err != nil || th == nil || !isSnowflake(th.ID) {
 				a.log.Warn("start thread failed; the run lives in the channel", "channel_id", m.ChannelID, "err", err)
@@ -179,11 +187,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 		Channel: ChannelName, EventID: m.ID, Actor: core.Actor{ID: ChannelName + ":" + m.Author.ID, Name: name},
 		Thread: k.thread(), Text: text, Raw: raw, ReceivedAt: a.now().UTC(),
 	}
-	for _, at := range m.Attachments {
-		if at != nil {
-			ev.Attachments = append(ev.Attachments, core.NewAttachment(at.URL, at.Filename, at.ContentType, int64(at.Size)))
-		}
-	}
+	ev.Attachments = files
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		a.seen.forget(m.ID)
 		return fmt.Errorf("discord: record message %s: %w", m.ID, err)

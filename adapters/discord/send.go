@@ -57,6 +57,9 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			return a.editReply(ctx, k, *m.Edit, m.Text)
+		}
 		return a.post(ctx, k.Thread, &discordapi.MessageSend{Content: m.Text, AllowedMentions: noMentions})
 	case core.KindCard, core.KindCardUpdate:
 		if m.Card == nil {
