@@ -59,6 +59,8 @@ type envOpts struct {
 	// world, when set, is shared (the conformance cases share one room,
 	// each with a bot of its own).
 	world *world
+	// agents are the engine's LLM agents.
+	agents []engine.Agent
 }
 
 // newWorld creates a room (alice's, with bob and carol joined).
@@ -113,6 +115,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
 		Approvers:  []string{e.approver},
 		Requesters: map[string]engine.Requesters{ChannelName: {Entries: rq}},
+		Agents:     o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.ad = e.newAdapter(h, h.Store)
 			return e.ad
