@@ -35,7 +35,8 @@ type env struct {
 }
 
 type envOpts struct {
-	noRun bool
+	noRun  bool
+	agents []engine.Agent
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -44,6 +45,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
 		Approvers:  []string{"signal:" + bobNumber},
 		Requesters: map[string]engine.Requesters{ChannelName: {Entries: []string{"signal:" + aliceNumber, "signal:" + bobNumber, "signal:" + carolNumber}}},
+		Agents:     o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.ad = e.newAdapter(h)
 			return e.ad

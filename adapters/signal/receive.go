@@ -157,14 +157,15 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 		return a.decide(ctx, k, ev, id, decisionText{Action: act})
 	}
 	text := strings.TrimSpace(d.Message)
-	if text == "" {
+	files := attachmentsOf(k, d)
+	if text == "" && len(files) == 0 {
 		return nil
 	}
 	if len(text) > maxMessageBytes {
 		a.notify(ctx, k, fmt.Sprintf("⚠️ That message is too long for opsgate (%d bytes; at most %d). Nothing was started.", len(text), maxMessageBytes))
 		return nil
 	}
-	if dt, ok := parseDecision(text); ok {
+	if dt, ok := parseDecision(text); ok && len(files) == 0 {
 		var approval string
 		if dt.Code != "" {
 			if approval, err = a.lookup(ctx, a.codeKey(dt.Code)); err != nil {
@@ -200,7 +201,7 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 	if !ok {
 		return nil
 	}
-	ev.Text = req
+	ev.Text, ev.Attachments = req, files
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		return fmt.Errorf("signal: record message %s: %w", ev.EventID, err)
 	}
