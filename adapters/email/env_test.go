@@ -16,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/engine"
 )
 
 const (
@@ -54,6 +55,8 @@ type envOptions struct {
 	TLS bool
 	// Policy replaces the harness's "ask Approvers for deploy".
 	Policy *approvals.Policy
+	// Agents are the engine's LLM agents.
+	Agents []engine.Agent
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -92,7 +95,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		approvers = []string{Actor(bob), "console:admin"}
 	}
 	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: approvers, Policy: o.Policy,
+		Approvers: approvers, Policy: o.Policy, Agents: o.Agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.a = e.newAdapter(h)
 			return e.a
