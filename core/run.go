@@ -122,10 +122,13 @@ func NewRunEvent(runID, typ string, data any, at time.Time) RunEvent {
 
 // The run event types streamed by /api/v1/runs/{id}/events.
 const (
-	EventRunQueued           = "run.queued"
-	EventTurnStarted         = "turn.started"
-	EventMessageCommitted    = "message.committed"
-	EventToolStarted         = "tool.started"
+	EventRunQueued        = "run.queued"
+	EventTurnStarted      = "turn.started"
+	EventMessageCommitted = "message.committed"
+	EventToolStarted      = "tool.started"
+	// EventToolOutput is a running tool's progress: its newest output
+	// lines (bounded, redacted) and the time it has run.
+	EventToolOutput          = "tool.output"
 	EventToolFinished        = "tool.finished"
 	EventPermissionRequested = "permission.requested"
 	EventPermissionDecided   = "permission.decided"

@@ -111,7 +111,7 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 			outs[len(outs)-1].Question = q
 		}
 		return outs, nil
-	case core.KindStream, core.KindStreamEnd:
+	case core.KindStream, core.KindStreamEnd, core.KindProgress:
 		return w.prepareStream(ctx, d)
 	case core.KindCard, core.KindCardUpdate:
 		card, err := w.o.Cards.CardByApproval(ctx, d.ApprovalID)
@@ -141,19 +141,24 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 
 // prepareStream turns an agent's streamed text into an edit of the message
 // the run's first streamed text went out as (or that first message), and
-// the final answer into reply chunks whose first edits it. A platform that
-// cannot edit replies gets no streamed text, and the final answer as a
-// plain reply.
+// the final answer into reply chunks whose first edits it; a run's status
+// (KindProgress) likewise edits its first status message. A platform that
+// cannot edit replies gets no streamed text and no status, and the final
+// answer as a plain reply.
 func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
 	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
 	re, ok := w.o.Platform.(core.ReplyEditor)
 	editor := ok && re.EditsReplies()
-	if !editor && d.Kind == core.KindStream {
+	if !editor && d.Kind != core.KindStreamEnd {
 		return nil, nil // nothing to send: done
+	}
+	refKind := core.KindStream
+	if d.Kind == core.KindProgress {
+		refKind = core.KindProgress
 	}
 	var ref *core.MessageRef
 	if rs, ok := w.o.Store.(core.StreamRefStore); ok && editor {
-		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread)
+		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread, refKind)
 		switch {
 		case err == nil:
 			ref = r
@@ -170,7 +175,7 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 	if len(parts) == 0 {
 		return nil, nil
 	}
-	if d.Kind == core.KindStream {
+	if d.Kind == core.KindStream || d.Kind == core.KindProgress {
 		// Only what fits one message streams; the end sends the rest.
 		return []core.Outbound{{Key: key(0), Thread: d.Thread, Kind: core.KindReply, Text: parts[0], Part: 1, Parts: 1, Edit: ref}}, nil
 	}

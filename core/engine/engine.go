@@ -112,6 +112,8 @@ type Options struct {
 	// PollInterval is the fallback wake-up when no notification arrives,
 	// and the period of the expiry sweeper.
 	PollInterval time.Duration
+	// Progress paces the progress of long steps (progress.go).
+	Progress ProgressOptions
 
 	// PublicURL prefixes console links on cards and folded replies:
 	// PublicURL + "/approvals/" + id and PublicURL + "/runs/" + id.
