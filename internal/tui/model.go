@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -320,6 +321,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case runEventMsg:
 		if m.run != nil && msg.runID == m.run.ID {
+			if msg.ev.Type == core.EventToolOutput {
+				// A running step's progress: the newest replaces the
+				// step's earlier one in the timeline; no step changed.
+				m.runEvents = withProgress(m.runEvents, msg.ev)
+				return m, waitFeed(m.runFeed)
+			}
 			m.runEvents = append(m.runEvents, msg.ev)
 			// A step changed: read the run again for its output.
 			return m, tea.Batch(m.loadRun(msg.runID), waitFeed(m.runFeed))
@@ -853,4 +860,31 @@ func (m *Model) leaveRun() {
 		m.runCancel()
 	}
 	m.runCancel, m.runFeed = nil, nil
+}
+
+// withProgress puts a tool.output event in the timeline: in place of the
+// same step's earlier one, or at the end.
+func withProgress(evs []client.RunEvent, ev client.RunEvent) []client.RunEvent {
+	step := progressOf(ev).Step
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == core.EventToolOutput && progressOf(evs[i]).Step == step {
+			evs[i] = ev
+			return evs
+		}
+	}
+	return append(evs, ev)
+}
+
+// progress is the data of a tool.output event.
+type progress struct {
+	Step      int      `json:"step"`
+	Tool      string   `json:"tool"`
+	Lines     []string `json:"lines"`
+	ElapsedMS int64    `json:"elapsed_ms"`
+}
+
+func progressOf(ev client.RunEvent) progress {
+	var p progress
+	_ = json.Unmarshal(ev.Data, &p)
+	return p
 }

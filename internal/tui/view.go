@@ -436,6 +436,16 @@ func (m Model) viewRun(w int) ([]string, string) {
 	out = append(out, "", styleTitle.Render(" timeline"))
 	for _, ev := range m.runEvents {
 		at := client.Time(ev.At)
+		if ev.Type == core.EventToolOutput {
+			// A running step: the time it has run and its newest lines.
+			p := progressOf(ev)
+			out = append(out, fmt.Sprintf("   %s  %-22s %s running · %s", at.Local().Format("15:04:05"), text(ev.Type), text(p.Tool),
+				(time.Duration(p.ElapsedMS)*time.Millisecond).Round(time.Second)))
+			for _, l := range p.Lines {
+				out = append(out, "   │ "+text(l))
+			}
+			continue
+		}
 		out = append(out, fmt.Sprintf("   %s  %-22s %s", at.Local().Format("15:04:05"), text(ev.Type), eventSummary(ev.Data)))
 	}
 	switch {

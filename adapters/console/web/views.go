@@ -298,6 +298,17 @@ func eventSummary(ev core.RunEvent) string {
 		return s
 	case core.EventToolStarted:
 		return str("tool") + " dispatched with " + str("args") + " (attempt " + str("attempt") + ")"
+	case core.EventToolOutput:
+		var d struct {
+			Lines     []string `json:"lines"`
+			ElapsedMS int64    `json:"elapsed_ms"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		s := str("tool") + " running · " + elapsed(time.Duration(d.ElapsedMS)*time.Millisecond)
+		if len(d.Lines) > 0 {
+			s += ": " + d.Lines[len(d.Lines)-1]
+		}
+		return s
 	case core.EventToolFinished:
 		s := str("tool") + " finished"
 		if e := str("error"); e != "" {
@@ -441,7 +452,7 @@ func eventKind(ev core.RunEvent) string {
 			return "fail"
 		}
 		return "decide"
-	case core.EventToolStarted:
+	case core.EventToolStarted, core.EventToolOutput:
 		return "tool"
 	case core.EventToolFinished:
 		var d struct {
