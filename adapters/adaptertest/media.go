@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/chunk"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -23,11 +25,14 @@ import (
 // platform without the feature declares it (Edits false, SendFile nil) and
 // the cases check the documented fallback instead.
 type MediaSuite struct {
-	// New builds a fresh harness whose engine runs agents, with the adapter
-	// wired to a fresh fake (called once per case).
-	New func(t *testing.T, agents []engine.Agent) (*Harness, Fake)
-	// Thread is a thread the adapter and its fake accept.
-	Thread core.Thread
+	// New builds a fresh harness with the adapter wired to a fresh fake
+	// (called once per case); tweak adjusts the harness's options (agents,
+	// tools, flows, progress pacing) before it is built.
+	New func(t *testing.T, tweak func(*HarnessOptions)) (*Harness, Fake)
+	// Thread is a thread the adapter and its fake accept; Requester may
+	// start runs in it.
+	Thread    core.Thread
+	Requester string
 	// Edits says the adapter is a core.ReplyEditor that edits replies in
 	// place; false checks the fallback (no streamed text, the final text
 	// as new messages).
@@ -61,6 +66,13 @@ var mediaRun atomic.Int64
 //     answer's first chunk; the rest follows as new messages, every line
 //     once and in order. A platform that cannot edit gets no streamed text
 //     at all and the answer as new messages.
+//   - ProgressUpdate: a flow step that runs long and writes output. An
+//     editing platform gets one status message ("Running longjob", the
+//     elapsed time, the newest output lines), edited in place while the
+//     step runs and finally replaced by the step's result line; then the
+//     run's reply with the output. A platform that cannot edit gets no
+//     interim message, only the reply. No secret the tool printed reaches
+//     the thread in either.
 //   - AttachmentIn: a file sent to the bot reaches the default agent's
 //     model within its limits through the adapter's authenticated fetch: a
 //     text file inline (framed as external content), an image as an image
@@ -69,12 +81,12 @@ var mediaRun atomic.Int64
 //     run carries the attachment {kind, ref, mimeType, name, size}.
 func RunMedia(t *testing.T, s MediaSuite) {
 	t.Helper()
-	if s.New == nil || s.Thread.IsZero() {
-		t.Fatal("adaptertest: MediaSuite needs New and Thread")
+	if s.New == nil || s.Thread.IsZero() || s.Requester == "" {
+		t.Fatal("adaptertest: MediaSuite needs New, Thread and Requester")
 	}
 	t.Run("StreamingEdit", func(t *testing.T) {
 		t.Parallel()
-		h, fake := s.New(t, nil)
+		h, fake := s.New(t, func(*HarnessOptions) {})
 		_, isEditor := h.Platform.(core.ReplyEditor)
 		if isEditor != s.Edits {
 			// A paced wrapper forwards EditsReplies; what it answers counts.
@@ -156,6 +168,81 @@ func RunMedia(t *testing.T, s MediaSuite) {
 			t.Errorf("the final answer: %v", err)
 		}
 	})
+	t.Run("ProgressUpdate", func(t *testing.T) {
+		t.Parallel()
+		job := &longJob{release: make(chan struct{})}
+		h, fake := s.New(t, func(o *HarnessOptions) {
+			o.Tools = []*tools.Tool{{Name: "longjob", Description: "A job that takes a while", Risk: approvals.RiskRead, Runner: job}}
+			o.Flows = []engine.Flow{{Name: "longjob", Command: "longjob {service}",
+				Steps: []engine.FlowStep{{Tool: "longjob", Args: map[string]any{"service": "{{.service}}"}}}}}
+			o.Policy = &approvals.Policy{Rules: []approvals.Rule{{Tool: "longjob", Effect: approvals.EffectAllow}}}
+			o.Progress = engine.ProgressOptions{Every: 20 * time.Millisecond, StatusAfter: time.Nanosecond, StatusEvery: 20 * time.Millisecond}
+		})
+		if re, ok := h.Platform.(core.ReplyEditor); ok && re.EditsReplies() {
+			h.Engine.StreamInto(s.Thread.Channel) // as cmd/opsgate does for an editing channel
+		}
+		ours := func() []Message {
+			var out []Message
+			for _, m := range fake.Received() {
+				if m.Thread == s.Thread || m.EditOf != "" {
+					out = append(out, m)
+				}
+			}
+			return out
+		}
+		rc := h.Send(s.Requester, s.Thread, "longjob api")
+		if rc.RunID == "" {
+			t.Fatal("longjob started no run")
+		}
+		var status Message
+		if s.Edits {
+			h.Eventually("the status message, edited while the step runs", func() bool {
+				edits, shown := 0, false
+				for _, m := range ours() {
+					if m.EditOf == "" && strings.Contains(m.Text, "Running") && strings.Contains(m.Text, "longjob") {
+						status = m
+						shown = strings.Contains(m.Text, "pulling image")
+					}
+					if status.ID != "" && m.EditOf == status.ID {
+						edits++
+						shown = shown || strings.Contains(m.Text, "pulling image")
+					}
+				}
+				return status.ID != "" && edits >= 1 && shown
+			})
+		} else {
+			h.Eventually("the step to write its output", func() bool { return job.wrote.Load() })
+		}
+		close(job.release)
+		h.WaitRun(rc.RunID, core.RunSucceeded)
+		h.WaitIdle()
+		got := ours()
+		reply := false
+		var last Message
+		for _, m := range got {
+			if strings.Contains(m.Text, "hunter2") || strings.Contains(m.Text, "s3cr3t") {
+				t.Errorf("a secret the tool printed reached the thread: %q", m.Text)
+			}
+			if m.EditOf == "" && strings.Contains(m.Text, "longjob done") {
+				reply = true
+			}
+			if s.Edits && m.EditOf == status.ID {
+				last = m
+			}
+			if m.EditOf == "" && m.ID != status.ID && strings.Contains(m.Text, "Running") {
+				t.Errorf("a second status message was posted: %q", m.Text)
+			}
+			if !s.Edits && strings.Contains(m.Text, "Running") {
+				t.Errorf("a platform that cannot edit got an interim status: %q", m.Text)
+			}
+		}
+		if !reply {
+			t.Errorf("the run's reply with the output never came: %+v", got)
+		}
+		if s.Edits && ((!strings.Contains(last.Text, "longjob") || !strings.Contains(last.Text, "finished in")) || strings.Contains(last.Text, "Running")) {
+			t.Errorf("the status message's last edit is %q, want the step's result line", last.Text)
+		}
+	})
 	t.Run("AttachmentIn", func(t *testing.T) {
 		t.Parallel()
 		if s.SendFile == nil {
@@ -164,8 +251,10 @@ func RunMedia(t *testing.T, s MediaSuite) {
 		model := &fakellm.Model{Record: true, Respond: func(*llm.Request) (*llm.Response, error) {
 			return &llm.Response{Text: "Read it.", Stop: llm.StopEnd}, nil
 		}}
-		h, fake := s.New(t, []engine.Agent{{Name: "ops", ModelName: "fake", Model: imageModel{model}, Default: true,
-			Files: engine.FileLimits{MaxBytes: 1 << 10, Kinds: []core.AttachmentKind{core.AttachmentImage, core.AttachmentFile}}}})
+		h, fake := s.New(t, func(o *HarnessOptions) {
+			o.Agents = []engine.Agent{{Name: "ops", ModelName: "fake", Model: imageModel{model}, Default: true,
+				Files: engine.FileLimits{MaxBytes: 1 << 10, Kinds: []core.AttachmentKind{core.AttachmentImage, core.AttachmentFile}}}}
+		})
 		fe := s.Fetcher(h)
 		if fe == nil {
 			t.Fatal("the adapter fetches no files (not a core.AttachmentFetcher)")
@@ -303,3 +392,26 @@ func (h *Harness) RunIDs() []string {
 	}
 	return out
 }
+
+// longJob is a tool that prints progress (and a secret, which must never
+// reach a thread), then waits until released.
+type longJob struct {
+	release chan struct{}
+	wrote   atomic.Bool
+}
+
+func (j *longJob) Run(ctx context.Context, c tools.Call) (tools.Result, error) {
+	if c.Output != nil {
+		c.Output([]byte("pulling image for " + fmt.Sprint(c.Args["service"]) + "\n"))
+		c.Output([]byte("registry password=hunter2 token=s3cr3t\n"))
+	}
+	j.wrote.Store(true)
+	select {
+	case <-j.release:
+	case <-ctx.Done():
+		return tools.Result{}, ctx.Err()
+	}
+	return tools.Result{Output: "longjob done"}, nil
+}
+
+func (j *longJob) Preview(context.Context, tools.Call) (string, error) { return "", nil }

@@ -22,7 +22,6 @@ import (
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -58,7 +57,8 @@ type envOpts struct {
 	pace    bool // keep Discord's real pacing (slow)
 	cfg     func(*Config)
 	ttl     time.Duration // approvals' time to live (harness default if 0)
-	agents  []engine.Agent
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -70,10 +70,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	e := &env{t: t, fake: fakediscord.New(), priv: priv, logs: &testkit.LogBuffer{}, now: time.Now}
 	e.next.Store(700000000000000000)
 	t.Cleanup(e.fake.Close)
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
+	ho := adaptertest.HarnessOptions{
 		Approvers:   []string{"discord:" + approverID, "console:admin"},
 		ApprovalTTL: o.ttl,
-		Agents:      o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {
@@ -105,7 +104,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 			fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
 			return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Account: fast})
 		},
-	})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {
 		_ = e.ad.Drain(context.Background())
 		if strings.Contains(e.logs.String(), testToken) {

@@ -15,7 +15,6 @@ import (
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/adapters/discord/internal/fakediscord"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases: Discord edits a streamed
@@ -25,15 +24,16 @@ func TestMedia(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
-			e := newEnv(t, envOpts{gateway: true, agents: agents})
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
+			e := newEnv(t, envOpts{gateway: true, harness: tweak})
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e}
 		},
-		Thread: core.Thread{Channel: ChannelName, Key: guildID + "/" + conformanceChannel + "/" + conformanceChannel},
-		Edits:  true,
+		Thread:    core.Thread{Channel: ChannelName, Key: guildID + "/" + conformanceChannel + "/" + conformanceChannel},
+		Requester: "discord:" + requester,
+		Edits:     true,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			mu.Lock()
 			e := envs[h]

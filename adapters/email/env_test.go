@@ -16,7 +16,6 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 const (
@@ -55,8 +54,8 @@ type envOptions struct {
 	TLS bool
 	// Policy replaces the harness's "ask Approvers for deploy".
 	Policy *approvals.Policy
-	// Agents are the engine's LLM agents.
-	Agents []engine.Agent
+	// Harness adjusts the harness's options (agents, tools, pacing).
+	Harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -94,13 +93,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if approvers == nil {
 		approvers = []string{Actor(bob), "console:admin"}
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
-		Approvers: approvers, Policy: o.Policy, Agents: o.Agents,
+	ho := adaptertest.HarnessOptions{
+		Approvers: approvers, Policy: o.Policy,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.a = e.newAdapter(h)
 			return e.a
 		},
-	})
+	}
+	if o.Harness != nil {
+		o.Harness(&ho)
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.NoRun {
 		e.Start(e.a)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases: mail cannot be edited, so
@@ -24,14 +23,17 @@ func TestMedia(t *testing.T) {
 	thread := threadKey{Addr: alice, Root: "media-root@example.com", Subject: "status"}.thread()
 	var envs sync.Map
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
-			e := newEnv(t, envOptions{Approvers: []string{"console:admin"}, NoRun: agents == nil, Agents: agents})
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
+			var probe adaptertest.HarnessOptions
+			tweak(&probe)
+			e := newEnv(t, envOptions{Approvers: []string{"console:admin"}, NoRun: probe.Agents == nil, Harness: tweak})
 			e.smtp.threads["media-root@example.com"] = thread
 			envs.Store(e.h, e)
 			return e.h, e.smtp
 		},
-		Thread: thread,
-		Edits:  false,
+		Thread:    thread,
+		Requester: Actor(alice),
+		Edits:     false,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			v, _ := envs.Load(h)
 			e := v.(*env)

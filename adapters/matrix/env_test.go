@@ -59,8 +59,8 @@ type envOpts struct {
 	// world, when set, is shared (the conformance cases share one room,
 	// each with a bot of its own).
 	world *world
-	// agents are the engine's LLM agents.
-	agents []engine.Agent
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 // newWorld creates a room (alice's, with bob and carol joined).
@@ -112,15 +112,18 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if rq == nil {
 		rq = []string{e.request, e.approver, "matrix:" + string(e.carol.UserID)}
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
+	ho := adaptertest.HarnessOptions{
 		Approvers:  []string{e.approver},
 		Requesters: map[string]engine.Requesters{ChannelName: {Entries: rq}},
-		Agents:     o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.ad = e.newAdapter(h, h.Store)
 			return e.ad
 		},
-	})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {
 		e.start()
 	}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases against a real homeserver: a
@@ -30,16 +29,19 @@ func TestMedia(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
 			// Only a case with agents reads the room: several bots share it.
-			e := newEnv(t, envOpts{world: w, noRun: agents == nil, agents: agents})
+			var probe adaptertest.HarnessOptions
+			tweak(&probe)
+			e := newEnv(t, envOpts{world: w, noRun: probe.Agents == nil, harness: tweak})
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e}
 		},
-		Thread: core.Thread{Channel: ChannelName, Key: threadKey{Room: w.room, Root: id.EventID(root)}.String()},
-		Edits:  true,
+		Thread:    core.Thread{Channel: ChannelName, Key: threadKey{Room: w.room, Root: id.EventID(root)}.String()},
+		Requester: "matrix:" + string(w.alice.UserID),
+		Edits:     true,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			mu.Lock()
 			e := envs[h]

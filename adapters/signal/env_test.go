@@ -35,22 +35,26 @@ type env struct {
 }
 
 type envOpts struct {
-	noRun  bool
-	agents []engine.Agent
+	noRun bool
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
 	t.Helper()
 	e := &env{t: t, fake: fakesignal.New(t, botNumber)}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
+	ho := adaptertest.HarnessOptions{
 		Approvers:  []string{"signal:" + bobNumber},
 		Requesters: map[string]engine.Requesters{ChannelName: {Entries: []string{"signal:" + aliceNumber, "signal:" + bobNumber, "signal:" + carolNumber}}},
-		Agents:     o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			e.ad = e.newAdapter(h)
 			return e.ad
 		},
-	})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {
 		e.start()
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases: Signal does not stream
@@ -22,15 +21,18 @@ func TestMedia(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
-			e := newEnv(t, envOpts{noRun: agents == nil, agents: agents})
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
+			var probe adaptertest.HarnessOptions
+			tweak(&probe)
+			e := newEnv(t, envOpts{noRun: probe.Agents == nil, harness: tweak})
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e.fake}
 		},
-		Thread: core.Thread{Channel: ChannelName, Key: "dm:" + aliceNumber},
-		Edits:  false,
+		Thread:    core.Thread{Channel: ChannelName, Key: "dm:" + aliceNumber},
+		Requester: "signal:" + aliceNumber,
+		Edits:     false,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			mu.Lock()
 			e := envs[h]

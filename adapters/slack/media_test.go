@@ -10,7 +10,6 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases: Slack edits a streamed reply
@@ -21,15 +20,16 @@ func TestMedia(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
-			e := setup(t, func(_ *Config, ho *adaptertest.HarnessOptions) { ho.Agents = agents })
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
+			e := setup(t, func(_ *Config, ho *adaptertest.HarnessOptions) { tweak(ho) })
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e.fake}
 		},
-		Thread: core.Thread{Channel: channelName, Key: "T1/C1/1700000000.000001"},
-		Edits:  true,
+		Thread:    core.Thread{Channel: channelName, Key: "T1/C1/1700000000.000001"},
+		Requester: "slack:UREQ",
+		Edits:     true,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			mu.Lock()
 			e := envs[h]

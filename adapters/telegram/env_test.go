@@ -19,7 +19,6 @@ import (
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/core/engine"
 	"github.com/opsgate/opsgate/internal/testkit"
 )
 
@@ -52,8 +51,8 @@ type envOpts struct {
 	sink func(core.Sink) core.Sink // wraps the engine as the adapter's sink
 	pace bool                      // keep Telegram's real pacing (slow)
 	ttl  time.Duration             // approvals' time to live (harness default if 0)
-	// agents are the engine's LLM agents.
-	agents []engine.Agent
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -63,10 +62,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if o.mode == "" {
 		o.mode = ModeWebhook
 	}
-	e.h = adaptertest.NewHarness(t, adaptertest.HarnessOptions{
+	ho := adaptertest.HarnessOptions{
 		Approvers:   []string{"telegram:42", "console:admin"},
 		ApprovalTTL: o.ttl,
-		Agents:      o.agents,
 		Platform: func(h *adaptertest.Harness) delivery.Platform {
 			var sink core.Sink = h.Engine
 			if o.sink != nil {
@@ -89,7 +87,11 @@ func newEnv(t *testing.T, o envOpts) *env {
 			fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
 			return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Group: fast, Account: fast})
 		},
-	})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
+	}
+	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the bot token leaked into the logs:\n%s", e.logs.String())

@@ -13,7 +13,6 @@ import (
 	"github.com/opsgate/opsgate/adapters/adaptertest"
 	"github.com/opsgate/opsgate/adapters/telegram/internal/faketelegram"
 	"github.com/opsgate/opsgate/core"
-	"github.com/opsgate/opsgate/core/engine"
 )
 
 // TestMedia runs adaptertest's media cases: Telegram edits a streamed
@@ -24,15 +23,16 @@ func TestMedia(t *testing.T) {
 	var mu sync.Mutex
 	envs := map[*adaptertest.Harness]*env{}
 	adaptertest.RunMedia(t, adaptertest.MediaSuite{
-		New: func(t *testing.T, agents []engine.Agent) (*adaptertest.Harness, adaptertest.Fake) {
-			e := newEnv(t, envOpts{agents: agents})
+		New: func(t *testing.T, tweak func(*adaptertest.HarnessOptions)) (*adaptertest.Harness, adaptertest.Fake) {
+			e := newEnv(t, envOpts{harness: tweak})
 			mu.Lock()
 			envs[e.h] = e
 			mu.Unlock()
 			return e.h, received{e.fake}
 		},
-		Thread: core.Thread{Channel: ChannelName, Key: "-100200/5/77"},
-		Edits:  true,
+		Thread:    core.Thread{Channel: ChannelName, Key: "-100200/5/77"},
+		Requester: "telegram:7",
+		Edits:     true,
 		SendFile: func(t *testing.T, h *adaptertest.Harness, _ adaptertest.Fake, text string, f adaptertest.File) string {
 			mu.Lock()
 			e := envs[h]
