@@ -8,7 +8,7 @@ import (
 )
 
 // attachmentsJSON is the attachments column of events and runs: JSON, or
-// '' for none (migration 0027).
+// "" for none (migration 0027).
 func attachmentsJSON(as []core.Attachment) string {
 	if len(as) == 0 {
 		return ""
