@@ -5,12 +5,13 @@ import (
 	"slices"
 )
 
-// MayDecide judges who may decide a, apart from what they decide: never an
-// agent; only an identity the card was sent to (a.Eligible); and, when
-// env.Eligible is set, only one the live configuration still lets decide
-// it. Decide applies it first; core/authority asks it for everything an
-// approver's standing allows (seeing the approval, cancelling its run), so
-// both judge eligibility the same way. The error is a *RefusedError
+// MayDecide judges who may decide a, apart from what they decide: never a
+// machine (an agent or a schedule, NeverDecides); only an identity the card
+// was sent to (a.Eligible); and, when env.Eligible is set, only one the
+// live configuration still lets decide it. Decide applies it first;
+// core/authority asks it for everything an approver's standing allows
+// (seeing the approval, cancelling its run), so both judge eligibility the
+// same way. The error is a *RefusedError
 // carrying ErrHumanRequired or ErrNotApprover.
 //
 // groups are approver groups the deciding surface vouches the actor
@@ -20,7 +21,7 @@ import (
 func MayDecide(a *Approval, actor string, env Env, groups ...string) error {
 	via := viaGroup(groups, a.Approvers) != ""
 	switch {
-	case IsAgent(actor):
+	case NeverDecides(actor):
 		return &RefusedError{Reason: ErrHumanRequired, Detail: actor + " may read and ask, never decide"}
 	case !slices.Contains(a.Eligible, actor) && !via:
 		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is not among " + fmt.Sprint(a.Approvers)}

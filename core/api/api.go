@@ -131,6 +131,8 @@ type Options struct {
 	// Agent serves the Agent API (/api/v1/agent/...); nil answers its
 	// paths with 404 agent_api_off.
 	Agent *AgentOptions
+	// Schedules serves /api/v1/schedules (schedules.go); nil lists none.
+	Schedules Schedules
 }
 
 // The limits of the API that are not configurable.
@@ -331,6 +333,7 @@ func (s *server) routes() {
 	route("GET /api/v1/deliveries", s.listDeliveries, authority.Administer)
 	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, authority.Administer)
 	s.agentRoutes()
+	s.scheduleRoutes(route)
 }
 
 // Guards lists the API's routes and the action of each (authority.Router).
