@@ -89,7 +89,19 @@ func testOutboxStreamRef(t *testing.T, s core.Store) {
 		t.Errorf("no progress message sent: %v, want ErrNotFound", err)
 	}
 	pids := queueMsgs(t, s, core.OutboxMessage{Thread: th, Kind: core.KindProgress, RunID: "run-s", Text: "⏳ deploy"})
-	claimOutbox(t, s, "console", "o1", t0)
+	// A thread's messages go out in order: the streamed ones first.
+	if err := s.OutboxDone(ctx(t), ids[0], "o1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if ds := claimOutbox(t, s, "console", "o1", t0); len(ds) != 1 || ds[0].ID != ids[1] {
+		t.Fatalf("claimed %v, want the second stream message", deliveryIDs(ds))
+	}
+	if err := s.OutboxDone(ctx(t), ids[1], "o1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if ds := claimOutbox(t, s, "console", "o1", t0); len(ds) != 1 || ds[0].ID != pids[0] {
+		t.Fatalf("claimed %v, want the progress message", deliveryIDs(ds))
+	}
 	status := core.MessageRef{Channel: "console", ID: "status-msg-1"}
 	if err := s.OutboxChunkSent(ctx(t), pids[0], "o1", 0, status, t0); err != nil {
 		t.Fatal(err)
