@@ -57,7 +57,7 @@ func TestChatStepProgress(t *testing.T) {
 	if items[0].Text != "deploy finished in 1m10s" || items[0].Lines != nil || items[0].Status != "finished" {
 		t.Errorf("finished step: %+v", items[0])
 	}
-	if items[1].Text != "verify failed after 0s: exit status 3" || items[1].Status != "failed" {
+	if items[1].Text != "verify failed after 900ms: exit status 3" || items[1].Status != "failed" {
 		t.Errorf("failed step: %+v", items[1])
 	}
 }
