@@ -39,7 +39,7 @@ func TestMedia(t *testing.T) {
 			mu.Unlock()
 			u := e.document(requester, text, f)
 			e.mustPost(u)
-			run := e.h.LatestRun(core.Thread{Channel: ChannelName, Key: threadKey{Chat: requester, Msg: e.next}.String()})
+			run := e.h.LatestRun(core.Thread{Channel: ChannelName, Key: threadKey{Chat: requester}.String()})
 			if run == nil {
 				return ""
 			}
@@ -117,7 +117,7 @@ func TestDocumentWithCaptionStartsARun(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOpts{})
 	e.mustPost(e.document(requester, "deploy api 1.2.3", adaptertest.File{Name: "notes.txt", MimeType: "text/plain", Data: []byte("ship it")}))
-	run := e.h.LatestRun(core.Thread{Channel: ChannelName, Key: threadKey{Chat: requester, Msg: e.next}.String()})
+	run := e.h.LatestRun(core.Thread{Channel: ChannelName, Key: threadKey{Chat: requester}.String()})
 	if run == nil || run.Flow != "deploy" || len(run.Attachments) != 1 || run.Attachments[0].Name != "notes.txt" {
 		t.Fatalf("run = %+v", run)
 	}
