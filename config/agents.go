@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,9 +57,21 @@ type Agent struct {
 	// Default makes free text that matches no flow go to this agent; at
 	// most one agent may be the default.
 	Default bool `yaml:"default"`
+	// Attachments bound the files of a message the agent reads (CONTRACT
+	// "Added for turn 3"); defaults {max_bytes: 5MiB, kinds: [image, file]}.
+	Attachments AgentAttachments `yaml:"attachments"`
 
 	// Off says why the agent is off ("" when it is on); not a key.
 	Off string `yaml:"-"`
+}
+
+// AgentAttachments is agents[].attachments: which files the agent gets
+// the content of, and how large. Other files reach it by reference.
+type AgentAttachments struct {
+	// MaxBytes bounds one file; a larger one is never downloaded.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	// Kinds are image, file and audio; [] reads no content at all.
+	Kinds []string `yaml:"kinds"`
 }
 
 // Defaults of models[] and agents[].
@@ -68,7 +81,17 @@ const (
 	DefaultMaxHistory     = 256 << 10
 	DefaultAgentMaxSteps  = agent.DefaultMaxSteps
 	MaxAgentSteps         = 1000
+	// DefaultAttachmentBytes and MaxAttachmentBytes bound
+	// agents[].attachments.max_bytes: each file fetched is held in memory.
+	DefaultAttachmentBytes = 5 << 20
+	MaxAttachmentBytes     = 64 << 20
 )
+
+// DefaultAttachmentKinds are read when attachments.kinds is not given.
+var DefaultAttachmentKinds = []string{"image", "file"}
+
+// attachmentKinds are the kinds CONTRACT.md names.
+var attachmentKinds = []string{"image", "file", "audio"}
 
 func modelPath(i int, rest string) string { return fmt.Sprintf("models[%d].%s", i, rest) }
 func agentPath(i int, rest string) string { return fmt.Sprintf("agents[%d].%s", i, rest) }
@@ -88,8 +111,15 @@ func applyAgentDefaults(c *Config, given func(string) bool) {
 		}
 	}
 	for i := range c.Agents {
-		if a := &c.Agents[i]; a.MaxSteps == 0 && !given(agentPath(i, "max_steps")) {
+		a := &c.Agents[i]
+		if a.MaxSteps == 0 && !given(agentPath(i, "max_steps")) {
 			a.MaxSteps = DefaultAgentMaxSteps
+		}
+		if a.Attachments.MaxBytes == 0 && !given(agentPath(i, "attachments.max_bytes")) {
+			a.Attachments.MaxBytes = DefaultAttachmentBytes
+		}
+		if a.Attachments.Kinds == nil && !given(agentPath(i, "attachments.kinds")) {
+			a.Attachments.Kinds = slices.Clone(DefaultAttachmentKinds)
 		}
 	}
 }
@@ -178,6 +208,14 @@ func (c *checker) agents() {
 		}
 		if a.MaxSteps < 1 || a.MaxSteps > MaxAgentSteps {
 			c.problem(agentPath(i, "max_steps"), "must be between 1 and %d", MaxAgentSteps)
+		}
+		if n := a.Attachments.MaxBytes; n < 1 || n > MaxAttachmentBytes {
+			c.problem(agentPath(i, "attachments.max_bytes"), "must be between 1 byte and 64MiB")
+		}
+		for j, k := range a.Attachments.Kinds {
+			if !slices.Contains(attachmentKinds, k) {
+				c.problem(fmt.Sprintf("%s[%d]", agentPath(i, "attachments.kinds"), j), "must be one of %s, not %q", strings.Join(attachmentKinds, ", "), k)
+			}
 		}
 		if a.Default {
 			if def >= 0 {

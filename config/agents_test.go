@@ -56,7 +56,10 @@ func TestProductionAgents(t *testing.T) {
 	if ops == nil || ops.Name != "ops" || !ops.Allows("github.search") || ops.Allows("gitlab.search") || ops.Allows("delete_db") {
 		t.Errorf("ops = %+v", ops)
 	}
-	if r := cfg.Agent("reviewer"); r.Default || r.MaxSteps != 5 {
+	if ops != nil && (ops.Attachments.MaxBytes != 5<<20 || strings.Join(ops.Attachments.Kinds, ",") != "image,file") {
+		t.Errorf("ops attachments = %+v", ops.Attachments)
+	}
+	if r := cfg.Agent("reviewer"); r.Default || r.MaxSteps != 5 || r.Attachments.MaxBytes != DefaultAttachmentBytes || len(r.Attachments.Kinds) != 2 {
 		t.Errorf("reviewer = %+v", r)
 	}
 }
@@ -89,6 +92,10 @@ func TestAgentProblems(t *testing.T) {
 		"BadAgentName":    {model + "agents:\n  - {name: \"a b\", model: default}\n", "agents[0].name", "letters, digits"},
 		"AskUserReserved": {"tools:\n  - name: ask_user\n    risk: read\n    exec: {command: [x]}\n", "tools[0].name", "built-in question tool"},
 		"UnknownAgentKey": {model + "agents:\n  - {name: a, model: default, max_step: 3}\n", "agents[0].max_step", `did you mean "max_steps"?`},
+		"AttachmentsZero": {model + "agents:\n  - {name: a, model: default, attachments: {max_bytes: 0}}\n", "agents[0].attachments.max_bytes", "between 1 byte and 64MiB"},
+		"AttachmentsHuge": {model + "agents:\n  - {name: a, model: default, attachments: {max_bytes: 1GiB}}\n", "agents[0].attachments.max_bytes", "between 1 byte and 64MiB"},
+		"AttachmentsKind": {model + "agents:\n  - {name: a, model: default, attachments: {kinds: [image, video]}}\n", "agents[0].attachments.kinds[1]", `must be one of image, file, audio, not "video"`},
+		"AttachmentsKey":  {model + "agents:\n  - {name: a, model: default, attachments: {max_byte: 1MiB}}\n", "agents[0].attachments.max_byte", `did you mean "max_bytes"?`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -33,6 +33,13 @@ const (
 	// KindStreamEnd is the final answer of a run that streamed: chunked
 	// like a reply, its first chunk edits the streamed message.
 	KindStreamEnd MessageKind = "stream_end"
+	// KindProgress is a run's status message while its tools run long:
+	// elapsed time and the newest output lines of the running step, and
+	// each step's result line once it ended. The first of a run is sent as
+	// a reply, later ones edit that message in place. Only a ReplyEditor
+	// gets them; for other platforms the pipeline skips them (the result
+	// comes in the run's reply, as always).
+	KindProgress MessageKind = "progress"
 )
 
 // ReplyEditor is an adapter that edits a sent reply in place when an
@@ -51,11 +58,12 @@ type OutboxRefStore interface {
 }
 
 // StreamRefStore is the optional capability of an outbox store that finds
-// the message a run's streamed text went out as (both stores have it).
+// the message a run's streamed text (or its status) went out as, so later
+// ones edit it (both stores have it).
 type StreamRefStore interface {
-	// OutboxStreamRef returns the reference of the first sent KindStream
-	// message of runID in thread, or ErrNotFound.
-	OutboxStreamRef(ctx context.Context, runID string, thread Thread) (*MessageRef, error)
+	// OutboxStreamRef returns the reference of the first sent message of
+	// kind (KindStream, KindProgress) of runID in thread, or ErrNotFound.
+	OutboxStreamRef(ctx context.Context, runID string, thread Thread, kind MessageKind) (*MessageRef, error)
 }
 
 // MessageRef is a platform's reference to a message it accepted (Slack ts,

@@ -84,19 +84,12 @@ type ChannelEvent struct {
 	// the conversation of the thread that message went to, so a reply to
 	// the bot is the next turn of its session and an answer to its
 	// question (docs/agents.md, "Conversations").
-	ReplyTo     *MessageRef     `json:"reply_to,omitempty"`
+	ReplyTo *MessageRef `json:"reply_to,omitempty"`
+	// Attachments are the files that came with the message (core.Attachment);
+	// a message of only files still starts a run.
 	Attachments []Attachment    `json:"attachments,omitempty"`
 	Raw         json.RawMessage `json:"raw,omitempty"`
 	ReceivedAt  time.Time       `json:"received_at"`
-}
-
-// Attachment is a file or link that came with an event. Its content is
-// external data and is never treated as instructions.
-type Attachment struct {
-	Name string `json:"name"`
-	Type string `json:"type,omitempty"`
-	URL  string `json:"url,omitempty"`
-	Size int64  `json:"size,omitempty"`
 }
 
 // Decision is an approver's answer as an adapter parsed it. Which approval it

@@ -57,6 +57,8 @@ type Run struct {
 	Args      map[string]any `json:"args"`
 	// Reason is the request text that started the run, shown on cards.
 	Reason string `json:"reason"`
+	// Attachments are the files of the message that started the run.
+	Attachments []Attachment `json:"attachments,omitempty"`
 	// StepIndex is the next step to run (len(Steps) when done).
 	StepIndex    int       `json:"step_index"`
 	ErrorCode    string    `json:"error_code,omitempty"`
@@ -129,10 +131,13 @@ func NewRunEvent(runID, typ string, data any, at time.Time) RunEvent {
 
 // The run event types streamed by /api/v1/runs/{id}/events.
 const (
-	EventRunQueued           = "run.queued"
-	EventTurnStarted         = "turn.started"
-	EventMessageCommitted    = "message.committed"
-	EventToolStarted         = "tool.started"
+	EventRunQueued        = "run.queued"
+	EventTurnStarted      = "turn.started"
+	EventMessageCommitted = "message.committed"
+	EventToolStarted      = "tool.started"
+	// EventToolOutput is a running tool's progress: its newest output
+	// lines (bounded, redacted) and the time it has run.
+	EventToolOutput          = "tool.output"
 	EventToolFinished        = "tool.finished"
 	EventPermissionRequested = "permission.requested"
 	EventPermissionDecided   = "permission.decided"

@@ -80,6 +80,8 @@ type HarnessOptions struct {
 	// Policy's): what a case needs beside what the adapter configured.
 	MoreTools []*tools.Tool
 	MoreRules []approvals.Rule
+	// Progress paces the progress of long steps (engine defaults if zero).
+	Progress engine.ProgressOptions
 }
 
 // Harness is one engine and one delivery worker on a fresh store, both
@@ -201,7 +203,7 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 		People: o.People, Requesters: o.Requesters,
 		ApprovalTTL: o.ApprovalTTL, AllowSelfApproval: o.AllowSelfApproval,
 		Concurrency: 8, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
-		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger, Agents: o.Agents,
+		PublicURL: o.PublicURL, Owner: "adaptertest-engine", Logger: logger, Agents: o.Agents, Progress: o.Progress,
 	}
 	if eo.Flows == nil {
 		eo.Flows = []engine.Flow{DeployFlow()}

@@ -23,14 +23,16 @@ const ChannelName = "discord"
 // the interactions handler, and the Run loop that registers commands and
 // (optionally) reads the Gateway.
 type Adapter struct {
-	cfg     Config
-	pub     ed25519.PublicKey
-	sink    core.Sink
-	cards   core.CardSource
-	log     *slog.Logger
-	now     func() time.Time
-	api     *discordapi.Session
-	rt      *rateTransport
+	cfg   Config
+	pub   ed25519.PublicKey
+	sink  core.Sink
+	cards core.CardSource
+	log   *slog.Logger
+	now   func() time.Time
+	api   *discordapi.Session
+	rt    *rateTransport
+	// cdn downloads attachments (signed CDN URLs; no bot token).
+	cdn     *http.Client
 	buttons *approvalref.Codec // signs custom_ids
 	seen    *recentIDs
 
@@ -100,6 +102,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	return &Adapter{
 		cfg: cfg, pub: pub, sink: deps.Sink, cards: deps.Cards, log: log, now: now,
 		api: s, rt: rt, buttons: buttons, seen: newRecentIDs(4096, 15*time.Minute),
+		cdn: &http.Client{Transport: rt.next, Timeout: time.Minute},
 	}, nil
 }
 

@@ -47,6 +47,8 @@ type env struct {
 	logs *testkit.LogBuffer
 	next atomic.Int64
 	now  func() time.Time
+	// gatewayOnce starts Run for media cases (startGateway).
+	gatewayOnce sync.Once
 }
 
 type envOpts struct {
@@ -57,6 +59,8 @@ type envOpts struct {
 	pace    bool // keep Discord's real pacing (slow)
 	cfg     func(*Config)
 	ttl     time.Duration // approvals' time to live (harness default if 0)
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -100,6 +104,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 		// tests are about behaviour, so they go faster.
 		fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
 		return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Account: fast})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
 	}
 	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {

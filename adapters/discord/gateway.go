@@ -115,6 +115,13 @@ var mentionRE = regexp.MustCompile(`<@!?([0-9]{1,20})>`)
 // mention of the bot — and returns its text with the bot's mentions
 // removed. Other users' mentions stay as written.
 func messageText(m *discordapi.Message, botID string) (string, bool) {
+	text, addressed := addressedText(m, botID)
+	return text, addressed && text != ""
+}
+
+// addressedText is messageText without requiring text: a message of only
+// files addresses the bot too (a DM, or a mention).
+func addressedText(m *discordapi.Message, botID string) (string, bool) {
 	if m == nil || m.Author == nil || m.Author.Bot || m.WebhookID != "" || botID == "" || m.Author.ID == botID {
 		return "", false
 	}
@@ -132,7 +139,7 @@ func messageText(m *discordapi.Message, botID string) (string, bool) {
 		return s
 	})
 	text = strings.Join(strings.Fields(text), " ")
-	if !mentioned || text == "" {
+	if !mentioned {
 		return "", false
 	}
 	return text, true
@@ -148,8 +155,9 @@ func repliesTo(m *discordapi.Message, botID string) bool {
 // in a thread started from that message (or in the thread or DM it was
 // written in), deduplicated on the message id.
 func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) error {
-	text, ok := messageText(m, a.getBotID())
-	if !ok || !isSnowflake(m.ID) || !isSnowflake(m.ChannelID) {
+	text, ok := addressedText(m, a.getBotID())
+	files := attachmentsOf(m)
+	if !ok || (text == "" && len(files) == 0) || !isSnowflake(m.ID) || !isSnowflake(m.ChannelID) {
 		return nil
 	}
 	if !a.seen.add(m.ID, a.now()) {
@@ -171,7 +179,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 			// no thread of its own.
 		default:
 			th, err := a.api.MessageThreadStartComplex(m.ChannelID, m.ID, &discordapi.ThreadStart{
-				Name: chunk.Cut(text, maxThreadName, chunk.Runes), AutoArchiveDuration: 1440,
+				Name: chunk.Cut(threadName(text, files), maxThreadName, chunk.Runes), AutoArchiveDuration: 1440,
 			}, discordapi.WithContext(ctx))
 			if err != nil || th == nil || !isSnowflake(th.ID) {
 				a.log.Warn("start thread failed; the run lives in the channel", "channel_id", m.ChannelID, "err", err)
@@ -194,11 +202,7 @@ func (a *Adapter) handleMessage(ctx context.Context, m *discordapi.Message) erro
 		// answers (the engine finds its thread).
 		ev.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(m.ChannelID, m.ReferencedMessage.ID)}
 	}
-	for _, at := range m.Attachments {
-		if at != nil {
-			ev.Attachments = append(ev.Attachments, core.Attachment{Name: at.Filename, Type: at.ContentType, URL: at.URL, Size: int64(at.Size)})
-		}
-	}
+	ev.Attachments = files
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		if errors.Is(err, core.ErrInvalidInput) { // retrying cannot help: drop it
 			a.log.Warn("discord: message refused", "message_id", m.ID, "err", err)

@@ -57,6 +57,10 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		if m.Edit != nil && m.Edit.Channel == ChannelName && m.Question == nil {
+			// A streamed reply (or the run's status) edited in place.
+			return a.editReply(ctx, k, *m.Edit, m.Text)
+		}
 		msg := &discordapi.MessageSend{Content: m.Text, AllowedMentions: noMentions}
 		if m.Question != nil {
 			comps, err := questionComponents(a.buttons, m.Question)

@@ -56,6 +56,8 @@ type envOptions struct {
 	Policy *approvals.Policy
 	// Base is the harness's options as a case asked for them.
 	Base adaptertest.HarnessOptions
+	// Harness adjusts the harness's options (agents, tools, pacing).
+	Harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOptions) *env {
@@ -101,6 +103,9 @@ func newEnv(t *testing.T, o envOptions) *env {
 	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
 		e.a = e.newAdapter(h)
 		return e.a
+	}
+	if o.Harness != nil {
+		o.Harness(&ho)
 	}
 	e.h = adaptertest.NewHarness(t, ho)
 	if !o.NoRun {

@@ -296,6 +296,8 @@ type testMail struct {
 	InReplyTo, References        string
 	Headers                      []string // "Name: value"
 	Body                         string
+	// Files are attached (multipart/mixed) when set (media_test.go).
+	Files []adaptertest.File
 }
 
 func (m testMail) String() string {
@@ -310,6 +312,9 @@ func (m testMail) String() string {
 	}
 	for _, h := range m.Headers {
 		b.WriteString(h + "\n")
+	}
+	if len(m.Files) > 0 {
+		return m.multipart(b.String())
 	}
 	b.WriteString("MIME-Version: 1.0\nContent-Type: text/plain; charset=utf-8\n\n" + m.Body + "\n")
 	return b.String()

@@ -208,7 +208,7 @@ func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := a.fetchOne(ctx, c, uid, since, cur.LastUID == 0); err != nil {
+		if err := a.fetchOne(ctx, c, mailPos{UIDValidity: cur.UIDValidity, UID: uint32(uid)}, since, cur.LastUID == 0); err != nil {
 			return err
 		}
 		if err := a.advance(ctx, cur, uint32(uid)); err != nil {
@@ -223,7 +223,8 @@ func (a *Adapter) drain(ctx context.Context, c *imapclient.Client, cur *Cursor, 
 
 // fetchOne reads one message and hands it to handle; too large, or (while
 // backfilling) older than the window, it is skipped unread.
-func (a *Adapter) fetchOne(ctx context.Context, c *imapclient.Client, uid imap.UID, since time.Time, backfill bool) error {
+func (a *Adapter) fetchOne(ctx context.Context, c *imapclient.Client, pos mailPos, since time.Time, backfill bool) error {
+	uid := imap.UID(pos.UID)
 	section := &imap.FetchItemBodySection{Peek: true}
 	meta, err := c.Fetch(imap.UIDSetNum(uid), &imap.FetchOptions{UID: true, RFC822Size: true, InternalDate: true}).Collect()
 	if err != nil {
@@ -246,7 +247,7 @@ func (a *Adapter) fetchOne(ctx context.Context, c *imapclient.Client, uid imap.U
 	if len(msgs) == 0 {
 		return nil
 	}
-	return a.handle(ctx, msgs[0].FindBodySection(section))
+	return a.handle(ctx, msgs[0].FindBodySection(section), pos)
 }
 
 // advance moves the cursor to uid and saves it before the next message is

@@ -35,6 +35,9 @@ type inbound struct {
 	AutoReason string
 	// AuthResults are the Authentication-Results values, topmost first.
 	AuthResults []string
+	// Files are the attached files (files.go), each with its MIME part's
+	// IMAP section number.
+	Files []mailFile
 }
 
 // ErrMalformed marks a mail that cannot be read at all.
@@ -80,6 +83,7 @@ func parseMail(raw []byte) (*inbound, error) {
 	in.AuthResults = h.Values("Authentication-Results")
 	in.AutoReason = autoReason(h, in.From)
 	in.Text = bodyText(mr)
+	in.Files = mailFiles(raw)
 	return in, nil
 }
 

@@ -14,7 +14,7 @@ import (
 // only when the mail must be read again later (the sink failed); a mail
 // that is unreadable, automatic, or refused is handled (and the cursor may
 // move past it).
-func (a *Adapter) handle(ctx context.Context, raw []byte) error {
+func (a *Adapter) handle(ctx context.Context, raw []byte, pos mailPos) error {
 	in, err := parseMail(raw)
 	if err != nil {
 		a.log.Warn("email: skipped unreadable mail", "err", err)
@@ -47,6 +47,7 @@ func (a *Adapter) handle(ctx context.Context, raw []byte) error {
 	ev := core.ChannelEvent{
 		Channel: ChannelName, EventID: in.MessageID, Actor: core.Actor{ID: Actor(in.From)},
 		Thread: key.thread(), Text: requestText(in, reply), Raw: rawOf(in), ReceivedAt: a.now(),
+		Attachments: a.attachmentsOf(in, pos),
 	}
 	for _, id := range in.InReplyTo {
 		if isOurMessageID(id, a.domain) {

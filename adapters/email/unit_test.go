@@ -2,6 +2,7 @@ package email
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -216,6 +217,9 @@ func TestParseMailMalformed(t *testing.T) {
 func FuzzParseMail(f *testing.F) {
 	f.Add(testMail{From: "a@b.c", To: "ops@example.com", Subject: "s", MessageID: "m@x", Body: "approve"}.String())
 	f.Add(loadReply(f, "gmail_reply.eml", replyVars))
+	if b, err := os.ReadFile("testdata/thunderbird_attachments.eml"); err == nil {
+		f.Add(string(b))
+	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		in, err := parseMail([]byte(raw))
 		if err != nil {
@@ -228,6 +232,14 @@ func FuzzParseMail(f *testing.F) {
 			t.Fatalf("parsed without Message-ID or From: %+v", in)
 		}
 		StripQuotes(in.Text)
+		if len(in.Files) > maxFilesPerMail {
+			t.Fatalf("%d files, over the bound", len(in.Files))
+		}
+		for _, fl := range in.Files {
+			if _, sec, err := parseFileRef("1/1/" + fl.Section); err != nil || len(sec) == 0 {
+				t.Fatalf("section %q does not parse back: %v", fl.Section, err)
+			}
+		}
 	})
 }
 

@@ -63,6 +63,8 @@ type envOpts struct {
 	world *world
 	// base is the harness's options as a case asked for them.
 	base adaptertest.HarnessOptions
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 // newWorld creates a room (alice's, with bob and carol joined).
@@ -120,6 +122,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
 		e.ad = e.newAdapter(h, h.Store)
 		return e.ad
+	}
+	if o.harness != nil {
+		o.harness(&ho)
 	}
 	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {

@@ -48,6 +48,12 @@ type messageContent struct {
 		Room    bool     `json:"room,omitempty"`
 	} `json:"m.mentions,omitempty"`
 	Card *cardMarker `json:"org.opsgate.card,omitempty"`
+	// A file (m.file, m.image, m.audio, m.video; files.go): its mxc://
+	// URI, its name (when body is a caption) and what the sender said of
+	// it.
+	URL      string    `json:"url,omitempty"`
+	FileName string    `json:"filename,omitempty"`
+	Info     *fileInfo `json:"info,omitempty"`
 }
 
 // cardMarker rides on every card the bot sends: which approval it shows,

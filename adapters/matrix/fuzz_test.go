@@ -2,6 +2,8 @@ package matrix
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -11,6 +13,11 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"type":"m.reaction","event_id":"$b","sender":"@bob:localhost","content":{"m.relates_to":{"rel_type":"m.annotation","event_id":"$a","key":"✅"}}}`))
 	f.Add([]byte(`{"type":"m.room.message","event_id":"$c","sender":"@x:y","content":{"msgtype":"m.text","body":"approve","m.relates_to":{"rel_type":"m.thread","event_id":"$a","m.in_reply_to":{"event_id":"$card"}}}}`))
 	f.Add([]byte(`{"type":"m.room.message"}`))
+	for _, name := range []string{"m_file_caption.json", "m_image.json", "m_file_encrypted.json"} {
+		if b, err := os.ReadFile(filepath.Join("testdata", name)); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := parseEvent(b)
 		if err != nil {
@@ -24,6 +31,9 @@ func FuzzParseEvent(f *testing.F) {
 				t.Fatalf("accepted a reply to %q", r.InReplyTo.EventID)
 			}
 			_ = stripReplyFallback(m.Body)
+			if a, ok := fileAttachment(m); ok && (!strings.HasPrefix(a.Ref, "mxc://") || !a.Kind.Valid()) {
+				t.Fatalf("accepted a file %+v", a)
+			}
 		}
 		if r, err := ev.reaction(); err == nil && (r.Key == "" || r.RelType != "m.annotation") {
 			t.Fatalf("accepted a reaction %+v", r)

@@ -81,8 +81,14 @@ func (a *Adapter) handleMessage(ctx context.Context, room id.RoomID, ev *mxEvent
 		a.log.Warn("ignored malformed message", "room", room, "event_id", ev.EventID, "err", err)
 		return nil
 	}
-	if m.MsgType != "m.text" || (m.RelatesTo != nil && m.RelatesTo.RelType == "m.replace") {
-		return nil // notices (other bots), media, emotes, edits of earlier messages
+	if m.RelatesTo != nil && m.RelatesTo.RelType == "m.replace" {
+		return nil // edits of earlier messages
+	}
+	if fileTypes[m.MsgType] {
+		return a.handleFile(ctx, room, ev, raw, m, direct)
+	}
+	if m.MsgType != "m.text" {
+		return nil // notices (other bots), emotes, locations
 	}
 	body := m.Body
 	target := m.replyTarget()

@@ -56,6 +56,9 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	case core.KindReply:
 		c := map[string]any{"msgtype": "m.notice", "body": inertPlain(plainBody(m.Text)),
 			"format": "org.matrix.custom.html", "formatted_body": formattedBody(m.Text), "m.mentions": map[string]any{}}
+		if m.Edit != nil && m.Edit.Channel == ChannelName {
+			return a.editReply(ctx, m, c)
+		}
 		addRelation(c, k, threads)
 		return a.sendRef(ctx, k.Room, c, txnID(m.Key, "reply"))
 	case core.KindQuestionUpdate:

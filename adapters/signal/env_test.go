@@ -38,6 +38,8 @@ type envOpts struct {
 	noRun bool
 	// base is the harness's options as a case asked for them.
 	base adaptertest.HarnessOptions
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -49,6 +51,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 	ho.Platform = func(h *adaptertest.Harness) delivery.Platform {
 		e.ad = e.newAdapter(h)
 		return e.ad
+	}
+	if o.harness != nil {
+		o.harness(&ho)
 	}
 	e.h = adaptertest.NewHarness(t, ho)
 	if !o.noRun {

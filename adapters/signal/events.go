@@ -36,7 +36,9 @@ type dataMessage struct {
 		AuthorUUID   string `json:"authorUuid"`
 		Text         string `json:"text"`
 	} `json:"quote,omitempty"`
-	Reaction *struct {
+	// Attachments are the files of the message (files.go).
+	Attachments []sigAttachment `json:"attachments,omitempty"`
+	Reaction    *struct {
 		Emoji               string `json:"emoji"`
 		TargetAuthorNumber  string `json:"targetAuthorNumber"`
 		TargetAuthorUUID    string `json:"targetAuthorUuid"`
@@ -56,8 +58,8 @@ type receiveEvent struct {
 var ErrMalformedEnvelope = errors.New("signal: malformed envelope")
 
 // maxMessageBytes bounds a message's text (Signal caps inline text at
-// 2,000 characters; longer arrives as an attachment opsgate does not
-// read).
+// 2,000 characters; longer arrives as a text attachment, which an agent
+// reads like any file).
 const maxMessageBytes = 8 << 10
 
 // parseReceive decodes one event's data and checks the fields later code
@@ -92,6 +94,11 @@ func parseReceive(b []byte) (*receiveEvent, error) {
 		}
 		if r := d.Reaction; r != nil && (r.TargetSentTimestamp <= 0 || len(r.Emoji) > 32) {
 			return nil, fmt.Errorf("%w: bad reaction", ErrMalformedEnvelope)
+		}
+		for _, at := range d.Attachments {
+			if !attachmentIDRE.MatchString(at.ID) || at.Size < 0 {
+				return nil, fmt.Errorf("%w: bad attachment", ErrMalformedEnvelope)
+			}
 		}
 	}
 	return &ev, nil

@@ -12,7 +12,7 @@ import (
 func asRate(err error, rl **core.RateLimitError) bool { return errors.As(err, rl) }
 
 func FuzzParseReceive(f *testing.F) {
-	for _, n := range []string{"receive_dm.json", "receive_group.json", "receive_reaction.json", "receive_quote.json", "receive_sync.json", "receive_typing.json"} {
+	for _, n := range []string{"receive_dm.json", "receive_group.json", "receive_reaction.json", "receive_quote.json", "receive_sync.json", "receive_typing.json", "receive_attachment.json", "receive_group_photo.json"} {
 		b, err := os.ReadFile("testdata/" + n)
 		if err != nil {
 			f.Fatal(err)
@@ -27,6 +27,13 @@ func FuzzParseReceive(f *testing.F) {
 		e := rv.Envelope
 		if !ValidIdentity(e.sender()) || e.Timestamp <= 0 {
 			t.Fatalf("accepted envelope with sender %q ts %d", e.sender(), e.Timestamp)
+		}
+		if d := e.DataMessage; d != nil {
+			for _, a := range attachmentsOf(threadKey{User: e.sender()}, d) {
+				if k, id, err := parseAttachmentRef(a.Ref); err != nil || k.User != e.sender() || id == "" {
+					t.Fatalf("attachment ref %q does not round-trip: %v", a.Ref, err)
+				}
+			}
 		}
 	})
 }

@@ -157,7 +157,8 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 		return a.decide(ctx, k, ev, id, decisionText{Action: act})
 	}
 	text := strings.TrimSpace(d.Message)
-	if text == "" {
+	files := attachmentsOf(k, d)
+	if text == "" && len(files) == 0 {
 		return nil
 	}
 	if len(text) > maxMessageBytes {
@@ -165,10 +166,10 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 		return nil
 	}
 	quotesBot := d.Quote != nil && d.Quote.AuthorNumber == a.cfg.Account
-	if ref, ok := core.ParseApproveAll(text); ok {
+	if ref, ok := core.ParseApproveAll(text); ok && len(files) == 0 {
 		return a.approveAll(ctx, k, ev, ref, d)
 	}
-	if dt, ok := parseDecision(text); ok {
+	if dt, ok := parseDecision(text); ok && len(files) == 0 {
 		var approval string
 		if dt.Code != "" {
 			if approval, err = a.lookup(ctx, a.codeKey(dt.Code)); err != nil {
@@ -209,7 +210,7 @@ func (a *Adapter) handleData(ctx context.Context, data []byte) error {
 	if !ok {
 		return nil
 	}
-	ev.Text = req
+	ev.Text, ev.Attachments = req, files
 	if quotesBot {
 		ev.ReplyTo = &core.MessageRef{Channel: ChannelName, ID: messageRef(k, d.Quote.ID)}
 	}

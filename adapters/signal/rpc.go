@@ -78,8 +78,17 @@ type rpcClient struct {
 // maxRPCResponse bounds what a daemon answer may weigh.
 const maxRPCResponse = 4 << 20
 
+// errAnswerTooLarge is an answer longer than the call allows.
+var errAnswerTooLarge = errors.New("answer too large")
+
 // call posts one JSON-RPC request to /api/v1/rpc and decodes its result.
 func (c *rpcClient) call(ctx context.Context, method string, params, out any) error {
+	return c.callLimit(ctx, method, params, out, maxRPCResponse)
+}
+
+// callLimit is call reading at most limit bytes of answer; a longer one is
+// errAnswerTooLarge, and no more of it is read.
+func (c *rpcClient) callLimit(ctx context.Context, method string, params, out any, limit int64) error {
 	body, err := json.Marshal(rpcRequest{JSONRPC: "2.0", Method: method, Params: params, ID: strconv.FormatInt(c.seq.Add(1), 10)})
 	if err != nil {
 		return err
@@ -94,9 +103,12 @@ func (c *rpcClient) call(ctx context.Context, method string, params, out any) er
 		return fmt.Errorf("signal-cli %s: %w", method, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRPCResponse))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return fmt.Errorf("signal-cli %s: read answer: %w", method, err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("signal-cli %s: %w (over %d bytes)", method, errAnswerTooLarge, limit)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return &httpStatusError{Method: method, Status: resp.StatusCode}

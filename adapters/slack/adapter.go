@@ -27,12 +27,14 @@ const channelName = "slack"
 
 // Adapter is one Slack app installation. It is safe for concurrent use.
 type Adapter struct {
-	cfg    Config
-	sink   core.Sink
-	cards  core.CardSource
-	log    *slog.Logger
-	now    func() time.Time
-	api    *slackapi.Client
+	cfg   Config
+	sink  core.Sink
+	cards core.CardSource
+	log   *slog.Logger
+	now   func() time.Time
+	api   *slackapi.Client
+	// hc downloads files (url_private with the bot token).
+	hc     *http.Client
 	verify *verifier
 	sign   signer
 	// threads remembers where the bot has posted, so follow-ups in those
@@ -97,6 +99,7 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 		log:       deps.Logger.With("channel", channelName),
 		now:       deps.Now,
 		api:       slackapi.New(cfg.BotToken, opts...),
+		hc:        deps.HTTPClient,
 		verify:    newVerifier(cfg.SigningSecret, deps.Now),
 		sign:      newSigner(secret),
 		threads:   newThreadSet(cfg.KnownThreads),

@@ -47,6 +47,7 @@ type innerEvent struct {
 	ParentUserID string `json:"parent_user_id"`
 	Team         string `json:"team"`
 	Files        []struct {
+		ID         string `json:"id"`
 		Name       string `json:"name"`
 		Mimetype   string `json:"mimetype"`
 		URLPrivate string `json:"url_private"`
@@ -141,7 +142,7 @@ func normalizeEvent(env eventEnvelope, raw []byte, ec eventContext) (ev core.Cha
 		ReceivedAt: ec.now,
 	}
 	for _, f := range in.Files {
-		ev.Attachments = append(ev.Attachments, core.Attachment{Name: f.Name, Type: f.Mimetype, URL: f.URLPrivate, Size: f.Size})
+		ev.Attachments = append(ev.Attachments, core.NewAttachment(f.ID, f.Name, f.Mimetype, f.Size))
 	}
 	return ev, true, nil
 }

@@ -51,7 +51,7 @@ func TestManifestMatchesHandlers(t *testing.T) {
 	if m.Features.SlashCommands[0].Command != "/ops" {
 		t.Errorf("slash command %q", m.Features.SlashCommands[0].Command)
 	}
-	for _, s := range []string{"app_mentions:read", "chat:write", "commands", "im:history", "channels:history"} {
+	for _, s := range []string{"app_mentions:read", "chat:write", "commands", "im:history", "channels:history", "files:read"} {
 		if !slices.Contains(m.OAuth.Scopes.Bot, s) {
 			t.Errorf("scope %s missing", s)
 		}

@@ -54,6 +54,8 @@ type envOpts struct {
 	sink func(core.Sink) core.Sink // wraps the engine as the adapter's sink
 	pace bool                      // keep Telegram's real pacing (slow)
 	ttl  time.Duration             // approvals' time to live (harness default if 0)
+	// harness adjusts the harness's options (agents, tools, pacing).
+	harness func(*adaptertest.HarnessOptions)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -86,6 +88,9 @@ func newEnv(t *testing.T, o envOpts) *env {
 		// these tests are about behaviour, so they go faster.
 		fast := delivery.Rate{Every: time.Millisecond, Burst: 10}
 		return delivery.WithPacing(ad, delivery.Pacing{Conversation: fast, Group: fast, Account: fast})
+	}
+	if o.harness != nil {
+		o.harness(&ho)
 	}
 	e.h = adaptertest.NewHarness(t, ho)
 	t.Cleanup(func() {

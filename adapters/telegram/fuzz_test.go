@@ -33,6 +33,11 @@ func FuzzParseUpdate(f *testing.F) {
 				t.Fatalf("key %q does not round-trip: %+v %v", k.String(), back, err)
 			}
 			_, _ = commandText(m, "opsbot")
+			for _, a := range attachmentsOf(m) {
+				if a.Ref == "" || !a.Kind.Valid() {
+					t.Fatalf("attachment %+v without a ref or a kind", a)
+				}
+			}
 			if m.ReplyToMessage != nil {
 				_, _ = promptRef(m.ReplyToMessage.Text)
 			}

@@ -129,15 +129,21 @@ func (a *Adapter) handleMessage(ctx context.Context, raw []byte, u *tgUpdate) er
 	if err != nil {
 		return fmt.Errorf("telegram: learn bot username: %w", err)
 	}
-	text, ok := commandText(m, name)
+	text, files, ok := a.requestOf(m, name)
 	if !ok && replyTo != nil {
-		text, ok = strings.TrimSpace(m.Text), strings.TrimSpace(m.Text) != ""
+		// A reply to the bot addresses it: its text (or a file's caption),
+		// or only files.
+		body := strings.TrimSpace(m.Text)
+		if body == "" {
+			body = strings.TrimSpace(m.Caption)
+		}
+		text, ok = body, body != "" || len(files) > 0
 	}
 	if !ok {
 		return nil
 	}
 	ev := a.event(raw, u, *m.From, keyOf(m))
-	ev.Text, ev.ReplyTo = text, replyTo
+	ev.Text, ev.ReplyTo, ev.Attachments = text, replyTo, files
 	if _, err := a.sink.HandleEvent(ctx, ev); err != nil {
 		return fmt.Errorf("telegram: record message %s: %w", ev.EventID, err) // ErrInvalidInput: skipped by the poller, 400 on the webhook
 	}

@@ -62,6 +62,10 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	}
 	switch m.Kind {
 	case core.KindReply:
+		if m.Edit != nil && m.Edit.Channel == ChannelName && m.Question == nil {
+			// A streamed reply (or the run's status) edited in place.
+			return a.editReply(ctx, k, *m.Edit, m.Text)
+		}
 		var markup any
 		if m.Question != nil {
 			kb, err := questionKeyboard(a.buttons, m.Question)

@@ -44,6 +44,13 @@ type tgMessage struct {
 	Date            int64      `json:"date"`
 	Text            string     `json:"text,omitempty"`
 	ReplyToMessage  *tgMessage `json:"reply_to_message,omitempty"`
+	// A file and its caption (files.go).
+	Caption  string        `json:"caption,omitempty"`
+	Document *tgFile       `json:"document,omitempty"`
+	Photo    []tgPhotoSize `json:"photo,omitempty"`
+	Audio    *tgFile       `json:"audio,omitempty"`
+	Voice    *tgFile       `json:"voice,omitempty"`
+	Video    *tgFile       `json:"video,omitempty"`
 }
 
 type tgCallbackQuery struct {

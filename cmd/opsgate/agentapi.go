@@ -118,6 +118,7 @@ func agentModelVariants(cfg *config.Config) ([]engine.Agent, error) {
 			out = append(out, engine.Agent{
 				Name: variantName(a.Name, m.Name), ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
 				MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: llm.Window{MaxBytes: int(m.MaxHistory)},
+				Files: fileLimits(a.Attachments),
 			})
 		}
 	}

@@ -98,9 +98,19 @@ func buildAgents(cfg *config.Config) ([]engine.Agent, error) {
 		out = append(out, engine.Agent{
 			Name: a.Name, ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
 			MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: agent.Window{MaxBytes: int(m.MaxHistory)}, Default: a.Default,
+			Files: fileLimits(a.Attachments),
 		})
 	}
 	return out, nil
+}
+
+// fileLimits maps agents[].attachments onto the engine's limits.
+func fileLimits(c config.AgentAttachments) engine.FileLimits {
+	kinds := make([]core.AttachmentKind, 0, len(c.Kinds))
+	for _, k := range c.Kinds {
+		kinds = append(kinds, core.AttachmentKind(k))
+	}
+	return engine.FileLimits{MaxBytes: int64(c.MaxBytes), Kinds: kinds}
 }
 
 // buildTrust maps the parts of cfg a reload (SIGHUP) may change: people,

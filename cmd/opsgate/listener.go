@@ -101,6 +101,11 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 		if re, ok := ch.platform.(core.ReplyEditor); ok && re.EditsReplies() {
 			eng.StreamInto(ch.platform.Channel())
 		}
+		// Agents read the files of messages on channels whose adapter
+		// fetches them.
+		if f, ok := ch.platform.(core.AttachmentFetcher); ok {
+			eng.FetchFilesFrom(ch.platform.Channel(), f)
+		}
 	}
 	people := newLivePeople(buildTrust(cfg))
 	consoleUI, err := buildConsole(cfg, eng, st, sched, tokens, people, log)

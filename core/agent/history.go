@@ -83,7 +83,7 @@ func BuildRequest(system string, history []Message, tb *Toolbox, w Window) (*Req
 				continue // cannot happen after repair; never send an orphan
 			}
 		default:
-			rm = RequestMessage{Role: RoleUser, Text: nonEmpty(renderParts(m.Parts))}
+			rm = RequestMessage{Role: RoleUser, Text: nonEmpty(renderParts(m.Parts)), Images: imagesOf(m.Parts)}
 			units = append(units, unit{user: true})
 		}
 		u := &units[len(units)-1]
@@ -203,7 +203,7 @@ func repair(history []Message, built *Built) []Message {
 }
 
 func messageSize(rm RequestMessage) int {
-	n := len(rm.Text) + len(rm.ToolCallID) + 16
+	n := len(rm.Text) + len(rm.ToolCallID) + 16 + len(rm.Images)*imageCost
 	for _, c := range rm.ToolCalls {
 		n += len(c.ID) + len(c.Name) + len(c.Arguments) + 16
 	}

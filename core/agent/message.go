@@ -55,6 +55,14 @@ type Part struct {
 	Actor string `json:"actor,omitempty"`
 	// Note marks opsgate's own words, shown to the model unframed.
 	Note bool `json:"note,omitempty"`
+	// File is a file that came with the message: stored as a reference
+	// only (its content is fetched on demand, see FilePart); Source and
+	// Actor say where it came from, like any external part.
+	File *File `json:"file,omitempty"`
+	// Content is File's content for this request, filled in memory by the
+	// caller before BuildRequest (never stored); nil sends the file by
+	// reference.
+	Content *FileContent `json:"-"`
 }
 
 // External is a part holding outside content.
@@ -91,16 +99,23 @@ type Call struct {
 	Problem string `json:"problem,omitempty"`
 }
 
-// render joins the parts, framing every external one.
+// renderParts joins the parts, framing every external one (a file's name
+// and fetched text included).
 func renderParts(parts []Part) string {
 	var b strings.Builder
 	for i, p := range parts {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		if p.Note {
+		switch {
+		case p.Note:
 			b.WriteString(p.Text)
-		} else {
+		case p.File != nil:
+			writeFrame(&b, p.Source, p.Actor, fileText(p))
+			if n := fileNote(p); n != "" {
+				b.WriteString("\n" + n)
+			}
+		default:
 			writeFrame(&b, p.Source, p.Actor, p.Text)
 		}
 	}
@@ -124,4 +139,15 @@ func isJSONObject(raw string) bool {
 		return false
 	}
 	return true
+}
+
+// imagesOf returns the fetched images of parts, in order.
+func imagesOf(parts []Part) []Image {
+	var out []Image
+	for _, p := range parts {
+		if p.File != nil && p.Content != nil && len(p.Content.Image) > 0 {
+			out = append(out, Image{MimeType: p.Content.MimeType, Data: p.Content.Image})
+		}
+	}
+	return out
 }

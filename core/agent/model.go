@@ -62,6 +62,9 @@ type RequestMessage struct {
 	// IsError marks a tool result that reports a failure (Anthropic sends
 	// is_error; Chat Completions has no such flag, the text says so).
 	IsError bool
+	// Images follow Text in a user message (files fetched for a model that
+	// takes images); the text's framed blocks say what each one is.
+	Images []Image
 }
 
 // ToolDef declares one tool to the model.

@@ -76,6 +76,9 @@ type retrying struct {
 	p RetryPolicy
 }
 
+// TakesImages forwards the wrapped model's ImageInput.
+func (r *retrying) TakesImages() bool { return TakesImages(r.m) }
+
 func (r *retrying) Stream(ctx context.Context, req *Request, sink Sink) (*Response, error) {
 	if r.p.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -43,6 +43,9 @@ type RunView struct {
 	Steps        []StepView     `json:"steps"`
 	// Usage is an agent run's model token usage (GET /api/v1/runs/{id}).
 	Usage *UsageView `json:"usage,omitempty"`
+	// Attachments are the files of the message that started the run
+	// ([] when none): references only, fetched by an agent on demand.
+	Attachments []AttachmentView `json:"attachments"`
 	// PendingActions are the questions a run waiting_input waits for
 	// (GET /api/v1/runs/{id}; answer with POST /api/v1/runs/{id}/answer).
 	PendingActions []PendingActionView `json:"pending_actions,omitempty"`
@@ -54,6 +57,16 @@ type PendingActionView struct {
 	Kind      string              `json:"kind" jsonschema:"question"`
 	Questions []core.QuestionItem `json:"questions"`
 	ExpiresAt string              `json:"expires_at"`
+}
+
+// AttachmentView is one file of a run (CONTRACT.md: kind, ref, mimeType,
+// name, size; camelCase as the contract writes it).
+type AttachmentView struct {
+	Kind     string `json:"kind" jsonschema:"image, file or audio"`
+	Ref      string `json:"ref" jsonschema:"the channel's own reference to the file"`
+	MimeType string `json:"mimeType,omitempty"`
+	Name     string `json:"name,omitempty" jsonschema:"the file name as sent (external content)"`
+	Size     int64  `json:"size,omitempty" jsonschema:"bytes, as the platform reported"`
 }
 
 // UsageView counts the model tokens of an agent run.
@@ -100,9 +113,12 @@ func NewRunView(r *core.Run) *RunView {
 		Args: emptyIfNil(r.Args), Reason: r.Reason, StepIndex: r.StepIndex,
 		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
 		CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
-		Steps: make([]StepView, 0, len(r.Steps)),
+		Steps: make([]StepView, 0, len(r.Steps)), Attachments: make([]AttachmentView, 0, len(r.Attachments)),
 	}
 	v.Agent, _ = core.AgentOf(r.Flow)
+	for _, a := range r.Attachments {
+		v.Attachments = append(v.Attachments, AttachmentView{Kind: string(a.Kind), Ref: a.Ref, MimeType: a.MimeType, Name: a.Name, Size: a.Size})
+	}
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, StepView{
 			Index: s.Index, Tool: s.Tool, Status: s.Status, Args: emptyIfNil(s.Args), Output: s.Output,

@@ -102,7 +102,7 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 			outs[len(outs)-1].Question = q
 		}
 		return outs, nil
-	case core.KindStream, core.KindStreamEnd:
+	case core.KindStream, core.KindStreamEnd, core.KindProgress:
 		return w.prepareStream(ctx, d)
 	case core.KindQuestionUpdate:
 		return w.prepareQuestionUpdate(ctx, d)
@@ -134,15 +134,19 @@ func (w *Worker) prepare(ctx context.Context, d *core.Delivery) ([]core.Outbound
 
 // prepareStream turns an agent's streamed text into an edit of the message
 // the run's first streamed text went out as (or that first message), and
-// the final answer into reply chunks whose first edits it. A platform that
-// cannot edit replies gets no streamed text, and the final answer as a
-// plain reply.
+// the final answer into reply chunks whose first edits it; a run's status
+// (KindProgress) likewise edits its first status message. A platform that
+// cannot edit replies gets no streamed text and no status, and the final
+// answer as a plain reply.
 func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Outbound, error) {
-	key := func(i int) string { return d.ID + "/" + strconv.Itoa(i) }
 	re, ok := w.o.Platform.(core.ReplyEditor)
 	editor := ok && re.EditsReplies()
-	if !editor && d.Kind == core.KindStream {
+	if !editor && d.Kind != core.KindStreamEnd {
 		return nil, nil // nothing to send: done
+	}
+	refKind := core.KindStream
+	if d.Kind == core.KindProgress {
+		refKind = core.KindProgress
 	}
 	var ref *core.MessageRef
 	if rs, ok := w.o.Store.(core.OutboxRefStore); ok && editor && d.Replaces != "" {
@@ -155,7 +159,7 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 			return nil, fmt.Errorf("streamed message %q of run %s: %w", d.Replaces, d.RunID, err)
 		}
 	} else if rs, ok := w.o.Store.(core.StreamRefStore); ok && editor {
-		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread)
+		r, err := rs.OutboxStreamRef(ctx, d.RunID, d.Thread, refKind)
 		switch {
 		case err == nil:
 			ref = r
@@ -163,22 +167,15 @@ func (w *Worker) prepareStream(ctx context.Context, d *core.Delivery) ([]core.Ou
 			return nil, fmt.Errorf("streamed message of run %s: %w", d.RunID, err)
 		}
 	}
-	f := w.o.Platform.Format()
-	text := d.Text
-	if f.Render != nil {
-		text = f.Render(text)
-	}
-	parts := chunk.Split(text, chunk.Options{Limit: f.Limit, Unit: f.Unit, Syntax: f.Syntax, Markers: f.Markers})
-	if len(parts) == 0 {
+	outs := w.chunks(d, core.KindReply)
+	if len(outs) == 0 {
 		return nil, nil
 	}
-	if d.Kind == core.KindStream {
+	if d.Kind == core.KindStream || d.Kind == core.KindProgress {
 		// Only what fits one message streams; the end sends the rest.
-		return []core.Outbound{{Key: key(0), Thread: d.Thread, Kind: core.KindReply, Text: parts[0], Part: 1, Parts: 1, Edit: ref}}, nil
-	}
-	outs := make([]core.Outbound, len(parts))
-	for i, p := range parts {
-		outs[i] = core.Outbound{Key: key(i), Thread: d.Thread, Kind: core.KindReply, Text: p, Part: i + 1, Parts: len(parts)}
+		out := outs[0]
+		out.Parts, out.Edit = 1, ref
+		return []core.Outbound{out}, nil
 	}
 	outs[0].Edit = ref
 	return outs, nil

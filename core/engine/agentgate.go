@@ -46,7 +46,7 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 			c.Later = append(c.Later, ax.gateCall(stepRecord{x: ax.execution, idx: lc.idx, name: lc.call.Tool}, lc.call))
 		}
 	}
-	if _, err := ax.e.gate.Pass(ctx, c, rec); err != nil {
+	if _, err := ax.pass(ctx, c, rec); err != nil {
 		return true, err
 	}
 	return rec.done, nil

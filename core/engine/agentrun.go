@@ -52,6 +52,8 @@ type Agent struct {
 	Window llm.Window
 	// Default makes free text that matches no flow go to this agent.
 	Default bool
+	// Files bound the attachments the agent reads (zero: the defaults).
+	Files FileLimits
 }
 
 // agentRuntime is an Agent ready to run: its toolbox and system prompt.
@@ -216,26 +218,14 @@ func (e *Engine) agentRun(p *core.InboxRecordParams, name string) {
 	run := &core.Run{
 		ID: e.opts.NewID(), Flow: core.AgentFlow(name), Thread: ev.Thread, Requester: ev.Actor.ID,
 		Status: core.RunQueued, Args: map[string]any{}, Reason: ev.Text, EventChannel: ev.Channel, EventID: ev.EventID,
-		CreatedAt: now, UpdatedAt: now,
+		Attachments: ev.Attachments, CreatedAt: now, UpdatedAt: now,
 	}
 	p.Run = run
 	// The person's message is the conversation's next entry, stored with
-	// the event that brought it: its text and what came attached, each
-	// framed as external content.
-	parts := []llm.Part{llm.External(ev.Channel, ev.Actor.ID, ev.Text)}
-	for _, a := range ev.Attachments {
-		desc := a.Name
-		if a.Type != "" {
-			desc += " (" + a.Type + ")"
-		}
-		if a.Size > 0 {
-			desc += fmt.Sprintf(", %d bytes", a.Size)
-		}
-		if a.URL != "" {
-			desc += ", " + a.URL
-		}
-		parts = append(parts, llm.External(ev.Channel+".attachment", ev.Actor.ID, desc))
-	}
+	// the event that brought it: its text and what came attached (as
+	// references, fetched on demand: files.go), each framed as external
+	// content.
+	parts := requestParts(ev.Channel, ev.Actor.ID, ev.Text, ev.Attachments)
 	p.Events = []core.RunEvent{
 		e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name}),
 		e.event(run.ID, core.EventAgentMessage, llm.UserMessage(now, parts...)),
@@ -252,6 +242,8 @@ type agentExec struct {
 	mine int
 	// stream, when the thread streams, queues the text as it comes.
 	stream *streamer
+	// files caches this execution's fetched attachments (resolveFiles).
+	files map[string]*llm.FileContent
 }
 
 // driveAgent runs an agent turn from its checkpoint.
@@ -344,7 +336,7 @@ func (ax *agentExec) commit(ctx context.Context, c core.Checkpoint, ms ...llm.Me
 func (ax *agentExec) next(ctx context.Context) (done bool, err error) {
 	mine := ax.hist[ax.mine:]
 	if len(mine) == 0 {
-		um := llm.UserMessage(ax.run.CreatedAt, llm.External(ax.run.Thread.Channel, ax.run.Requester, ax.run.Reason))
+		um := llm.UserMessage(ax.run.CreatedAt, requestParts(ax.run.Thread.Channel, ax.run.Requester, ax.run.Reason, ax.run.Attachments)...)
 		return false, ax.commit(ctx, core.Checkpoint{}, um)
 	}
 	last, used, turns := -1, 0, 0
@@ -402,6 +394,7 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 	}
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
 	tb := ax.turnToolbox(ctx)
+	ax.resolveFiles(ctx)
 	req, built := llm.BuildRequest(ax.system(), ax.hist, tb, ag.Window)
 	req.MaxTokens = ag.MaxTokens
 	if steps.Spent() || turns > steps.Limit() {

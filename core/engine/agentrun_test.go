@@ -697,13 +697,13 @@ func TestAgentGetsAttachmentsAsExternalContent(t *testing.T) {
 		h, sc := agentSetup(t, b)
 		sc.Push(fakellm.Say("Seen it."))
 		ev := h.event("console:req", "console:att", "what is in this log?")
-		ev.Attachments = []core.Attachment{{Name: "api.log", Type: "text/plain", Size: 42, URL: "https://files.example/api.log"}}
+		ev.Attachments = []core.Attachment{core.NewAttachment("F1", "api.log", "text/plain", 42)}
 		rc, err := h.eng.HandleEvent(context.Background(), ev)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.waitRun(rc.RunID, core.RunSucceeded)
-		if txt := requestText(t, sc, 0); !containsAll(txt, `<external_content source="console.attachment" actor="console:req">`, "api.log (text/plain), 42 bytes") {
+		if txt := requestText(t, sc, 0); !containsAll(txt, `<external_content source="console.attachment" actor="console:req">`, "file attached: api.log (text/plain, 42 bytes)", "files of the console channel cannot be fetched") {
 			t.Fatalf("no attachment block:\n%s", txt)
 		}
 	})

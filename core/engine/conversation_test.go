@@ -12,20 +12,18 @@ import (
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
-// outboxOf lists every outbox message of a run, any kind and status, in
-// queue order.
-func (h *harness) outboxOf(runID string) []*core.Delivery {
+// outboxOf lists a run's outbox messages of kind ("" for every kind), any
+// status, in queue order.
+func (h *harness) outboxOf(runID string, kind core.MessageKind) []*core.Delivery {
 	h.t.Helper()
+	ds, _, err := h.store.OutboxList(context.Background(), core.OutboxListParams{Limit: 1000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	var out []*core.Delivery
-	for _, st := range []core.DeliveryStatus{core.DeliveryPending, core.DeliverySent} {
-		items, _, err := h.store.OutboxList(context.Background(), core.OutboxListParams{Status: st, Limit: 1000})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		for _, m := range items {
-			if m.RunID == runID {
-				out = append(out, m)
-			}
+	for _, d := range ds {
+		if d.RunID == runID && (kind == "" || d.Kind == kind) {
+			out = append(out, d)
 		}
 	}
 	return out
@@ -65,7 +63,7 @@ func TestReplyToTheBotContinuesItsThread(t *testing.T) {
 		sc.Push(fakellm.Say("The first answer."), fakellm.Say("The second answer."), fakellm.Say("A new conversation."))
 		first := h.send("slack:U1", "slack:T1/C1/100.1", "remember the word banana")
 		h.waitRun(first.RunID, core.RunSucceeded)
-		out := h.outboxOf(first.RunID)
+		out := h.outboxOf(first.RunID, "")
 		if len(out) != 1 {
 			t.Fatalf("outbox of the first run: %+v", out)
 		}
@@ -112,7 +110,7 @@ func TestAnsweredQuestionUpdatesItsMessage(t *testing.T) {
 		sc.Push(call("ask_user", askArgs), fakellm.Say("Using prod."))
 		rc := h.send("console:req", "console:q-upd", "ship it")
 		h.waitRun(rc.RunID, core.RunWaitingInput)
-		out := h.outboxOf(rc.RunID)
+		out := h.outboxOf(rc.RunID, "")
 		if len(out) != 1 || !strings.Contains(out[0].Text, "or its number") {
 			t.Fatalf("question message %+v", out)
 		}
@@ -125,7 +123,7 @@ func TestAnsweredQuestionUpdatesItsMessage(t *testing.T) {
 			t.Fatalf("the number did not answer with its choice:\n%s", txt)
 		}
 		var upd *core.Delivery
-		for _, d := range h.outboxOf(rc.RunID) {
+		for _, d := range h.outboxOf(rc.RunID, "") {
 			if d.Kind == core.KindQuestionUpdate {
 				upd = d
 			}
@@ -203,7 +201,7 @@ func TestInterimTextReachesTheThread(t *testing.T) {
 		rc := h.send("console:req", "console:interim", "how is api?")
 		h.waitRun(rc.RunID, core.RunSucceeded)
 		var texts []string
-		for _, d := range h.outboxOf(rc.RunID) {
+		for _, d := range h.outboxOf(rc.RunID, "") {
 			texts = append(texts, d.Text)
 		}
 		if len(texts) != 2 || texts[0] != "Checking api first." || texts[1] != "api is healthy." {

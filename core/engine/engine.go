@@ -112,6 +112,8 @@ type Options struct {
 	// PollInterval is the fallback wake-up when no notification arrives,
 	// and the period of the expiry sweeper.
 	PollInterval time.Duration
+	// Progress paces the progress of long steps (progress.go).
+	Progress ProgressOptions
 
 	// PublicURL prefixes console links on cards and folded replies:
 	// PublicURL + "/approvals/" + id and PublicURL + "/runs/" + id.
@@ -201,6 +203,8 @@ type Engine struct {
 	deltas       deltaHub
 	// streamTo are the channels agent turns stream into (StreamInto).
 	streamTo atomic.Pointer[map[string]bool]
+	// fetchers fetch the files of each channel's messages (FetchFilesFrom).
+	fetchers atomic.Pointer[map[string]core.AttachmentFetcher]
 }
 
 type compiledFlow struct {

@@ -39,6 +39,10 @@ type execution struct {
 	// replyReplaces, when set, is the outbox message that reply edits (the
 	// streamed message a KindStreamEnd answer replaces).
 	replyReplaces string
+	// prog follows the call passing the gate now (progress.go); doneLines
+	// are the result lines of the run's long steps this execution showed.
+	prog      *progress
+	doneLines []string
 }
 
 // execute runs one claimed run. ErrConflict from a checkpoint means the run
@@ -116,7 +120,7 @@ func (x *execution) step(ctx context.Context) (more bool, err error) {
 		}
 		c.Args = args
 	}
-	if _, err := x.e.gate.Pass(ctx, c, rec); err != nil {
+	if _, err := x.pass(ctx, c, rec); err != nil {
 		return false, err
 	}
 	return rec.more, nil
@@ -215,7 +219,15 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 // not taken as the answer: see commit.
 func (x *execution) checkpoint(ctx context.Context, c core.Checkpoint) error {
 	c.RunID, c.Owner, c.Now = x.run.ID, x.e.opts.Owner, x.e.now()
-	c.Events = append(x.events, c.Events...)
+	var progressEvents []core.RunEvent
+	if p := x.prog; p != nil && c.Step != nil && c.Step.Index == p.step && stepEnded(c.Step.Status) {
+		// The step's end: its progress ends in the same checkpoint, the
+		// last output first and the status before the run's reply.
+		var status []core.OutboxMessage
+		progressEvents, status = p.settle(c.Step)
+		c.Outbox = append(x.e.toThread(x.run.Thread, status...), c.Outbox...)
+	}
+	c.Events = append(append(progressEvents, x.events...), c.Events...)
 	if c.Release {
 		// Marked before the commit: a decision may requeue the run, and
 		// the claim loop take it, before the commit's answer is back here.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -93,17 +94,18 @@ func (e *Engine) route(ev core.ChannelEvent) (core.InboxRecordParams, error) {
 		run := &core.Run{
 			ID: e.opts.NewID(), Flow: rt.Flow, Thread: ev.Thread, Requester: ev.Actor.ID,
 			Status: core.RunQueued, Args: args, Reason: ev.Text, EventChannel: ev.Channel, EventID: ev.EventID,
-			CreatedAt: now, UpdatedAt: now,
+			Attachments: ev.Attachments, CreatedAt: now, UpdatedAt: now,
 		}
 		p.Run = run
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
 	case errors.As(err, &nm) && e.defaultAgent != "":
 		e.agentRun(&p, e.defaultAgent)
 	case errors.As(err, &nm):
-		p.Replies = []core.OutboxMessage{{
-			// It quotes the sender's words: text, never markup.
-			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: markdown.Escape(nm.Error()), CreatedAt: e.now(),
-		}}
+		text := markdown.Escape(nm.Error()) // it quotes the sender's words: text, never markup
+		if len(ev.Attachments) > 0 && strings.TrimSpace(ev.Text) == "" {
+			text = filesWithoutAgent(ev.Attachments)
+		}
+		p.Replies = []core.OutboxMessage{{ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: text, CreatedAt: e.now()}}
 	default:
 		return core.InboxRecordParams{}, fmt.Errorf("engine: route: %w", err)
 	}

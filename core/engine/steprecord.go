@@ -95,8 +95,17 @@ func (r *stepRecord) dispatching(s *gate.Start) *core.Step {
 }
 
 // Start implements gate.Record: the step dispatching, in one checkpoint.
+// The step's progress starts once it is recorded, so no tool.output event
+// precedes its tool.started (a quick call whose start is deferred shows no
+// progress: its output is in its result).
 func (r *stepRecord) Start(ctx context.Context, s *gate.Start) error {
-	return r.x.checkpoint(ctx, core.Checkpoint{Step: r.dispatching(s), Audit: s.Audit, Events: s.Events})
+	if err := r.x.checkpoint(ctx, core.Checkpoint{Step: r.dispatching(s), Audit: s.Audit, Events: s.Events}); err != nil {
+		return err
+	}
+	if p := r.x.prog; p != nil && p.step == r.idx {
+		p.markStarted()
+	}
+	return nil
 }
 
 // startRefused records the step of a run cancelled under its start: cut

@@ -19,7 +19,7 @@ func (g *Gate) dispatch(ctx context.Context, t *tools.Tool, c *Call, args map[st
 	s := &Start{Tool: t, Key: c.Key, Attempt: attempts + 1, At: g.now(), Args: args, ApprovalID: approvalID, Approval: a, Audit: audit}
 	s.Events = []core.RunEvent{g.event(c, core.EventToolStarted, map[string]any{
 		"step": c.Index, "tool": t.Name, "args": args, "idempotency_key": c.Key, "attempt": s.Attempt})}
-	call := tools.Call{RunID: c.RunID, IdempotencyKey: c.Key, Args: maps.Clone(args)}
+	call := tools.Call{RunID: c.RunID, IdempotencyKey: c.Key, Args: maps.Clone(args), Output: c.Output}
 	ctx, span := startDispatch(ctx, c, t.Name, s.Attempt)
 	defer span.End()
 	begin := time.Now()

@@ -153,6 +153,10 @@ type Call struct {
 	// Tags are added to the data of every event and audit entry the gate
 	// makes for the call (a tool_call_id, an agent call's id).
 	Tags map[string]any
+	// Output, when set, is handed to the tool as it is dispatched
+	// (tools.Call.Output): the caller's sink for the output of long work,
+	// bounded and redacted there. The gate only passes it on.
+	Output tools.OutputSink
 
 	// Waiting is the approval the record waits on, "" for none.
 	Waiting string

@@ -93,6 +93,17 @@ func eventText(typ string, d detail, turns int) string {
 			s += fmt.Sprintf(" (attempt %d)", n)
 		}
 		return s
+	case core.EventToolOutput:
+		s := orThing(clip(d.str("tool"), maxValue), "the tool") + " running"
+		if ms, ok := d.num("elapsed_ms"); ok {
+			s += " · " + Duration(time.Duration(ms)*time.Millisecond)
+		}
+		if ls, _ := d["lines"].([]any); len(ls) > 0 {
+			if last, _ := ls[len(ls)-1].(string); last != "" {
+				s += ": " + clip(last, maxText)
+			}
+		}
+		return s
 	case core.EventToolFinished:
 		took := ""
 		if ms, ok := d.num("duration_ms"); ok {

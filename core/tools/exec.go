@@ -179,7 +179,7 @@ func (e *Exec) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("exec: %w", err)
 	}
-	res, err := e.run(ctx, c, argv, orDefault(e.Timeout, DefaultTimeout), orDefault(e.MaxOutput, DefaultMaxOutput))
+	res, err := e.run(ctx, c, argv, orDefault(e.Timeout, DefaultTimeout), orDefault(e.MaxOutput, DefaultMaxOutput), c.Output)
 	if err != nil {
 		return res, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -203,7 +203,7 @@ func (e *Exec) Preview(ctx context.Context, c Call) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("exec dry run: %w", err)
 	}
-	res, err := e.run(ctx, c, argv, orDefault(e.PreviewTimeout, DefaultPreviewTimeout), orDefault(e.PreviewMax, DefaultPreviewMax))
+	res, err := e.run(ctx, c, argv, orDefault(e.PreviewTimeout, DefaultPreviewTimeout), orDefault(e.PreviewMax, DefaultPreviewMax), nil)
 	var exitErr *ExitError
 	switch {
 	case errors.As(err, &exitErr):
@@ -218,12 +218,14 @@ func (e *Exec) Preview(ctx context.Context, c Call) (string, error) {
 	return res.Output, nil
 }
 
-// run starts argv in its own process group and waits for it.
-func (e *Exec) run(ctx context.Context, c Call, argv []string, timeout time.Duration, maxOut int64) (Result, error) {
+// run starts argv in its own process group and waits for it; live, when
+// set, sees the output as it is written.
+func (e *Exec) run(ctx context.Context, c Call, argv []string, timeout time.Duration, maxOut int64, live OutputSink) (Result, error) {
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	out := newCappedBuffer(maxOut)
+	out.live = live
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	cmd.Dir = e.Dir
 	cmd.Env = e.environ(c)

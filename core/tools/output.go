@@ -18,6 +18,8 @@ type cappedBuffer struct {
 	max     int64
 	buf     []byte
 	dropped int64
+	// live, when set, sees every write, also past the cap (Call.Output).
+	live OutputSink
 }
 
 func newCappedBuffer(max int64) *cappedBuffer {
@@ -40,6 +42,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 		c.buf = append(c.buf, p[:room]...)
 	}
 	c.dropped += int64(len(p)) - max(room, 0)
+	if c.live != nil {
+		c.live(p)
+	}
 	return len(p), nil
 }
 

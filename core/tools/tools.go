@@ -10,7 +10,15 @@ type Call struct {
 	RunID          string
 	IdempotencyKey string
 	Args           map[string]any
+	// Output, when set, receives the tool's output as it arrives (exec:
+	// stdout and stderr, in the order written), besides the capped Result:
+	// the progress of long work. It is called on the tool's own goroutine,
+	// must be quick, and must not keep p. Preview never calls it.
+	Output OutputSink
 }
+
+// OutputSink receives a running tool's output (Call.Output).
+type OutputSink func(p []byte)
 
 // Result is what a tool produced. Output is capped at the tool's MaxOutput
 // with a "[… truncated N bytes]" note, so it can be stored and shown on a

@@ -17,6 +17,7 @@ package fakellm
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -190,6 +191,53 @@ func (r Request) Texts() []string {
 		for _, msg := range msgs {
 			if mm, ok := msg.(map[string]any); ok {
 				walk(mm["content"])
+			}
+		}
+	}
+	return out
+}
+
+// Image is one image part a request carried, decoded from either wire
+// format.
+type Image struct {
+	MimeType string
+	Data     []byte
+}
+
+// Images returns the image parts of the request's messages, in order:
+// Chat Completions' image_url data URLs and the Messages API's base64
+// image blocks. A part it cannot decode comes back with MimeType
+// "undecodable".
+func (r Request) Images() []Image {
+	m := r.JSON()
+	var out []Image
+	msgs, _ := m["messages"].([]any)
+	for _, msg := range msgs {
+		mm, _ := msg.(map[string]any)
+		parts, _ := mm["content"].([]any)
+		for _, p := range parts {
+			pm, _ := p.(map[string]any)
+			switch pm["type"] {
+			case "image_url":
+				iu, _ := pm["image_url"].(map[string]any)
+				u, _ := iu["url"].(string)
+				head, data, ok := strings.Cut(strings.TrimPrefix(u, "data:"), ";base64,")
+				b, err := base64.StdEncoding.DecodeString(data)
+				if !ok || err != nil || !strings.HasPrefix(u, "data:") {
+					out = append(out, Image{MimeType: "undecodable"})
+					continue
+				}
+				out = append(out, Image{MimeType: head, Data: b})
+			case "image":
+				src, _ := pm["source"].(map[string]any)
+				data, _ := src["data"].(string)
+				mt, _ := src["media_type"].(string)
+				b, err := base64.StdEncoding.DecodeString(data)
+				if err != nil || src["type"] != "base64" {
+					out = append(out, Image{MimeType: "undecodable"})
+					continue
+				}
+				out = append(out, Image{MimeType: mt, Data: b})
 			}
 		}
 	}

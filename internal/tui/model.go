@@ -12,6 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/shortid"
 	"github.com/opsgate/opsgate/internal/client"
 	"github.com/opsgate/opsgate/internal/keytext"
@@ -351,6 +352,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case runEventMsg:
 		if m.run != nil && msg.runID == m.run.ID {
+			if msg.ev.Type == core.EventToolOutput {
+				// A running step's progress: the newest replaces the
+				// step's earlier one in the timeline; no step changed.
+				m.runEvents = withProgress(m.runEvents, msg.ev)
+				return m, waitFeed(m.runFeed)
+			}
 			m.runEvents = append(m.runEvents, msg.ev)
 			// A step changed: read the run again for its output.
 			return m, tea.Batch(m.loadRun(msg.runID), waitFeed(m.runFeed))

@@ -488,3 +488,32 @@ func TestHistoryReadsAsSentences(t *testing.T) {
 	h.key("tab")
 	h.want("WAITING FOR A HUMAN (1)")
 }
+
+// TestTimelineShowsRunningStepProgress: a running step's tool.output shows
+// in the timeline as the time it has run and its newest lines; a newer one
+// replaces it rather than piling up, and control characters in the lines
+// cannot draw on the screen.
+func TestTimelineShowsRunningStepProgress(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.api.runs["r1"] = &client.RunDetail{Run: client.Run{ID: "r1", Flow: "deploy", Status: "running", Thread: "console:ops-1",
+		Steps: []client.Step{{Index: 0, Tool: "deploy", Status: "dispatching"}}}}
+	h.send(runMsg{r: &client.Run{ID: "r1", Flow: "deploy", Status: "running", Thread: "console:ops-1", CreatedAt: t0.Format(time.RFC3339Nano),
+		UpdatedAt: t0.Format(time.RFC3339Nano)}})
+	h.key("tab", "enter")
+	h.want("RUN r1", "timeline")
+	at := t0.Format(time.RFC3339Nano)
+	h.send(runEventMsg{runID: "r1", ev: client.RunEvent{Type: "tool.output", At: at,
+		Data: []byte(`{"step":0,"tool":"deploy","lines":["pulling image"],"elapsed_ms":4000}`)}})
+	h.want("deploy running · 4s", "│ pulling image")
+	h.send(runEventMsg{runID: "r1", ev: client.RunEvent{Type: "tool.output", At: at,
+		Data: []byte(`{"step":0,"tool":"deploy","lines":["pulling image","pushed \u001b[2Jlayer 3/3"],"elapsed_ms":75000}`)}})
+	h.want("deploy running · 1m15s", "│ pushed")
+	raw := h.m.View()
+	if strings.Contains(raw, "running · 4s") || strings.Count(raw, "pulling image") != 1 {
+		t.Errorf("the older progress stayed in the timeline:\n%s", raw)
+	}
+	if strings.Contains(raw, "\x1b[2J") {
+		t.Error("an output line drew on the screen")
+	}
+}

@@ -460,12 +460,28 @@ func (m Model) viewRun(w int) ([]string, string) {
 	}
 	out = append(out, "", styleTitle.Render(" timeline"))
 	evs := m.coreEvents()
+	j := 0 // the event of each moment (the timeline leaves text.delta out)
 	for i, mo := range history.Timeline(evs) {
+		for j < len(evs) && evs[j].Type == core.EventTextDelta {
+			j++
+		}
+		ev := m.runEvents[j]
+		j++
 		gap := ""
 		if i > 0 {
 			gap = "+" + history.Duration(mo.Since)
 		}
-		out = append(out, wrapped(fmt.Sprintf("   %s %7s  ", mo.At.Local().Format("15:04:05"), gap), mo.Text, w)...)
+		lead := fmt.Sprintf("   %s %7s  ", mo.At.Local().Format("15:04:05"), gap)
+		if ev.Type == core.EventToolOutput {
+			// A running step: the time it has run and its newest lines.
+			p := progressOf(ev)
+			out = append(out, wrapped(lead, text(p.Tool)+" running · "+history.Duration(time.Duration(p.ElapsedMS)*time.Millisecond), w)...)
+			for _, l := range p.Lines {
+				out = append(out, "   │ "+text(l))
+			}
+			continue
+		}
+		out = append(out, wrapped(lead, mo.Text, w)...)
 	}
 	end := m.at
 	if m.runEnded != "" && len(evs) > 0 {

@@ -53,11 +53,11 @@ func (s *Store) AgentHistory(ctx context.Context, thread core.Thread, limit int)
 var _ core.StreamRefStore = (*Store)(nil)
 
 // OutboxStreamRef implements core.StreamRefStore.
-func (s *Store) OutboxStreamRef(ctx context.Context, runID string, thread core.Thread) (*core.MessageRef, error) {
+func (s *Store) OutboxStreamRef(ctx context.Context, runID string, thread core.Thread, kind core.MessageKind) (*core.MessageRef, error) {
 	var refs string
 	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT refs FROM outbox WHERE run_id = ? AND thread = ?
 		AND kind = ? AND chunks_sent > 0 ORDER BY seq LIMIT 1`),
-		runID, threadString(thread), string(core.KindStream)).Scan(&refs)
+		runID, threadString(thread), string(kind)).Scan(&refs)
 	if err != nil {
 		return nil, mapErr(err, "outbox stream ref", "streamed message of run "+runID)
 	}

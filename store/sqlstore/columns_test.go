@@ -13,8 +13,8 @@ import (
 func TestQualifiedRunColumns(t *testing.T) {
 	plain := strings.Split(strings.Join(strings.Fields(runColumns), " "), ", ")
 	q := strings.Split(qualifiedRunColumns, ", ")
-	if len(q) != len(plain) || len(plain) != 17 {
-		t.Fatalf("qualified %d columns, plain %d; want 17 each: %q", len(q), len(plain), qualifiedRunColumns)
+	if len(q) != len(plain) || len(plain) != 18 {
+		t.Fatalf("qualified %d columns, plain %d; want 18 each: %q", len(q), len(plain), qualifiedRunColumns)
 	}
 	for i := range plain {
 		if q[i] != "r."+plain[i] {

@@ -102,8 +102,8 @@ var (
 	stepTypes     = []string{"text", "integer", "text", "text", "text", "text", "text", "text", "text", "integer", "bigint", "bigint"}
 	approvalCols  = []string{"id", "run_id", "step_index", "thread", "requester", "tool", "destructive", "risk", "proposed_args", "approved_args", "executed_args", "preview", "reason", "status", "approvers", "eligible", "quorum", "rule", "decisions", "created_at", "expires_at", "decided_at", "digest", "rule_key", "policy_version"}
 	approvalTypes = []string{"text", "text", "integer", "text", "text", "text", "boolean", "text", "text", "text", "text", "text", "text", "text", "text", "text", "integer", "integer", "text", "bigint", "bigint", "bigint", "text", "text", "text"}
-	runInsCols    = []string{"id", "flow", "thread", "requester", "status", "args", "reason", "step_index", "event_channel", "event_id", "created_at", "updated_at"}
-	runInsTypes   = []string{"text", "text", "text", "text", "text", "text", "text", "integer", "text", "text", "bigint", "bigint"}
+	runInsCols    = []string{"id", "flow", "thread", "requester", "status", "args", "reason", "step_index", "event_channel", "event_id", "created_at", "updated_at", "attachments"}
+	runInsTypes   = []string{"text", "text", "text", "text", "text", "text", "text", "integer", "text", "text", "bigint", "bigint", "text"}
 )
 
 // stepUpsert is the conflict clause of a step write (steps are upserted by
@@ -175,9 +175,10 @@ func (s *Store) inboxRecordOne(ctx context.Context, p core.InboxRecordParams, no
 	if run != nil {
 		runID = run.ID
 	}
-	b.ctes = append(b.ctes, "g AS (INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text) VALUES ("+
+	b.ctes = append(b.ctes, "g AS (INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text, attachments) VALUES ("+
 		strings.Join([]string{b.p(ev.Channel, "text"), b.p(ev.EventID, "text"), b.p(nullString(runID), "text"), b.p(ev.Actor.ID, "text"),
-			b.p(threadString(ev.Thread), "text"), b.p(micros(now), "bigint"), b.p([]byte(ev.Raw), "bytea"), b.p(ev.Text, "text")}, ", ")+
+			b.p(threadString(ev.Thread), "text"), b.p(micros(now), "bigint"), b.p([]byte(ev.Raw), "bytea"), b.p(ev.Text, "text"),
+			b.p(attachmentsJSON(ev.Attachments), "text")}, ", ")+
 		") ON CONFLICT (channel, event_id) DO NOTHING RETURNING 1)")
 	if run != nil {
 		args, err := json.Marshal(run.Args)
@@ -186,7 +187,7 @@ func (s *Store) inboxRecordOne(ctx context.Context, p core.InboxRecordParams, no
 		}
 		b.insert("g", "runs", runInsCols, runInsTypes, [][]any{{run.ID, run.Flow, threadString(run.Thread), run.Requester,
 			string(run.Status), string(args), run.Reason, run.StepIndex, run.EventChannel, run.EventID,
-			micros(run.CreatedAt), micros(run.CreatedAt)}}, "")
+			micros(run.CreatedAt), micros(run.CreatedAt), attachmentsJSON(run.Attachments)}}, "")
 		b.wake(core.TopicRuns, "")
 	}
 	replies, err := outboxRows(p.Replies, now)

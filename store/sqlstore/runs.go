@@ -87,9 +87,10 @@ func (in *inbox) write(ctx context.Context, t *tx) (core.InboxResult, error) {
 	if in.run != nil {
 		runID = in.run.ID
 	}
-	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
-		ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(in.now), []byte(ev.Raw), ev.Text)
+	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text, attachments)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+		ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(in.now), []byte(ev.Raw), ev.Text,
+		attachmentsJSON(ev.Attachments))
 	if err != nil {
 		return core.InboxResult{}, fmt.Errorf("store: inbox record: insert event: %w", err)
 	}
@@ -127,9 +128,9 @@ func insertRun(ctx context.Context, t *tx, r *core.Run) error {
 		return fmt.Errorf("store: insert run %s: args: %w", r.ID, err)
 	}
 	_, err = t.exec(ctx, `INSERT INTO runs (id, flow, thread, requester, status, args, reason, step_index,
-		event_channel, event_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		event_channel, event_id, created_at, updated_at, attachments) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Flow, threadString(r.Thread), r.Requester, string(r.Status), string(args), r.Reason, r.StepIndex,
-		r.EventChannel, r.EventID, micros(r.CreatedAt), micros(r.CreatedAt))
+		r.EventChannel, r.EventID, micros(r.CreatedAt), micros(r.CreatedAt), attachmentsJSON(r.Attachments))
 	if err != nil {
 		return fmt.Errorf("store: insert run %s: %w", r.ID, err)
 	}
@@ -453,7 +454,7 @@ func (s *Store) RunGet(ctx context.Context, id string) (*core.Run, error) {
 }
 
 const runColumns = `id, flow, thread, requester, status, args, reason, step_index, error_code, error_message,
-	event_channel, event_id, owner, lease_until, created_at, updated_at, seq`
+	event_channel, event_id, owner, lease_until, created_at, updated_at, seq, attachments`
 
 // qualifiedRunColumns is runColumns for a query that joins runs as r.
 var qualifiedRunColumns = "r." + strings.Join(strings.Split(strings.Join(strings.Fields(runColumns), " "), ", "), ", r.")
@@ -461,6 +462,7 @@ var qualifiedRunColumns = "r." + strings.Join(strings.Split(strings.Join(strings
 // runCols holds the raw values of runColumns while a row is scanned.
 type runCols struct {
 	thread, status, args string
+	attachments          string
 	owner                sql.NullString
 	lease                sql.NullInt64
 	created, updated     int64
@@ -470,7 +472,7 @@ type runCols struct {
 // dest returns the scan destinations of runColumns, in order, into r and c.
 func (c *runCols) dest(r *core.Run) []any {
 	return []any{&r.ID, &r.Flow, &c.thread, &r.Requester, &c.status, &c.args, &r.Reason, &r.StepIndex,
-		&r.ErrorCode, &r.ErrorMessage, &r.EventChannel, &r.EventID, &c.owner, &c.lease, &c.created, &c.updated, &c.seq}
+		&r.ErrorCode, &r.ErrorMessage, &r.EventChannel, &r.EventID, &c.owner, &c.lease, &c.created, &c.updated, &c.seq, &c.attachments}
 }
 
 // finish decodes the raw values into r.
@@ -481,6 +483,9 @@ func (c *runCols) finish(r *core.Run) error {
 	}
 	if err := json.Unmarshal([]byte(c.args), &r.Args); err != nil {
 		return fmt.Errorf("run %s: args: %w", r.ID, err)
+	}
+	if r.Attachments, err = parseAttachments(c.attachments); err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
 	r.Thread, r.Status, r.Owner = th, core.RunStatus(c.status), c.owner.String
 	if c.lease.Valid {

@@ -57,8 +57,9 @@ func testAgentHistory(t *testing.T, s core.Store) {
 	}
 }
 
-// testOutboxStreamRef: the reference of a run's first sent stream message
-// in a thread; none before it is sent, none for another run or thread.
+// testOutboxStreamRef: the reference of a run's first sent stream (or
+// progress) message in a thread; none before it is sent, none for another
+// run or thread or kind.
 func testOutboxStreamRef(t *testing.T, s core.Store) {
 	rs, ok := s.(core.StreamRefStore)
 	if !ok {
@@ -68,7 +69,7 @@ func testOutboxStreamRef(t *testing.T, s core.Store) {
 	ids := queueMsgs(t, s,
 		core.OutboxMessage{Thread: th, Kind: core.KindStream, RunID: "run-s", Text: "a …"},
 		core.OutboxMessage{Thread: th, Kind: core.KindStream, RunID: "run-s", Text: "a b …"})
-	if _, err := rs.OutboxStreamRef(ctx(t), "run-s", th); !errors.Is(err, core.ErrNotFound) {
+	if _, err := rs.OutboxStreamRef(ctx(t), "run-s", th, core.KindStream); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("before any was sent: %v, want ErrNotFound", err)
 	}
 	claimOutbox(t, s, "console", "o1", t0)
@@ -76,11 +77,39 @@ func testOutboxStreamRef(t *testing.T, s core.Store) {
 	if err := s.OutboxChunkSent(ctx(t), ids[0], "o1", 0, want, t0); err != nil {
 		t.Fatal(err)
 	}
-	got, err := rs.OutboxStreamRef(ctx(t), "run-s", th)
+	got, err := rs.OutboxStreamRef(ctx(t), "run-s", th, core.KindStream)
 	if err != nil || got == nil || *got != want {
 		t.Errorf("ref = %+v, %v; want %+v", got, err, want)
 	}
-	if _, err := rs.OutboxStreamRef(ctx(t), "run-other", th); !errors.Is(err, core.ErrNotFound) {
+	if _, err := rs.OutboxStreamRef(ctx(t), "run-other", th, core.KindStream); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("another run: %v, want ErrNotFound", err)
+	}
+	// A run's status message (KindProgress) is its own message.
+	if _, err := rs.OutboxStreamRef(ctx(t), "run-s", th, core.KindProgress); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("no progress message sent: %v, want ErrNotFound", err)
+	}
+	pids := queueMsgs(t, s, core.OutboxMessage{Thread: th, Kind: core.KindProgress, RunID: "run-s", Text: "⏳ deploy"})
+	// A thread's messages go out in order: the streamed ones first.
+	if err := s.OutboxDone(ctx(t), ids[0], "o1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if ds := claimOutbox(t, s, "console", "o1", t0); len(ds) != 1 || ds[0].ID != ids[1] {
+		t.Fatalf("claimed %v, want the second stream message", deliveryIDs(ds))
+	}
+	if err := s.OutboxDone(ctx(t), ids[1], "o1", t0); err != nil {
+		t.Fatal(err)
+	}
+	if ds := claimOutbox(t, s, "console", "o1", t0); len(ds) != 1 || ds[0].ID != pids[0] {
+		t.Fatalf("claimed %v, want the progress message", deliveryIDs(ds))
+	}
+	status := core.MessageRef{Channel: "console", ID: "status-msg-1"}
+	if err := s.OutboxChunkSent(ctx(t), pids[0], "o1", 0, status, t0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rs.OutboxStreamRef(ctx(t), "run-s", th, core.KindProgress); err != nil || *got != status {
+		t.Errorf("progress ref = %+v, %v; want %+v", got, err, status)
+	}
+	if got, err := rs.OutboxStreamRef(ctx(t), "run-s", th, core.KindStream); err != nil || *got != want {
+		t.Errorf("stream ref after a progress message = %+v, %v; want %+v", got, err, want)
 	}
 }

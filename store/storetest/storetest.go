@@ -58,6 +58,7 @@ func Run(t *testing.T, open Open) {
 		{"MCPTaskRoundTrip", testMCPTaskRoundTrip},
 		{"RunTraceFirstStays", testRunTraceFirstStays},
 		{"OutboxStreamRefIsTheRunsFirstSentStream", testOutboxStreamRef},
+		{"InboxKeepsAttachments", testInboxKeepsAttachments},
 		{"AuditChainUnbrokenUnderConcurrency", testAuditConcurrent},
 		{"AuditTamperedRowIsFound", testAuditTamper},
 		{"AuditListFilters", testAuditListFilters},

@@ -18,24 +18,33 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/history"
 )
 
 // The chat view is the thread's conversation as the store keeps it
 // (core.ThreadStore): every inbound message with its text, also those that
 // started no run (a typo, "help"), and every reply and card, merged in
-// order. Progress lines ("running deploy…") come from the runs' events.
+// order. Progress lines come from the runs' events: one per step, "running
+// deploy · 12s" with the newest output lines while it runs (tool.output),
+// replaced by its result ("deploy finished in 42s") once it ended.
 const (
 	chatMessages = 200 // newest messages of a thread shown
 	chatRuns     = 50  // runs of the thread read in one list (others one by one)
 	threadsShown = 200 // most recently active console threads listed
 	maxThreadKey = 256
 	eventsPerRun = 200
+	// eventPages bounds the events read of one run: a long step writes a
+	// tool.output event every second or so.
+	eventPages = 10
 )
 
 type chatItem struct {
 	Key, Kind, Who, Text, At, RunID, Status string
-	Card                                    *cardView
-	at                                      time.Time
+	// Lines are a running step's newest output lines (redacted by the
+	// engine).
+	Lines []string
+	Card  *cardView
+	at    time.Time
 }
 
 type threadRow struct {
@@ -161,21 +170,11 @@ func (s *server) chatItems(ctx context.Context, key string) ([]chatItem, error) 
 	oldest := items[0].at
 	var progress []chatItem
 	for _, id := range slices.Sorted(maps.Keys(runs)) {
-		evs, err := s.o.Store.RunEventList(ctx, id, 0, eventsPerRun)
+		evs, err := s.runEvents(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("web: events of run %s: %w", id, err)
+			return nil, err
 		}
-		for _, ev := range evs {
-			if ev.Type != core.EventToolStarted || ev.At.Before(oldest) {
-				continue
-			}
-			var d struct {
-				Tool string `json:"tool"`
-			}
-			_ = json.Unmarshal(ev.Data, &d)
-			progress = append(progress, chatItem{Key: fmt.Sprintf("e-%d", ev.Seq), Kind: "status", Who: "opsgate",
-				Text: "running " + d.Tool + "…", At: ts(ev.At), RunID: id, at: ev.At})
-		}
+		progress = append(progress, stepProgress(id, evs, oldest, time.Now())...)
 	}
 	items = append(items, progress...)
 	// Stable: messages keep the store's order; a progress line goes after
@@ -263,4 +262,73 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.InfoContext(r.Context(), "web: message sent", "actor", info.actor.ID, "thread", ev.Thread.String(), "run", rc.RunID)
 	http.Redirect(w, r, "/chat?thread="+url.QueryEscape(key)+"&sent="+url.QueryEscape(rc.RunID), http.StatusSeeOther)
+}
+
+// runEvents reads a run's events, at most eventPages pages of them.
+func (s *server) runEvents(ctx context.Context, runID string) ([]core.RunEvent, error) {
+	var out []core.RunEvent
+	var after int64
+	for range eventPages {
+		page, err := s.o.Store.RunEventList(ctx, runID, after, eventsPerRun)
+		if err != nil {
+			return nil, fmt.Errorf("web: events of run %s: %w", runID, err)
+		}
+		out = append(out, page...)
+		if len(page) < eventsPerRun {
+			break
+		}
+		after = page[len(page)-1].Seq
+	}
+	return out, nil
+}
+
+// stepProgress turns a run's events into one status line per dispatched
+// step since oldest: while it runs, the tool, the time it has run and its
+// newest output lines; once it ended, its result. Status changes with
+// each, so the live page redraws the line in place.
+func stepProgress(runID string, evs []core.RunEvent, oldest, now time.Time) []chatItem {
+	var out []chatItem
+	open := map[int]int{} // step → index in out of its running line
+	for _, ev := range evs {
+		var d struct {
+			Step      *int     `json:"step"`
+			Tool      string   `json:"tool"`
+			Lines     []string `json:"lines"`
+			ElapsedMS int64    `json:"elapsed_ms"`
+			Duration  int64    `json:"duration_ms"`
+			Error     string   `json:"error"`
+		}
+		if ev.Type != core.EventToolStarted && ev.Type != core.EventToolOutput && ev.Type != core.EventToolFinished {
+			continue
+		}
+		if json.Unmarshal(ev.Data, &d) != nil || d.Step == nil {
+			continue
+		}
+		if ev.Type == core.EventToolStarted {
+			if ev.At.Before(oldest) {
+				continue
+			}
+			open[*d.Step] = len(out)
+			out = append(out, chatItem{Key: fmt.Sprintf("e-%d", ev.Seq), Kind: "status", Who: "opsgate",
+				Text: "running " + d.Tool + " · " + history.Duration(now.Sub(ev.At)), Status: "running", At: ts(ev.At), RunID: runID, at: ev.At})
+			continue
+		}
+		i, ok := open[*d.Step]
+		if !ok {
+			continue
+		}
+		it := &out[i]
+		if ev.Type == core.EventToolOutput {
+			it.Text = "running " + d.Tool + " · " + history.Duration(time.Duration(d.ElapsedMS)*time.Millisecond)
+			it.Lines, it.Status = d.Lines, fmt.Sprintf("output-%d", ev.Seq)
+			continue
+		}
+		took := history.Duration(time.Duration(d.Duration) * time.Millisecond)
+		it.Text, it.Status, it.Lines = d.Tool+" finished in "+took, "finished", nil
+		if d.Error != "" {
+			it.Text, it.Status = d.Tool+" failed after "+took+": "+d.Error, "failed"
+		}
+		delete(open, *d.Step)
+	}
+	return out
 }

@@ -430,7 +430,7 @@ func eventKind(ev core.RunEvent) string {
 			return "fail"
 		}
 		return "decide"
-	case core.EventToolStarted:
+	case core.EventToolStarted, core.EventToolOutput:
 		return "tool"
 	case core.EventToolFinished:
 		var d struct {

@@ -9,6 +9,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,12 @@ type block struct {
 	args  strings.Builder
 	delta bool
 }
+
+var _ agent.ImageInput = (*Model)(nil)
+
+// TakesImages implements agent.ImageInput: the Messages API takes base64
+// image blocks in user messages.
+func (m *Model) TakesImages() bool { return true }
 
 // Stream makes one streamed Messages call.
 func (m *Model) Stream(ctx context.Context, req *agent.Request, sink agent.Sink) (*agent.Response, error) {
@@ -338,6 +345,9 @@ func messages(req *agent.Request) []ant.MessageParam {
 			blocks = append(blocks, ant.NewToolResultBlock(safeID(m.ToolCallID), m.Text, m.IsError))
 		default:
 			blocks = append(blocks, ant.NewTextBlock(m.Text))
+			for _, im := range m.Images {
+				blocks = append(blocks, ant.NewImageBlockBase64(im.MimeType, base64.StdEncoding.EncodeToString(im.Data)))
+			}
 		}
 	}
 	flush()

@@ -16,6 +16,7 @@ package openai
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,14 @@ func New(spec agent.ModelSpec) (*Model, error) {
 	// NewChatCompletionService, unlike NewClient, reads no environment.
 	return &Model{spec: spec, svc: oai.NewChatCompletionService(opts...)}, nil
 }
+
+var _ agent.ImageInput = (*Model)(nil)
+
+// TakesImages implements agent.ImageInput: Chat Completions takes image
+// parts (image_url with a data URL) in user messages. A server whose model
+// cannot see images refuses the request; leave "image" out of the agent's
+// attachments.kinds for such a model.
+func (m *Model) TakesImages() bool { return true }
 
 // Stream makes one streamed Chat Completions call.
 func (m *Model) Stream(ctx context.Context, req *agent.Request, sink agent.Sink) (*agent.Response, error) {
@@ -244,7 +253,17 @@ func messages(req *agent.Request) []oai.ChatCompletionMessageParamUnion {
 		case agent.RoleTool:
 			out = append(out, oai.ToolMessage(m.Text, m.ToolCallID))
 		default:
-			out = append(out, oai.UserMessage(m.Text))
+			if len(m.Images) == 0 {
+				out = append(out, oai.UserMessage(m.Text))
+				continue
+			}
+			// The framed text first, then each fetched image as a data URL.
+			parts := []oai.ChatCompletionContentPartUnionParam{oai.TextContentPart(m.Text)}
+			for _, im := range m.Images {
+				parts = append(parts, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{
+					URL: "data:" + im.MimeType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)}))
+			}
+			out = append(out, oai.UserMessage(parts))
 		}
 	}
 	return out

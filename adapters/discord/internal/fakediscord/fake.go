@@ -81,6 +81,9 @@ type Server struct {
 	identify    []json.RawMessage
 	conns       []*wsConn
 	seq         int
+	// files on the CDN (cdn.go)
+	files     map[string]*File
+	downloads []string
 }
 
 type wsConn struct {
@@ -98,7 +101,7 @@ func (w *wsConn) send(v any) error {
 func New() *Server {
 	s := &Server{
 		next: 900000000000000000, msgs: map[string]*Message{}, channels: map[string]Channel{},
-		commands: map[string][]map[string]any{}, bucketUsed: map[string]int{},
+		commands: map[string][]map[string]any{}, bucketUsed: map[string]int{}, files: map[string]*File{},
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -244,6 +247,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/ws" || r.URL.Path == "/ws/" {
 		s.serveGateway(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/attachments/") {
+		s.serveCDN(w, r)
 		return
 	}
 	var body map[string]any

@@ -46,6 +46,9 @@ type Server struct {
 	rateLimit int // answer this many sends with a rate-limit error
 	retrySecs int64
 	rpcs      int
+	// attachments signal-cli holds (files.go)
+	attachments map[string][]byte
+	fetched     []string
 }
 
 type event struct {
@@ -145,6 +148,7 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 			Message       string          `json:"message"`
 			EditTimestamp int64           `json:"editTimestamp"`
 			Emoji         string          `json:"emoji"`
+			ID            string          `json:"id"`
 		} `json:"params"`
 	}
 	s.mu.Lock()
@@ -181,6 +185,10 @@ func (s *Server) rpc(w http.ResponseWriter, r *http.Request) {
 	}
 	switch req.Method {
 	case "send", "sendReaction":
+	case "getAttachment":
+		res, e := s.getAttachment(req.Params.ID, recipients, req.Params.GroupID)
+		answer(res, e)
+		return
 	default:
 		answer(nil, &rpcErr{Code: -32601, Message: "Method not implemented"})
 		return

@@ -57,6 +57,10 @@ type Server struct {
 	failures map[string][]string // method → pending error codes
 	held     map[string]chan struct{}
 
+	// files shared in the workspace (files.info, url_private downloads)
+	files     map[string]*File
+	downloads []string
+
 	// Socket Mode
 	wsOut   chan []byte
 	acks    []json.RawMessage
@@ -67,12 +71,13 @@ type Server struct {
 // New starts a fake on 127.0.0.1, closed at test cleanup.
 func New(t testing.TB) *Server {
 	s := &Server{
-		t: t, current: map[string]*Message{}, limited: map[string][]int{}, failures: map[string][]string{},
+		t: t, current: map[string]*Message{}, files: map[string]*File{}, limited: map[string][]int{}, failures: map[string][]string{},
 		held: map[string]chan struct{}{}, wsOut: make(chan []byte, 64), connsCh: make(chan struct{}, 16),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/", s.api)
 	mux.HandleFunc("/ws", s.ws)
+	mux.HandleFunc("/files-pri/", s.download)
 	s.srv = httptest.NewServer(mux)
 	t.Cleanup(s.srv.Close)
 	return s
@@ -249,6 +254,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"ok": true, "message_ts": s.nextTS()})
 	case "views.open":
 		reply(w, map[string]any{"ok": true, "view": map[string]any{"id": "V" + s.nextTS()}})
+	case "files.info":
+		s.fileInfo(w, call)
 	case "apps.connections.open":
 		u := "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/ws"
 		reply(w, map[string]any{"ok": true, "url": u})

@@ -72,6 +72,9 @@ type Server struct {
 	webhook  map[string]string
 	answered map[string]string
 	wake     chan struct{}
+	// files people sent, by file_id (files.go)
+	files     map[string]*File
+	downloads []string
 }
 
 // New starts a fake for token, with a bot named username. Close it when
@@ -84,7 +87,7 @@ func New(token, username string) *Server {
 		bot: map[string]any{"id": bid, "is_bot": true, "first_name": "Ops", "username": username,
 			"can_join_groups": true, "can_read_all_group_messages": false},
 		msgs: map[string]*Message{}, nextID: map[int64]int64{}, fail: map[string][]Failure{}, skip: map[string]int{},
-		answered: map[string]string{}, nextUpd: 100000, wake: make(chan struct{}),
+		answered: map[string]string{}, nextUpd: 100000, wake: make(chan struct{}), files: map[string]*File{},
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -228,6 +231,10 @@ func key(chat, id int64) string { return fmt.Sprintf("%d/%d", chat, id) }
 var pathRE = regexp.MustCompile(`^/bot([^/]+)/([A-Za-z]+)$`)
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/file/bot") {
+		s.download(w, r)
+		return
+	}
 	m := pathRE.FindStringSubmatch(r.URL.Path)
 	if m == nil || m[1] != s.token {
 		writeErr(w, Failure{Code: 404, Description: "Not Found"})
@@ -279,6 +286,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.edit(w, p, true)
 	case "editMessageReplyMarkup":
 		s.edit(w, p, false)
+	case "getFile":
+		s.getFile(w, p)
 	case "answerCallbackQuery":
 		id := p["callback_query_id"]
 		if id == "" {
