@@ -225,8 +225,8 @@ func TestStale(t *testing.T) {
 		"AgentsNeverCount":     {approvals.Verdict{Approvers: []string{"agent:x"}, Quorum: 1}, true},
 		"RemovedByReload":      {approvals.Verdict{Approvers: []string{"console:carol"}, Quorum: 1}, true},
 	} {
-		if got := stale(a, tc.v, dir) != ""; got != tc.stale {
-			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, dir))
+		if got := stale(a, tc.v, nil, dir) != ""; got != tc.stale {
+			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, nil, dir))
 		}
 	}
 }
