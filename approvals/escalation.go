@@ -239,7 +239,9 @@ type Fired struct {
 // compare-and-set on a's Escalated, so a step fires exactly once however
 // many sweepers look.
 func Escalate(a *Approval, now time.Time, dir *Directory) (*Fired, bool) {
-	if a.Status != StatusPending || a.EscalationDue == nil || now.Before(*a.EscalationDue) || a.Escalated >= len(a.Ladder) {
+	if a.Status != StatusPending || a.EscalationDue == nil || now.Before(*a.EscalationDue) || a.Escalated >= len(a.Ladder) ||
+		!now.Before(a.ExpiresAt) {
+		// Past its end the approval lapses (Lapse) instead.
 		return nil, false
 	}
 	i, s := a.Escalated, a.Ladder[a.Escalated]

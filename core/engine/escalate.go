@@ -43,8 +43,9 @@ func (e *Engine) EscalateDue(ctx context.Context) (int, error) {
 		}
 		fired += progressed
 		// A step fired may leave the next one due too (after a long
-		// outage): look again until nothing due is left.
-		if len(ids) < sweepBatch || progressed == 0 {
+		// outage): look again until a pass fires nothing. Ladders are
+		// finite, so this ends.
+		if progressed == 0 {
 			return fired, nil
 		}
 	}
