@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +20,34 @@ type Step struct {
 	Remind       bool          `json:"remind,omitempty"`
 	AddApprovers []string      `json:"add_approvers,omitempty"`
 	Outcome      Terminal      `json:"outcome,omitempty"`
+}
+
+// stepJSON is Step's JSON form: After as duration text ("10m0s"), as
+// the API shows it and the store keeps it.
+type stepJSON struct {
+	After        string   `json:"after"`
+	Remind       bool     `json:"remind,omitempty"`
+	AddApprovers []string `json:"add_approvers,omitempty"`
+	Outcome      Terminal `json:"outcome,omitempty"`
+}
+
+// MarshalJSON writes After as duration text.
+func (s Step) MarshalJSON() ([]byte, error) {
+	return json.Marshal(stepJSON{After: s.After.String(), Remind: s.Remind, AddApprovers: s.AddApprovers, Outcome: s.Outcome})
+}
+
+// UnmarshalJSON reads After as duration text.
+func (s *Step) UnmarshalJSON(b []byte) error {
+	var j stepJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(j.After)
+	if err != nil {
+		return fmt.Errorf("escalation step: after: %w", err)
+	}
+	*s = Step{After: d, Remind: j.Remind, AddApprovers: j.AddApprovers, Outcome: j.Outcome}
+	return nil
 }
 
 // Terminal is the default a ladder's last step applies to an approval

@@ -205,10 +205,7 @@ func GrantOffer(a *Approval, scope Scope, pattern map[string]string, forDur time
 	if !scope.Saves() {
 		return nil, fmt.Errorf("scope %s saves no grant", orCall(scope))
 	}
-	ttl := env.SessionTTL
-	if ttl <= 0 {
-		ttl = DefaultSessionTTL
-	}
+	ttl := env.sessionTTL()
 	args := a.Args()
 	if why := grantProblem(scope, a, args, pattern, forDur, ttl, env.ForeverHighImpact); why != "" {
 		return nil, errors.New(why)
@@ -216,4 +213,41 @@ func GrantOffer(a *Approval, scope Scope, pattern map[string]string, forDur time
 	next := a.Clone()
 	next.ApprovedArgs = args
 	return newGrant(next, Request{Scope: scope, Pattern: pattern, For: forDur, At: now}, Verdict{RuleKey: a.RuleKey}, ttl), nil
+}
+
+// Offer is what approving a pending approval with one scope would save:
+// the grant as it would be made now, or why the scope is not offered.
+type Offer struct {
+	Scope Scope
+	// Grant is nil when the scope is not offered; Why says why.
+	Grant *Grant
+	Why   string
+	// TakesFor says whether the scope takes a "for" bound; MaxFor is the
+	// longest it takes (0: no limit).
+	TakesFor bool
+	MaxFor   time.Duration
+}
+
+// Offers lists the offer of each scope that saves a grant — task, session,
+// forever — for the pending approval a at now: what every surface that
+// offers scopes shows before anyone saves a grant. A decided approval
+// offers nothing.
+func Offers(a *Approval, now time.Time, env Env) []Offer {
+	if a.Status != StatusPending {
+		return nil
+	}
+	var out []Offer
+	for _, sc := range []Scope{ScopeTask, ScopeSession, ScopeForever} {
+		o := Offer{Scope: sc, TakesFor: sc != ScopeTask}
+		if sc == ScopeSession {
+			o.MaxFor = env.sessionTTL()
+		}
+		if g, err := GrantOffer(a, sc, nil, 0, now, env); err != nil {
+			o.Why = err.Error()
+		} else {
+			o.Grant = g
+		}
+		out = append(out, o)
+	}
+	return out
 }
