@@ -15,6 +15,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // The admin subcommands: thin, scriptable wrappers over /api/v1. Lists print
@@ -138,10 +139,11 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				reasonHelp = "why; returned to the run as the step's output, and shown to the requester"
 			}
 			reason := fs.String("reason", "", reasonHelp)
-			var scope, argsJSON, pattern *string
+			var scope, argsJSON, pattern, forDur *string
 			if action != "reject" {
-				scope = fs.String("scope", "call", "call; session (later calls of the same rule by the same requester in the thread, "+
-					"for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				scope = fs.String("scope", "call", "call; task (later calls of the same rule in this run); session (later calls of the same rule "+
+					"by the same requester in the thread, for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				forDur = fs.String("for", "", "with --scope session or forever: how long the grant lasts (30m, 2h, 7d); a session grant at most approvals.session_ttl")
 				pattern = fs.String("pattern", "", "with --scope forever: per-argument globs to save instead of the exact arguments, "+
 					"as a JSON object naming every argument")
 			}
@@ -153,9 +155,18 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				body := map[string]any{"action": action, "reason": *reason}
 				if scope != nil {
 					if !approvals.Scope(*scope).Valid() {
-						return usagef("--scope %q: want call, session or forever", *scope)
+						return usagef("--scope %q: want call, task, session or forever", *scope)
 					}
 					body["scope"] = *scope
+				}
+				if forDur != nil && *forDur != "" {
+					if _, err := api.ParseFor(*forDur); err != nil {
+						return usagef("--for: %v", err)
+					}
+					if *scope != "session" && *scope != "forever" {
+						return usagef("--for goes with --scope session or forever")
+					}
+					body["for"] = *forDur
 				}
 				if pattern != nil && *pattern != "" {
 					if *scope != "forever" {
@@ -177,6 +188,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				id, err := a.resolveID(ctx, "approval", pos[0])
 				if err != nil {
 					return err
+				}
+				if scope != nil && approvals.Scope(*scope).Saves() && !*a.asJSON {
+					// What the grant will cover, before it is saved.
+					if err := a.showOffer(ctx, id, approvals.Scope(*scope), *forDur); err != nil {
+						return err
+					}
 				}
 				var ap approvals.Approval
 				if done, err := a.call(ctx, fmt.Sprintf("approvals %s %s", action, id), "POST",
@@ -225,11 +242,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					if err != nil {
 						return err
 					}
-					var ap approvals.Approval
+					var ap shownApproval
 					if done, err := a.call(ctx, "approvals show "+id, "GET", "/api/v1/approvals/"+url.PathEscape(id), nil, nil, &ap); done {
 						return err
 					}
-					printApproval(a.stdout, &ap)
+					printApproval(a.stdout, &ap.Approval)
+					printEscalation(a.stdout, &ap)
 					return nil
 				}
 			}},
@@ -254,6 +272,9 @@ type grantView struct {
 	Tool       string            `json:"tool"`
 	Thread     string            `json:"thread"`
 	Requester  string            `json:"requester"`
+	RunID      string            `json:"run_id"`
+	Rule       string            `json:"rule"`
+	Until      *time.Time        `json:"until"`
 	Args       map[string]any    `json:"args"`
 	Pattern    map[string]string `json:"pattern"`
 	ApprovalID string            `json:"approval_id"`
@@ -267,7 +288,7 @@ type grantView struct {
 
 func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	subs := []adminSub{
-		{name: "list", summary: "session and forever grants in force (or --all)",
+		{name: "list", summary: "task, session and forever grants in force (or --all)",
 			about: "Lists grants, newest first: what each covers, for whom, who granted it, when it ends.",
 			flags: func(fs *flagSet) func(context.Context, *adminCall, []string) error {
 				all := fs.Bool("all", false, "revoked and expired grants too")
@@ -286,24 +307,20 @@ func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) err
 					tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "ID\tSCOPE\tTOOL\tCOVERS\tFOR\tGRANTED BY\tCREATED\tENDS")
 					for _, g := range page.Items {
-						covers := "rule of approval " + g.ApprovalID
-						switch {
-						case g.Pattern != nil:
-							b, _ := json.Marshal(g.Pattern)
-							covers = "pattern " + string(b)
-						case g.Args != nil:
-							covers = "exactly " + compact(g.Args)
-						}
+						covers := grantCovers(g)
 						who := "anyone"
-						if g.Requester != "" {
+						switch {
+						case g.RunID != "":
+							who = "run " + g.RunID
+						case g.Requester != "":
 							who = g.Requester + " in " + g.Thread
 						}
 						ends := "when revoked"
 						switch {
 						case g.RevokedAt != nil:
 							ends = "revoked " + fmtTime(*g.RevokedAt) + " by " + g.RevokedBy
-						case g.ExpiresAt != nil:
-							ends = fmtTime(*g.ExpiresAt)
+						case g.Until != nil:
+							ends = fmtTime(*g.Until)
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Scope, g.Tool, covers, who, g.GrantedBy, fmtTime(g.CreatedAt), ends)
 					}
@@ -323,7 +340,7 @@ func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				}
 			}},
 	}
-	return runAdmin(ctx, "grants", "List and revoke session and forever grants, over the server's API.", subs, args, stdout, stderr)
+	return runAdmin(ctx, "grants", "List and revoke task, session and forever grants, over the server's API.", subs, args, stdout, stderr)
 }
 
 // parseArgsFlag reads --args: one JSON object.
