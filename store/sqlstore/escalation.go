@@ -9,13 +9,28 @@ import (
 	"github.com/opsgate/opsgate/core"
 )
 
+// escalationDueSQL lists the approvals whose next step is due (parameters:
+// now, the limit); pendingStatsSQL counts the pending ones by risk.
+const (
+	escalationDueSQL = `SELECT id FROM approvals
+		WHERE status = '` + string(approvals.StatusPending) + `' AND escalation_due IS NOT NULL AND escalation_due <= ?
+		ORDER BY escalation_due LIMIT ?`
+	pendingStatsSQL = `SELECT risk, COUNT(*), MIN(created_at) FROM approvals
+		WHERE status = '` + string(approvals.StatusPending) + `' GROUP BY risk ORDER BY risk`
+)
+
+// EscalationStatements returns ApprovalListEscalating's and
+// ApprovalPendingStats's statements as d runs them, for tests that check
+// their query plans read migration 0029's partial indexes.
+func EscalationStatements(d Dialect) (due, stats string) {
+	return d.Rebind(escalationDueSQL), d.Rebind(pendingStatsSQL)
+}
+
 // ApprovalListEscalating implements core.EscalationStore. The status is a
 // literal so SQLite plans the partial index approvals_escalation_due
 // (migration 0029) for it: a tick reads only the steps due.
 func (s *Store) ApprovalListEscalating(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT id FROM approvals
-		WHERE status = '`+string(approvals.StatusPending)+`' AND escalation_due IS NOT NULL AND escalation_due <= ?
-		ORDER BY escalation_due LIMIT ?`), micros(now), pageLimit(limit))
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(escalationDueSQL), micros(now), pageLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("store: approval list escalating: %w", err)
 	}
@@ -77,8 +92,7 @@ func (s *Store) ApprovalEscalate(ctx context.Context, p core.ApprovalEscalatePar
 // ApprovalPendingStats implements core.EscalationStore: one pass over
 // the partial index approvals_pending_risk (migration 0029).
 func (s *Store) ApprovalPendingStats(ctx context.Context) ([]core.PendingStat, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT risk, COUNT(*), MIN(created_at) FROM approvals
-		WHERE status = '`+string(approvals.StatusPending)+`' GROUP BY risk ORDER BY risk`)
+	rows, err := s.read.QueryContext(ctx, pendingStatsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("store: approval pending stats: %w", err)
 	}

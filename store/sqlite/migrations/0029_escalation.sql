@@ -14,9 +14,12 @@ ALTER TABLE approvals ADD COLUMN escalation_due BIGINT;
 ALTER TABLE approvals ADD COLUMN added_approvers TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE approvals ADD COLUMN card_threads TEXT NOT NULL DEFAULT '[]';
 -- The sweeper's tick reads only the steps due: one range of this index.
-CREATE INDEX approvals_escalation_due ON approvals (escalation_due)
+-- Its leading status column makes SQLite's planner prefer it to
+-- approvals_expiry (status, expires_at), which would visit every pending
+-- approval on every tick.
+CREATE INDEX approvals_escalation_due ON approvals (status, escalation_due)
     WHERE status = 'pending' AND escalation_due IS NOT NULL;
 -- /metrics counts pending approvals by risk and finds the oldest from
--- this index alone.
-CREATE INDEX approvals_pending_risk ON approvals (risk, created_at) WHERE status = 'pending';
+-- this index alone (covering; status leads for the same reason).
+CREATE INDEX approvals_pending_risk ON approvals (status, risk, created_at) WHERE status = 'pending';
 ALTER TABLE grants ADD COLUMN run_id TEXT NOT NULL DEFAULT '';
