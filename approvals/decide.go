@@ -70,6 +70,25 @@ type Request struct {
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
+	// Groups are approver groups the deciding surface vouches the actor
+	// belongs to now, beyond what the configuration lists: the web
+	// console's OpenID Connect sign-in passes the identity provider's
+	// groups that name configured approver groups (docs/console.md). An
+	// approval whose approver entries name one of them ("group:sre") may
+	// be decided by the actor; everything else (agents, self-approval,
+	// quorum by person) is judged as for any approver.
+	Groups []string
+}
+
+// viaGroup returns the first of the vouched groups that entries name
+// ("group:<name>"), or "".
+func viaGroup(groups, entries []string) string {
+	for _, g := range groups {
+		if g != "" && slices.Contains(entries, GroupPrefix+g) {
+			return g
+		}
+	}
+	return ""
 }
 
 // Env is what deciding needs beyond the approval itself, from the live
@@ -184,12 +203,13 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		return out
 	}
 	var who *RefusedError
-	if errors.As(MayDecide(a, r.Actor, env), &who) {
+	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
 	if why := escalatedGrant(a, r, env); why != "" {
 		return refuse(ErrInvalidDecision, why, nil)
 	}
+	via := viaGroup(r.Groups, a.Entries())
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -222,12 +242,14 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 		if verdict.Effect == EffectAsk {
 			// Under the same rule, what escalation added still decides.
+			entries := verdict.Approvers
 			if verdict.RuleKey == a.RuleKey && len(a.AddedApprovers) > 0 {
 				eligible = append(slices.Clone(eligible), env.People.Expand(a.AddedApprovers)...)
+				entries = append(slices.Clone(entries), a.AddedApprovers...)
 			} else {
 				next.AddedApprovers = nil
 			}
-			if !slices.Contains(eligible, r.Actor) {
+			if !slices.Contains(eligible, r.Actor) && viaGroup(r.Groups, entries) == "" {
 				return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 			}
 			next.Quorum = max(verdict.Quorum, 1)
@@ -287,8 +309,13 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	}
 	ae := base
 	ae.Kind = AuditApprovalDecided
-	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "for": d.For, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
+	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "for": d.For, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
+		// Eligible only through the identity provider's group: say so.
+		detail["via_group"] = via
+	}
+	ae.Detail = detailJSON(detail)
 	out.Audit = []AuditEntry{ae}
 	if next.Status.Final() {
 		at := r.At

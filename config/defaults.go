@@ -102,6 +102,14 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		c.Channels.Email.RequireDMARC = true
 	}
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
+	if !given("channels.console.token_login") {
+		c.Channels.Console.TokenLogin = true
+	}
+	setString(&c.Channels.Console.OIDC.PersonClaim, "email")
+	for i := range c.Audit.Sinks {
+		sk := &c.Audit.Sinks[i]
+		setString(&sk.Name, sk.Type+":"+sk.Addr+sk.URL)
+	}
 	applyAgentDefaults(c, given)
 }
 
