@@ -381,7 +381,7 @@ func escalatedGrant(a *Approval, r Request, env Env) string {
 	if !r.Scope.Saves() || len(a.AddedApprovers) == 0 || r.Action == ActionReject {
 		return ""
 	}
-	if slices.Contains(env.People.Expand(a.Approvers), r.Actor) {
+	if slices.Contains(env.People.Expand(a.Approvers), r.Actor) || viaGroup(r.Groups, a.Approvers) != "" {
 		return ""
 	}
 	return fmt.Sprintf("%s may decide this call because escalation added %v; a grant (scope %s) needs one of the rule's approvers %v: approve with scope call",
