@@ -52,15 +52,18 @@ func (a Action) Valid() bool {
 	return false
 }
 
-// Scope says how far an approval reaches: this call only, later calls of
-// the same rule from the same requester in the same thread for a while
-// (session), or a stored allow rule for the same arguments (forever). No
-// scope reaches over a deny; see Grant.
+// Scope says how far an approval reaches: this call only; later calls of
+// the same rule in the same run (task: the rest of an agent's turn, a
+// flow's later steps); later calls of the same rule from the same
+// requester in the same thread for a while (session); or a stored allow
+// rule for the same arguments (forever). No scope reaches over a deny; see
+// Grant.
 type Scope string
 
 // The decision scopes.
 const (
 	ScopeCall    Scope = "call"
+	ScopeTask    Scope = "task"
 	ScopeSession Scope = "session"
 	ScopeForever Scope = "forever"
 )
@@ -69,7 +72,7 @@ const (
 // ScopeCall and is not Valid itself; callers accept it first.
 func (s Scope) Valid() bool {
 	switch s {
-	case ScopeCall, ScopeSession, ScopeForever:
+	case ScopeCall, ScopeTask, ScopeSession, ScopeForever:
 		return true
 	}
 	return false
@@ -134,8 +137,28 @@ type Approval struct {
 	Digest    string     `json:"digest,omitempty"`
 	Decisions []Decision `json:"decisions"`
 	CreatedAt time.Time  `json:"created_at"`
+	// ExpiresAt is the approval's end: approvals.ttl after it asked, or
+	// its ladder's terminal step (Climb).
 	ExpiresAt time.Time  `json:"expires_at"`
 	DecidedAt *time.Time `json:"decided_at"`
+
+	// Ladder is the escalation ladder the approval climbs while pending
+	// (its rule's escalation, or approvals.escalation), fixed when it
+	// asked, as its expiry is.
+	Ladder []Step `json:"escalation,omitempty"`
+	// Escalated counts the ladder's steps fired so far; a sweeper claims
+	// step Escalated by compare-and-set on it, so each fires once.
+	Escalated int `json:"escalated"`
+	// EscalationDue is when step Escalated fires; nil when only the end
+	// (ExpiresAt: expiry or the terminal default) is left.
+	EscalationDue *time.Time `json:"escalation_due,omitempty"`
+	// AddedApprovers are the entries add_approvers steps added: they
+	// decide this call beside Approvers (Entries).
+	AddedApprovers []string `json:"added_approvers,omitempty"`
+	// CardThreads are the threads besides Thread the card was sent to
+	// (escalated approvers' direct messages): the card's update on the
+	// decision goes to each.
+	CardThreads []string `json:"card_threads,omitempty"`
 }
 
 // Decision is one approver's recorded answer (or the system's, for expiry).
@@ -149,7 +172,10 @@ type Decision struct {
 	Args    map[string]any `json:"args,omitempty"`
 	Reason  string         `json:"reason,omitempty"`
 	Scope   Scope          `json:"scope,omitempty"`
-	At      time.Time      `json:"at"`
+	// For is the bound the decider set on a session or forever grant
+	// ("2h"), as written.
+	For string    `json:"for,omitempty"`
+	At  time.Time `json:"at"`
 	// Digest is the approval's Digest this decision was made on (an
 	// edit's: the digest of the edited call).
 	Digest string `json:"digest,omitempty"`

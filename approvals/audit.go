@@ -20,6 +20,9 @@ const (
 	AuditApprovalDecided   AuditKind = "approval.decided"
 	AuditApprovalRefused   AuditKind = "approval.refused"
 	AuditApprovalExpired   AuditKind = "approval.expired"
+	// AuditApprovalEscalated: a step of an escalation ladder fired
+	// (escalation.go).
+	AuditApprovalEscalated AuditKind = "approval.escalated"
 	AuditRunCancelled      AuditKind = "run.cancelled"
 	AuditRunRedispatched   AuditKind = "run.redispatched"
 	AuditRunInterrupted    AuditKind = "run.interrupted"
@@ -50,7 +53,7 @@ const (
 // Valid reports whether k is one of the kinds above.
 func (k AuditKind) Valid() bool {
 	switch k {
-	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
+	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired, AuditApprovalEscalated,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
 		AuditGrantRevoked, AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
 		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed,

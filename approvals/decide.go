@@ -63,7 +63,10 @@ type Request struct {
 	// instead of the exact arguments; it must name every argument and
 	// match the call being approved.
 	Pattern map[string]string
-	At      time.Time
+	// For bounds a session or forever grant (0: session_ttl for a
+	// session, no end for forever).
+	For time.Duration
+	At  time.Time
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
@@ -168,7 +171,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	default:
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown action %q", r.Action), nil)
 	}
-	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession && r.Scope != ScopeForever {
+	if r.Scope != "" && !r.Scope.Valid() {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
 	if a.Status == StatusExpired {
@@ -188,16 +191,25 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		})
 	}
 	if !r.At.Before(a.ExpiresAt) {
-		out := Expire(a, r.At)
+		// Too late: the approval ends as its time says (expiry, or its
+		// ladder's terminal default), and the decision is refused.
+		out := Lapse(a, r.At)
 		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
 		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+		if st := out.Approval.Status; st != StatusExpired {
+			out.Err = &RefusedError{Reason: ErrAlreadyDecided, By: []string{"system"}, At: a.ExpiresAt,
+				Detail: fmt.Sprintf("%s by the escalation's default at %s", st, a.ExpiresAt.UTC().Format(time.RFC3339))}
+		}
 		return out
 	}
 	var who *RefusedError
 	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
-	via := viaGroup(r.Groups, a.Approvers)
+	if why := escalatedGrant(a, r, env); why != "" {
+		return refuse(ErrInvalidDecision, why, nil)
+	}
+	via := viaGroup(r.Groups, a.Entries())
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -205,6 +217,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At, Digest: a.Digest}
 	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
 		d.Via = via
+	}
+	if r.For > 0 {
+		d.For = r.For.String()
 	}
 	// verdict is the live policy's answer for the arguments this decision
 	// approves: whether self-approval is allowed, and the rule a grant is
@@ -229,9 +244,17 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
+			// Under the same rule, what escalation added still decides.
+			entries := verdict.Approvers
+			if verdict.RuleKey == a.RuleKey && len(a.AddedApprovers) > 0 {
+				eligible = append(slices.Clone(eligible), env.People.Expand(a.AddedApprovers)...)
+				entries = append(slices.Clone(entries), a.AddedApprovers...)
+			} else {
+				next.AddedApprovers = nil
+			}
 			d.Via = ""
 			if !slices.Contains(eligible, r.Actor) {
-				if d.Via = viaGroup(r.Groups, verdict.Approvers); d.Via == "" {
+				if d.Via = viaGroup(r.Groups, entries); d.Via == "" {
 					return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 				}
 			}
@@ -275,7 +298,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		if args == nil {
 			args = next.ProposedArgs
 		}
-		if why := grantProblem(r.Scope, next, args, r.Pattern, env.ForeverHighImpact); why != "" {
+		if why := grantProblem(r.Scope, next, args, r.Pattern, r.For, env.sessionTTL(), env.ForeverHighImpact); why != "" {
 			return refuse(ErrInvalidDecision, why, nil)
 		}
 	}
@@ -293,7 +316,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	ae := base
 	ae.Kind = AuditApprovalDecided
 	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "for": d.For, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
 	if d.Via != "" {
 		// Eligible only through the identity provider's group: say so.
 		detail["via_group"] = d.Via
@@ -304,13 +327,13 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		at := r.At
 		next.DecidedAt = &at
 		out.Final = true
-		if next.Status != StatusRejected && (r.Scope == ScopeSession || r.Scope == ScopeForever) {
-			out.Grant = newGrant(next, r, verdict, env.SessionTTL)
+		if next.Status != StatusRejected && r.Scope.Saves() {
+			out.Grant = newGrant(next, r, verdict, env.sessionTTL())
 			ge := base
 			ge.Kind = AuditGrantCreated
 			ge.Detail = detailJSON(map[string]any{"grant": out.Grant.ID, "scope": out.Grant.Scope, "thread": out.Grant.Thread,
-				"requester": out.Grant.Requester, "rule": out.Grant.RuleKey, "args": out.Grant.Args, "pattern": out.Grant.Pattern,
-				"expires_at": out.Grant.ExpiresAt})
+				"requester": out.Grant.Requester, "run_id": out.Grant.RunID, "rule": out.Grant.RuleKey, "args": out.Grant.Args,
+				"pattern": out.Grant.Pattern, "for": d.For, "expires_at": out.Grant.ExpiresAt})
 			out.Audit = append(out.Audit, ge)
 		}
 	}
@@ -326,26 +349,56 @@ func selfDetail(actor, requester string) string {
 	return actor + " and " + requester + " are the same person; ask another approver"
 }
 
-// newGrant is the grant a final approval with scope session or forever
-// makes, bound to its final arguments and the live rule that asks for them.
+// newGrant is the grant a final approval with scope task, session or
+// forever makes, bound to its final arguments and the live rule that asks
+// for them; r.For bounds a session or forever grant.
 func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
-	g := &Grant{ID: GrantID(a.ID), Scope: r.Scope, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At}
+	g := &Grant{ID: GrantID(a.ID), Scope: r.Scope, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At, RuleKey: v.RuleKey}
+	until := func(d time.Duration) *time.Time {
+		t := r.At.Add(d)
+		return &t
+	}
 	switch r.Scope {
+	case ScopeTask:
+		g.RunID, g.Thread, g.Requester, g.ExpiresAt = a.RunID, a.Thread, a.Requester, until(ttl)
 	case ScopeSession:
-		if ttl <= 0 {
-			ttl = DefaultSessionTTL
+		if r.For > 0 {
+			ttl = r.For
 		}
-		exp := r.At.Add(ttl)
-		g.Thread, g.Requester, g.RuleKey, g.ExpiresAt = a.Thread, a.Requester, v.RuleKey, &exp
+		g.Thread, g.Requester, g.ExpiresAt = a.Thread, a.Requester, until(ttl)
 	case ScopeForever:
-		g.RuleKey = v.RuleKey
 		if r.Pattern != nil {
 			g.Pattern = r.Pattern
 		} else {
 			g.Args = a.ApprovedArgs
 		}
+		if r.For > 0 {
+			g.ExpiresAt = until(r.For)
+		}
 	}
 	return g
+}
+
+// escalatedGrant says why r may not save a grant, or "": an approver whom
+// only escalation made eligible decides the call in front of them, but a
+// grant covers later calls only while its granter is among the rule's own
+// approvers (Grant.Covers), so they may not make one.
+func escalatedGrant(a *Approval, r Request, env Env) string {
+	if !r.Scope.Saves() || len(a.AddedApprovers) == 0 || r.Action == ActionReject {
+		return ""
+	}
+	if slices.Contains(env.People.Expand(a.Approvers), r.Actor) || viaGroup(r.Groups, a.Approvers) != "" {
+		return ""
+	}
+	return fmt.Sprintf("%s may decide this call because escalation added %v; a grant (scope %s) needs one of the rule's approvers %v: approve with scope call",
+		r.Actor, a.AddedApprovers, r.Scope, a.Approvers)
+}
+
+func (env Env) sessionTTL() time.Duration {
+	if env.SessionTTL <= 0 {
+		return DefaultSessionTTL
+	}
+	return env.SessionTTL
 }
 
 // Release ends a pending approval that nobody can answer any more (an

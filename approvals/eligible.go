@@ -19,14 +19,14 @@ import (
 // OpenID Connect sign-in); an actor in a group a's approver entries name
 // stands as its configured members do.
 func MayDecide(a *Approval, actor string, env Env, groups ...string) error {
-	via := viaGroup(groups, a.Approvers) != ""
+	via := viaGroup(groups, a.Entries()) != ""
 	switch {
 	case NeverDecides(actor):
 		return &RefusedError{Reason: ErrHumanRequired, Detail: actor + " may read and ask, never decide"}
 	case !slices.Contains(a.Eligible, actor) && !via:
-		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is not among " + fmt.Sprint(a.Approvers)}
+		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is not among " + fmt.Sprint(a.Entries())}
 	case env.Eligible != nil && !slices.Contains(env.Eligible, actor) && !via:
-		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is no longer among " + fmt.Sprint(a.Approvers) + " in the current configuration"}
+		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is no longer among " + fmt.Sprint(a.Entries()) + " in the current configuration"}
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ type Rule struct {
 	// AllowSelfApproval lets the requester approve their own call when
 	// this rule asks (by default nobody approves their own call).
 	AllowSelfApproval bool
+	// Escalation is the rule's ladder while its asks wait (escalation.go);
+	// nil takes the policy's, an empty list none.
+	Escalation []Step
 }
 
 // Key identifies the rule by what it says, not by where it stands: a
@@ -87,6 +90,9 @@ type Policy struct {
 	// ForeverHighImpact lets a "forever" grant cover a high_impact tool;
 	// without it such grants are refused when made and ignored when found.
 	ForeverHighImpact bool
+	// Escalation is the default ladder of every ask whose rule has none
+	// (approvals.escalation).
+	Escalation []Step
 }
 
 // Verdict is the policy's answer for one call.

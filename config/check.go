@@ -65,6 +65,7 @@ func (c *checker) run() {
 	c.mcpServer()
 	c.flows()
 	c.policy(groups)
+	c.escalation(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
 		c.problem("approvals.ttl", "must be greater than 0")
 	}

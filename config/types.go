@@ -525,6 +525,19 @@ type Rule struct {
 	// AllowSelfApproval lets the requester approve their own call when this
 	// rule asks; by default nobody does.
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
+	// Escalation is the rule's ladder while its asks wait; unset takes
+	// approvals.escalation, an empty list turns escalation off.
+	Escalation []EscalationStep `yaml:"escalation"`
+}
+
+// EscalationStep is one rung of an escalation ladder: after After, if the approval
+// still waits, remind the approvers, add approvers, or end it with an
+// outcome (deny, or approve — never for high_impact or destructive tools).
+type EscalationStep struct {
+	After        Duration `yaml:"after" cfg:"required"`
+	Remind       bool     `yaml:"remind"`
+	AddApprovers []string `yaml:"add_approvers"`
+	Outcome      string   `yaml:"outcome" enum:"deny|approve"`
 }
 
 // Match selects tool calls: Tool is a glob over the tool name (path.Match
@@ -544,6 +557,8 @@ type Approvals struct {
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
 	// SessionTTL is how long a session grant lasts; default 1h.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// Escalation is the default ladder of every ask whose rule has none.
+	Escalation []EscalationStep `yaml:"escalation"`
 	// QuestionAnswerers says who may answer an agent's ask_user question:
 	// "requester_or_approvers" (default) or "requester" — for teams where a
 	// question about the requester's intent must not be answered for them.

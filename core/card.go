@@ -30,6 +30,10 @@ type Card struct {
 	Quorum    int       `json:"quorum"`
 	Approvals int       `json:"approvals"` // approvals counted so far toward Quorum
 	ExpiresAt time.Time `json:"expires_at"`
+	// Next says what happens next if nobody decides, and when, for an
+	// approval with an escalation ladder ("the approvers are reminded at
+	// 2026-01-02 15:20 UTC"); empty otherwise (its expiry is the next).
+	Next string `json:"next,omitempty"`
 	// Status is the approval's status: pending while buttons should show.
 	Status approvals.Status `json:"status"`
 	// Outcome is set once decided or expired: "Approved by … at …".
@@ -211,6 +215,9 @@ func (c Card) PlainText() string {
 	b.WriteString("\n")
 	if c.Pending() {
 		fmt.Fprintf(&b, "Expires: %s\n", c.ExpiresAt.UTC().Format(time.RFC3339))
+		if c.Next != "" {
+			fmt.Fprintf(&b, "Next: %s\n", OneLine(c.Next))
+		}
 	}
 	if c.Preview != "" {
 		// Indented, so the tool's output (which may echo arguments) can

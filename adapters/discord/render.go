@@ -133,6 +133,9 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	field("Approvers", approvers, true)
 	if c.Pending() {
 		field("Expires", fmt.Sprintf("<t:%d:R> (%s)", c.ExpiresAt.Unix(), c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")), true)
+		if c.Next != "" {
+			field("Next", plain(core.OneLine(c.Next)), false)
+		}
 	} else if c.Outcome != nil {
 		field("Outcome", plain(c.OutcomeLine()), false)
 		switch c.Outcome.Status {

@@ -43,6 +43,9 @@ func cardText(c core.Card, approver bool) string {
 	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
 	fmt.Fprintf(&b, "Approvers:    %s%s\n", strings.Join(c.Approvers, ", "), quorumNote(c))
 	fmt.Fprintf(&b, "Expires:      %s\n", c.ExpiresAt.UTC().Format(time.RFC1123))
+	if c.Next != "" {
+		fmt.Fprintf(&b, "Next:         %s\n", core.OneLine(c.Next))
+	}
 	if c.Preview != "" {
 		b.WriteString("\nDry run:\n")
 		for _, l := range strings.Split(c.Preview, "\n") {
@@ -118,6 +121,9 @@ func cardHTML(c core.Card, approver bool) string {
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
 	row("Expires", e(c.ExpiresAt.UTC().Format(time.RFC1123)))
+	if c.Next != "" {
+		row("Next", e(core.OneLine(c.Next)))
+	}
 	b.WriteString("</table>\n")
 	if c.Preview != "" {
 		fmt.Fprintf(&b, "<p><b>Dry run:</b></p>\n<pre>%s</pre>\n", e(c.Preview))

@@ -166,6 +166,9 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "<b>Expires:</b> %s<br>", c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
 	}
+	if c.Pending() && c.Next != "" {
+		fmt.Fprintf(&b, "<b>Next:</b> %s<br>", inertText(core.OneLine(c.Next)))
+	}
 	if trimmed.Preview != "" {
 		fmt.Fprintf(&b, "<b>Dry run:</b><pre><code>%s</code></pre>", inertText(trimmed.Preview))
 	}

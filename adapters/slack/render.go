@@ -80,6 +80,9 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
 	}
+	if c.Pending() && c.Next != "" {
+		fields = append(fields, mk("*Next*\n"+escapeMrkdwn(clip(core.OneLine(c.Next), 500))))
+	}
 	head = append(head, slackapi.NewSectionBlock(nil, fields, nil))
 	if c.Reason != "" {
 		head = append(head, section("*Reason*\n"+quote(clip(core.OneLine(c.Reason), 1500))))
@@ -325,6 +328,9 @@ func (a *Adapter) renderBatch(c core.Card) ([]slackapi.Block, string) {
 	}
 	if pending && !c.ExpiresAt.IsZero() {
 		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
+	}
+	if pending && c.Next != "" {
+		fields = append(fields, mk("*Next*\n"+escapeMrkdwn(clip(core.OneLine(c.Next), 500))))
 	}
 	blocks = append(blocks, slackapi.NewSectionBlock(nil, fields, nil))
 	for i, bc := range c.Batch {

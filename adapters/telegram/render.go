@@ -97,6 +97,9 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "<b>Expires:</b> %s\n", c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
 	}
+	if c.Pending() && c.Next != "" {
+		fmt.Fprintf(&b, "<b>Next:</b> %s\n", esc(core.OneLine(c.Next)))
+	}
 	if c.Preview != "" {
 		p := c.Preview
 		if chunk.Measure(p, chunk.UTF16) > previewMax {

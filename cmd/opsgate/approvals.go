@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // `opsgate approvals …`: list, show and decide the calls that wait for a
@@ -26,10 +27,11 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				reasonHelp = "why; returned to the run as the step's output, and shown to the requester"
 			}
 			reason := fs.String("reason", "", reasonHelp)
-			var scope, argsJSON, pattern *string
+			var scope, argsJSON, pattern, forDur *string
 			if action != "reject" {
-				scope = fs.String("scope", "call", "call; session (later calls of the same rule by the same requester in the thread, "+
-					"for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				scope = fs.String("scope", "call", "call; task (later calls of the same rule in this run); session (later calls of the same rule "+
+					"by the same requester in the thread, for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				forDur = fs.String("for", "", "with --scope session or forever: how long the grant lasts (30m, 2h, 7d); a session grant at most approvals.session_ttl")
 				pattern = fs.String("pattern", "", "with --scope forever: per-argument globs to save instead of the exact arguments, "+
 					"as a JSON object naming every argument")
 			}
@@ -41,9 +43,18 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				body := map[string]any{"action": action, "reason": *reason}
 				if scope != nil {
 					if !approvals.Scope(*scope).Valid() {
-						return usagef("--scope %q: want call, session or forever", *scope)
+						return usagef("--scope %q: want call, task, session or forever", *scope)
 					}
 					body["scope"] = *scope
+				}
+				if forDur != nil && *forDur != "" {
+					if _, err := api.ParseFor(*forDur); err != nil {
+						return usagef("--for: %v", err)
+					}
+					if *scope != "session" && *scope != "forever" {
+						return usagef("--for goes with --scope session or forever")
+					}
+					body["for"] = *forDur
 				}
 				if pattern != nil && *pattern != "" {
 					if *scope != "forever" {
@@ -65,6 +76,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				id, err := a.resolveID(ctx, "approval", pos[0])
 				if err != nil {
 					return err
+				}
+				if scope != nil && approvals.Scope(*scope).Saves() && a.format() != outputJSON && a.format() != outputYAML {
+					// What the grant will cover, before it is saved.
+					if err := a.showOffer(ctx, id, approvals.Scope(*scope), *forDur); err != nil {
+						return err
+					}
 				}
 				var ap approvals.Approval
 				if done, err := a.call(ctx, fmt.Sprintf("approvals %s %s", action, id), "POST",
@@ -129,11 +146,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					if err != nil {
 						return err
 					}
-					var ap approvals.Approval
+					var ap shownApproval
 					if done, err := a.call(ctx, "approvals show "+id, "GET", "/api/v1/approvals/"+url.PathEscape(id), nil, nil, &ap); done {
 						return err
 					}
-					printApproval(a.stdout, &ap)
+					printApproval(a.stdout, &ap.Approval)
+					printEscalation(a.stdout, &ap)
 					return nil
 				}
 			}},

@@ -65,7 +65,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 		}
 		o.Flows = append(o.Flows, ef)
 	}
-	o.Policy = buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	o.Policy = withLadders(buildPolicy(cfg.Policy, cfg.Approvers.Groups), cfg)
 	agents, err := buildAgents(cfg)
 	if err != nil {
 		return o, err
@@ -106,7 +106,7 @@ func buildAgents(cfg *config.Config) ([]engine.Agent, error) {
 // buildTrust maps the parts of cfg a reload (SIGHUP) may change: people,
 // groups, policy, requesters, self-approval, session grants.
 func buildTrust(cfg *config.Config) engine.Trust {
-	p := buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	p := withLadders(buildPolicy(cfg.Policy, cfg.Approvers.Groups), cfg)
 	p.AllowSelfApproval = cfg.Approvals.AllowSelfApproval
 	return engine.Trust{Policy: p, People: cfg.People, Groups: cfg.Approvers.Groups, Requesters: cfg.RequesterGates(),
 		SessionTTL: cfg.Approvals.SessionTTL.D()}
@@ -217,12 +217,13 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
-func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance,
+	direct func(identity string) (core.Thread, bool)) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	o.Store, o.Logger, o.Registerer, o.Lookup = st, log, reg, lookup
+	o.Store, o.Logger, o.Registerer, o.Lookup, o.Direct = st, log, reg, lookup, direct
 	if att != nil {
 		o.AgentAttendance = att
 	}

@@ -70,7 +70,8 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 	// go through the store, so the replica executing a turn sees a stream
 	// another replica serves.
 	attendance := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, lookup, attendance)
+	dms := &directs{}
+	eng, err := buildEngine(cfg, st, log, reg, lookup, attendance, dms.find)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +96,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 	if err != nil {
 		return nil, err
 	}
+	dms.add(chans)
 	for _, ch := range chans {
 		// Agents stream their text into the threads of channels that can
 		// edit a reply in place.

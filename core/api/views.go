@@ -148,6 +148,17 @@ type ApprovalView struct {
 	// of a pending approval only (when the engine knows it): what an edit
 	// is validated against.
 	InputSchema any `json:"input_schema,omitempty" jsonschema:"the tool's JSON Schema for its arguments (single pending approval only)"`
+	// Escalation is the ladder the approval climbs while pending,
+	// Escalated how many of its steps fired, AddedApprovers the entries
+	// they added, Next what happens next if nobody decides (escalation.go).
+	Escalation     []LadderStepView `json:"escalation,omitempty"`
+	Escalated      int              `json:"escalated,omitempty"`
+	AddedApprovers []string         `json:"added_approvers,omitempty"`
+	Next           *NextView        `json:"next,omitempty"`
+	// GrantOffers says, on GET /api/v1/approvals/{id} of a pending
+	// approval, what approving with scope task, session or forever would
+	// save (or why a scope is not offered).
+	GrantOffers []GrantOfferView `json:"grant_offers,omitempty"`
 }
 
 // DecisionView is one recorded decision of an ApprovalView.
@@ -158,6 +169,7 @@ type DecisionView struct {
 	Reason     string           `json:"reason,omitempty"`
 	Args       map[string]any   `json:"args,omitempty"`
 	Scope      approvals.Scope  `json:"scope,omitempty"`
+	For        string           `json:"for,omitempty"`
 	Superseded bool             `json:"superseded,omitempty"`
 	At         string           `json:"at"`
 	// Digest is the approval's digest this decision was made on.
@@ -194,9 +206,10 @@ func NewApprovalView(a *approvals.Approval, executed map[string]any) *ApprovalVi
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, DecisionView{
 			Actor: d.Actor, Channel: d.Channel, Action: d.Action, Reason: d.Reason, Args: d.Args,
-			Scope: d.Scope, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest,
+			Scope: d.Scope, For: d.For, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest,
 		})
 	}
+	escalationView(v, a)
 	return v
 }
 
@@ -321,21 +334,26 @@ type GrantView struct {
 	Tool       string            `json:"tool"`
 	Thread     string            `json:"thread,omitempty"`
 	Requester  string            `json:"requester,omitempty"`
+	RunID      string            `json:"run_id,omitempty"`
 	Rule       string            `json:"rule,omitempty"`
 	Args       map[string]any    `json:"args,omitempty"`
 	Pattern    map[string]string `json:"pattern,omitempty"`
 	ApprovalID string            `json:"approval_id"`
 	GrantedBy  string            `json:"granted_by"`
 	CreatedAt  string            `json:"created_at"`
-	ExpiresAt  *string           `json:"expires_at"`
-	RevokedAt  *string           `json:"revoked_at"`
-	RevokedBy  string            `json:"revoked_by,omitempty"`
-	Active     bool              `json:"active"`
+	// Until is when the grant ends (null: when revoked); ExpiresAt is its
+	// older name.
+	Until     *string `json:"until"`
+	ExpiresAt *string `json:"expires_at"`
+	RevokedAt *string `json:"revoked_at"`
+	RevokedBy string  `json:"revoked_by,omitempty"`
+	Active    bool    `json:"active"`
 }
 
 // NewGrantView renders g as of now.
 func NewGrantView(g *approvals.Grant, now time.Time) *GrantView {
-	return &GrantView{ID: g.ID, Scope: g.Scope, Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, Rule: g.RuleKey,
+	return &GrantView{ID: g.ID, Scope: g.Scope, Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, RunID: g.RunID, Rule: g.RuleKey,
 		Args: g.Args, Pattern: g.Pattern, ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: rfc3339(g.At),
-		ExpiresAt: rfc3339Ptr(g.ExpiresAt), RevokedAt: rfc3339Ptr(g.RevokedAt), RevokedBy: g.RevokedBy, Active: g.Active(now)}
+		Until: rfc3339Ptr(g.ExpiresAt), ExpiresAt: rfc3339Ptr(g.ExpiresAt), RevokedAt: rfc3339Ptr(g.RevokedAt), RevokedBy: g.RevokedBy,
+		Active: g.Active(now)}
 }

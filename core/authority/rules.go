@@ -236,7 +236,7 @@ func (v *Viewer) mayDecide(ap *approvals.Approval) error {
 	if !v.actor.decides() {
 		return refuse(CodeHumanRequired, "this token may not decide approvals: a person decides, with a token that has scope decide")
 	}
-	env := approvals.Env{People: v.live.People, Eligible: v.live.People.Expand(ap.Approvers)}
+	env := approvals.Env{People: v.live.People, Eligible: v.live.People.Expand(ap.Entries())}
 	if err := approvals.MayDecide(ap, v.actor.ID, env, v.actor.Groups...); err != nil {
 		if errors.Is(err, approvals.ErrHumanRequired) {
 			return refuse(CodeHumanRequired, "%v", err)

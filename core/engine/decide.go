@@ -36,7 +36,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
-		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
+		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, For: d.For, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
@@ -46,6 +46,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		},
 	})
 	if err == nil {
+		e.m.decided(a)
 		return a, nil
 	}
 	if errors.Is(err, approvals.ErrDuplicateEvent) {
@@ -60,7 +61,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 	tr := e.trust()
 	return approvals.Env{
 		People:            tr.dir,
-		Eligible:          tr.dir.Expand(a.Approvers),
+		Eligible:          tr.dir.Expand(a.Entries()),
 		SessionTTL:        tr.sessionTTL,
 		ForeverHighImpact: tr.policy.ForeverHighImpact,
 		PolicyVersion:     tr.policyVersion,
@@ -223,8 +224,11 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 	}
 	c := core.Card{
 		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
-		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Entries(), Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: a.Status,
+	}
+	if n, ok := a.NextStep(); ok && len(a.Ladder) > 0 {
+		c.Next = n.Sentence()
 	}
 	if e.opts.PublicURL != "" {
 		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID

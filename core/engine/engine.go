@@ -113,6 +113,12 @@ type Options struct {
 	// and the period of the expiry sweeper.
 	PollInterval time.Duration
 
+	// Direct, when set, finds the direct conversation with an identity on
+	// its platform (cmd builds it from the adapters that are
+	// core.DirectMessenger): escalation reminds approvers there and hands
+	// escalated approvers the card there.
+	Direct func(identity string) (core.Thread, bool)
+
 	// PublicURL prefixes console links on cards and folded replies:
 	// PublicURL + "/approvals/" + id and PublicURL + "/runs/" + id.
 	PublicURL string
@@ -317,6 +323,9 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	if err := registerBacklog(o.Registerer, newBacklog(o.Store, func() time.Time { return e.now() }, e.log)); err != nil {
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
 	e.gate, err = gate.New(gate.Options{
 		Store: o.Store, Tools: toolSet{e}, Trust: e.gateTrust, ApprovalTTL: o.ApprovalTTL,
 		Now: o.Now, NewID: o.NewID, Logger: o.Logger, Observer: m, StartRecordDue: o.startRecordDue,

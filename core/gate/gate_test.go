@@ -231,8 +231,8 @@ func TestStale(t *testing.T) {
 		"VouchedGroupStill":    {approvals.Verdict{Approvers: []string{"group:sre"}, Quorum: 1}, false},
 		"VouchedGroupDropped":  {approvals.Verdict{Approvers: []string{"group:leads"}, Quorum: 1}, true},
 	} {
-		if got := stale(a, tc.v, dir) != ""; got != tc.stale {
-			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, dir))
+		if got := stale(a, tc.v, nil, dir) != ""; got != tc.stale {
+			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, nil, dir))
 		}
 	}
 }

@@ -132,7 +132,7 @@ func (g *Gate) preJudge(ctx context.Context, tr Trust, c Call) (judged, bool) {
 // decide the call (approvals.Grant.Covers).
 func (g *Gate) grant(ctx context.Context, tr Trust, t *tools.Tool, c *Call, args map[string]any, v approvals.Verdict) (*approvals.Grant, error) {
 	now := g.now()
-	call := approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: c.Thread.String(), Requester: c.Requester, Args: args,
+	call := approvals.Call{Tool: t.Name, RunID: c.RunID, Risk: t.Risk, Thread: c.Thread.String(), Requester: c.Requester, Args: args,
 		Verdict: v, Eligible: tr.Dir.Expand(v.Approvers)}
 	p := approvals.GrantListParams{Tool: t.Name, ActiveAt: now, Limit: 200}
 	for seen := 0; seen < maxGrantScan; {

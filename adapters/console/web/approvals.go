@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/shortid"
 )
@@ -33,7 +34,11 @@ func (s *server) cards(ctx context.Context, as []*approvals.Approval) ([]*cardVi
 			}
 			runs[a.RunID] = run
 		}
-		out = append(out, newCardView(a, run))
+		v := newCardView(a, run)
+		if a.Status == approvals.StatusPending {
+			s.grantOffers(v, a)
+		}
+		out = append(out, v)
 	}
 	// The pending calls one agent turn suspended together (same run, same
 	// creation time) are one batch: each card offers "Approve all".
@@ -219,7 +224,13 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
 	if d.Scope != "" && !d.Scope.Valid() {
-		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, task, session or forever"}
+	}
+	if f := strings.TrimSpace(r.PostFormValue("for")); f != "" {
+		var err error
+		if d.For, err = api.ParseFor(f); err != nil {
+			formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error()}
+		}
 	}
 	if _, err := s.auth.Approval(ctx, info.auth, authority.Decide, id); authority.HumanRequired(err) {
 		// Through the engine all the same, so the attempt is audited.

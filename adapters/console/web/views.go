@@ -54,6 +54,14 @@ type cardView struct {
 	// Form state after a refused decision.
 	Error, Action, FormReason string
 	EditOpen                  bool
+	// Next says what happens if nobody decides, and when; Ladder is the
+	// escalation ladder, each step marked once fired (escalation.go).
+	Next   string
+	Ladder []ladderRow
+	// Offers are the grants task and session would save (the forever
+	// block has its own form); SessionMax bounds a session's "for".
+	Offers     []offerRow
+	SessionMax string
 }
 
 func ts(t time.Time) string {
@@ -131,7 +139,8 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 		v.Decisions = append(v.Decisions, decisionRow{Actor: d.Actor, Channel: d.Channel, Action: string(d.Action),
 			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), Superseded: d.Superseded})
 	}
-	v.Version = fmt.Sprintf("%s/%d/%t", v.Status, len(v.Decisions), executed != nil)
+	escalationRows(v, a)
+	v.Version = fmt.Sprintf("%s/%d/%t/%d", v.Status, len(v.Decisions), executed != nil, a.Escalated)
 	return v
 }
 
@@ -310,12 +319,12 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView, no
 
 // grantRow is one grant on the grants page.
 type grantRow struct {
-	ID, Scope, Tool, Thread, Requester, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
-	Active                                                                                                        bool
+	ID, Scope, Tool, Thread, Requester, RunID, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
+	Active                                                                                                               bool
 }
 
 func newGrantRow(g *approvals.Grant, now time.Time) grantRow {
-	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester,
+	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, RunID: g.RunID,
 		ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: ts(g.At), RevokedBy: g.RevokedBy, Active: g.Active(now)}
 	switch {
 	case g.Pattern != nil:
