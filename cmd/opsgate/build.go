@@ -220,15 +220,21 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 			out.DefaultApprovers = append(out.DefaultApprovers, "group:"+g)
 		}
 	}
-	for _, r := range p.Rules {
+	for i := range p.Rules {
+		r := &p.Rules[i]
 		out.Rules = append(out.Rules, approvals.Rule{
 			Tool:      r.Match.Tool,
 			Args:      r.Match.Args,
 			Effect:    approvals.Effect(r.Action),
 			Approvers: r.Approvers,
-			Quorum:    r.Quorum,
+			Quorum:    r.Quorum.N,
 
 			AllowSelfApproval: r.AllowSelfApproval,
+			// A condition config check did not compile stays nil: the
+			// policy then judges the rule fail-safe.
+			When: r.When, Cond: r.Condition(),
+			QuorumWhen: r.Quorum.Expr, QuorumFn: r.QuorumExpr(),
+			Description: r.Description,
 		})
 	}
 	return out

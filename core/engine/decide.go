@@ -78,7 +78,8 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
-			v := tr.policy.Evaluate(info, args)
+			th, _ := core.ParseThread(a.Thread)
+			v := tr.policy.Evaluate(info, args, tr.dir.Subject(a.Requester, th.Channel, e.now()))
 			return v, tr.dir.Expand(v.Approvers)
 		},
 	}

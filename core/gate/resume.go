@@ -46,7 +46,7 @@ func (g *Gate) resume(ctx context.Context, t *tools.Tool, c Call, rec Record) (*
 func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.Approval, rec Record) (*Outcome, error) {
 	args := a.Args()
 	tr := g.o.Trust()
-	v := tr.Policy.Evaluate(Info(t), args)
+	v := g.evaluate(tr, t, &c, args)
 	if v.Effect == approvals.EffectDeny {
 		return g.deny(ctx, t, &c, args, v, a, rec)
 	}
