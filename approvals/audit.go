@@ -20,6 +20,9 @@ const (
 	AuditApprovalDecided   AuditKind = "approval.decided"
 	AuditApprovalRefused   AuditKind = "approval.refused"
 	AuditApprovalExpired   AuditKind = "approval.expired"
+	// AuditApprovalDelegated: an approver handed a pending approval to a
+	// person or group (Delegate).
+	AuditApprovalDelegated AuditKind = "approval.delegated"
 	AuditRunCancelled      AuditKind = "run.cancelled"
 	AuditRunRedispatched   AuditKind = "run.redispatched"
 	AuditRunInterrupted    AuditKind = "run.interrupted"
@@ -45,7 +48,7 @@ const (
 // Valid reports whether k is one of the kinds above.
 func (k AuditKind) Valid() bool {
 	switch k {
-	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
+	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired, AuditApprovalDelegated,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
 		AuditGrantRevoked, AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
 		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed:

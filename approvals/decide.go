@@ -119,6 +119,9 @@ type Outcome struct {
 	// Grant, when set, is stored with the decision (scope session or
 	// forever).
 	Grant *Grant
+	// UpdateCard asks for the approval's card to be updated although the
+	// approval is still pending (a delegation changed who may decide).
+	UpdateCard bool
 	Audit []AuditEntry
 	// Err is the refusal, returned to the caller after the audit commits.
 	Err error
@@ -130,16 +133,7 @@ type Outcome struct {
 // the pending status it read.
 func Decide(a *Approval, r Request, env Env) Outcome {
 	base := AuditEntry{At: r.At, Actor: r.Actor, RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool}
-	refuse := func(reason error, detail string, mod func(*RefusedError)) Outcome {
-		e := &RefusedError{Reason: reason, Detail: detail}
-		if mod != nil {
-			mod(e)
-		}
-		ae := base
-		ae.Kind = AuditApprovalRefused
-		ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "reason": e.Error()})
-		return Outcome{Audit: []AuditEntry{ae}, Err: e}
-	}
+	refuse := refuser(base, r.Action, r.Channel)
 
 	if r.Unverified != "" {
 		return refuse(ErrUnverified, r.Unverified, nil)
@@ -152,26 +146,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession && r.Scope != ScopeForever {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
-	if a.Status == StatusExpired {
-		// Expired is not "decided by someone": surfaces answer 410.
-		at := a.ExpiresAt
-		if a.DecidedAt != nil {
-			at = *a.DecidedAt
-		}
-		return refuse(ErrExpired, "expired at "+at.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = at })
-	}
-	if a.Status.Final() {
-		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
-			e.By = a.Winners()
-			if a.DecidedAt != nil {
-				e.At = *a.DecidedAt
-			}
-		})
-	}
-	if !r.At.Before(a.ExpiresAt) {
-		out := Expire(a, r.At)
-		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
-		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+	if out, done := open(a, r.At, refuse); done {
 		return out
 	}
 	var who *RefusedError
@@ -214,15 +189,18 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		} else {
 			next.Quorum = 1
 		}
-		// Approvals of the old arguments no longer count.
-		for i := range next.Decisions {
-			next.Decisions[i].Superseded = true
+		// Approvals of the old arguments no longer count (a delegation
+		// stands: it said who decides, not what).
+		for i, prev := range next.Decisions {
+			if prev.Action == ActionApprove || prev.Action == ActionEdit {
+				next.Decisions[i].Superseded = true
+			}
 		}
 		d.Args = args
 		next.ApprovedArgs = args
 		// The edited call is a new call: its own digest, under the rule
 		// and policy that judged it now.
-		next.Rule, next.RuleKey, next.PolicyVersion = verdict.Rule, verdict.RuleKey, env.PolicyVersion
+		next.Rule, next.RuleKey, next.PolicyVersion, next.Why = verdict.Rule, verdict.RuleKey, env.PolicyVersion, verdict.Why
 		next.Digest = Digest(next.Tool, args, next.RuleKey, next.PolicyVersion)
 		d.Digest = next.Digest
 	case ActionApprove:
@@ -284,6 +262,54 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 	}
 	return out
+}
+
+// refuseFunc refuses a request: an outcome with only the refusal's audit
+// entry and the error.
+type refuseFunc func(reason error, detail string, mod func(*RefusedError)) Outcome
+
+// refuser returns the refuseFunc of a request by base's actor, audited
+// approval.refused with its action and channel.
+func refuser(base AuditEntry, action Action, channel string) refuseFunc {
+	return func(reason error, detail string, mod func(*RefusedError)) Outcome {
+		e := &RefusedError{Reason: reason, Detail: detail}
+		if mod != nil {
+			mod(e)
+		}
+		ae := base
+		ae.Kind = AuditApprovalRefused
+		ae.Detail = detailJSON(map[string]any{"action": action, "channel": channel, "reason": e.Error()})
+		return Outcome{Audit: []AuditEntry{ae}, Err: e}
+	}
+}
+
+// open refuses a request at `at` on an approval that takes none any more:
+// expired (410), decided (409, naming who won), or past its expiry (which
+// then expires it). done is false while it is pending and in time.
+func open(a *Approval, at time.Time, refuse refuseFunc) (out Outcome, done bool) {
+	if a.Status == StatusExpired {
+		// Expired is not "decided by someone": surfaces answer 410.
+		exp := a.ExpiresAt
+		if a.DecidedAt != nil {
+			exp = *a.DecidedAt
+		}
+		return refuse(ErrExpired, "expired at "+exp.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = exp }), true
+	}
+	if a.Status.Final() {
+		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
+			e.By = a.Winners()
+			if a.DecidedAt != nil {
+				e.At = *a.DecidedAt
+			}
+		}), true
+	}
+	if !at.Before(a.ExpiresAt) {
+		out := Expire(a, at)
+		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
+		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+		return out, true
+	}
+	return Outcome{}, false
 }
 
 // selfDetail explains a self-approval refusal, naming the other identity

@@ -60,7 +60,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 	tr := e.trust()
 	return approvals.Env{
 		People:            tr.dir,
-		Eligible:          tr.dir.Expand(a.Approvers),
+		Eligible:          approvals.LiveEligible(a.Approvers, a, tr.dir),
 		SessionTTL:        tr.sessionTTL,
 		ForeverHighImpact: tr.policy.ForeverHighImpact,
 		PolicyVersion:     tr.policyVersion,
@@ -80,7 +80,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
 			th, _ := core.ParseThread(a.Thread)
 			v := tr.policy.Evaluate(info, args, tr.dir.Subject(a.Requester, th.Channel, e.now()))
-			return v, tr.dir.Expand(v.Approvers)
+			return v, approvals.LiveEligible(v.Approvers, a, tr.dir)
 		},
 	}
 }

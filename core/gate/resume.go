@@ -70,11 +70,12 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 
 // stale says why a's approving decisions no longer make the quorum the
 // live verdict v asks for, or "": a decider counts while the live rule's
-// approvers (expanded through the live directory) still name them, never
+// approvers (expanded through the live directory, with the approval's
+// standing delegations: approvals.LiveEligible) still name them, never
 // as an agent, once per person, and not on their own call unless v allows
 // it.
 func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory) string {
-	eligible := dir.Expand(v.Approvers)
+	eligible := approvals.LiveEligible(v.Approvers, a, dir)
 	persons := map[string]bool{}
 	var gone []string
 	for _, d := range a.Decisions {

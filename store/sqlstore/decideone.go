@@ -41,7 +41,7 @@ func (s *Store) approvalDecideOne(ctx context.Context, p approvals.ApprovalDecid
 			return nil, mapErr(err, "load approval", "approval "+p.ID), true
 		}
 		out := p.Decide(a)
-		if out.Grant != nil {
+		if out.Grant != nil || (out.UpdateCard && !out.Final) {
 			return nil, nil, false
 		}
 		if out.Approval == nil {
@@ -100,7 +100,7 @@ func (s *Store) writeDecision(ctx context.Context, out approvals.Outcome, versio
 		", quorum = "+b.p(a.Quorum, "integer")+", approvers = "+b.p(j.approvers, "text")+", eligible = "+b.p(j.eligible, "text")+
 		", decisions = "+b.p(j.decisions, "text")+", decided_at = "+b.p(nullMicros(a.DecidedAt), "bigint")+
 		", rule = "+b.p(a.Rule, "integer")+", digest = "+b.p(a.Digest, "text")+", rule_key = "+b.p(a.RuleKey, "text")+
-		", policy_version = "+b.p(a.PolicyVersion, "text")+
+		", policy_version = "+b.p(a.PolicyVersion, "text")+", why = "+b.p(a.Why, "text")+", receipt = "+b.p(a.Receipt, "text")+
 		" WHERE id = "+b.p(a.ID, "text")+" AND status = 'pending' AND xmin::text = "+b.p(version, "text")+
 		runGuard(b, a, out.Final)+" RETURNING "+approvalColumns+")")
 	if out.Final {

@@ -66,6 +66,8 @@ func Run(t *testing.T, open Open) {
 		{"DecideConcurrentVotesAllCount", testDecideConcurrentQuorum},
 		{"DecideSessionAndForeverGrants", testDecideGrant},
 		{"ApprovalKeepsDigest", testApprovalDigest},
+		{"ApprovalKeepsWhyAndReceipt", testApprovalWhyAndReceipt},
+		{"DelegationKeepsPendingAndUpdatesCard", testDelegationKeepsPendingAndUpdatesCard},
 		{"GrantRevokeIsAuditedOnce", testGrantRevoke},
 		{"InboxRecordsAudit", testInboxRecordsAudit},
 		{"AuditKeyedChainRefusesReseal", testAuditKeyedReseal},
