@@ -122,7 +122,7 @@ type Outcome struct {
 	// UpdateCard asks for the approval's card to be updated although the
 	// approval is still pending (a delegation changed who may decide).
 	UpdateCard bool
-	Audit []AuditEntry
+	Audit      []AuditEntry
 	// Err is the refusal, returned to the caller after the audit commits.
 	Err error
 }
