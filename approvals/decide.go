@@ -244,8 +244,16 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	}
 	ae := base
 	ae.Kind = AuditApprovalDecided
-	ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum})
+	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+	if r.Action == ActionEdit {
+		// The edit as a change: what this approver changed from the
+		// arguments the approval carried before.
+		detail["changes"] = Changes(a.Args(), d.Args)
+		// Other approvers decide on the edited call now: its card shows it.
+		out.UpdateCard = true
+	}
+	ae.Detail = detailJSON(detail)
 	out.Audit = []AuditEntry{ae}
 	if next.Status.Final() {
 		at := r.At

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		ID:    d.ApprovalID,
 		Event: key,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
-			return approvals.Decide(a, req, e.decisionEnv(ctx, a))
+			return e.withReceipt(approvals.Decide(a, req, e.decisionEnv(ctx, a)))
 		},
 	})
 	if err == nil {
@@ -218,14 +219,18 @@ func cancelledStep(st core.Step, why string, now time.Time) *core.Step {
 // what, why, risk, preview, who asked, who decides, until when, and — once
 // decided — the outcome line that replaces the buttons.
 func (e *Engine) Card(a *approvals.Approval) core.Card {
-	args := a.ProposedArgs
-	if a.Status.Final() && a.ApprovedArgs != nil {
-		args = a.ApprovedArgs
+	// The arguments the approval lets run: an edit's (shown with its diff
+	// from the proposed ones) once an approver edited them.
+	args := a.Args()
+	approvers := a.Approvers
+	if hand := approvals.Delegations(a.Approvers, a, e.trust().dir); len(hand) > 0 && !a.Status.Final() {
+		approvers = append(slices.Clone(a.Approvers), hand...)
 	}
 	c := core.Card{
 		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
-		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: a.Status,
+		Why: a.Why, Changes: a.Edits(),
 	}
 	if e.opts.PublicURL != "" {
 		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID
