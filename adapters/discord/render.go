@@ -101,6 +101,12 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	if c.Reason != "" {
 		desc.WriteString("**Reason:** " + cut(plain(core.OneLine(c.Reason)), 1500) + "\n")
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		desc.WriteString("**" + plain(core.ChangesHeading) + "**\n")
+		for _, l := range lines {
+			desc.WriteString("• " + cut(plain(l), 500) + "\n")
+		}
+	}
 	if c.Preview != "" {
 		desc.WriteString("**Dry run:**\n" + codeBlock(c.Preview, 2000) + "\n")
 	}

@@ -3,6 +3,7 @@ package signal
 import (
 	"strings"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -19,6 +20,11 @@ func cardText(c core.Card, code string) string {
 		for i, a := range c.Args {
 			trimmed.Args[i] = a
 			trimmed.Args[i].Value = cut(a.Value, argMax)
+		}
+		trimmed.Changes = make([]approvals.Change, len(c.Changes))
+		for i, ch := range c.Changes {
+			ch.From, ch.To = cut(ch.From, argMax), cut(ch.To, argMax)
+			trimmed.Changes[i] = ch
 		}
 		s := trimmed.PlainText()
 		if c.Pending() {

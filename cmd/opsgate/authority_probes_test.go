@@ -59,6 +59,11 @@ func tableProbes() []tableProbe {
 		{surface: rest, entry: "GET /api/v1/grants", column: "read grants", do: restCall("GET", pathOf("/api/v1/grants?status=all"), nil)},
 		{surface: rest, entry: "GET /api/v1/me", column: "self", do: restCall("GET", pathOf("/api/v1/me"), nil)},
 		{surface: rest, entry: "GET /api/v1/deliveries", column: "administer", do: restCall("GET", pathOf("/api/v1/deliveries"), nil)},
+		// a1 is pending: a reader is told "not_decided" (allowed through).
+		{surface: rest, entry: "GET /api/v1/approvals/{id}/receipt", column: "see approval", do: restCall("GET",
+			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/receipt" }, nil)},
+		{surface: rest, entry: "GET /api/v1/receipts/key", column: "catalog", do: restCall("GET", pathOf("/api/v1/receipts/key"), nil)},
+		{surface: rest, entry: "GET /api/v1/policy", column: "catalog", do: restCall("GET", pathOf("/api/v1/policy"), nil)},
 		// Agent API
 		{surface: agentAPI, entry: "GET /api/v1/agent/sessions/{id}", column: "see session", do: restCall("GET",
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/agent/sessions/" + w.s1 }, nil)},
@@ -118,6 +123,11 @@ func tableProbes() []tableProbe {
 		// What changes something.
 		{surface: rest, entry: "POST /api/v1/approvals/{id}/decision", column: "decide", do: restCall("POST",
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/decision" }, func(*tableWorld) any { return badEdit() })},
+		// Handed to a person the configuration does not name: refused
+		// after the authority, changing nothing.
+		{surface: rest, entry: "POST /api/v1/approvals/{id}/delegate", column: "decide", do: restCall("POST",
+			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/delegate" },
+			func(*tableWorld) any { return map[string]any{"to": "person:nobody"} })},
 		{surface: agentAPI, entry: "POST /api/v1/agent/reply", column: "decide", do: restCall("POST", pathOf("/api/v1/agent/reply"),
 			func(w *tableWorld) any {
 				return map[string]any{"session_id": w.s1, "request_id": w.a1, "decision": "allowOnce"}

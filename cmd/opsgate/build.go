@@ -242,12 +242,14 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
-func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
+// receipts, when set, signs the receipt of every decision people make.
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance,
+	receipts engine.ReceiptSigner) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	o.Store, o.Logger, o.Registerer, o.Lookup = st, log, reg, lookup
+	o.Store, o.Logger, o.Registerer, o.Lookup, o.Receipts = st, log, reg, lookup, receipts
 	if att != nil {
 		o.AgentAttendance = att
 	}
