@@ -241,6 +241,8 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			about: "Approves the call with new arguments: --args is the whole new object (omitted keys take the\n" +
 				"schema's default), validated and re-checked by the policy." + fmt.Sprintf(idNote, "approvals", "edit"),
 			flags: decide("edit")},
+		approvalsDelegateSub(),
+		approvalsReceiptSub(),
 		watchSub(),
 		waitSub(),
 	}
@@ -508,36 +510,6 @@ func prefixChars(s string) bool {
 		}
 	}
 	return true
-}
-
-func printApproval(w io.Writer, a *approvals.Approval) {
-	fmt.Fprintf(w, "approval  %s\nstatus    %s\ntool      %s (risk %s%s)\nrun       %s\nthread    %s\nrequester %s\n",
-		a.ID, a.Status, a.Tool, a.Risk, map[bool]string{true: ", destructive"}[a.Destructive], a.RunID, a.Thread, a.Requester)
-	fmt.Fprintf(w, "approvers %s (quorum %d)\ncreated   %s\nexpires   %s\n", strings.Join(a.Approvers, ", "), a.Quorum,
-		fmtTime(a.CreatedAt), fmtTime(a.ExpiresAt))
-	if a.Reason != "" {
-		fmt.Fprintf(w, "reason    %s\n", a.Reason)
-	}
-	fmt.Fprintf(w, "proposed  %s\n", compact(a.ProposedArgs))
-	if a.ApprovedArgs != nil {
-		fmt.Fprintf(w, "approved  %s\n", compact(a.ApprovedArgs))
-	}
-	if a.ExecutedArgs != nil {
-		fmt.Fprintf(w, "executed  %s\n", compact(a.ExecutedArgs))
-	}
-	if a.Preview != "" {
-		fmt.Fprintf(w, "dry run:\n%s\n", indent(a.Preview))
-	}
-	for _, d := range a.Decisions {
-		line := fmt.Sprintf("decision  %s by %s via %s at %s", d.Action, d.Actor, d.Channel, fmtTime(d.At))
-		if d.Reason != "" {
-			line += ": " + d.Reason
-		}
-		if d.Superseded {
-			line += " (superseded by an edit)"
-		}
-		fmt.Fprintln(w, line)
-	}
 }
 
 func printRun(w io.Writer, r *core.Run) {
