@@ -103,6 +103,8 @@ func tableProbes() []tableProbe {
 		{surface: console, entry: "GET /runs/{id}", column: "see session run", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/runs/" + w.turn }, nil, nil)},
 		{surface: console, entry: "GET /runs", column: "list runs", do: consolePage("GET", pathOf("/runs"), nil, r1)},
 		{surface: console, entry: "GET /approvals/{id}", column: "see approval", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 }, nil, nil)},
+		{surface: console, entry: "GET /approvals/{id}/receipt", column: "see approval", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 + "/receipt" }, nil, nil)},
+		{surface: console, entry: "GET /policy", column: "catalog", do: consolePage("GET", pathOf("/policy"), nil, nil)},
 		{surface: console, entry: "GET /approvals", column: "list approvals", do: consolePage("GET", pathOf("/approvals"), nil, a1)},
 		{surface: console, entry: "GET /{$}", column: "list approvals", do: consolePage("GET", pathOf("/"), nil, a1)},
 		{surface: console, entry: "GET /chat", column: "see thread", do: consolePage("GET", pathOf("/chat?thread=tbl-r1"), nil, nil)},
@@ -137,6 +139,9 @@ func tableProbes() []tableProbe {
 			func(*tableWorld) url.Values {
 				return url.Values{"action": {"edit"}, "arg:service": {"Bad Name"}, "arg:version": {"1"}}
 			}, nil)},
+		{surface: console, entry: "POST /approvals/{id}/delegate", column: "decide", do: consolePage("POST",
+			func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 + "/delegate" },
+			func(*tableWorld) url.Values { return url.Values{"to": {"person:nobody"}} }, nil)},
 		{surface: local, entry: "POST /local/v1/decisions", column: "decide", do: restCall("POST", pathOf("/local/v1/decisions"), func(w *tableWorld) any {
 			d := badEdit()
 			d["thread"], d["approval_id"], d["event_id"] = "local:tbl-d", w.a1, w.uniq("d")

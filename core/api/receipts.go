@@ -107,8 +107,9 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 	s.writeApproval(w, r, a)
 }
 
-// policyView is GET /api/v1/policy: the policy in force, in order.
-type policyView struct {
+// PolicyView is GET /api/v1/policy: the policy in force, in order (also
+// the console's Policy page).
+type PolicyView struct {
 	Version           string       `json:"version"`
 	Default           string       `json:"default"`
 	DefaultApprovers  []string     `json:"default_approvers"`
@@ -133,8 +134,8 @@ type PolicyRule struct {
 }
 
 // NewPolicyView renders p for GET /api/v1/policy (and the console).
-func NewPolicyView(p *approvals.Policy) policyView {
-	v := policyView{Version: p.Version(), Default: string(p.Default), DefaultApprovers: nonNil(p.DefaultApprovers),
+func NewPolicyView(p *approvals.Policy) PolicyView {
+	v := PolicyView{Version: p.Version(), Default: string(p.Default), DefaultApprovers: nonNil(p.DefaultApprovers),
 		AllowSelfApproval: p.AllowSelfApproval, Rules: make([]PolicyRule, 0, len(p.Rules))}
 	if v.Default == "" {
 		v.Default = string(approvals.DefaultAuto)

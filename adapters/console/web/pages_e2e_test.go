@@ -54,6 +54,7 @@ func TestBrowserEveryPage(t *testing.T) {
 		{"run", "/runs/" + done, `document.querySelector('[data-field="edit-diff"]') !== null && document.getElementById("final-status").textContent === "succeeded"`},
 		{"audit", "/audit", `document.querySelectorAll("#audit-rows tr").length >= 2`},
 		{"deliveries", "/deliveries?status=sent", `document.querySelectorAll("#delivery-rows tr").length >= 1`},
+		{"policy", "/policy", `document.getElementById("rule-1") !== null`},
 	}
 	for _, p := range pages {
 		step(t, ctx, "open "+p.name, chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(b.url+p.path),

@@ -25,7 +25,9 @@ type argField struct {
 
 type decisionRow struct {
 	Actor, Channel, Action, Reason, Scope, At, Args string
-	Superseded                                      bool
+	// To is whom a delegation handed the approval to.
+	To         string
+	Superseded bool
 }
 
 // cardView is an approval card: everything needed to decide, and, once
@@ -50,9 +52,14 @@ type cardView struct {
 	// Version changes whenever the card would render differently, so the
 	// live updater swaps only the cards that changed.
 	Version string
-	// Form state after a refused decision.
-	Error, Action, FormReason string
-	EditOpen                  bool
+	// Why is the policy's reason for asking (the rule and what it is
+	// for); HasReceipt says a signed receipt of the decision is there.
+	Why        string
+	HasReceipt bool
+	// Form state after a refused decision (FormTo: a refused hand-over's
+	// target).
+	Error, Action, FormReason, FormTo string
+	EditOpen                          bool
 }
 
 func ts(t time.Time) string {
@@ -111,6 +118,7 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 		Quorum: max(a.Quorum, 1), Counted: a.CountedApprovals(), Proposed: argFields(a.ProposedArgs),
 		ProposedJSON: prettyJSON(emptyIfNil(a.ProposedArgs)), ApprovedJSON: prettyJSON(a.ApprovedArgs),
 		CreatedAt: ts(a.CreatedAt), ExpiresAt: ts(a.ExpiresAt), DecidedAt: tsPtr(a.DecidedAt),
+		Why: a.Why, HasReceipt: a.Receipt != "",
 	}
 	executed := a.ExecutedArgs
 	if executed == nil {
@@ -128,7 +136,7 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, decisionRow{Actor: d.Actor, Channel: d.Channel, Action: string(d.Action),
-			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), Superseded: d.Superseded})
+			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), To: d.To, Superseded: d.Superseded})
 	}
 	v.Version = fmt.Sprintf("%s/%d/%t", v.Status, len(v.Decisions), executed != nil)
 	return v
