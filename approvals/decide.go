@@ -67,6 +67,25 @@ type Request struct {
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
+	// Groups are approver groups the deciding surface vouches the actor
+	// belongs to now, beyond what the configuration lists: the web
+	// console's OpenID Connect sign-in passes the identity provider's
+	// groups that name configured approver groups (docs/console.md). An
+	// approval whose approver entries name one of them ("group:sre") may
+	// be decided by the actor; everything else (agents, self-approval,
+	// quorum by person) is judged as for any approver.
+	Groups []string
+}
+
+// viaGroup returns the first of the vouched groups that entries name
+// ("group:<name>"), or "".
+func viaGroup(groups, entries []string) string {
+	for _, g := range groups {
+		if g != "" && slices.Contains(entries, GroupPrefix+g) {
+			return g
+		}
+	}
+	return ""
 }
 
 // Env is what deciding needs beyond the approval itself, from the live
@@ -150,9 +169,10 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		return out
 	}
 	var who *RefusedError
-	if errors.As(MayDecide(a, r.Actor, env), &who) {
+	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
+	via := viaGroup(r.Groups, a.Approvers)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -181,7 +201,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
-			if !slices.Contains(eligible, r.Actor) {
+			if !slices.Contains(eligible, r.Actor) && viaGroup(r.Groups, verdict.Approvers) == "" {
 				return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 			}
 			next.Quorum = max(verdict.Quorum, 1)
@@ -252,6 +272,10 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		detail["changes"] = Changes(a.Args(), d.Args)
 		// Other approvers decide on the edited call now: its card shows it.
 		out.UpdateCard = true
+	}
+	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
+		// Eligible only through the identity provider's group: say so.
+		detail["via_group"] = via
 	}
 	ae.Detail = detailJSON(detail)
 	out.Audit = []AuditEntry{ae}

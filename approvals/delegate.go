@@ -11,13 +11,18 @@ import (
 // DelegateRequest is an approver handing a pending approval to a named
 // person or approver group, already authenticated by its surface.
 type DelegateRequest struct {
-	Actor   string
-	Channel string
+	ApprovalID string
+	Actor      string
+	Channel    string
 	// To is "person:<name>" or "group:<name>", as the configuration names
 	// them.
 	To     string
 	Reason string
 	At     time.Time
+	// Groups are approver groups the surface vouches the actor belongs to
+	// (as Request.Groups): who stands in one the approval names may hand
+	// it on as its configured members may.
+	Groups []string
 }
 
 // Delegate hands a pending approval from one who may decide it to a
@@ -36,7 +41,7 @@ func Delegate(a *Approval, r DelegateRequest, env Env) Outcome {
 		return out
 	}
 	var who *RefusedError
-	if errors.As(MayDecide(a, r.Actor, env), &who) {
+	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
 	if r.To == "" {

@@ -12,14 +12,27 @@ import (
 // approver's standing allows (seeing the approval, cancelling its run), so
 // both judge eligibility the same way. The error is a *RefusedError
 // carrying ErrHumanRequired or ErrNotApprover.
-func MayDecide(a *Approval, actor string, env Env) error {
+//
+// groups are approver groups the deciding surface vouches the actor
+// belongs to beyond the configuration (Request.Groups: the console's
+// OpenID Connect sign-in); an actor in a group a's approver entries name
+// stands as its configured members do.
+func MayDecide(a *Approval, actor string, env Env, groups ...string) error {
+	via := viaGroup(groups, a.Approvers) != ""
 	switch {
 	case IsAgent(actor):
 		return &RefusedError{Reason: ErrHumanRequired, Detail: actor + " may read and ask, never decide"}
-	case !slices.Contains(a.Eligible, actor):
+	case !slices.Contains(a.Eligible, actor) && !via:
 		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is not among " + fmt.Sprint(a.Approvers)}
-	case env.Eligible != nil && !slices.Contains(env.Eligible, actor):
+	case env.Eligible != nil && !slices.Contains(env.Eligible, actor) && !via:
 		return &RefusedError{Reason: ErrNotApprover, Detail: actor + " is no longer among " + fmt.Sprint(a.Approvers) + " in the current configuration"}
+	}
+	for _, d := range a.Decisions {
+		// Handing it on gives the delegator's say away, whichever way they
+		// stood (Delegate).
+		if d.Action == ActionDelegate && env.People.SamePerson(d.Actor, actor) {
+			return &RefusedError{Reason: ErrNotApprover, Detail: actor + " handed this approval to " + d.To}
+		}
 	}
 	return nil
 }

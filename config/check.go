@@ -49,6 +49,8 @@ func (c *checker) run() {
 	c.engine()
 	c.api()
 	c.channels()
+	c.consoleSignin()
+	c.auditSinks()
 	c.people()
 	groups := c.approvers()
 	c.requesters(groups)

@@ -108,6 +108,14 @@ func applyDefaults(c *Config, given func(path string) bool) {
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
 	setString(&c.Approvals.ReceiptKeyFile, filepath.Join(c.Server.DataDir, DefaultReceiptKeyFile))
 	setDuration(&c.Approvals.ReceiptTTL, DefaultReceiptTTL, given("approvals.receipt_ttl"))
+	if !given("channels.console.token_login") {
+		c.Channels.Console.TokenLogin = true
+	}
+	setString(&c.Channels.Console.OIDC.PersonClaim, "email")
+	for i := range c.Audit.Sinks {
+		sk := &c.Audit.Sinks[i]
+		setString(&sk.Name, sk.Type+":"+sk.Addr+sk.URL)
+	}
 	applyAgentDefaults(c, given)
 }
 

@@ -94,6 +94,8 @@ var productionEnv = map[string]string{
 	"CI_WEBHOOK_SECRET":       "ci",
 	"STATUS_API_TOKEN":        "status",
 	"GH_MCP":                  "gh-mcp-token",
+	"OIDC_CLIENT_SECRET":      "oidc-secret",
+	"SIEM_TOKEN":              "siem-token",
 }
 
 func TestProduction(t *testing.T) {

@@ -57,6 +57,27 @@ type Audit struct {
 	// store; generated (mode 0600) on first start when missing; default
 	// <data_dir>/audit.key. Every replica must read the same key.
 	KeyFile string `yaml:"key_file"`
+	// Sinks receive every audit entry, in order, at least once
+	// (core/auditsink, docs/audit-sinks.md).
+	Sinks []AuditSink `yaml:"sinks"`
+}
+
+// AuditSink is one external system every audit entry is delivered to.
+type AuditSink struct {
+	// Name keys the sink's delivery position in the store; default
+	// "<type>:<addr or url>". Keep it when changing the address to
+	// continue where delivery was; a new name starts at the first entry.
+	Name string `yaml:"name"`
+	// Type is syslog (RFC 5424 over udp, tcp or a unix socket) or http
+	// (JSON lines POSTed to url).
+	Type string `yaml:"type" cfg:"required" enum:"syslog|http"`
+	// Addr is the syslog receiver: udp://host:port, tcp://host:port or
+	// unix:///path.
+	Addr string `yaml:"addr"`
+	// URL and Headers reach an http sink; put credentials in headers
+	// with ${VAR}.
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
 }
 
 // Server is the single HTTP listener and where local state lives.
@@ -173,6 +194,34 @@ type Console struct {
 	// request may (the token is the authentication).
 	Requesters Requesters `yaml:"requesters"`
 	Delivery   `yaml:",inline"`
+	// TokenLogin offers sign-in with an API token; default true. false
+	// leaves only the identity provider (oidc, which is then required).
+	TokenLogin bool `yaml:"token_login"`
+	// OIDC signs people in with the company's identity provider
+	// (docs/console.md); off unless issuer is set.
+	OIDC ConsoleOIDC `yaml:"oidc"`
+}
+
+// ConsoleOIDC is channels.console.oidc: sign-in to the console with an
+// OpenID Connect identity provider. The signed-in person acts as
+// console:<value of person_claim>.
+type ConsoleOIDC struct {
+	// Issuer is the provider's issuer URL (its discovery document is at
+	// <issuer>/.well-known/openid-configuration); setting it turns
+	// sign-in with the provider on. Needs server.public_url: the redirect
+	// URL registered at the provider is <public_url>/auth/callback.
+	Issuer       string `yaml:"issuer"`
+	ClientID     string `yaml:"client_id"`
+	ClientSecret string `yaml:"client_secret"`
+	// PersonClaim names the claim that names the person; default email.
+	PersonClaim string `yaml:"person_claim"`
+	// GroupsClaim, when set, names the claim listing the person's groups:
+	// a group named like an approver group makes its member an approver of
+	// that group (and someone opsgate knows).
+	GroupsClaim string `yaml:"groups_claim"`
+	// Scopes requested; default [openid, profile, email]. Some providers
+	// (Dex, Keycloak) also need "groups" for the groups claim.
+	Scopes []string `yaml:"scopes"`
 }
 
 // Local is the local channel: `opsgate chat` from a terminal, with an API

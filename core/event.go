@@ -108,6 +108,12 @@ type Decision struct {
 	// check). The core then refuses the decision without judging it and
 	// audits the attempt with this reason.
 	Unverified string `json:"unverified,omitempty"`
+	// Groups are approver groups the surface vouches the decider belongs
+	// to beyond the configuration: the web console's OpenID Connect
+	// sign-in passes the identity provider's groups that name configured
+	// approver groups (approvals.Request.Groups). Never read from JSON, so
+	// no request body can claim a group.
+	Groups []string `json:"-"`
 }
 
 // Sink is where adapters hand what they received. HandleEvent returns only

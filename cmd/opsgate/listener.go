@@ -51,6 +51,10 @@ type listener struct {
 	eng    *engine.Engine
 	chans  []channel
 	mounts []mount
+	// people is who the live configuration knows, for the console's
+	// sign-ins at the identity provider; a reload swaps it with the
+	// engine's trust.
+	people *livePeople
 }
 
 // buildListener builds the engine, the channels, the API, the console and
@@ -100,7 +104,8 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 			eng.StreamInto(ch.platform.Channel())
 		}
 	}
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, log)
+	people := newLivePeople(buildTrust(cfg))
+	consoleUI, err := buildConsole(cfg, eng, st, tokens, people, log)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +113,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 	if err != nil {
 		return nil, err
 	}
-	l := &listener{eng: eng, chans: chans}
+	l := &listener{eng: eng, chans: chans, people: people}
 	l.add(mountSurface, "/api/v1/", apiHandler, apiHandler.(authority.Router))
 	for _, ch := range chans {
 		for pattern, h := range ch.handlers {

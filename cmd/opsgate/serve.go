@@ -188,7 +188,13 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
-	go reloadOnHUP(engCtx, cfg, eng, st, log)
+	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, st, log)
+	sinkCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSinks()
+	waitSinks, err := startAuditSinks(sinkCtx, cfg, st, eng.Owner(), reg, log)
+	if err != nil {
+		return err
+	}
 
 	chCtx, stopChannels := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopChannels()
@@ -227,9 +233,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("engine: %w", err)
 	}
-	// 3. Stop delivery workers; 4. the store closes in the deferred call.
+	// 3. Stop delivery workers and audit sinks; 4. the store closes in the
+	// deferred call.
 	stopChannels()
 	channels.Wait()
+	stopSinks()
+	waitSinks()
 	log.Info("opsgate stopped")
 	return runErr
 }

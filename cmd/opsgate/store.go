@@ -46,6 +46,8 @@ type store interface {
 	api.AttendanceStore
 	// SessionStore keeps the console's sign-outs for every replica.
 	web.SessionStore
+	// SigninStore keeps the console's sign-ins at the identity provider.
+	web.SigninStore
 }
 
 var (

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
 )
 
@@ -16,7 +15,7 @@ import (
 // approvals on (the engine does): POST /api/v1/approvals/{id}/delegate.
 // Refusals are *core.DecisionError, like a decision's.
 type Delegator interface {
-	Delegate(ctx context.Context, actor core.Actor, channel, approvalID, to, reason string) (*approvals.Approval, error)
+	Delegate(ctx context.Context, r approvals.DelegateRequest) (*approvals.Approval, error)
 }
 
 // PolicyReader is the optional capability of an Engine that tells the
@@ -99,7 +98,8 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a, err := d.Delegate(ctx, actorFrom(ctx), DecisionChannel, id, b.To, b.Reason)
+	a, err := d.Delegate(ctx, approvals.DelegateRequest{ApprovalID: id, Actor: actorFrom(ctx).ID, Channel: DecisionChannel,
+		To: b.To, Reason: b.Reason, Groups: authFrom(ctx).Groups})
 	if err != nil {
 		s.fail(w, r, notFound(err, "approval", id))
 		return

@@ -61,6 +61,11 @@ type Actor struct {
 	Scopes core.Scopes
 	// Internal marks an internal token (/internal/mcp only).
 	Internal bool
+	// Groups are approver groups the surface vouches the actor belongs to
+	// beyond the configuration (the console's sign-in at the identity
+	// provider): the actor stands as those groups' configured members do
+	// (approvals.MayDecide).
+	Groups []string
 	// readAll: the token reads every run, not only its own (see
 	// TokenActor).
 	readAll bool
@@ -86,6 +91,15 @@ func ChatActor(identity string) Actor {
 		sc = append(sc, core.ScopeDecide)
 	}
 	return Actor{ID: identity, Scopes: sc}
+}
+
+// SignedInActor is a person signed in to the web console through the
+// identity provider: scopes as the console grants them, every run read
+// with scope read (as a token acting as a person), and the approver groups
+// the provider vouches for.
+func SignedInActor(identity string, scopes core.Scopes, groups []string) Actor {
+	return Actor{ID: identity, Scopes: scopes, Groups: groups,
+		readAll: scopes.Has(core.ScopeRead) && !core.IsAgent(identity)}
 }
 
 // ReadsAll reports whether the actor reads every run (scope admin, or read

@@ -245,7 +245,7 @@ func (v *Viewer) mayDecide(ap *approvals.Approval) error {
 		return refuse(CodeHumanRequired, "this token may not decide approvals: a person decides, with a token that has scope decide")
 	}
 	env := approvals.Env{People: v.live.People, Eligible: approvals.LiveEligible(ap.Approvers, ap, v.live.People)}
-	if err := approvals.MayDecide(ap, v.actor.ID, env); err != nil {
+	if err := approvals.MayDecide(ap, v.actor.ID, env, v.actor.Groups...); err != nil {
 		if errors.Is(err, approvals.ErrHumanRequired) {
 			return refuse(CodeHumanRequired, "%v", err)
 		}
@@ -352,8 +352,14 @@ func (v *Viewer) approverOf(ctx context.Context, runID string) (bool, error) {
 	return false, nil
 }
 
-// inApproverGroup reports whether the actor is in any approver group now.
+// inApproverGroup reports whether the actor is in any approver group now
+// (configured, or vouched for by its surface and configured).
 func (v *Viewer) inApproverGroup() bool {
+	for _, g := range v.actor.Groups {
+		if _, ok := v.live.Groups[g]; ok {
+			return true
+		}
+	}
 	for _, members := range v.live.Groups {
 		for _, id := range v.live.People.Expand(members) {
 			if id == v.actor.ID {

@@ -99,7 +99,7 @@ func (e *Engine) approveAll(ctx context.Context, actor core.Actor, channel strin
 			kk.EventID = key.EventID + "/" + b.ID
 			k = &kk
 		}
-		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: d.Reason, Unverified: d.Unverified}, k)
+		got, err := e.decide(ctx, actor, channel, core.Decision{ApprovalID: b.ID, Action: approvals.ActionApprove, Reason: d.Reason, Unverified: d.Unverified, Groups: d.Groups}, k)
 		if errors.Is(err, approvals.ErrDuplicateEvent) {
 			err = nil
 		}

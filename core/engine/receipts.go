@@ -35,22 +35,26 @@ func (e *Engine) withReceipt(out approvals.Outcome) approvals.Outcome {
 	return out
 }
 
-// Delegate hands a pending approval from actor, who may decide it, to a
-// named person or approver group (approvals.Delegate): audited, the card
-// updated, the delegator's say handed on. Refusals are *core.DecisionError
-// like a decision's.
-func (e *Engine) Delegate(ctx context.Context, actor core.Actor, channel, approvalID, to, reason string) (*approvals.Approval, error) {
-	if approvalID == "" || actor.ID == "" {
-		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "an approval id and an actor are required"}
+// Delegate hands a pending approval from r.Actor, who may decide it, to
+// a named person or approver group (approvals.Delegate): audited, the card
+// updated, the delegator's say handed on. The engine stamps r.At.
+// Refusals are *core.DecisionError like a decision's.
+func (e *Engine) Delegate(ctx context.Context, r approvals.DelegateRequest) (*approvals.Approval, error) {
+	if r.Actor == "" {
+		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no actor"}
 	}
-	r := approvals.DelegateRequest{Actor: actor.ID, Channel: channel, To: to, Reason: reason, At: e.now()}
-	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: approvalID,
+	id := r.ApprovalID
+	if id == "" {
+		return nil, &core.DecisionError{Code: core.DecisionBadRequest, Message: "no approval id"}
+	}
+	r.At = e.now()
+	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: id,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
 			return approvals.Delegate(a, r, e.decisionEnv(ctx, a))
 		}})
 	if err != nil {
-		return a, decisionError(approvalID, actor.ID, err)
+		return a, decisionError(id, r.Actor, err)
 	}
-	e.log.Info("approval delegated", "approval", approvalID, "by", actor.ID, "to", to)
+	e.log.Info("approval delegated", "approval", id, "by", r.Actor, "to", r.To)
 	return a, nil
 }

@@ -171,10 +171,10 @@ func TestDelegationThroughEngine(t *testing.T) {
 		rc := h.send("console:req", "console:td", "deploy api 1.2.3")
 		a := h.waitApproval(rc.RunID)
 		before := h.cardUpdates(a.ID)
-		if _, err := h.eng.Delegate(ctx, core.Actor{ID: "console:dave"}, "console", a.ID, "group:leads", ""); decisionCode(t, err).Code != core.DecisionNotApprover {
+		if _, err := h.eng.Delegate(ctx, approvals.DelegateRequest{ApprovalID: a.ID, Actor: "console:dave", Channel: "console", To: "group:leads"}); decisionCode(t, err).Code != core.DecisionNotApprover {
 			t.Fatalf("a non-approver handed it on: %v", err)
 		}
-		got, err := h.eng.Delegate(ctx, core.Actor{ID: "console:alice"}, "console", a.ID, "group:leads", "lead's call")
+		got, err := h.eng.Delegate(ctx, approvals.DelegateRequest{ApprovalID: a.ID, Actor: "console:alice", Channel: "console", To: "group:leads", Reason: "lead's call"})
 		if err != nil || got.Status != approvals.StatusPending || !slices.Contains(got.Eligible, "console:lead") || slices.Contains(got.Eligible, "console:alice") {
 			t.Fatalf("delegate: %+v, %v", got, err)
 		}
@@ -203,7 +203,7 @@ func TestDelegationThroughEngine(t *testing.T) {
 		// a reload removes bob from sre before it dispatches.
 		rc = h.send("console:req", "console:td2", "deploy web 2.0.0")
 		a = h.waitApproval(rc.RunID)
-		if _, err := h.eng.Delegate(ctx, core.Actor{ID: "console:bob"}, "console", a.ID, "group:leads", ""); err != nil {
+		if _, err := h.eng.Delegate(ctx, approvals.DelegateRequest{ApprovalID: a.ID, Actor: "console:bob", Channel: "console", To: "group:leads"}); err != nil {
 			t.Fatal(err)
 		}
 		h.quiesce()

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -200,8 +199,6 @@ func (s *Server) refused(tool string, err error) *toolErr {
 	}
 	return errf(string(ref.Code), "%s", ref.Message)
 }
-
-func isNotFound(err error) bool { return errors.Is(err, core.ErrNotFound) }
 
 // authorizedRun loads run id for act as the authority allows it; a run the
 // caller may not know of is as unknown as a missing one.

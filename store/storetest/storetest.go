@@ -96,6 +96,8 @@ func Run(t *testing.T, open Open) {
 		{"Ping", testPing},
 		{"ConsoleSessionRevokeAndCheck", testConsoleSessionRevoke},
 		{"ConsoleSessionPruneKeepsLive", testConsoleSessionPrune},
+		{"ConsoleSigninReadBackUntilEnded", testConsoleSignin},
+		{"ConsoleStateSingleUse", testConsoleStateSingleUse},
 		{"OverviewCountsWhatWaitsRanAndFailed", testOverview},
 		{"RunListFilters", testRunListFilters},
 		{"ApprovalListIDPrefixToolDecided", testApprovalListMoreFilters},

@@ -2,6 +2,8 @@ package web
 
 import (
 	"net/url"
+
+	"github.com/opsgate/opsgate/adapters/console/oidc"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +75,30 @@ func FuzzLocalPath(f *testing.F) {
 		u, err := url.Parse(got)
 		if err != nil || u.Host != "" || u.Scheme != "" || !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.HasPrefix(got, "/\\") {
 			t.Fatalf("localPath(%q) = %q leaves the site", p, got)
+		}
+	})
+}
+
+// FuzzDecodeAttempt feeds arbitrary attempt cookies to the callback's
+// check: never a panic, and only a cookie the console signed passes.
+func FuzzDecodeAttempt(f *testing.F) {
+	s := &server{key: []byte("k")}
+	good := s.encodeAttempt(attempt{Attempt: oidc.Attempt{State: "s", Nonce: "n", Verifier: "v"}, Next: "/chat", Exp: 2e9})
+	f.Add(good)
+	f.Add("")
+	f.Add("x.y")
+	f.Add(strings.Repeat(".", 3000))
+	now := time.Unix(1e9, 0)
+	f.Fuzz(func(t *testing.T, v string) {
+		a, ok := s.decodeAttempt(v, now)
+		if !ok {
+			return
+		}
+		if p, _, _ := strings.Cut(v, "."); p+"."+s.tag("oidc-attempt", p) != v {
+			t.Fatalf("accepted an unsigned attempt %q", v)
+		}
+		if a.State == "" || a.Nonce == "" || a.Verifier == "" {
+			t.Fatalf("accepted an attempt without its secrets: %+v", a)
 		}
 	})
 }

@@ -16,7 +16,7 @@ import (
 // policyPage shows the policy in force (after the last reload), rule by
 // rule with the numbers approvals name as the rule that asked.
 func (s *server) policyPage(w http.ResponseWriter, r *http.Request) {
-	pr, ok := s.o.Engine.(api.PolicyReader)
+	pr, ok := baseEngine(s.o.Engine).(api.PolicyReader)
 	if !ok {
 		s.plainError(w, http.StatusNotFound, "This server does not show its policy.")
 		return
@@ -32,7 +32,7 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(ctx)
 	id := r.PathValue("id")
 	back := localPath(r.PostFormValue("return"), "/approvals/"+url.PathEscape(id))
-	d, ok := s.o.Engine.(api.Delegator)
+	d, ok := baseEngine(s.o.Engine).(api.Delegator)
 	if !ok {
 		s.plainError(w, http.StatusNotFound, "This server does not hand approvals on.")
 		return
@@ -45,7 +45,8 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 	} else if to == "" {
 		err = &core.DecisionError{Code: core.DecisionBadRequest, Message: "Name a person (person:<name>) or a group (group:<name>)."}
 	} else {
-		_, err = d.Delegate(ctx, info.actor, Channel, id, to, reason)
+		_, err = d.Delegate(ctx, approvals.DelegateRequest{ApprovalID: id, Actor: info.actor.ID, Channel: Channel, To: to, Reason: reason,
+			Groups: info.groups})
 	}
 	if err == nil {
 		s.log.InfoContext(ctx, "web: delegated", "approval", id, "to", to, "actor", info.actor.ID)
@@ -91,4 +92,14 @@ func (s *server) receipt(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(a.Receipt + "\n"))
+}
+
+// baseEngine is the engine under the console's wrapping (groupEngine), for
+// its optional capabilities: a hand-over carries the vouched groups
+// itself.
+func baseEngine(e Engine) Engine {
+	if g, ok := e.(groupEngine); ok {
+		return g.Engine
+	}
+	return e
 }

@@ -31,11 +31,14 @@ const (
 
 // session is what a signed cookie holds. The token is named by its tag, not
 // stored, and the actor is looked up again on every request, so removing a
-// token from the config ends its sessions.
+// token from the config ends its sessions. A session begun at the
+// identity provider (IDP) names no token: its identity and groups are in
+// the store under its id (console_signins), read on every request.
 type session struct {
 	ID  string `json:"sid"`
-	Tag string `json:"tok"`
+	Tag string `json:"tok,omitempty"`
 	Exp int64  `json:"exp"`
+	IDP bool   `json:"idp,omitempty"`
 }
 
 // ErrBadSession is any session cookie that does not verify: forged,
@@ -59,27 +62,35 @@ func (s *server) encodeSession(ss session) string {
 }
 
 // decodeSession verifies a cookie value: signature, expiry, that its token
-// is still configured, and (in the store, so a sign-out anywhere counts)
-// that it was not signed out. Any cookie that does not verify is
-// ErrBadSession; a store that cannot answer is another error, so a
-// database blip does not sign everybody out.
-func (s *server) decodeSession(ctx context.Context, v string, now time.Time) (session, core.Actor, error) {
+// is still configured (or, for a sign-in at the identity provider, that
+// the store still holds it and the live configuration still knows the
+// person), and (in the store, so a sign-out anywhere counts) that it was
+// not signed out. Any cookie that does not verify is ErrBadSession; a
+// store that cannot answer is another error, so a database blip does not
+// sign everybody out. The result lacks only the CSRF token.
+func (s *server) decodeSession(ctx context.Context, v string, now time.Time) (reqInfo, error) {
 	ss, actor, err := s.verifyCookie(v, now)
 	if err != nil {
-		return ss, actor, err
+		return reqInfo{}, err
+	}
+	if ss.IDP {
+		// Signing out ends the stored sign-in, so no revocation lookup.
+		return s.idpSession(ctx, ss, now)
 	}
 	revoked, err := s.sessions.ConsoleSessionRevoked(ctx, ss.ID, now)
 	if err != nil {
-		return session{}, core.Actor{}, fmt.Errorf("web: check session: %w", err)
+		return reqInfo{}, fmt.Errorf("web: check session: %w", err)
 	}
 	if revoked {
-		return session{}, core.Actor{}, ErrBadSession
+		return reqInfo{}, ErrBadSession
 	}
-	return ss, actor, nil
+	tok := s.tokenOf(ss.Tag)
+	return reqInfo{sess: ss, actor: actor, scopes: tok.scopes, auth: tok.auth}, nil
 }
 
 // verifyCookie is decodeSession without the store: signature, expiry, and
-// that the token is still configured.
+// that the token is still configured and token sign-in is on (a session
+// begun at the identity provider returns no actor: the store has it).
 func (s *server) verifyCookie(v string, now time.Time) (session, core.Actor, error) {
 	if len(v) > maxCookieLen {
 		return session{}, core.Actor{}, ErrBadSession
@@ -94,6 +105,15 @@ func (s *server) verifyCookie(v string, now time.Time) (session, core.Actor, err
 	}
 	var ss session
 	if err := json.Unmarshal(b, &ss); err != nil || ss.ID == "" || now.Unix() >= ss.Exp {
+		return session{}, core.Actor{}, ErrBadSession
+	}
+	if ss.IDP {
+		if s.idp == nil || ss.Tag != "" {
+			return session{}, core.Actor{}, ErrBadSession
+		}
+		return ss, core.Actor{}, nil
+	}
+	if s.o.NoTokenLogin {
 		return session{}, core.Actor{}, ErrBadSession
 	}
 	for _, t := range s.tokens {
@@ -114,9 +134,12 @@ type reqInfo struct {
 	sess   session
 	actor  core.Actor
 	scopes core.Scopes
-	// auth is the session's token as core/authority judges it.
+	// auth is the session's actor as core/authority judges it.
 	auth authority.Actor
 	csrf string
+	// groups are the approver groups the identity provider vouches the
+	// actor belongs to (sessions begun there); decisions carry them.
+	groups []string
 }
 
 // tokenOf returns the configured token a session names.
@@ -142,10 +165,9 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		now := s.o.Now()
 		c, err := r.Cookie(sessionCookie)
-		var ss session
-		var actor core.Actor
+		var info reqInfo
 		if err == nil {
-			ss, actor, err = s.decodeSession(r.Context(), c.Value, now)
+			info, err = s.decodeSession(r.Context(), c.Value, now)
 		}
 		if err != nil && c != nil && !errors.Is(err, ErrBadSession) {
 			s.log.ErrorContext(r.Context(), "web: session check failed", "err", err)
@@ -167,8 +189,7 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, "/signin?next="+url.QueryEscape(localPath(next, "/chat")), http.StatusSeeOther)
 			return
 		}
-		tok := s.tokenOf(ss.Tag)
-		info := reqInfo{sess: ss, actor: actor, scopes: tok.scopes, auth: tok.auth, csrf: s.csrfToken(ss)}
+		info.csrf = s.csrfToken(info.sess)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			r.Body = http.MaxBytesReader(w, r.Body, 256<<10)
 			got := r.PostFormValue(csrfField)
@@ -176,7 +197,7 @@ func (s *server) authed(h http.HandlerFunc) http.HandlerFunc {
 				got = r.Header.Get("X-CSRF-Token")
 			}
 			if subtle.ConstantTimeCompare([]byte(got), []byte(info.csrf)) != 1 {
-				s.log.WarnContext(r.Context(), "web: CSRF token missing or wrong", "method", r.Method, "path", r.URL.Path, "actor", actor.ID)
+				s.log.WarnContext(r.Context(), "web: CSRF token missing or wrong", "method", r.Method, "path", r.URL.Path, "actor", info.actor.ID)
 				s.plainError(w, http.StatusForbidden, "Forbidden: the form's security token is missing or stale. Reload the page and try again.")
 				return
 			}
@@ -216,9 +237,16 @@ func (s *server) renderSignin(w http.ResponseWriter, r *http.Request, status int
 		nonce = c.Value
 	}
 	s.setCookie(w, r, signinCookie, nonce, 30*time.Minute)
-	s.render(w, r, status, "signin", map[string]any{
-		"Title": "Sign in", "Nonce": nonce, "Next": localPath(r.FormValue("next"), "/chat"), "Error": msg,
-	})
+	next := localPath(r.FormValue("next"), "/chat")
+	// Here is the sign-in page whatever the path (a refused callback's URL
+	// carries the provider's code, which the page must not repeat).
+	data := map[string]any{"Title": "Sign in", "Nonce": nonce, "Next": next, "Error": msg, "TokenLogin": !s.o.NoTokenLogin,
+		"Here": "/signin?next=" + url.QueryEscape(next)}
+	if s.idp != nil {
+		data["IDP"] = s.idp.Issuer()
+		data["IDPLogin"] = "/auth/login?next=" + url.QueryEscape(next)
+	}
+	s.render(w, r, status, "signin", data)
 }
 
 // signin exchanges an API token for a session cookie. The form carries a
@@ -228,6 +256,11 @@ func (s *server) signin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		s.renderSignin(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	if s.o.NoTokenLogin {
+		s.log.WarnContext(r.Context(), "web: token sign-in refused: turned off", "remote", r.RemoteAddr)
+		s.renderSignin(w, r, http.StatusForbidden, "Sign-in with an API token is turned off here; sign in with your identity provider.")
 		return
 	}
 	c, err := r.Cookie(signinCookie)
@@ -257,11 +290,21 @@ func (s *server) signin(w http.ResponseWriter, r *http.Request) {
 }
 
 // signout ends the session for every replica and restart: its id is
-// stored as revoked until it would have expired (migration 0006), and the
+// stored as revoked until it would have expired (migration 0006), a
+// sign-in at the identity provider is deleted (migration 0023), and the
 // browser's cookie is cleared. If the store cannot record it, the user is
 // told so rather than shown a sign-out that a copied cookie would outlive.
 func (s *server) signout(w http.ResponseWriter, r *http.Request) {
 	info := infoFrom(r.Context())
+	if info.sess.IDP {
+		if err := s.signins.ConsoleSigninEnd(r.Context(), info.sess.ID); err != nil {
+			s.log.ErrorContext(r.Context(), "web: record sign-out", "actor", info.actor.ID, "err", err)
+			s.plainError(w, http.StatusServiceUnavailable, "Sign-out could not be recorded; try again in a moment.")
+			return
+		}
+	}
+	// Recorded for identity provider sessions too: open event streams
+	// watch the revocations (stream.go).
 	if err := s.sessions.ConsoleSessionRevoke(r.Context(), info.sess.ID, time.Unix(info.sess.Exp, 0), s.o.Now()); err != nil {
 		s.log.ErrorContext(r.Context(), "web: record sign-out", "actor", info.actor.ID, "err", err)
 		s.plainError(w, http.StatusServiceUnavailable, "Sign-out could not be recorded; try again in a moment.")

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opsgate/opsgate/adapters/console/oidc"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
@@ -103,6 +104,16 @@ type Options struct {
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
 	StreamTick time.Duration
+	// OIDC, when set, offers sign-in with the identity provider
+	// (channels.console.oidc; idp.go, docs/console.md). People and a Store
+	// that is a SigninStore are then required.
+	OIDC *oidc.Client
+	// People is who the live configuration knows, for sign-ins at the
+	// identity provider.
+	People People
+	// NoTokenLogin turns sign-in with an API token off
+	// (channels.console.token_login: false).
+	NoTokenLogin bool
 }
 
 // Channel is the channel of console messages and decisions: the console and
@@ -125,6 +136,9 @@ type server struct {
 	secure bool
 	// sessions is o.Store's sign-out record.
 	sessions SessionStore
+	// idp and signins are set when sign-in at the identity provider is on.
+	idp     *oidc.Client
+	signins SigninStore
 }
 
 type tokenEntry struct {
@@ -171,6 +185,9 @@ func New(o Options) (http.Handler, error) {
 		if _, _, ok := strings.Cut(t.Actor, ":"); !ok || strings.HasPrefix(t.Actor, ":") || strings.HasSuffix(t.Actor, ":") {
 			return nil, fmt.Errorf("web: token %d (%q): actor %q: want <channel>:<id>", i, t.Name, t.Actor)
 		}
+	}
+	if err := s.setupIDP(); err != nil {
+		return nil, err
 	}
 	s.key = o.SessionKey
 	if len(s.key) == 0 {
@@ -243,6 +260,11 @@ func (s *server) routes() {
 	route("GET /signin", authority.Public, s.signinPage)
 	route("POST /signin", authority.Public, s.signin)
 	route("POST /signout", authority.Self, s.signout)
+	if s.idp != nil {
+		// Sign-in at the identity provider (idp.go): only when configured.
+		route("GET /auth/login", authority.Public, s.idpLogin)
+		route("GET /auth/callback", authority.Public, s.idpCallback)
+	}
 	route("GET /{$}", authority.ListApprovals, s.homePage)
 	route("GET /chat", authority.SeeThread, s.chatPage)
 	route("POST /chat", authority.Request, s.chatSend)
