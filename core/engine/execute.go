@@ -455,10 +455,3 @@ func renderValue(v any, data map[string]any) (any, error) {
 	}
 	return v, nil
 }
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}

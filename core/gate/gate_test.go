@@ -43,12 +43,11 @@ func (s *memStore) GrantList(context.Context, approvals.GrantListParams) ([]*app
 
 // memRecord records what the gate asked it to write, in order.
 type memRecord struct {
-	writes   []string
-	suspend  *Suspension
-	settled  *Outcome
-	refuse   error // Start fails with it
-	deferred bool
-	st       *memStore
+	writes  []string
+	suspend *Suspension
+	settled *Outcome
+	refuse  error // Start fails with it
+	st      *memStore
 }
 
 func (r *memRecord) Suspend(_ context.Context, s *Suspension) error {

@@ -363,8 +363,7 @@ func testDecideGrant(t *testing.T, s core.Store) {
 // version; a decision keeps the digest it was made on; an edit's new
 // digest (and rule) replaces the old, on both write paths.
 func testApprovalDigest(t *testing.T, s core.Store) {
-	var a *approvals.Approval
-	a = suspendedWith(t, s, thread("digest"), []string{"console:bob", "console:carol"}, 2, func(x *approvals.Approval) {
+	a := suspendedWith(t, s, thread("digest"), []string{"console:bob", "console:carol"}, 2, func(x *approvals.Approval) {
 		x.RuleKey, x.PolicyVersion = "rAsk", "p-ask"
 		x.Digest = approvals.Digest(x.Tool, x.ProposedArgs, x.RuleKey, x.PolicyVersion)
 	})
