@@ -172,7 +172,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
-	via := viaGroup(r.Groups, a.Approvers)
+	via := vouchedGroup(a, env, r.Groups)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 

@@ -33,7 +33,9 @@ type DelegateRequest struct {
 // card is updated. The hand-over is judged live like every eligibility
 // (LiveEligible): it holds while its delegator could decide the approval
 // under the live configuration, and To is expanded as the live directory
-// has it. Nothing but the audit entry changes on a refusal.
+// has it — so one eligible only through a vouched group (r.Groups) may
+// decide but not hand on. Nothing but the audit entry changes on a
+// refusal.
 func Delegate(a *Approval, r DelegateRequest, env Env) Outcome {
 	base := AuditEntry{At: r.At, Actor: r.Actor, RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool}
 	refuse := refuser(base, ActionDelegate, r.Channel)
@@ -43,6 +45,13 @@ func Delegate(a *Approval, r DelegateRequest, env Env) Outcome {
 	var who *RefusedError
 	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
+	}
+	if !slices.Contains(a.Eligible, r.Actor) || (env.Eligible != nil && !slices.Contains(env.Eligible, r.Actor)) {
+		// Eligible only through a group the surface vouches for now: a
+		// hand-over is judged live later, without that sign-in, so it
+		// could never stand.
+		return refuse(ErrNotApprover, r.Actor+" may decide this only through the identity provider's group "+
+			vouchedGroup(a, env, r.Groups)+"; only an approver the configuration lists may hand it on", nil)
 	}
 	if r.To == "" {
 		return refuse(ErrInvalidDecision, "name a person (person:<name>) or a group (group:<name>) to hand the approval to", nil)

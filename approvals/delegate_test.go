@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -163,4 +164,55 @@ func TestDelegationAndQuorum(t *testing.T) {
 	if a.Status != StatusApproved || a.CountedApprovals() != 2 {
 		t.Fatalf("status %s with %d approvals", a.Status, a.CountedApprovals())
 	}
+}
+
+// Delegation inside MayDecide's eligibility with approver groups a
+// surface vouches for (the console's identity provider): one vouched in
+// the group an approval was handed to may decide it, with via_group
+// audited; one eligible only through a vouched group may decide but not
+// hand it on (a hand-over is judged live later, without that sign-in);
+// one who handed it on stays refused whatever group is vouched.
+func TestDelegationAndVouchedGroups(t *testing.T) {
+	t.Parallel()
+	dir := delegationDir([]string{"person:alice", "person:carol"})
+	a := pendingFor(dir, 1)
+	out := Delegate(a, DelegateRequest{Actor: "slack:UALICE", To: "group:leads", At: t0.Add(time.Minute)}, delegationEnv(dir, a))
+	if out.Err != nil {
+		t.Fatal(out.Err)
+	}
+	handed := out.Approval
+
+	t.Run("VouchedInTheTargetGroupDecides", func(t *testing.T) {
+		r := req("console:erin@example.com", ActionApprove)
+		r.Groups = []string{"leads"}
+		o := Decide(handed, r, delegationEnv(dir, handed))
+		if o.Err != nil || o.Approval.Status != StatusApproved {
+			t.Fatalf("vouched lead: %v", o.Err)
+		}
+		var d map[string]any
+		if err := json.Unmarshal(o.Audit[0].Detail, &d); err != nil || d["via_group"] != "leads" {
+			t.Fatalf("audit detail %s: want via_group leads", o.Audit[0].Detail)
+		}
+	})
+	t.Run("NotHandedNotVouched", func(t *testing.T) {
+		r := req("console:erin@example.com", ActionApprove)
+		r.Groups = []string{"leads"}
+		if o := Decide(a, r, delegationEnv(dir, a)); !errors.Is(o.Err, ErrNotApprover) {
+			t.Fatalf("leads before any hand-over: %v", o.Err)
+		}
+	})
+	t.Run("VouchedOnlyMayNotHandOn", func(t *testing.T) {
+		o := Delegate(a, DelegateRequest{Actor: "console:erin@example.com", To: "person:bob", Groups: []string{"sre"}, At: t0.Add(time.Minute)},
+			delegationEnv(dir, a))
+		if !errors.Is(o.Err, ErrNotApprover) || o.Approval != nil || len(o.Audit) != 1 || o.Audit[0].Kind != AuditApprovalRefused {
+			t.Fatalf("hand-over by a vouched-only approver: %+v", o)
+		}
+	})
+	t.Run("DelegatorStaysOutWhateverVouched", func(t *testing.T) {
+		r := req("console:alice", ActionApprove)
+		r.Groups = []string{"sre", "leads"}
+		if o := Decide(handed, r, delegationEnv(dir, handed)); !errors.Is(o.Err, ErrNotApprover) {
+			t.Fatalf("alice after handing on, vouched in sre: %v", o.Err)
+		}
+	})
 }

@@ -18,7 +18,7 @@ import (
 // OpenID Connect sign-in); an actor in a group a's approver entries name
 // stands as its configured members do.
 func MayDecide(a *Approval, actor string, env Env, groups ...string) error {
-	via := viaGroup(groups, a.Approvers) != ""
+	via := vouchedGroup(a, env, groups) != ""
 	switch {
 	case IsAgent(actor):
 		return &RefusedError{Reason: ErrHumanRequired, Detail: actor + " may read and ask, never decide"}
@@ -35,4 +35,18 @@ func MayDecide(a *Approval, actor string, env Env, groups ...string) error {
 		}
 	}
 	return nil
+}
+
+// vouchedGroup is the first of the vouched groups that names a's approver
+// entries or a standing hand-over's target (LiveEligible), or "": one
+// handed a group may decide as that group's members may.
+func vouchedGroup(a *Approval, env Env, groups []string) string {
+	if g := viaGroup(groups, a.Approvers); g != "" || len(groups) == 0 || env.People == nil {
+		return g
+	}
+	var to []string
+	for _, d := range StandingDelegations(a.Approvers, a, env.People) {
+		to = append(to, d.To)
+	}
+	return viaGroup(groups, to)
 }
