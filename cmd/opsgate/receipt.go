@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/approvals/receipt"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // cmdReceipt is `opsgate receipt verify`: offline with --key, or with the
@@ -170,18 +173,6 @@ func approvalsDelegateSub() adminSub {
 		}}
 }
 
-// policyRule is a rule as GET /api/v1/policy shows it.
-type policyRule struct {
-	Index     int               `json:"index"`
-	Summary   string            `json:"summary"`
-	Tool      string            `json:"tool"`
-	Args      map[string]string `json:"args"`
-	When      string            `json:"when"`
-	Action    string            `json:"action"`
-	Approvers []string          `json:"approvers"`
-	Quorum    json.RawMessage   `json:"quorum"`
-}
-
 // cmdPolicy is `opsgate policy show`: the policy in force on the server.
 func cmdPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	subs := []adminSub{{name: "show", summary: "the policy in force, rule by rule",
@@ -190,12 +181,7 @@ func cmdPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			"and quorum, then the default.",
 		flags: func(fs *flagSet) func(context.Context, *adminCall, []string) error {
 			return func(ctx context.Context, a *adminCall, _ []string) error {
-				var p struct {
-					Version          string       `json:"version"`
-					Default          string       `json:"default"`
-					DefaultApprovers []string     `json:"default_approvers"`
-					Rules            []policyRule `json:"rules"`
-				}
+				var p api.PolicyView
 				if done, err := a.call(ctx, "policy show", "GET", "/api/v1/policy", nil, nil, &p); done {
 					return err
 				}
@@ -204,8 +190,8 @@ func cmdPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				fmt.Fprintln(tw, "#\tACTION\tMATCHES\tWHEN\tAPPROVERS\tQUORUM\tWHAT FOR")
 				for _, r := range p.Rules {
 					match := "tool " + orStar(r.Tool)
-					for k, v := range r.Args {
-						match += " " + k + "=" + v
+					for _, k := range slices.Sorted(maps.Keys(r.Args)) {
+						match += " " + k + "=" + r.Args[k]
 					}
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Index, r.Action, match, orDash(r.When),
 						orDash(strings.Join(r.Approvers, ", ")), strings.Trim(string(r.Quorum), `"`), r.Summary)

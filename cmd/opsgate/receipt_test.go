@@ -140,6 +140,7 @@ flows:
 policy:
   rules:
     - {match: {tool: "*"}, action: ask, approvers: ["group:sre"], description: every call asks}
+    - {match: {tool: deploy, args: {service: "a*", env: "prod*"}}, when: 'args.version.startsWith("9")', action: deny}
 approvals: {allow_self_approval: true, receipt_ttl: 1h}
 `, deploy, deploy, notify.URL+"/notify"))
 		e.start()
@@ -231,6 +232,16 @@ approvals: {allow_self_approval: true, receipt_ttl: 1h}
 		}
 		if goOK, jsOK, out := v.run(t, e.dir, keyFile, rej.Receipt, `{"service":"web","version":"9.9.9","env":"staging"}`); goOK || jsOK {
 			t.Fatalf("a verifier accepted a rejection:\n%s", out)
+		}
+		// opsgate policy show: the policy in force, rule by rule, its
+		// argument patterns in order.
+		out := e.mustCLI("policy", "show")
+		words := strings.Join(strings.Fields(out), " ")
+		for _, want := range []string{"2 rules", "0 ask tool * - group:sre 1 every call asks",
+			"1 deny tool deploy env=prod* service=a* args.version.startsWith(\"9\") - 1", "default: "} {
+			if !strings.Contains(words, want) {
+				t.Fatalf("policy show lacks %q:\n%s", want, out)
+			}
 		}
 		// The key file is the server's, mode 0600.
 		if info, err := os.Stat(filepath.Join(e.dir, "data", "receipt.key")); err != nil || info.Mode().Perm() != 0o600 {

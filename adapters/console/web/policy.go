@@ -50,11 +50,7 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.log.InfoContext(ctx, "web: delegated", "approval", id, "to", to, "actor", info.actor.ID)
-		sep := "?"
-		if strings.Contains(back, "?") {
-			sep = "&"
-		}
-		http.Redirect(w, r, back+sep+"done=delegate", http.StatusSeeOther)
+		redirectDone(w, r, back, "delegate")
 		return
 	}
 	var de *core.DecisionError
@@ -62,18 +58,11 @@ func (s *server) delegate(w http.ResponseWriter, r *http.Request) {
 		s.refused(w, r, err)
 		return
 	}
-	a, gerr := s.o.Store.ApprovalGet(ctx, id)
-	if gerr != nil {
-		s.refused(w, r, gerr)
+	c, ok := s.refusedCard(w, r, id, de, "delegate", reason)
+	if !ok {
 		return
 	}
-	cards, cerr := s.cards(ctx, []*approvals.Approval{a})
-	if cerr != nil {
-		s.fail(w, r, cerr)
-		return
-	}
-	c := cards[0]
-	c.Error, c.Action, c.FormReason, c.FormTo = de.Message, "delegate", reason, to
+	c.FormTo = to
 	s.renderApproval(w, r, de.Code.HTTPStatus(), c, "")
 }
 
