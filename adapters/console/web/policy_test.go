@@ -61,3 +61,31 @@ func TestDelegateAndPolicyOnTheConsole(t *testing.T) {
 		t.Fatalf("the delegate: %v", err)
 	}
 }
+
+// TestIDPGroupApproverMayNotHandOn: carol may decide an approval that
+// asks group:sre only because the identity provider vouches she is in
+// sre; the console passes that group with her hand-over, and the engine
+// refuses it for that reason (not as from a stranger) — a hand-over is
+// judged live later, without her sign-in. Nothing changes.
+func TestIDPGroupApproverMayNotHandOn(t *testing.T) {
+	ib := setupIDP(t, idpOpts{})
+	br := ib.browser(t)
+	p := ib.continued(br, ib.signIn(br, "carol", "pw-carol"))
+	m := csrfRe.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("carol is not signed in: %d %s", p.status, p.url)
+	}
+	ib.send(t, "idp-hand", "deploy api 1.2.3")
+	_, a := ib.waitPending(t, "console:idp-hand")
+	res, err := br.hc.PostForm(ib.url+"/approvals/"+a.ID+"/delegate", url.Values{csrfField: {m[1]}, "to": {"group:sre"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg := readPage(t, res); pg.status != http.StatusForbidden || !strings.Contains(pg.body, "only an approver the configuration lists may hand it on") {
+		t.Fatalf("carol's hand-over: %d\n%s", pg.status, pg.body)
+	}
+	got, err := ib.store.ApprovalGet(context.Background(), a.ID)
+	if err != nil || got.Status != approvals.StatusPending || len(got.Decisions) != 0 {
+		t.Fatalf("the refused hand-over changed the approval: %+v %v", got, err)
+	}
+}
