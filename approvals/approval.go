@@ -166,6 +166,11 @@ type Decision struct {
 	// Digest is the approval's Digest this decision was made on (an
 	// edit's: the digest of the edited call).
 	Digest string `json:"digest,omitempty"`
+	// Via is the approver group the deciding surface vouched for when the
+	// actor was eligible only through it (an identity provider's group at
+	// console sign-in): dispatch judges the decider still eligible while
+	// the live rule names that group.
+	Via string `json:"via,omitempty"`
 	// Superseded marks approvals of older arguments that an edit voided;
 	// they stay in the record but no longer count toward quorum.
 	Superseded bool `json:"superseded,omitempty"`

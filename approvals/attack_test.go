@@ -77,23 +77,33 @@ func TestAttack_SelfApprovalBelowHighImpact(t *testing.T) {
 	}
 }
 
+// An agent, or a schedule (a requester, never an approver), never decides:
+// even listed among the eligible (a hand-edited row, a config that slipped
+// through), its decisions are refused, and it never expands.
 func TestAttack_AgentDecides(t *testing.T) {
 	t.Parallel()
-	a := pending(1)
-	a.Risk = RiskExternal
-	a.Eligible = append(a.Eligible, "agent:claude")
-	for _, action := range []Action{ActionApprove, ActionReject, ActionEdit} {
-		r := req("agent:claude", action)
-		r.Args = map[string]any{"service": "api", "version": "9"}
-		out := Decide(a, r, testEnv(t))
-		if !errors.Is(out.Err, ErrHumanRequired) || out.Approval != nil {
-			t.Errorf("agent %s: err = %v", action, out.Err)
+	for _, machine := range []string{"agent:claude", "schedule:nightly"} {
+		a := pending(1)
+		a.Risk = RiskExternal
+		a.Eligible = append(a.Eligible, machine)
+		for _, action := range []Action{ActionApprove, ActionReject, ActionEdit} {
+			r := req(machine, action)
+			r.Args = map[string]any{"service": "api", "version": "9"}
+			out := Decide(a, r, testEnv(t))
+			if !errors.Is(out.Err, ErrHumanRequired) || out.Approval != nil {
+				t.Errorf("%s %s: err = %v", machine, action, out.Err)
+			}
 		}
 	}
-	// Agents never expand into eligible identities either.
-	d := NewDirectory(nil, map[string][]string{"g": {"agent:x", "slack:U1"}})
-	if got := d.Expand([]string{"group:g", "agent:y"}); len(got) != 1 || got[0] != "slack:U1" {
+	// Machines never expand into eligible identities either.
+	d := NewDirectory(map[string][]string{"bot": {"schedule:x"}}, map[string][]string{"g": {"agent:x", "schedule:x", "slack:U1"}})
+	if got := d.Expand([]string{"group:g", "agent:y", "schedule:y", "person:bot"}); len(got) != 1 || got[0] != "slack:U1" {
 		t.Fatalf("Expand = %v", got)
+	}
+	for id, want := range map[string]bool{"schedule:x": true, "agent:y": true, "slack:U1": false, "console:schedule": false} {
+		if NeverDecides(id) != want {
+			t.Errorf("NeverDecides(%q) = %v", id, !want)
+		}
 	}
 }
 
@@ -162,10 +172,12 @@ func TestAttack_SessionGrantIsBlanket(t *testing.T) {
 			t.Errorf("%s: a session grant covered it", name)
 		}
 	}
-	agent := *g
-	agent.Actor = "agent:claude"
-	if c := base; agent.Covers(func() Call { c.Eligible = append(c.Eligible, "agent:claude"); return c }(), t0, false) {
-		t.Error("a grant made by an agent covered a call")
+	for _, machine := range []string{"agent:claude", "schedule:nightly"} {
+		byMachine := *g
+		byMachine.Actor = machine
+		if c := base; byMachine.Covers(func() Call { c.Eligible = append(c.Eligible, machine); return c }(), t0, false) {
+			t.Errorf("a grant made by %s covered a call", machine)
+		}
 	}
 	unbound := *g
 	unbound.RuleKey = ""

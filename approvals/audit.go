@@ -43,6 +43,11 @@ const (
 	AuditAgentCallClaimed   AuditKind = "agent_call.claimed"
 	AuditAgentCallCompleted AuditKind = "agent_call.completed"
 	AuditAgentCallFailed    AuditKind = "agent_call.failed"
+	// Schedules (core/schedule): what people did to one; the ticks
+	// themselves are runs with requester "schedule:<name>".
+	AuditSchedulePaused  AuditKind = "schedule.paused"
+	AuditScheduleResumed AuditKind = "schedule.resumed"
+	AuditScheduleRun     AuditKind = "schedule.run"
 )
 
 // Valid reports whether k is one of the kinds above.
@@ -51,7 +56,8 @@ func (k AuditKind) Valid() bool {
 	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired, AuditApprovalDelegated,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
 		AuditGrantRevoked, AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
-		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed:
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed,
+		AuditSchedulePaused, AuditScheduleResumed, AuditScheduleRun:
 		return true
 	}
 	return false

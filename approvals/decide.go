@@ -178,6 +178,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 
 	next := a.Clone()
 	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At, Digest: a.Digest}
+	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
+		d.Via = via
+	}
 	// verdict is the live policy's answer for the arguments this decision
 	// approves: whether self-approval is allowed, and the rule a grant is
 	// bound to.
@@ -201,8 +204,11 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
-			if !slices.Contains(eligible, r.Actor) && viaGroup(r.Groups, verdict.Approvers) == "" {
-				return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
+			d.Via = ""
+			if !slices.Contains(eligible, r.Actor) {
+				if d.Via = viaGroup(r.Groups, verdict.Approvers); d.Via == "" {
+					return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
+				}
 			}
 			next.Quorum = max(verdict.Quorum, 1)
 			next.Approvers, next.Eligible = verdict.Approvers, eligible
@@ -273,9 +279,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		// Other approvers decide on the edited call now: its card shows it.
 		out.UpdateCard = true
 	}
-	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
+	if d.Via != "" {
 		// Eligible only through the identity provider's group: say so.
-		detail["via_group"] = via
+		detail["via_group"] = d.Via
 	}
 	ae.Detail = detailJSON(detail)
 	out.Audit = []AuditEntry{ae}

@@ -193,6 +193,14 @@ func TestDelegationAndVouchedGroups(t *testing.T) {
 		if err := json.Unmarshal(o.Audit[0].Detail, &d); err != nil || d["via_group"] != "leads" {
 			t.Fatalf("audit detail %s: want via_group leads", o.Audit[0].Detail)
 		}
+		// Dispatch counts it while the hand-over stands, and not once the
+		// delegator has left sre (a reload).
+		if got := o.Approval.Decisions[len(o.Approval.Decisions)-1]; got.Via != "leads" || !ViaStands(got.Via, handed.Approvers, o.Approval, dir) {
+			t.Fatalf("decision %+v does not stand through leads", got)
+		}
+		if ViaStands("leads", handed.Approvers, o.Approval, delegationDir([]string{"person:carol"})) {
+			t.Fatal("a vouched decision stood after its hand-over fell")
+		}
 	})
 	t.Run("NotHandedNotVouched", func(t *testing.T) {
 		r := req("console:erin@example.com", ActionApprove)

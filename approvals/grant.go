@@ -92,7 +92,7 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 	// Bound to the rule that asked, and only as good as the granter's say
 	// over the call now. A grant stored before grants named their rule
 	// (RuleKey "") is bound to nothing and covers nothing.
-	if g.RuleKey == "" || g.RuleKey != c.Verdict.RuleKey || IsAgent(g.Actor) || !slices.Contains(c.Eligible, g.Actor) {
+	if g.RuleKey == "" || g.RuleKey != c.Verdict.RuleKey || NeverDecides(g.Actor) || !slices.Contains(c.Eligible, g.Actor) {
 		return false
 	}
 	switch g.Scope {

@@ -40,6 +40,10 @@ func TestDecideVouchedGroup(t *testing.T) {
 		if err := json.Unmarshal(out.Audit[0].Detail, &d); err != nil || d["via_group"] != "sre" {
 			t.Fatalf("audit detail %s: want via_group sre", out.Audit[0].Detail)
 		}
+		// The decision keeps the group, so dispatch can judge it again.
+		if got := out.Approval.Decisions[0].Via; got != "sre" {
+			t.Fatalf("decision via %q, want sre", got)
+		}
 	})
 	t.Run("ListedApproverHasNoViaGroup", func(t *testing.T) {
 		r := req("slack:U1", ActionApprove)
@@ -50,8 +54,8 @@ func TestDecideVouchedGroup(t *testing.T) {
 		}
 		var d map[string]any
 		_ = json.Unmarshal(out.Audit[0].Detail, &d)
-		if _, ok := d["via_group"]; ok {
-			t.Fatalf("audit detail %s names a group for a listed approver", out.Audit[0].Detail)
+		if _, ok := d["via_group"]; ok || out.Approval.Decisions[0].Via != "" {
+			t.Fatalf("audit detail %s (decision via %q) names a group for a listed approver", out.Audit[0].Detail, out.Approval.Decisions[0].Via)
 		}
 	})
 	t.Run("EditNeedsGroupOfTheNewRule", func(t *testing.T) {

@@ -8,16 +8,30 @@ import (
 // The prefixes of approver entries and actor identities this package
 // reads. An entry is "group:<name>", "person:<name>" or an identity
 // ("<channel>:<platform user id>"); an identity starting with "agent:" is
-// an AI agent's, which may ask but never decide.
+// an AI agent's, which may ask but never decide, and one starting with
+// "schedule:" is a schedule's (the requester of its runs), which never
+// decides either.
 const (
-	GroupPrefix  = "group:"
-	PersonPrefix = "person:"
-	AgentPrefix  = "agent:"
+	GroupPrefix    = "group:"
+	PersonPrefix   = "person:"
+	AgentPrefix    = "agent:"
+	SchedulePrefix = "schedule:"
 )
 
 // IsAgent reports whether identity belongs to an AI agent. Agents never
 // decide an approval, whatever a configuration or a token says.
 func IsAgent(identity string) bool { return strings.HasPrefix(identity, AgentPrefix) }
+
+// NeverDecides reports whether identity is a machine's that may request
+// work but never decide, approve, answer a question put to people or count
+// as an approver, whatever a configuration or a token says: an AI agent
+// ("agent:") or a schedule ("schedule:"). It is the one test of it:
+// MayDecide (so Decide) and core/authority (every surface: deciding,
+// answering, an approver's standing) ask it, so a new kind of machine
+// identity is added here.
+func NeverDecides(identity string) bool {
+	return IsAgent(identity) || strings.HasPrefix(identity, SchedulePrefix)
+}
 
 // Directory knows who is who: which identities belong to one human (the
 // configuration's people) and who is in each approver group. Quorum,
@@ -100,7 +114,7 @@ func (d *Directory) Expand(entries []string) []string {
 	var add func(e string, depth int)
 	addPerson := func(name string) {
 		for _, id := range d.people[name] {
-			if !seen[id] && !IsAgent(id) {
+			if !seen[id] && !NeverDecides(id) {
 				seen[id] = true
 				out = append(out, id)
 			}
@@ -117,7 +131,7 @@ func (d *Directory) Expand(entries []string) []string {
 			}
 		case strings.HasPrefix(e, PersonPrefix):
 			addPerson(strings.TrimPrefix(e, PersonPrefix))
-		case IsAgent(e):
+		case NeverDecides(e):
 		default:
 			if name, ok := d.person[e]; ok {
 				addPerson(name)

@@ -28,8 +28,9 @@ func TestVocabularyValid(t *testing.T) {
 	}
 	for _, k := range []AuditKind{AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated, AuditGrantRevoked,
-		AuditPolicyDenied, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
-		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed} {
+		AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
+		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed,
+		AuditSchedulePaused, AuditScheduleResumed, AuditScheduleRun} {
 		if !k.Valid() {
 			t.Errorf("AuditKind %q not Valid", k)
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/opsgate/opsgate/adapters/discord"
 	"github.com/opsgate/opsgate/adapters/email"
@@ -12,6 +13,7 @@ import (
 	"github.com/opsgate/opsgate/adapters/telegram"
 	"github.com/opsgate/opsgate/adapters/webhook"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/router"
 )
 
@@ -100,6 +102,28 @@ func (ch *Channels) ChatRequesters() map[string]Requesters {
 		"discord": ch.Discord.Requesters, "email": ch.Email.Requesters, "matrix": ch.Matrix.Requesters,
 		"signal": ch.Signal.Requesters, "local": ch.Local.Requesters,
 	}
+}
+
+// RequesterGates says who may start runs per channel, as core/authority
+// judges it (Live.MayRequest): serve's gate and config check's test of a
+// schedule's thread read this one map. The chat channels and email are
+// gated: without a requesters list, only identities the configuration
+// knows (people, approver groups) may start runs; "anyone" opts out. The
+// console (and the API, and MCP, whose messages are console messages) and
+// the local channel are open to every token with scope request unless a
+// list is given: the token is the authentication. Webhooks are not people:
+// a hook that knows its secret may start runs, as its own actor.
+func (c *Config) RequesterGates() map[string]authority.Requesters {
+	out := map[string]authority.Requesters{}
+	for name, list := range c.Channels.ChatRequesters() {
+		switch {
+		case slices.Contains(list, "anyone"):
+			out[name] = authority.Requesters{Anyone: true}
+		case (name != "console" && name != "local") || len(list) > 0:
+			out[name] = authority.Requesters{Entries: list}
+		}
+	}
+	return out
 }
 
 // WebhookConfig is channels.webhooks as adapters/webhook takes it.

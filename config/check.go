@@ -76,6 +76,7 @@ func (c *checker) run() {
 	}
 	c.models()
 	c.agents()
+	c.schedules()
 }
 
 func (c *checker) server() {
@@ -133,6 +134,8 @@ func (c *checker) api() {
 		if t.Actor != "" {
 			if msg := identityProblem(t.Actor); msg != "" {
 				c.problem(p+".actor", "%s", msg)
+			} else if strings.HasPrefix(t.Actor, approvals.SchedulePrefix) {
+				c.problem(p+".actor", "%q is a schedule's identity: a token may not act as a schedule", t.Actor)
 			}
 		}
 		if c.given[p+".scopes"] && len(t.Scopes) == 0 {
@@ -224,6 +227,12 @@ func (c *checker) requesters(groups map[string][]string) {
 			case e == "anyone" && len(rq) > 1:
 				c.problem(ep, `"anyone" stands alone: with it, every other entry is moot`)
 			case e == "anyone":
+			case strings.HasPrefix(e, approvals.SchedulePrefix):
+				// A schedule is a requester, named as itself (never in a
+				// group: it is not a person).
+				if msg := c.scheduleEntryProblem(e); msg != "" {
+					c.problem(ep, "%s", msg)
+				}
 			default:
 				if msg := c.entryProblem(e, groups); msg != "" {
 					c.problem(ep, "%s", msg)

@@ -165,16 +165,7 @@ func TestProblemKinds(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			problems := parseProblems(t, tc.src)
-			for _, p := range problems {
-				if p.Path == tc.path && strings.Contains(p.Message, tc.msg) {
-					if p.Line != tc.line {
-						t.Errorf("problem %q at line %d, want line %d", p.Message, p.Line, tc.line)
-					}
-					return
-				}
-			}
-			t.Fatalf("no problem at %q containing %q; got %+v", tc.path, tc.msg, problems)
+			wantProblem(t, tc.src, tc.path, tc.line, tc.msg)
 		})
 	}
 }

@@ -117,6 +117,7 @@ func applyDefaults(c *Config, given func(path string) bool) {
 		setString(&sk.Name, sk.Type+":"+sk.Addr+sk.URL)
 	}
 	applyAgentDefaults(c, given)
+	applyScheduleDefaults(c)
 }
 
 func setString(p *string, def string) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/opsgate/opsgate/adapters/matrix"
 	"github.com/opsgate/opsgate/adapters/signal"
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // identityChannels are the prefixes actor ids carry: each adapter builds
@@ -15,19 +16,25 @@ import (
 // of MCP clients. An identity with any other prefix can never match an
 // actor, so an approver group naming "consol:admin" would silently approve
 // nobody; config check refuses it instead.
-var identityChannels = []string{"agent", "api", "console", "discord", "email", "matrix", "mcp", "signal", "slack", "telegram", "webhook"}
+var identityChannels = []string{"agent", "api", "console", "discord", "email", "matrix", "mcp", "schedule", "signal", "slack", "telegram", "webhook"}
 
 // humanIdentityProblem is identityProblem for places that name people who
-// decide (people, approver groups, rule approvers): an "agent:" identity is
-// refused there, because an agent never decides.
+// decide (people, approver groups, rule approvers): an "agent:" or
+// "schedule:" identity is refused there, because machines never decide
+// (approvals.NeverDecides).
 func humanIdentityProblem(id string) string {
 	if msg := identityProblem(id); msg != "" {
 		return msg
 	}
-	if strings.HasPrefix(id, "agent:") {
+	switch {
+	case !approvals.NeverDecides(id):
+		return ""
+	case approvals.IsAgent(id):
 		return fmt.Sprintf("%q is an agent: agents may ask but never decide, so they are not listed among people or approvers", id)
+	case strings.HasPrefix(id, approvals.SchedulePrefix):
+		return fmt.Sprintf("%q is a schedule: a schedule requests runs but never decides, so it is not listed among people or approvers (name it in channels.<name>.requesters)", id)
 	}
-	return ""
+	return fmt.Sprintf("%q never decides, so it is not listed among people or approvers", id)
 }
 
 // identityProblem explains why id is not a usable identity, or returns ""

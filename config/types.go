@@ -49,6 +49,9 @@ type Config struct {
 	// Models and Agents are the LLM agents (config/agents.go).
 	Models []Model `yaml:"models"`
 	Agents []Agent `yaml:"agents"`
+	// Schedules start runs on their own, at the ticks of a cron
+	// expression (config/schedules.go).
+	Schedules []Schedule `yaml:"schedules"`
 }
 
 // Audit keys the hash chain of the audit log.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // Scope is what a bearer token may do (api.tokens[].scopes). Every
@@ -67,8 +69,9 @@ func IsAgent(actor string) bool { return strings.HasPrefix(actor, agentPrefix) }
 // TokenScopes is the scopes a token acting as actor holds. A token without
 // a scopes key (configured nil) keeps what tokens could always do — read,
 // request, decide, admin — except an agent's, which defaults to read,
-// request and session.run. An agent never holds decide, whatever its
-// configuration says: approvals are decided by humans.
+// request and session.run. An agent (or a token acting as a schedule,
+// approvals.NeverDecides) never holds decide, whatever its configuration
+// says: approvals are decided by humans.
 func TokenScopes(actor string, configured []Scope) Scopes {
 	var out Scopes
 	switch {
@@ -79,7 +82,7 @@ func TokenScopes(actor string, configured []Scope) Scopes {
 	default:
 		out = Scopes{ScopeRead, ScopeRequest, ScopeDecide, ScopeAdmin}
 	}
-	if IsAgent(actor) {
+	if approvals.NeverDecides(actor) {
 		out = slices.DeleteFunc(out, func(s Scope) bool { return s == ScopeDecide })
 	}
 	return out

@@ -64,6 +64,16 @@ func tableProbes() []tableProbe {
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/receipt" }, nil)},
 		{surface: rest, entry: "GET /api/v1/receipts/key", column: "catalog", do: restCall("GET", pathOf("/api/v1/receipts/key"), nil)},
 		{surface: rest, entry: "GET /api/v1/policy", column: "catalog", do: restCall("GET", pathOf("/api/v1/policy"), nil)},
+		{surface: rest, entry: "GET /api/v1/schedules", column: "list schedules", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+			st, body := w.rest(t, "GET", "/api/v1/schedules", r.token, nil)
+			if o := restOutcome(st, body); o != oAllow {
+				return o
+			}
+			if items, _ := body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["name"] != "tbl-nightly" {
+				t.Errorf("schedules as %s: %v", r.name, body)
+			}
+			return oAllow
+		}},
 		// Agent API
 		{surface: agentAPI, entry: "GET /api/v1/agent/sessions/{id}", column: "see session", do: restCall("GET",
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/agent/sessions/" + w.s1 }, nil)},
@@ -111,6 +121,8 @@ func tableProbes() []tableProbe {
 		{surface: console, entry: "GET /audit", column: "read audit", do: consolePage("GET", pathOf("/audit"), nil, nil)},
 		{surface: console, entry: "GET /grants", column: "read grants", do: consolePage("GET", pathOf("/grants?status=all"), nil, nil)},
 		{surface: console, entry: "GET /deliveries", column: "administer", do: consolePage("GET", pathOf("/deliveries"), nil, nil)},
+		{surface: console, entry: "GET /schedules", column: "list schedules", do: consolePage("GET", pathOf("/schedules"), nil,
+			func(*tableWorld) string { return "tbl-nightly" })},
 		{surface: console, entry: "GET /events", column: "self", do: consoleStream},
 		{surface: console, entry: "/", column: "self", do: consoleMissing},
 		{surface: console, entry: "GET /static/", column: "public", do: consolePage("GET", pathOf("/static/console.css"), nil, nil)},
@@ -190,22 +202,18 @@ func tableProbes() []tableProbe {
 			func(w *tableWorld, _ *testing.T) string { return "/api/v1/grants/" + w.g1 }, nil)},
 		{surface: console, entry: "POST /grants/{id}/revoke", column: "revoke grant", do: consolePage("POST",
 			func(w *tableWorld, _ *testing.T) string { return "/grants/" + w.g1 + "/revoke" }, nil, nil)},
-		{surface: rest, entry: "POST /api/v1/deliveries/{id}/requeue", column: "administer", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
-			// No such delivery: the handler says so (404 naming it) once the
-			// authority let the token through.
-			st, body := w.rest(t, "POST", "/api/v1/deliveries/no-such-delivery/requeue", r.token, map[string]any{})
-			if e, _ := body["error"].(map[string]any); st == 404 && e["message"] == `delivery "no-such-delivery" not found` {
-				return oAllow
-			}
-			return restOutcome(st, body)
-		}},
-		{surface: console, entry: "POST /deliveries/{id}/requeue", column: "administer", do: func(t *testing.T, w *tableWorld, r tableRow, i int) outcome {
-			o := consolePage("POST", pathOf("/deliveries/no-such-delivery/requeue"), nil, nil)(t, w, r, i)
-			if o == oHidden { // the handler's own "Not found.": Administer hides nothing
-				return oAllow
-			}
-			return o
-		}},
+		// No such delivery or schedule: once the authority let the token
+		// through, the handler says so, and nothing changes.
+		{surface: rest, entry: "POST /api/v1/deliveries/{id}/requeue", column: "administer",
+			do: restMissing("/api/v1/deliveries/no-such-delivery/requeue", `delivery "no-such-delivery" not found`)},
+		{surface: console, entry: "POST /deliveries/{id}/requeue", column: "administer", do: consoleMissingObject(pathOf("/deliveries/no-such-delivery/requeue"))},
+		{surface: rest, entry: "POST /api/v1/schedules/{name}/run", column: "administer",
+			do: restMissing("/api/v1/schedules/no-such-schedule/run", `schedule "no-such-schedule" not found`)},
+		{surface: rest, entry: "POST /api/v1/schedules/{name}/pause", column: "administer",
+			do: restMissing("/api/v1/schedules/no-such-schedule/pause", `schedule "no-such-schedule" not found`)},
+		{surface: rest, entry: "POST /api/v1/schedules/{name}/resume", column: "administer",
+			do: restMissing("/api/v1/schedules/no-such-schedule/resume", `schedule "no-such-schedule" not found`)},
+		{surface: console, entry: "POST /schedules/{name}/{action}", column: "administer", do: consoleMissingObject(pathOf("/schedules/no-such-schedule/run"))},
 		{surface: rest, entry: "POST /api/v1/messages", column: "request", do: restCall("POST", pathOf("/api/v1/messages"),
 			func(w *tableWorld) any { return map[string]any{"thread": w.uniq("tbl-req"), "text": "status api"} })},
 		{surface: ext, entry: "flow", column: "request", do: mcpCall(mcp.PathExternal, "flow", flowArgs)},
@@ -307,6 +315,30 @@ func mcpCancel(path string) func(*testing.T, *tableWorld, tableRow, int) outcome
 	return func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
 		o, _ := w.mcp(t, path, r.token, "cancel_run", map[string]any{"runId": w.cancellable(t)})
 		return w.cancelled(o)
+	}
+}
+
+// restMissing is a probe posting to an administrator's endpoint for an
+// object that does not exist: the handler's 404 naming it (message) means
+// the authority let the token through; Administer hides nothing.
+func restMissing(path, message string) func(*testing.T, *tableWorld, tableRow, int) outcome {
+	return func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+		st, body := w.rest(t, "POST", path, r.token, map[string]any{})
+		if e, _ := body["error"].(map[string]any); st == 404 && e["message"] == message {
+			return oAllow
+		}
+		return restOutcome(st, body)
+	}
+}
+
+// consoleMissingObject is restMissing for a console form: the handler's
+// own "Not found." is allowed through, as Administer hides nothing.
+func consoleMissingObject(path func(*tableWorld, *testing.T) string) func(*testing.T, *tableWorld, tableRow, int) outcome {
+	return func(t *testing.T, w *tableWorld, r tableRow, i int) outcome {
+		if o := consolePage("POST", path, nil, nil)(t, w, r, i); o != oHidden {
+			return o
+		}
+		return oAllow
 	}
 }
 

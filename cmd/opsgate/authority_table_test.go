@@ -111,6 +111,7 @@ var tableColumns = map[string]struct {
 	"read audit":         {authority.ReadAudit, [8]outcome{A, A, A, A, A, F, A, A}},
 	"read grants":        {authority.ReadGrants, [8]outcome{A, A, A, A, A, F, A, A}},
 	"revoke grant":       {authority.RevokeGrant, [8]outcome{A, A, A, A, S, S, S, A}},
+	"list schedules":     {authority.ListSchedules, [8]outcome{A, A, A, A, A, F, A, A}},
 	"use session":        {authority.UseSession, [8]outcome{S, S, S, S, S, A, S, S}},
 	"see session":        {authority.SeeSession, [8]outcome{S, S, S, S, S, A, S, S}},
 	"catalog":            {authority.Catalog, [8]outcome{A, A, A, A, A, A, A, A}},
@@ -273,7 +274,9 @@ type tableWorld struct {
 }
 
 // tableConfig: alice asks; bob (group sre) approves deploys and restarts;
-// the default agent "ops" talks to the fake model; triage is an agent task.
+// the default agent "ops" talks to the fake model; triage is an agent task;
+// the schedule tbl-nightly is listed (the scheduler never runs here, so it
+// never ticks).
 const tableConfig = `
 engine: {poll_interval: 20ms}
 channels:
@@ -339,6 +342,8 @@ policy:
     - {match: {tool: status}, action: allow}
     - {match: {tool: deploy}, action: ask, approvers: ["group:sre"]}
     - {match: {tool: restart}, action: ask, approvers: ["group:sre"]}
+schedules:
+  - {name: tbl-nightly, cron: "0 3 * * *", thread: "console:tbl-nightly", text: "status api"}
 `
 
 func newTableWorld(t *testing.T, pgDSN string) *tableWorld {

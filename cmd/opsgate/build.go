@@ -34,7 +34,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 	o := engine.Options{
 		Groups:            cfg.Approvers.Groups,
 		People:            cfg.People,
-		Requesters:        buildRequesters(cfg),
+		Requesters:        cfg.RequesterGates(),
 		SessionTTL:        cfg.Approvals.SessionTTL.D(),
 		ApprovalTTL:       cfg.Approvals.TTL.D(),
 		AllowSelfApproval: cfg.Approvals.AllowSelfApproval,
@@ -102,33 +102,8 @@ func buildAgents(cfg *config.Config) ([]engine.Agent, error) {
 func buildTrust(cfg *config.Config) engine.Trust {
 	p := buildPolicy(cfg.Policy, cfg.Approvers.Groups)
 	p.AllowSelfApproval = cfg.Approvals.AllowSelfApproval
-	return engine.Trust{Policy: p, People: cfg.People, Groups: cfg.Approvers.Groups, Requesters: buildRequesters(cfg),
+	return engine.Trust{Policy: p, People: cfg.People, Groups: cfg.Approvers.Groups, Requesters: cfg.RequesterGates(),
 		SessionTTL: cfg.Approvals.SessionTTL.D()}
-}
-
-// buildRequesters says who may start runs per channel. The chat channels
-// and email are gated: without a requesters list, only identities the
-// configuration knows (people, approver groups) may start runs; "anyone"
-// opts out. The console (and the API, and MCP, whose messages are console
-// messages) is open to every token with scope request unless a list is
-// given: the token is the authentication. Webhooks are not people: a hook
-// that knows its secret may start runs, as its own actor.
-func buildRequesters(cfg *config.Config) map[string]engine.Requesters {
-	rq := func(list config.Requesters) engine.Requesters {
-		if slices.Contains(list, "anyone") {
-			return engine.Requesters{Anyone: true}
-		}
-		return engine.Requesters{Entries: list}
-	}
-	// Every chat channel is gated; the console and the local channel (whose
-	// senders are API tokens too) only when a list is given.
-	out := map[string]engine.Requesters{}
-	for name, list := range cfg.Channels.ChatRequesters() {
-		if (name != "console" && name != "local") || len(list) > 0 {
-			out[name] = rq(list)
-		}
-	}
-	return out
 }
 
 // toolDir is where relative tool commands are resolved and tools run: the

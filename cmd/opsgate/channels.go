@@ -243,7 +243,7 @@ func mcpStateKey(auditKey []byte) []byte {
 
 // buildConsole builds the web console, served at the site root: it signs
 // people in with the same API tokens and acts through the same engine.
-func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api.Token, people web.People, log *slog.Logger) (http.Handler, error) {
+func buildConsole(cfg *config.Config, eng *engine.Engine, st store, sched web.Schedules, tokens []api.Token, people web.People, log *slog.Logger) (http.Handler, error) {
 	webTokens := make([]web.Token, 0, len(tokens))
 	for _, t := range tokens {
 		webTokens = append(webTokens, web.Token{Name: t.Name, Token: t.Token, Actor: t.Actor, Scopes: t.Scopes})
@@ -252,7 +252,7 @@ func buildConsole(cfg *config.Config, eng *engine.Engine, st store, tokens []api
 	if err != nil {
 		return nil, err
 	}
-	h, err := web.New(web.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: webTokens, Channels: enabledChannels(cfg),
+	h, err := web.New(web.Options{Engine: eng, Store: st, Authority: eng.Authority(), Tokens: webTokens, Channels: enabledChannels(cfg), Schedules: sched,
 		PublicURL: strings.TrimRight(cfg.Server.PublicURL, "/"), Logger: log.With("component", "console"),
 		OIDC: idp, People: people, NoTokenLogin: !cfg.Channels.Console.TokenLogin})
 	if err != nil {

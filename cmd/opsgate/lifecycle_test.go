@@ -62,7 +62,7 @@ func TestNewChannelDiscoversLifecycle(t *testing.T) {
 func TestEveryChatChannelIsGated(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
-	got := buildRequesters(cfg)
+	got := cfg.RequesterGates()
 	for _, name := range []string{"slack", "telegram", "discord", "email", "matrix", "signal"} {
 		rq, ok := got[name]
 		if !ok || rq.Anyone {
@@ -73,7 +73,7 @@ func TestEveryChatChannelIsGated(t *testing.T) {
 		t.Errorf("console gated without a list")
 	}
 	cfg.Channels.Matrix.Requesters = config.Requesters{"anyone"}
-	if rq := buildRequesters(cfg)["matrix"]; !rq.Anyone {
+	if rq := cfg.RequesterGates()["matrix"]; !rq.Anyone {
 		t.Errorf("matrix requesters [anyone] → %+v", rq)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/schedule"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -44,11 +45,13 @@ type mount struct {
 	guards authority.Router
 }
 
-// listener is what one replica serves: the engine, its channels, and
-// every handler on the listener. serve mounts exactly mounts, and the
-// cross-surface authority table (authority_table_test.go) checks every one.
+// listener is what one replica serves: the engine, its scheduler, its
+// channels, and every handler on the listener. serve mounts exactly
+// mounts, and the cross-surface authority table (authority_table_test.go)
+// checks every one.
 type listener struct {
 	eng    *engine.Engine
+	sched  *schedule.Scheduler
 	chans  []channel
 	mounts []mount
 	// people is who the live configuration knows, for the console's
@@ -57,8 +60,10 @@ type listener struct {
 	people *livePeople
 }
 
-// buildListener builds the engine, the channels, the API, the console and
-// MCP over st, each asking the engine's authority.
+// buildListener builds the engine, the scheduler of the configured
+// schedules, the channels, the API, the console and MCP over st, each
+// asking the engine's authority. The caller runs the engine and the
+// scheduler.
 func buildListener(cfg *config.Config, st store, tokens []api.Token, keys serverKeys, lookup tools.ToolLookup,
 	reg *prometheus.Registry, log *slog.Logger) (*listener, error) {
 	key := keys.audit
@@ -80,6 +85,10 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 	if err != nil {
 		return nil, err
 	}
+	sched, err := buildScheduler(cfg, st, eng, eng.Owner(), log)
+	if err != nil {
+		return nil, err
+	}
 	apiHandler, err := api.New(api.Options{
 		Engine:       eng,
 		Store:        st,
@@ -89,6 +98,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 		PollInterval: cfg.Engine.PollInterval.D(),
 		Agent:        agentAPIOptions(cfg, eng, st, attendance),
 		ReceiptKey:   jwk,
+		Schedules:    sched,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build API: %w", err)
@@ -105,7 +115,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 		}
 	}
 	people := newLivePeople(buildTrust(cfg))
-	consoleUI, err := buildConsole(cfg, eng, st, tokens, people, log)
+	consoleUI, err := buildConsole(cfg, eng, st, sched, tokens, people, log)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +123,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, keys server
 	if err != nil {
 		return nil, err
 	}
-	l := &listener{eng: eng, chans: chans, people: people}
+	l := &listener{eng: eng, sched: sched, chans: chans, people: people}
 	l.add(mountSurface, "/api/v1/", apiHandler, apiHandler.(authority.Router))
 	for _, ch := range chans {
 		for pattern, h := range ch.handlers {

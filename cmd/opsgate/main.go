@@ -77,6 +77,8 @@ Usage:
   opsgate runs list [--status S] [--limit N] [--json]
   opsgate runs show ID [--json]
   opsgate runs cancel ID
+  opsgate schedules list [--json]
+  opsgate schedules run|pause|resume NAME     (scope admin; audited)
   opsgate grants list [--all] [--json]
   opsgate grants revoke ID
   opsgate policy show                         (the policy in force, rule by rule)
@@ -93,7 +95,7 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals, runs, grants, policy, receipt (without --key), tui and chat subcommands call a running server's HTTP API:
+The approvals, runs, schedules, grants, policy, receipt (without --key), tui and chat subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
@@ -140,6 +142,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdApprovals(ctx, rest, stdout, stderr)
 	case "runs":
 		err = cmdRuns(ctx, rest, stdout, stderr)
+	case "schedules":
+		err = cmdSchedules(ctx, rest, stdout, stderr)
 	case "grants":
 		err = cmdGrants(ctx, rest, stdout, stderr)
 	case "receipt":

@@ -213,13 +213,6 @@ func orStar(s string) string {
 	return s
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // printApproval is `approvals show`: the call, why the policy asked, the
 // edit as a change, the hand-overs and every decision.
 func printApproval(w io.Writer, a *approvals.Approval) {

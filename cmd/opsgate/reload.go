@@ -16,10 +16,11 @@ import (
 	"github.com/opsgate/opsgate/config"
 	"github.com/opsgate/opsgate/configs"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/schedule"
 )
 
 // SIGHUP reloads who may do what — people, approver groups, policy,
-// requesters, self-approval, session grants — from the same file serve
+// requesters, self-approval, session grants — and the schedules from the same file serve
 // started with, validated exactly as `opsgate config check` does. A file
 // with any problem is refused (logged, audited) and the running
 // configuration stays. Pending approvals are judged against the reloaded
@@ -36,8 +37,14 @@ type auditAppender interface {
 	AuditAppend(ctx context.Context, entries []approvals.AuditEntry) error
 }
 
-// reloadOnHUP reloads on every SIGHUP until ctx ends.
-func reloadOnHUP(ctx context.Context, cfg *config.Config, eng reloader, st auditAppender, log *slog.Logger) {
+// scheduleSetter takes the reloaded schedules (core/schedule's Scheduler).
+type scheduleSetter interface {
+	Set(schedules []schedule.Schedule) error
+}
+
+// reloadOnHUP reloads on every SIGHUP until ctx ends: trust, and the
+// schedules.
+func reloadOnHUP(ctx context.Context, cfg *config.Config, eng reloader, sched scheduleSetter, st auditAppender, log *slog.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -46,7 +53,15 @@ func reloadOnHUP(ctx context.Context, cfg *config.Config, eng reloader, st audit
 		case <-ctx.Done():
 			return
 		case <-hup:
-			_, _ = reloadTrust(ctx, cfg, eng, st, log) // logged and audited either way
+			next, err := reloadTrust(ctx, cfg, eng, st, log) // logged and audited either way
+			if err != nil {
+				continue
+			}
+			if err := sched.Set(next.ScheduleList()); err != nil {
+				log.Error("config reload: schedules not changed", "err", err) // config check refused it already
+				continue
+			}
+			log.Info("configuration reloaded: schedules apply now", "schedules", len(next.Schedules))
 		}
 	}
 }

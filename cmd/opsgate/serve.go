@@ -170,7 +170,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	eng, chans, mux := l.eng, l.chans, l.mux()
+	eng, sched, chans, mux := l.eng, l.sched, l.chans, l.mux()
 
 	// Request contexts derive from baseCtx, cancelled only if requests
 	// (event streams) outlive the HTTP drain.
@@ -188,7 +188,12 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	defer stopEngine()
 	engDone := make(chan error, 1)
 	go func() { engDone <- eng.Run(engCtx) }()
-	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, st, log)
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		_ = sched.Run(engCtx) // returns when engCtx ends
+	}()
+	go reloadOnHUP(engCtx, cfg, trustReloader{eng: eng, people: l.people}, sched, st, log)
 	sinkCtx, stopSinks := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSinks()
 	waitSinks, err := startAuditSinks(sinkCtx, cfg, st, eng.Owner(), reg, log)
@@ -228,8 +233,10 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		_ = srv.Close()
 	}
 	cancel()
-	// 2. Let the engine finish the steps in flight (it bounds the wait).
+	// 2. Let the engine finish the steps in flight (it bounds the wait);
+	// the scheduler stops firing ticks.
 	stopEngine()
+	<-schedDone
 	if err := <-engDone; err != nil && !errors.Is(err, context.Canceled) && runErr == nil {
 		runErr = fmt.Errorf("engine: %w", err)
 	}

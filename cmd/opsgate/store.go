@@ -17,6 +17,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/redact"
+	"github.com/opsgate/opsgate/core/schedule"
 	"github.com/opsgate/opsgate/store/postgres"
 	"github.com/opsgate/opsgate/store/sqlite"
 )
@@ -46,6 +47,8 @@ type store interface {
 	api.AttendanceStore
 	// SessionStore keeps the console's sign-outs for every replica.
 	web.SessionStore
+	// schedule.Store makes each schedule's tick fire once.
+	schedule.Store
 	// SigninStore keeps the console's sign-ins at the identity provider.
 	web.SigninStore
 }

@@ -134,6 +134,8 @@ type Options struct {
 	// ReceiptKey is the JWK receipts verify with (GET
 	// /api/v1/receipts/key); empty answers 404 receipts_off.
 	ReceiptKey json.RawMessage
+	// Schedules serves /api/v1/schedules (schedules.go); nil lists none.
+	Schedules Schedules
 }
 
 // The limits of the API that are not configurable.
@@ -338,6 +340,7 @@ func (s *server) routes() {
 	route("GET /api/v1/deliveries", s.listDeliveries, authority.Administer)
 	route("POST /api/v1/deliveries/{id}/requeue", s.requeueDelivery, authority.Administer)
 	s.agentRoutes()
+	s.scheduleRoutes(route)
 }
 
 // Guards lists the API's routes and the action of each (authority.Router).

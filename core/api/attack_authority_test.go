@@ -68,10 +68,10 @@ func TestAttack_AgentTokenReadsEverythingOverREST(t *testing.T) {
 func TestAttack_TokenWithoutDecideCancelsAnyRun(t *testing.T) {
 	t.Parallel()
 	const ciTok, bobDecides, daveTok = "ci-bob-token", "bob-decides-token", "dave-token"
-	b := setupReal(t,
+	b := setupReal(t, withTokens(
 		Token{Name: "ci", Token: ciTok, Actor: "console:bob", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest}},
 		Token{Name: "bob-decides", Token: bobDecides, Actor: "console:bob", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest, core.ScopeDecide}},
-		Token{Name: "dave", Token: daveTok, Actor: "console:dave", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest, core.ScopeDecide}})
+		Token{Name: "dave", Token: daveTok, Actor: "console:dave", Scopes: []core.Scope{core.ScopeRead, core.ScopeRequest, core.ScopeDecide}}))
 	runID, _ := b.startDeploy(t, "ops-cancel")
 	want(t, b.do(t, "POST", "/api/v1/runs/"+runID+"/cancel", ciTok, map[string]any{}), 403, "forbidden")
 	// dave may decide, but nothing of this run's: the same refusal.

@@ -51,6 +51,9 @@
 //	GET  /api/v1/audit/verify             → {"ok","first_bad_seq","problem","head_seq","head_hash"}
 //	GET  /api/v1/deliveries               ?status=dead|pending|sent&limit=&cursor=
 //	POST /api/v1/deliveries/{id}/requeue  → {"id","status":"pending"}; 409 not_dead
+//	GET  /api/v1/schedules                → {"items":[{"name","cron","timezone","thread","next_at","last_at","paused",…}]}
+//	POST /api/v1/schedules/{name}/run     → {"name","tick_at","status","reason","run"}; 409 overlap (scope admin)
+//	POST /api/v1/schedules/{name}/pause   → the schedule (scope admin); …/resume likewise
 //
 // The Agent API (scope session.run; agent.go, agentturn.go; docs/agent-api.md):
 //

@@ -66,9 +66,15 @@ const (
 	eveToken   = "eve-token"
 )
 
+// withTokens adds tokens to setupReal's API.
+func withTokens(ts ...Token) func(*Options) {
+	return func(o *Options) { o.Tokens = append(o.Tokens, ts...) }
+}
+
 // setupReal starts the real engine on SQLite behind the API with the
-// tokens req, alice, bob and eve, and extra.
-func setupReal(t *testing.T, extra ...Token) *realBundle {
+// tokens req, alice, bob and eve; each mod then changes the API's options
+// (withTokens adds tokens).
+func setupReal(t *testing.T, mod ...func(*Options)) *realBundle {
 	t.Helper()
 	st := coretest.Store(t)
 	schema := coretest.DeploySchema(t)
@@ -100,12 +106,16 @@ func setupReal(t *testing.T, extra ...Token) *realBundle {
 		t.Fatal(err)
 	}
 	coretest.Run(t, eng)
-	h, err := New(Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: append([]Token{
+	o := Options{Engine: eng, Store: st, PollInterval: 50 * time.Millisecond, Tokens: []Token{
 		{Name: "req", Token: reqToken, Actor: "console:req"},
 		{Name: "alice", Token: aliceToken, Actor: "console:alice"},
 		{Name: "bob", Token: bobTok, Actor: "console:bob"},
 		{Name: "eve", Token: eveToken, Actor: "console:eve"},
-	}, extra...)})
+	}}
+	for _, m := range mod {
+		m(&o)
+	}
+	h, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

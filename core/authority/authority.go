@@ -84,10 +84,11 @@ func TokenActor(name, identity string, configured []core.Scope, internal bool) A
 
 // ChatActor is an identity a chat platform authenticated: it may ask (the
 // channel's requesters decide) and decide (eligibility decides), and reads
-// nothing through this package. An agent identity never decides.
+// nothing through this package. A machine's identity (an agent's or a
+// schedule's, approvals.NeverDecides) never decides.
 func ChatActor(identity string) Actor {
 	sc := core.Scopes{core.ScopeRequest}
-	if !core.IsAgent(identity) {
+	if !approvals.NeverDecides(identity) {
 		sc = append(sc, core.ScopeDecide)
 	}
 	return Actor{ID: identity, Scopes: sc}
@@ -120,8 +121,10 @@ func (a Actor) Kind() Kind {
 }
 
 // decides reports whether a may decide approvals at all: scope decide, and
-// not an agent.
-func (a Actor) decides() bool { return a.Scopes.Has(core.ScopeDecide) && !core.IsAgent(a.ID) }
+// not a machine (an agent or a schedule, approvals.NeverDecides).
+func (a Actor) decides() bool {
+	return a.Scopes.Has(core.ScopeDecide) && !approvals.NeverDecides(a.ID)
+}
 
 type actorKey struct{}
 
@@ -227,9 +230,10 @@ type Sessions interface {
 type Requesters struct {
 	// Anyone lets every sender start runs ("anyone" in the config).
 	Anyone bool
-	// Entries are "group:<name>", "person:<name>" or identities. With none
-	// (and not Anyone), only identities the configuration knows — listed
-	// under people or in an approver group — may start runs.
+	// Entries are "group:<name>", "person:<name>" or identities (a
+	// schedule's "schedule:<name>" among them, matched literally). With
+	// none (and not Anyone), only identities the configuration knows —
+	// listed under people or in an approver group — may start runs.
 	Entries []string
 }
 
@@ -319,7 +323,9 @@ func (l Live) MayRequest(channel, identity string) string {
 			return ""
 		}
 		return "not known to the configuration (people or approver groups)"
-	case slices.Contains(l.People.Expand(rq.Entries), identity):
+	case slices.Contains(rq.Entries, identity), slices.Contains(l.People.Expand(rq.Entries), identity):
+		// A machine identity that never decides (a schedule) is named
+		// literally: Expand leaves such identities out.
 		return ""
 	}
 	return "not among the requesters of this channel"

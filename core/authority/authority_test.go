@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -252,6 +253,44 @@ func TestAnswerStandingOfIdentities(t *testing.T) {
 	}
 }
 
+// TestMachinesNeverDecideOrAnswer: a schedule's identity, like an agent's
+// (approvals.NeverDecides), never decides and never answers a question put
+// to people, even listed in an approver group or among an approval's
+// eligible; it may still be named, literally, among a channel's
+// requesters.
+func TestMachinesNeverDecideOrAnswer(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	ctx := context.Background()
+	w.reload(map[string][]string{"alice": {"console:alice", "slack:UALICE"}},
+		map[string][]string{"sre": {"schedule:nightly", "agent:claude", "console:bob"}})
+	w.a.o.Store.(*memStore).approvals["a1"].Eligible = []string{"console:bob", "schedule:nightly", "agent:claude"}
+	run, _ := w.a.o.Store.RunGet(ctx, "r1")
+	for _, id := range []string{"schedule:nightly", "agent:claude"} {
+		if _, err := w.a.Approval(ctx, ChatActor(id), Decide, "a1"); code(t, err) != CodeHumanRequired {
+			t.Errorf("%s decides a1: %v", id, err)
+		}
+		err := w.a.AnswerStanding(run, id)
+		if r, ok := RefusalOf(err); !ok || r.Code != CodeNotApprover || !strings.Contains(r.Message, "a schedule may not answer") {
+			t.Errorf("%s answers r1: %v", id, err)
+		}
+		if _, err := w.a.Run(ctx, ChatActor(id), Cancel, "r1"); code(t, err) != CodeNotFound {
+			t.Errorf("%s cancels r1 as an approver: %v", id, err)
+		}
+	}
+	if _, err := w.a.Approval(ctx, ChatActor("console:bob"), Decide, "a1"); err != nil {
+		t.Fatalf("bob, a person in the same group, decides a1: %v", err)
+	}
+	l := Live{People: approvals.NewDirectory(nil, nil),
+		Requesters: map[string]Requesters{"slack": {Entries: []string{"group:sre", "schedule:nightly"}}}}
+	if why := l.MayRequest("slack", "schedule:nightly"); why != "" {
+		t.Errorf("a schedule named among the requesters is refused: %s", why)
+	}
+	if why := l.MayRequest("slack", "schedule:other"); why == "" {
+		t.Error("a schedule not named among the requesters may start runs")
+	}
+}
+
 func TestGatesOfActions(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "")
@@ -270,6 +309,13 @@ func TestGatesOfActions(t *testing.T) {
 		{TokenActor("a2", "agent:x", []core.Scope{core.ScopeDecide, core.ScopeRead}, false), RevokeGrant, CodeMissingScope},
 		{adminT, Administer, ""},
 		{carolT, Administer, CodeMissingScope},
+		// Schedules: listed like the audit log, changed by admin only.
+		{carolT, ListSchedules, ""},
+		{bobRO, ListSchedules, ""},
+		{agentT, ListSchedules, CodeForbidden},
+		{agentRd, ListSchedules, ""},
+		{ciReq, ListSchedules, CodeMissingScope},
+		{TokenActor("ops", "console:ops", []core.Scope{core.ScopeAdmin}, false), ListSchedules, ""},
 		{studio, Request, CodeMissingScope},
 		{agentT, UseSession, ""},
 		{carolT, UseSession, CodeMissingScope},

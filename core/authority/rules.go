@@ -41,6 +41,10 @@ const (
 	ReadGrants Action = "read_grants"
 	// RevokeGrant revokes a grant.
 	RevokeGrant Action = "revoke_grant"
+	// ListSchedules lists the configured schedules with their next and
+	// last fire (docs/schedules.md): a thread name and the last run's id
+	// each, so, like the audit log, only for a token that reads every run.
+	ListSchedules Action = "list_schedules"
 	// UseSession drives an Agent API session: turns, replies, answers.
 	UseSession Action = "use_session"
 	// SeeSession reads an Agent API session and its turns.
@@ -49,7 +53,9 @@ const (
 	Catalog Action = "catalog"
 	// Self reads who the token is (GET /api/v1/me, MCP status).
 	Self Action = "self"
-	// Administer handles dead letters.
+	// Administer handles dead letters, and runs, pauses or resumes a
+	// schedule: its runs act as "schedule:<name>", not as the caller, and
+	// a pause stops work others rely on.
 	Administer Action = "administer"
 	// Public needs no actor: sign-in, static files.
 	Public Action = "public"
@@ -57,7 +63,7 @@ const (
 
 // Actions lists every action, in the order the docs give them.
 var Actions = []Action{SeeRun, ListRuns, SeeApproval, ListApprovals, Decide, Cancel, Answer, Claim, Request,
-	SeeThread, ReadAudit, ReadGrants, RevokeGrant, UseSession, SeeSession, Catalog, Self, Administer, Public}
+	SeeThread, ReadAudit, ReadGrants, RevokeGrant, ListSchedules, UseSession, SeeSession, Catalog, Self, Administer, Public}
 
 // needs is the scopes an action needs, any one of them: the gate every
 // route passes before its object is judged. An action missing here needs
@@ -76,6 +82,7 @@ var needs = map[Action][]core.Scope{
 	ReadAudit:     {core.ScopeRead, core.ScopeAdmin},
 	ReadGrants:    {core.ScopeRead, core.ScopeAdmin},
 	RevokeGrant:   {core.ScopeDecide, core.ScopeAdmin},
+	ListSchedules: {core.ScopeRead, core.ScopeAdmin},
 	UseSession:    {core.ScopeSessionRun},
 	SeeSession:    {core.ScopeSessionRun},
 	Catalog:       {core.ScopeRead, core.ScopeRequest, core.ScopeSessionRun},
@@ -83,16 +90,16 @@ var needs = map[Action][]core.Scope{
 }
 
 // Check is the gate of an action before any object: the token holds one
-// of the scopes it needs, and, for the audit log and grants, reads every
-// run (a token confined to its own runs reads neither).
+// of the scopes it needs, and, for the audit log, grants and schedules,
+// reads every run (a token confined to its own runs reads none of them).
 func (a *Authority) Check(actor Actor, act Action) error {
 	if scs := needs[act]; len(scs) > 0 && !actor.Scopes.Any(scs...) {
 		return refuse(CodeMissingScope, "it needs scope %s", scopeNames(scs))
 	}
 	switch act {
-	case ReadAudit, ReadGrants:
+	case ReadAudit, ReadGrants, ListSchedules:
 		if !actor.ReadsAll() {
-			return refuse(CodeForbidden, "this token reads only its own runs and their approvals: not the audit log or grants (give it scopes: [read, …] to read everything)")
+			return refuse(CodeForbidden, "this token reads only its own runs and their approvals: not the audit log, grants or schedules (give it scopes: [read, …] to read everything)")
 		}
 	case RevokeGrant:
 		if !actor.decides() && !actor.Scopes.Has(core.ScopeAdmin) {
@@ -475,8 +482,8 @@ func (a *Authority) AnswerStanding(r *core.Run, identity string) error {
 	if a.o.QuestionAnswerers == AnswerRequester {
 		return refuse(CodeNotApprover, "only the person who asked (%s) may answer", r.Requester)
 	}
-	if core.IsAgent(identity) {
-		return refuse(CodeNotApprover, "an agent may not answer a question put to people")
+	if approvals.NeverDecides(identity) {
+		return refuse(CodeNotApprover, "an agent or a schedule may not answer a question put to people")
 	}
 	if v.inApproverGroup() {
 		return nil

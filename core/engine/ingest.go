@@ -56,6 +56,16 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 			return rc, err
 		}
 	}
+	p, err := e.route(ev)
+	if err != nil {
+		return core.Receipt{}, err
+	}
+	return e.record(ctx, p)
+}
+
+// route makes what an event that asks for work records: the run of the
+// flow its command matches, a turn of the default agent, or the help reply.
+func (e *Engine) route(ev core.ChannelEvent) (core.InboxRecordParams, error) {
 	p := core.InboxRecordParams{Event: ev}
 	rt, err := e.router.Route(ev.Text)
 	var nm *router.NoMatchError
@@ -81,9 +91,44 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 			ID: e.opts.NewID(), Thread: ev.Thread, Kind: core.KindReply, Text: markdown.Escape(nm.Error()), CreatedAt: e.now(),
 		}}
 	default:
-		return core.Receipt{}, fmt.Errorf("engine: route: %w", err)
+		return core.InboxRecordParams{}, fmt.Errorf("engine: route: %w", err)
 	}
-	return e.record(ctx, p)
+	return p, nil
+}
+
+// PrepareEvent judges and routes ev exactly as HandleEvent does — may its
+// sender start runs on its channel, then a flow command, a prompt for the
+// default agent or the help reply — or, when agent is set, makes it a turn
+// of that agent, and returns the record without writing it (refused says
+// the sender may not start runs there: the record is then the polite
+// refusal, its audit entry and no run). It is for a
+// caller that records the event in a transaction of its own: a schedule's
+// tick, whose tick row and run commit together (core/schedule). The event
+// is never taken as a decision, nor as the answer to a question waiting in
+// its thread. An unknown agent is an error matching core.ErrNotFound.
+func (e *Engine) PrepareEvent(ev core.ChannelEvent, agent string) (p core.InboxRecordParams, refused bool, err error) {
+	if ev.Channel == "" || ev.EventID == "" || ev.Thread.IsZero() || ev.Actor.ID == "" {
+		return p, false, fmt.Errorf("engine: prepare event: channel, event id, thread and actor are required")
+	}
+	if ev.Decision != nil || ev.Answer != nil {
+		return p, false, fmt.Errorf("engine: prepare event %s: decisions and answers are never prepared", ev.EventID)
+	}
+	if agent != "" && e.assistants[agent] == nil {
+		return p, false, fmt.Errorf("engine: prepare event %s: %w: no agent %q", ev.EventID, core.ErrNotFound, agent)
+	}
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = e.now()
+	}
+	if why := e.trust().mayRequest(ev.Channel, ev.Actor.ID); why != "" {
+		return e.refusedRequest(ev, why), true, nil
+	}
+	if agent != "" {
+		p = core.InboxRecordParams{Event: ev}
+		e.agentRun(&p, agent)
+		return p, false, nil
+	}
+	p, err = e.route(ev)
+	return p, false, err
 }
 
 // record stores an inbound event and what it starts.

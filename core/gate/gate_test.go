@@ -211,6 +211,10 @@ func TestStale(t *testing.T) {
 		{Actor: "console:bob", Action: approvals.ActionApprove, Superseded: true},
 		{Actor: "slack:UR", Action: approvals.ActionApprove},
 		{Actor: "agent:x", Action: approvals.ActionApprove},
+		{Actor: "schedule:x", Action: approvals.ActionApprove},
+		// Eligible only through a group the console's identity provider
+		// vouched for at sign-in.
+		{Actor: "console:carol@example.com", Action: approvals.ActionApprove, Via: "sre"},
 	}}
 	for name, tc := range map[string]struct {
 		v     approvals.Verdict
@@ -222,7 +226,10 @@ func TestStale(t *testing.T) {
 		"SelfAllowed":          {approvals.Verdict{Approvers: []string{"person:alice", "person:req"}, Quorum: 2, AllowSelfApproval: true}, false},
 		"SupersededNotCounted": {approvals.Verdict{Approvers: []string{"console:bob"}, Quorum: 1}, true},
 		"AgentsNeverCount":     {approvals.Verdict{Approvers: []string{"agent:x"}, Quorum: 1}, true},
+		"SchedulesNeverCount":  {approvals.Verdict{Approvers: []string{"schedule:x"}, Quorum: 1}, true},
 		"RemovedByReload":      {approvals.Verdict{Approvers: []string{"console:carol"}, Quorum: 1}, true},
+		"VouchedGroupStill":    {approvals.Verdict{Approvers: []string{"group:sre"}, Quorum: 1}, false},
+		"VouchedGroupDropped":  {approvals.Verdict{Approvers: []string{"group:leads"}, Quorum: 1}, true},
 	} {
 		if got := stale(a, tc.v, dir) != ""; got != tc.stale {
 			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, dir))

@@ -71,9 +71,11 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 // stale says why a's approving decisions no longer make the quorum the
 // live verdict v asks for, or "": a decider counts while the live rule's
 // approvers (expanded through the live directory, with the approval's
-// standing delegations: approvals.LiveEligible) still name them, never
-// as an agent, once per person, and not on their own call unless v allows
-// it.
+// standing delegations: approvals.LiveEligible) still name them — or,
+// for one eligible through a group their surface vouched for (Via), while
+// the live rule or a standing delegation still names that group — never
+// as a machine (an agent or a schedule), once per person, and not on
+// their own call unless v allows it.
 func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory) string {
 	eligible := approvals.LiveEligible(v.Approvers, a, dir)
 	persons := map[string]bool{}
@@ -83,7 +85,8 @@ func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory)
 			continue
 		}
 		switch {
-		case approvals.IsAgent(d.Actor), !slices.Contains(eligible, d.Actor):
+		case approvals.NeverDecides(d.Actor),
+			!slices.Contains(eligible, d.Actor) && !approvals.ViaStands(d.Via, v.Approvers, a, dir):
 			gone = append(gone, d.Actor)
 		case dir.SamePerson(d.Actor, a.Requester) && !v.AllowSelfApproval:
 			gone = append(gone, d.Actor+" (the requester)")

@@ -21,72 +21,97 @@ import (
 // Events holds no run.queued event for it, one is appended, so every run's
 // stream starts with run.queued.
 func (s *Store) InboxRecord(ctx context.Context, p core.InboxRecordParams) (core.InboxResult, error) {
+	in, err := prepareInbox(p)
+	if err != nil {
+		return core.InboxResult{}, err
+	}
+	if s.dialect.OneStatement {
+		return s.inboxRecordOne(ctx, p, in.now, in.events, in.run)
+	}
+	var res core.InboxResult
+	err = s.inTx(ctx, "inbox record", func(t *tx) error {
+		var err error
+		res, err = in.write(ctx, t)
+		return err
+	})
+	return res, err
+}
+
+// inbox is one InboxRecord prepared for writing: what the event starts,
+// prepared before the write so every write path stores the same rows.
+type inbox struct {
+	p      core.InboxRecordParams
+	now    time.Time
+	run    *core.Run
+	events []core.RunEvent
+}
+
+func prepareInbox(p core.InboxRecordParams) (*inbox, error) {
 	ev := p.Event
 	if ev.Channel == "" || ev.EventID == "" {
-		return core.InboxResult{}, errors.New("store: inbox record: event channel and id are required")
+		return nil, errors.New("store: inbox record: event channel and id are required")
 	}
-	now := orNow(ev.ReceivedAt)
-	var runID string
-	if p.Run != nil {
-		runID = p.Run.ID
-	}
-	// What the event starts, prepared before the write so both write
-	// paths store the same rows.
-	var run *core.Run
-	events := p.Events
+	in := &inbox{p: p, now: orNow(ev.ReceivedAt), events: p.Events}
 	if p.Run != nil {
 		r := *p.Run
 		r.Status = core.RunQueued
 		if r.CreatedAt.IsZero() {
-			r.CreatedAt = now
+			r.CreatedAt = in.now
 		}
 		r.EventChannel, r.EventID = ev.Channel, ev.EventID
-		run = &r
-		if !slices.ContainsFunc(events, func(e core.RunEvent) bool {
+		in.run = &r
+		if !slices.ContainsFunc(in.events, func(e core.RunEvent) bool {
 			return e.Type == core.EventRunQueued && (e.RunID == "" || e.RunID == r.ID)
 		}) {
 			data, _ := json.Marshal(map[string]any{"flow": r.Flow, "thread": threadString(r.Thread)})
-			events = append(slices.Clip(events), core.RunEvent{RunID: r.ID, Type: core.EventRunQueued, Data: data, At: r.CreatedAt})
+			in.events = append(slices.Clip(in.events), core.RunEvent{RunID: r.ID, Type: core.EventRunQueued, Data: data, At: r.CreatedAt})
 		}
 	}
-	if s.dialect.OneStatement {
-		return s.inboxRecordOne(ctx, p, now, events, run)
+	return in, nil
+}
+
+// write records the event and what it starts inside t: the event insert
+// deduplicates, then the run, replies, audit entries and run events.
+// A schedule's tick writes its inbox record this way, in its own
+// transaction (schedules.go).
+func (in *inbox) write(ctx context.Context, t *tx) (core.InboxResult, error) {
+	ev, p := in.p.Event, in.p
+	var runID string
+	if in.run != nil {
+		runID = in.run.ID
 	}
-	var res core.InboxResult
-	err := s.inTx(ctx, "inbox record", func(t *tx) error {
-		r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
-			ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(now), []byte(ev.Raw), ev.Text)
-		if err != nil {
-			return fmt.Errorf("store: inbox record: insert event: %w", err)
+	r, err := t.exec(ctx, `INSERT INTO events (channel, event_id, run_id, actor, thread, received_at, raw, text)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, event_id) DO NOTHING`,
+		ev.Channel, ev.EventID, nullString(runID), ev.Actor.ID, threadString(ev.Thread), micros(in.now), []byte(ev.Raw), ev.Text)
+	if err != nil {
+		return core.InboxResult{}, fmt.Errorf("store: inbox record: insert event: %w", err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return core.InboxResult{}, fmt.Errorf("store: inbox record: %w", err)
+	} else if n == 0 {
+		var first sql.NullString
+		if err := t.queryRow(ctx, `SELECT run_id FROM events WHERE channel = ? AND event_id = ?`,
+			ev.Channel, ev.EventID).Scan(&first); err != nil {
+			return core.InboxResult{}, mapErr(err, "inbox record: read duplicate", "event")
 		}
-		if n, err := r.RowsAffected(); err != nil {
-			return fmt.Errorf("store: inbox record: %w", err)
-		} else if n == 0 {
-			var first sql.NullString
-			if err := t.queryRow(ctx, `SELECT run_id FROM events WHERE channel = ? AND event_id = ?`,
-				ev.Channel, ev.EventID).Scan(&first); err != nil {
-				return mapErr(err, "inbox record: read duplicate", "event")
-			}
-			res = core.InboxResult{Duplicate: true, RunID: first.String}
-			return nil
+		return core.InboxResult{Duplicate: true, RunID: first.String}, nil
+	}
+	if in.run != nil {
+		if err := insertRun(ctx, t, in.run); err != nil {
+			return core.InboxResult{}, err
 		}
-		res.RunID = runID
-		if run != nil {
-			if err := insertRun(ctx, t, run); err != nil {
-				return err
-			}
-			t.notify(core.TopicRuns)
-		}
-		if err := insertOutbox(ctx, t, now, p.Replies...); err != nil {
-			return err
-		}
-		if err := appendAudit(ctx, t, p.Audit); err != nil {
-			return err
-		}
-		return appendEvents(ctx, t, events, runID, now)
-	})
-	return res, err
+		t.notify(core.TopicRuns)
+	}
+	if err := insertOutbox(ctx, t, in.now, p.Replies...); err != nil {
+		return core.InboxResult{}, err
+	}
+	if err := appendAudit(ctx, t, p.Audit); err != nil {
+		return core.InboxResult{}, err
+	}
+	if err := appendEvents(ctx, t, in.events, runID, in.now); err != nil {
+		return core.InboxResult{}, err
+	}
+	return core.InboxResult{RunID: runID}, nil
 }
 
 func insertRun(ctx context.Context, t *tx, r *core.Run) error {

@@ -108,6 +108,13 @@ func Run(t *testing.T, open Open) {
 		{"AgentSessionListByTokenNewestFirst", testAgentSessionListByTokenNewestFirst},
 		{"AgentAttendanceHoldRenewLapse", testAgentAttendanceHoldRenewLapse},
 		{"AgentAttendanceReleasePerHolder", testAgentAttendanceReleasePerHolder},
+		{"ScheduleInitKeepsStateUntilSpecChanges", testScheduleInit},
+		{"ScheduleTickRecordsRunInSameTx", testScheduleTickRecordsRunInSameTx},
+		{"ScheduleTickAbortedWritesNothing", testScheduleTickAbortedWritesNothing},
+		{"ScheduleTickConcurrentOneWins", testScheduleTickConcurrentOneWins},
+		{"SchedulePauseHoldsAndIsAudited", testSchedulePause},
+		{"ScheduleManualRunLeavesNextTick", testScheduleManualRun},
+		{"ScheduleTickSkippedKeepsLastRun", testScheduleTickSkippedKeepsLastRun},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/schedule"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/sqlite"
@@ -88,6 +89,8 @@ type setupOpts struct {
 	foreverHighImpact bool
 	// agent, when set, is the default agent's model (every tool).
 	agent llm.Model
+	// schedules, when set, are served by a real scheduler.
+	schedules []schedule.Schedule
 }
 
 // setup builds the console on a real engine and a real SQLite store, with a
@@ -142,7 +145,13 @@ func setup(t *testing.T, so setupOpts) *bundle {
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(runCtx) }()
-	h, err := New(Options{Engine: eng, Store: st, PublicURL: so.publicURL, StreamTick: time.Second,
+	var sched Schedules
+	if len(so.schedules) > 0 {
+		if sched, err = schedule.New(schedule.Options{Store: st, Inbox: eng, Owner: "test"}, so.schedules); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := New(Options{Engine: eng, Store: st, PublicURL: so.publicURL, StreamTick: time.Second, Schedules: sched,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Tokens: append([]Token{{Name: "admin", Token: adminToken, Actor: "console:admin"}, {Name: "bob", Token: bobToken, Actor: "console:bob"}},
 			so.tokens...)})

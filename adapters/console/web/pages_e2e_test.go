@@ -10,6 +10,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/schedule"
 )
 
 // TestBrowserEveryPage walks every page of the console in Chromium, on a
@@ -19,7 +20,8 @@ import (
 // hover, the keyboard decides an approval, and dark mode follows the
 // system setting.
 func TestBrowserEveryPage(t *testing.T) {
-	b := setup(t, setupOpts{selfApproval: true})
+	b := setup(t, setupOpts{selfApproval: true, schedules: []schedule.Schedule{{Name: "nightly-status-report", Cron: "0 3 * * mon-fri",
+		Timezone: "America/Los_Angeles", Thread: "console:a-rather-long-thread-name-for-reports", Text: "xss", Overlap: schedule.OverlapQueue}}})
 	ctx := browser(t)
 	step(t, ctx, "sign in", chromedp.Navigate(b.url+"/"),
 		poll(`location.pathname === "/signin"`),
@@ -53,6 +55,7 @@ func TestBrowserEveryPage(t *testing.T) {
 		{"runs", "/runs", `document.querySelectorAll("#run-rows tr").length >= 3`},
 		{"run", "/runs/" + done, `document.querySelector('[data-field="edit-diff"]') !== null && document.getElementById("final-status").textContent === "succeeded"`},
 		{"audit", "/audit", `document.querySelectorAll("#audit-rows tr").length >= 2`},
+		{"schedules", "/schedules", `document.getElementById("s-nightly-status-report") !== null`},
 		{"deliveries", "/deliveries?status=sent", `document.querySelectorAll("#delivery-rows tr").length >= 1`},
 		{"policy", "/policy", `document.getElementById("rule-1") !== null`},
 	}

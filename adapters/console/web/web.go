@@ -100,6 +100,8 @@ type Options struct {
 	// Channels are the enabled channels, for the home page's channel
 	// health; empty lists the channels the store has seen.
 	Channels []string
+	// Schedules backs the schedules page; nil lists none.
+	Schedules Schedules
 	// StreamTick is how often the live stream tells an idle page to
 	// re-check (a wake-up missed across replicas must not stall a page);
 	// default 15 s.
@@ -280,6 +282,8 @@ func (s *server) routes() {
 	route("POST /runs/{id}/cancel", authority.Cancel, s.cancelRun)
 	route("GET /grants", authority.ReadGrants, s.grantsPage)
 	route("POST /grants/{id}/revoke", authority.RevokeGrant, s.revokeGrant)
+	route("GET /schedules", authority.ListSchedules, s.schedulesPage)
+	route("POST /schedules/{name}/{action}", authority.Administer, s.scheduleAction)
 	route("GET /audit", authority.ReadAudit, s.auditPage)
 	route("GET /deliveries", authority.Administer, s.deliveriesPage)
 	route("POST /deliveries/{id}/requeue", authority.Administer, s.requeue)
