@@ -40,6 +40,10 @@ const (
 	// ActionExpire is the system's decision when an approval times out (or
 	// its run is cancelled); no person can send it.
 	ActionExpire Action = "expire"
+	// ActionDelegate records in the decisions that an approver handed the
+	// approval to a person or group (Decision.To); see Delegate. It is
+	// not a decision: it neither counts toward quorum nor ends anything.
+	ActionDelegate Action = "delegate"
 )
 
 // Valid reports whether a is an action a person may send: approve, reject
@@ -134,7 +138,16 @@ type Approval struct {
 	// Digest names what the approval lets run (see Digest): set when the
 	// gate asks, renewed by an edit; dispatch refuses arguments that no
 	// longer hash to it.
-	Digest    string     `json:"digest,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Why is the policy's one line on why it asked ("policy rule 3: deploy
+	// to prod* by a non-lead: ask"), as judged when it asked (or when an
+	// edit was re-judged).
+	Why string `json:"why,omitempty"`
+	// Receipt is the signed receipt of a decision people made (package
+	// approvals/receipt), set in the deciding transaction; "" before, or
+	// when no signing key is configured. It is served only by the receipt
+	// endpoint, so it is left out of the approval's JSON.
+	Receipt   string     `json:"-"`
 	Decisions []Decision `json:"decisions"`
 	CreatedAt time.Time  `json:"created_at"`
 	// ExpiresAt is the approval's end: approvals.ttl after it asked, or
@@ -187,6 +200,9 @@ type Decision struct {
 	// Superseded marks approvals of older arguments that an edit voided;
 	// they stay in the record but no longer count toward quorum.
 	Superseded bool `json:"superseded,omitempty"`
+	// To is whom a delegation (ActionDelegate) handed the approval to:
+	// "person:<name>" or "group:<name>".
+	To string `json:"to,omitempty"`
 }
 
 // Winners lists the actors whose decisions produced the final status, for
@@ -239,5 +255,6 @@ func (a *Approval) Clone() *Approval {
 	if err := json.Unmarshal(b, &c); err != nil {
 		panic("approvals: clone: " + err.Error())
 	}
+	c.Receipt = a.Receipt // not part of the JSON
 	return &c
 }

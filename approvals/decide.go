@@ -141,7 +141,10 @@ type Outcome struct {
 	// Grant, when set, is stored with the decision (scope session or
 	// forever).
 	Grant *Grant
-	Audit []AuditEntry
+	// UpdateCard asks for the approval's card to be updated although the
+	// approval is still pending (a delegation changed who may decide).
+	UpdateCard bool
+	Audit      []AuditEntry
 	// Err is the refusal, returned to the caller after the audit commits.
 	Err error
 }
@@ -152,16 +155,7 @@ type Outcome struct {
 // the pending status it read.
 func Decide(a *Approval, r Request, env Env) Outcome {
 	base := AuditEntry{At: r.At, Actor: r.Actor, RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool}
-	refuse := func(reason error, detail string, mod func(*RefusedError)) Outcome {
-		e := &RefusedError{Reason: reason, Detail: detail}
-		if mod != nil {
-			mod(e)
-		}
-		ae := base
-		ae.Kind = AuditApprovalRefused
-		ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "reason": e.Error()})
-		return Outcome{Audit: []AuditEntry{ae}, Err: e}
-	}
+	refuse := refuser(base, r.Action, r.Channel)
 
 	if r.Unverified != "" {
 		return refuse(ErrUnverified, r.Unverified, nil)
@@ -174,32 +168,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	if r.Scope != "" && !r.Scope.Valid() {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
-	if a.Status == StatusExpired {
-		// Expired is not "decided by someone": surfaces answer 410.
-		at := a.ExpiresAt
-		if a.DecidedAt != nil {
-			at = *a.DecidedAt
-		}
-		return refuse(ErrExpired, "expired at "+at.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = at })
-	}
-	if a.Status.Final() {
-		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
-			e.By = a.Winners()
-			if a.DecidedAt != nil {
-				e.At = *a.DecidedAt
-			}
-		})
-	}
-	if !r.At.Before(a.ExpiresAt) {
-		// Too late: the approval ends as its time says (expiry, or its
-		// ladder's terminal default), and the decision is refused.
-		out := Lapse(a, r.At)
-		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
-		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
-		if st := out.Approval.Status; st != StatusExpired {
-			out.Err = &RefusedError{Reason: ErrAlreadyDecided, By: []string{"system"}, At: a.ExpiresAt,
-				Detail: fmt.Sprintf("%s by the escalation's default at %s", st, a.ExpiresAt.UTC().Format(time.RFC3339))}
-		}
+	if out, done := open(a, r.At, refuse); done {
 		return out
 	}
 	var who *RefusedError
@@ -209,7 +178,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	if why := escalatedGrant(a, r, env); why != "" {
 		return refuse(ErrInvalidDecision, why, nil)
 	}
-	via := viaGroup(r.Groups, a.Entries())
+	via := vouchedGroup(a, env, r.Groups)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -263,15 +232,18 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		} else {
 			next.Quorum = 1
 		}
-		// Approvals of the old arguments no longer count.
-		for i := range next.Decisions {
-			next.Decisions[i].Superseded = true
+		// Approvals of the old arguments no longer count (a delegation
+		// stands: it said who decides, not what).
+		for i, prev := range next.Decisions {
+			if prev.Action == ActionApprove || prev.Action == ActionEdit {
+				next.Decisions[i].Superseded = true
+			}
 		}
 		d.Args = args
 		next.ApprovedArgs = args
 		// The edited call is a new call: its own digest, under the rule
 		// and policy that judged it now.
-		next.Rule, next.RuleKey, next.PolicyVersion = verdict.Rule, verdict.RuleKey, env.PolicyVersion
+		next.Rule, next.RuleKey, next.PolicyVersion, next.Why = verdict.Rule, verdict.RuleKey, env.PolicyVersion, verdict.Why
 		next.Digest = Digest(next.Tool, args, next.RuleKey, next.PolicyVersion)
 		d.Digest = next.Digest
 	case ActionApprove:
@@ -317,6 +289,13 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	ae.Kind = AuditApprovalDecided
 	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
 		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "for": d.For, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+	if r.Action == ActionEdit {
+		// The edit as a change: what this approver changed from the
+		// arguments the approval carried before.
+		detail["changes"] = Changes(a.Args(), d.Args)
+		// Other approvers decide on the edited call now: its card shows it.
+		out.UpdateCard = true
+	}
 	if d.Via != "" {
 		// Eligible only through the identity provider's group: say so.
 		detail["via_group"] = d.Via
@@ -338,6 +317,60 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		}
 	}
 	return out
+}
+
+// refuseFunc refuses a request: an outcome with only the refusal's audit
+// entry and the error.
+type refuseFunc func(reason error, detail string, mod func(*RefusedError)) Outcome
+
+// refuser returns the refuseFunc of a request by base's actor, audited
+// approval.refused with its action and channel.
+func refuser(base AuditEntry, action Action, channel string) refuseFunc {
+	return func(reason error, detail string, mod func(*RefusedError)) Outcome {
+		e := &RefusedError{Reason: reason, Detail: detail}
+		if mod != nil {
+			mod(e)
+		}
+		ae := base
+		ae.Kind = AuditApprovalRefused
+		ae.Detail = detailJSON(map[string]any{"action": action, "channel": channel, "reason": e.Error()})
+		return Outcome{Audit: []AuditEntry{ae}, Err: e}
+	}
+}
+
+// open refuses a request at `at` on an approval that takes none any more:
+// expired (410), decided (409, naming who won), or past its expiry (which
+// then expires it). done is false while it is pending and in time.
+func open(a *Approval, at time.Time, refuse refuseFunc) (out Outcome, done bool) {
+	if a.Status == StatusExpired {
+		// Expired is not "decided by someone": surfaces answer 410.
+		exp := a.ExpiresAt
+		if a.DecidedAt != nil {
+			exp = *a.DecidedAt
+		}
+		return refuse(ErrExpired, "expired at "+exp.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = exp }), true
+	}
+	if a.Status.Final() {
+		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
+			e.By = a.Winners()
+			if a.DecidedAt != nil {
+				e.At = *a.DecidedAt
+			}
+		}), true
+	}
+	if !at.Before(a.ExpiresAt) {
+		// Too late: the approval ends as its time says (expiry, or its
+		// ladder's terminal default), and the decision is refused.
+		out := Lapse(a, at)
+		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
+		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+		if st := out.Approval.Status; st != StatusExpired {
+			out.Err = &RefusedError{Reason: ErrAlreadyDecided, By: []string{"system"}, At: a.ExpiresAt,
+				Detail: fmt.Sprintf("%s by the escalation's default at %s", st, a.ExpiresAt.UTC().Format(time.RFC3339))}
+		}
+		return out, true
+	}
+	return Outcome{}, false
 }
 
 // selfDetail explains a self-approval refusal, naming the other identity

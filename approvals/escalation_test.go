@@ -211,11 +211,11 @@ func TestPolicyLadder(t *testing.T) {
 	}}
 	info := ToolInfo{Name: "deploy", Risk: RiskExternal}
 	for env, want := range map[string][]Step{"staging": def, "prod-eu": ladder, "dev": {}} {
-		if got := p.Ladder(p.Evaluate(info, map[string]any{"env": env})); !slices.EqualFunc(got, want, func(a, b Step) bool { return a.Kind() == b.Kind() && a.After == b.After }) {
+		if got := p.Ladder(p.Evaluate(info, map[string]any{"env": env}, Subject{})); !slices.EqualFunc(got, want, func(a, b Step) bool { return a.Kind() == b.Kind() && a.After == b.After }) {
 			t.Errorf("env %s: ladder %v, want %v", env, got, want)
 		}
 	}
-	if p.Ladder(p.Evaluate(ToolInfo{Name: "other", Risk: RiskExternal}, nil)) == nil {
+	if p.Ladder(p.Evaluate(ToolInfo{Name: "other", Risk: RiskExternal}, nil, Subject{})) == nil {
 		t.Error("the default verdict has no ladder")
 	}
 	if (*Policy)(nil).Ladder(Verdict{}) != nil {

@@ -38,6 +38,12 @@ func cardText(c core.Card, approver bool) string {
 			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Shown())
 		}
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		b.WriteString(core.ChangesHeading + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	fmt.Fprintf(&b, "Reason:       %s\n", orNone(core.OneLine(c.Reason)))
 	fmt.Fprintf(&b, "Risk:         %s\n", c.Risk)
 	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
@@ -115,6 +121,13 @@ func cardHTML(c core.Card, approver bool) string {
 			fmt.Fprintf(&args, "<code>%s</code>: <code>%s</code><br>", e(a.Name), e(a.Shown()))
 		}
 		row("Arguments", args.String())
+	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		var ch strings.Builder
+		for _, l := range lines {
+			ch.WriteString(e(l) + "<br>")
+		}
+		row("Edited", ch.String())
 	}
 	row("Reason", e(orNone(core.OneLine(c.Reason))))
 	row("Risk", "<b>"+e(string(c.Risk))+"</b>")

@@ -128,6 +128,11 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 			trimmed.Args[i].Value = cutBytes(a.Value, argMax)
 		}
 	}
+	trimmed.Changes = make([]approvals.Change, len(c.Changes))
+	for i, ch := range c.Changes {
+		ch.From, ch.To = cutBytes(ch.From, argMax), cutBytes(ch.To, argMax)
+		trimmed.Changes[i] = ch
+	}
 	if len(c.Preview) > previewMax {
 		trimmed.Preview = cutBytes(c.Preview, previewMax) + "\n(preview truncated; full text in the console)"
 	}
@@ -150,6 +155,13 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 		b.WriteString("<b>Arguments:</b><ul>")
 		for _, a := range trimmed.Args {
 			fmt.Fprintf(&b, "<li>%s: <code>%s</code></li>", inertText(core.OneLine(a.Name)), inertText(a.Shown()))
+		}
+		b.WriteString("</ul>")
+	}
+	if lines := trimmed.ChangeLines(); len(lines) > 0 {
+		fmt.Fprintf(&b, "<b>%s</b><ul>", inertText(core.ChangesHeading))
+		for _, l := range lines {
+			fmt.Fprintf(&b, "<li>%s</li>", inertText(l))
 		}
 		b.WriteString("</ul>")
 	}

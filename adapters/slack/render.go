@@ -87,6 +87,9 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 	if c.Reason != "" {
 		head = append(head, section("*Reason*\n"+quote(clip(core.OneLine(c.Reason), 1500))))
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		head = append(head, section("*"+core.ChangesHeading+"*\n• "+escapeMrkdwn(clip(strings.Join(lines, "\n• "), 1500))))
+	}
 
 	// The tail is the decision area: buttons or the outcome, and the id.
 	var tail []slackapi.Block

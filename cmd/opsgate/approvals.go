@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 )
 
@@ -163,6 +164,8 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			about: "Approves the call with new arguments: --args is the whole new object (omitted keys take the\n" +
 				"schema's default), validated and re-checked by the policy." + fmt.Sprintf(idNote, "approvals", "edit"),
 			flags: decide("edit")},
+		approvalsDelegateSub(),
+		approvalsReceiptSub(),
 		watchSub(),
 		waitSub(),
 	}
@@ -206,17 +209,25 @@ func (a *adminCall) editHint(ctx context.Context, arg string) string {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// printApproval is `approvals show`: the call, why the policy asked, the
+// edit as a change, the hand-overs and every decision.
 func printApproval(w io.Writer, a *approvals.Approval) {
 	fmt.Fprintf(w, "approval  %s\nstatus    %s\ntool      %s (risk %s%s)\nrun       %s\nthread    %s\nrequester %s\n",
 		a.ID, a.Status, a.Tool, a.Risk, map[bool]string{true: ", destructive"}[a.Destructive], a.RunID, a.Thread, a.Requester)
 	fmt.Fprintf(w, "approvers %s (quorum %d)\ncreated   %s\nexpires   %s\n", strings.Join(a.Approvers, ", "), a.Quorum,
 		fmtTime(a.CreatedAt), fmtTime(a.ExpiresAt))
+	if a.Why != "" {
+		fmt.Fprintf(w, "asked by  %s\n", a.Why)
+	}
 	if a.Reason != "" {
 		fmt.Fprintf(w, "reason    %s\n", a.Reason)
 	}
 	fmt.Fprintf(w, "proposed  %s\n", compact(a.ProposedArgs))
 	if a.ApprovedArgs != nil {
 		fmt.Fprintf(w, "approved  %s\n", compact(a.ApprovedArgs))
+	}
+	for _, ch := range a.Edits() {
+		fmt.Fprintf(w, "edited    %s\n", core.ChangeLine(ch))
 	}
 	if a.ExecutedArgs != nil {
 		fmt.Fprintf(w, "executed  %s\n", compact(a.ExecutedArgs))
@@ -226,6 +237,9 @@ func printApproval(w io.Writer, a *approvals.Approval) {
 	}
 	for _, d := range a.Decisions {
 		line := fmt.Sprintf("decision  %s by %s via %s at %s", d.Action, d.Actor, d.Channel, fmtTime(d.At))
+		if d.Action == approvals.ActionDelegate {
+			line = fmt.Sprintf("handed    to %s by %s via %s at %s", d.To, d.Actor, d.Channel, fmtTime(d.At))
+		}
 		if d.Reason != "" {
 			line += ": " + d.Reason
 		}

@@ -201,15 +201,21 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 			out.DefaultApprovers = append(out.DefaultApprovers, "group:"+g)
 		}
 	}
-	for _, r := range p.Rules {
+	for i := range p.Rules {
+		r := &p.Rules[i]
 		out.Rules = append(out.Rules, approvals.Rule{
 			Tool:      r.Match.Tool,
 			Args:      r.Match.Args,
 			Effect:    approvals.Effect(r.Action),
 			Approvers: r.Approvers,
-			Quorum:    r.Quorum,
+			Quorum:    r.Quorum.N,
 
 			AllowSelfApproval: r.AllowSelfApproval,
+			// A condition config check did not compile stays nil: the
+			// policy then judges the rule fail-safe.
+			When: r.When, Cond: r.Condition(),
+			QuorumWhen: r.Quorum.Expr, QuorumFn: r.QuorumExpr(),
+			Description: r.Description,
 		})
 	}
 	return out
@@ -217,13 +223,15 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
+// receipts, when set, signs the receipt of every decision people make;
+// direct finds an identity's direct-message thread (escalation's cards).
 func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance,
-	direct func(identity string) (core.Thread, bool)) (*engine.Engine, error) {
+	direct func(identity string) (core.Thread, bool), receipts engine.ReceiptSigner) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	o.Store, o.Logger, o.Registerer, o.Lookup, o.Direct = st, log, reg, lookup, direct
+	o.Store, o.Logger, o.Registerer, o.Lookup, o.Direct, o.Receipts = st, log, reg, lookup, direct, receipts
 	if att != nil {
 		o.AgentAttendance = att
 	}

@@ -139,11 +139,20 @@ type ApprovalView struct {
 	// Digest names what the approval lets run (approvals.Digest): the
 	// tool, canonical arguments, rule and policy version; "" for an
 	// approval made before digests existed.
-	Digest    string         `json:"digest" jsonschema:"sha256:<hex> over tool, canonical arguments, rule and policy version: what the approval lets run"`
-	Decisions []DecisionView `json:"decisions"`
-	CreatedAt string         `json:"created_at"`
-	ExpiresAt string         `json:"expires_at"`
-	DecidedAt *string        `json:"decided_at"`
+	Digest string `json:"digest" jsonschema:"sha256:<hex> over tool, canonical arguments, rule and policy version: what the approval lets run"`
+	// Rule is the index of the policy rule that asked (-1: the default);
+	// Why the policy's one line on why it asked.
+	Rule int    `json:"rule" jsonschema:"index of the policy rule that asked (policy.rules[rule]); -1 for the default"`
+	Why  string `json:"why,omitempty" jsonschema:"why the policy asked: the rule and what it is for"`
+	// Changes is the per-field diff from the proposed to the edited
+	// arguments, once an approver edited them.
+	Changes []approvals.Change `json:"changes,omitempty" jsonschema:"the edit as a per-field diff: proposed → edited"`
+	// HasReceipt says GET /api/v1/approvals/{id}/receipt has one.
+	HasReceipt bool           `json:"has_receipt" jsonschema:"a signed receipt of the decision is available"`
+	Decisions  []DecisionView `json:"decisions"`
+	CreatedAt  string         `json:"created_at"`
+	ExpiresAt  string         `json:"expires_at"`
+	DecidedAt  *string        `json:"decided_at"`
 	// InputSchema is the tool's input schema, on GET /api/v1/approvals/{id}
 	// of a pending approval only (when the engine knows it): what an edit
 	// is validated against.
@@ -174,6 +183,8 @@ type DecisionView struct {
 	At         string           `json:"at"`
 	// Digest is the approval's digest this decision was made on.
 	Digest string `json:"digest,omitempty"`
+	// To is whom a delegation (action delegate) handed the approval to.
+	To string `json:"to,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -200,13 +211,14 @@ func NewApprovalView(a *approvals.Approval, executed map[string]any) *ApprovalVi
 		ProposedArgs: emptyIfNil(a.ProposedArgs), ApprovedArgs: nullable(a.ApprovedArgs), ExecutedArgs: nullable(executed),
 		Preview: a.Preview, Reason: a.Reason, Status: a.Status,
 		Approvers: nonNil(a.Approvers), Eligible: nonNil(a.Eligible), Quorum: a.Quorum, Digest: a.Digest,
+		Rule: a.Rule, Why: a.Why, Changes: a.Edits(), HasReceipt: a.Receipt != "",
 		Decisions: make([]DecisionView, 0, len(a.Decisions)),
 		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt), DecidedAt: rfc3339Ptr(a.DecidedAt),
 	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, DecisionView{
 			Actor: d.Actor, Channel: d.Channel, Action: d.Action, Reason: d.Reason, Args: d.Args,
-			Scope: d.Scope, For: d.For, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest,
+			Scope: d.Scope, For: d.For, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest, To: d.To,
 		})
 	}
 	escalationView(v, a)

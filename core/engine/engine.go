@@ -124,6 +124,10 @@ type Options struct {
 	PublicURL string
 	// Owner identifies this replica in leases; default hostname-pid-random.
 	Owner string
+	// Receipts, when set, signs a receipt for every approval people
+	// decide, in the deciding transaction (approvals/receipt); the gate
+	// hands it to the tool that runs under it.
+	Receipts ReceiptSigner
 
 	Now    func() time.Time
 	NewID  func() string

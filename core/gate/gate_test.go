@@ -154,7 +154,7 @@ func TestPassOrder(t *testing.T) {
 		// Decided by alice.
 		out := approvals.Decide(a, approvals.Request{Actor: "slack:UA", Action: approvals.ActionApprove, At: f.now},
 			approvals.Env{People: f.trust.Dir, Recheck: func(args map[string]any) (approvals.Verdict, []string) {
-				v := f.trust.Policy.Evaluate(approvals.ToolInfo{Name: "act", Risk: approvals.RiskExternal}, args)
+				v := f.trust.Policy.Evaluate(approvals.ToolInfo{Name: "act", Risk: approvals.RiskExternal}, args, approvals.Subject{})
 				return v, f.trust.Dir.Expand(v.Approvers)
 			}})
 		if out.Err != nil {

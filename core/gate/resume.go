@@ -46,7 +46,7 @@ func (g *Gate) resume(ctx context.Context, t *tools.Tool, c Call, rec Record) (*
 func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.Approval, rec Record) (*Outcome, error) {
 	args := a.Args()
 	tr := g.o.Trust()
-	v := tr.Policy.Evaluate(Info(t), args)
+	v := g.evaluate(tr, t, &c, args)
 	if v.Effect == approvals.EffectDeny {
 		return g.deny(ctx, t, &c, args, v, a, rec)
 	}
@@ -70,13 +70,15 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 
 // stale says why a's approving decisions no longer make the quorum the
 // live verdict v asks for, or "": a decider counts while the live rule's
-// approvers (expanded through the live directory) still name them — or,
+// approvers (expanded through the live directory, with the approval's
+// standing delegations: approvals.LiveEligible) still name them — or,
 // for one eligible through a group their surface vouched for (Via), while
-// the live rule (or what its ladder still adds) names that group; for one
-// escalation added to a, while the live rule's ladder still adds them —
-// never as a machine (an agent or a schedule), once per person, and not
-// on their own call unless v allows it. A ladder's terminal "approve"
-// stands in for the quorum while the live ladder still ends in it.
+// the live rule (or what its ladder still adds) or a standing delegation
+// still names that group; for one escalation added to a, while the live
+// rule's ladder still adds them — never as a machine (an agent or a
+// schedule), once per person, and not on their own call unless v allows
+// it. A ladder's terminal "approve" stands in for the quorum while the
+// live ladder still ends in it.
 func stale(a *approvals.Approval, v approvals.Verdict, ladder []approvals.Step, dir *approvals.Directory) string {
 	entries := slices.Clone(v.Approvers)
 	if live := approvals.LadderApprovers(ladder); len(live) > 0 {
@@ -86,7 +88,7 @@ func stale(a *approvals.Approval, v approvals.Verdict, ladder []approvals.Step, 
 			}
 		}
 	}
-	eligible := dir.Expand(entries)
+	eligible := approvals.LiveEligible(entries, a, dir)
 	persons := map[string]bool{}
 	var gone []string
 	for _, d := range a.Decisions {
@@ -100,7 +102,7 @@ func stale(a *approvals.Approval, v approvals.Verdict, ladder []approvals.Step, 
 			}
 			gone = append(gone, "the escalation default (the live ladder no longer approves)")
 		case approvals.NeverDecides(d.Actor),
-			!slices.Contains(eligible, d.Actor) && (d.Via == "" || !slices.Contains(entries, approvals.GroupPrefix+d.Via)):
+			!slices.Contains(eligible, d.Actor) && !approvals.ViaStands(d.Via, entries, a, dir):
 			gone = append(gone, d.Actor)
 		case dir.SamePerson(d.Actor, a.Requester) && !v.AllowSelfApproval:
 			gone = append(gone, d.Actor+" (the requester)")

@@ -24,7 +24,7 @@ func (g *Gate) suspend(ctx context.Context, tr Trust, asks []judged, rec Record)
 			Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: q.args, Preview: g.preview(ctx, t, c, q.args),
 			Reason: c.Reason, Status: approvals.StatusPending, Approvers: v.Approvers, Eligible: tr.Dir.Expand(v.Approvers),
 			Quorum: max(v.Quorum, 1), Rule: v.Rule, RuleKey: v.RuleKey, PolicyVersion: tr.PolicyVersion,
-			Digest:    approvals.Digest(t.Name, q.args, v.RuleKey, tr.PolicyVersion),
+			Digest: approvals.Digest(t.Name, q.args, v.RuleKey, tr.PolicyVersion), Why: v.Why,
 			CreatedAt: now,
 		}
 		// Its ladder (the rule's or the default) sets its end and its

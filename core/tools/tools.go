@@ -10,6 +10,12 @@ type Call struct {
 	RunID          string
 	IdempotencyKey string
 	Args           map[string]any
+	// Receipt is the signed receipt of the decision the call runs under
+	// (approvals/receipt), "" for a call nobody decided (allowed by a rule
+	// or a grant) or when no key signs receipts. Exec tools get it in
+	// OPSGATE_RECEIPT, http tools in the Opsgate-Receipt header, so the
+	// system that acts can verify that people approved exactly this.
+	Receipt string
 }
 
 // Result is what a tool produced. Output is capped at the tool's MaxOutput

@@ -19,7 +19,7 @@ import (
 const approvalColumns = `id, run_id, step_index, thread, requester, tool, destructive, risk, proposed_args,
 	approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule, decisions,
 	created_at, expires_at, decided_at, digest, rule_key, policy_version, escalation, escalated, escalation_due,
-	added_approvers, card_threads, seq`
+	added_approvers, card_threads, why, receipt, seq`
 
 // approvalRow is a's values in approvalCols' order, for an insert.
 func approvalRow(a *approvals.Approval) ([]any, error) {
@@ -34,7 +34,7 @@ func approvalRow(a *approvals.Approval) ([]any, error) {
 	return []any{a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool, a.Destructive, string(a.Risk),
 		j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers, j.eligible,
 		a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt),
-		a.Digest, a.RuleKey, a.PolicyVersion, j.ladder, a.Escalated, nullMicros(a.EscalationDue), j.added, j.threads}, nil
+		a.Digest, a.RuleKey, a.PolicyVersion, j.ladder, a.Escalated, nullMicros(a.EscalationDue), j.added, j.threads, a.Why, a.Receipt}, nil
 }
 
 func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
@@ -92,7 +92,7 @@ func scanApproval(r rowScanner) (*approvals.Approval, int64, error) {
 	if err := r.Scan(&a.ID, &a.RunID, &a.StepIndex, &a.Thread, &a.Requester, &a.Tool, &a.Destructive, &risk,
 		&j.proposed, &j.approved, &j.executed, &a.Preview, &a.Reason, &status, &j.approvers, &j.eligible,
 		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &a.Digest, &a.RuleKey, &a.PolicyVersion,
-		&j.ladder, &a.Escalated, &due, &j.added, &j.threads, &seq); err != nil {
+		&j.ladder, &a.Escalated, &due, &j.added, &j.threads, &a.Why, &a.Receipt, &seq); err != nil {
 		return nil, 0, err
 	}
 	for _, f := range []struct {
@@ -276,6 +276,10 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			if err := resumeAfterDecision(ctx, t, out.Approval); err != nil {
 				return err
 			}
+		} else if out.UpdateCard && written != nil {
+			if err := updateCard(ctx, t, written); err != nil {
+				return err
+			}
 		}
 		if err := appendAudit(ctx, t, out.Audit); err != nil {
 			return err
@@ -319,11 +323,11 @@ func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (*approvals.
 	}
 	stored, _, err := scanApproval(t.queryRow(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
 		approvers = ?, eligible = ?, decisions = ?, decided_at = ?, rule = ?, digest = ?, rule_key = ?, policy_version = ?,
-		added_approvers = ?, escalated = ?, escalation_due = ?
+		added_approvers = ?, escalated = ?, escalation_due = ?, why = ?, receipt = ?
 		WHERE id = ? AND status = ? RETURNING `+approvalColumns,
 		string(a.Status), j.approved, j.executed, a.Quorum, j.approvers, j.eligible, j.decisions,
 		nullMicros(a.DecidedAt), a.Rule, a.Digest, a.RuleKey, a.PolicyVersion, j.added, a.Escalated, nullMicros(a.EscalationDue),
-		a.ID, string(approvals.StatusPending)))
+		a.Why, a.Receipt, a.ID, string(approvals.StatusPending)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -368,6 +372,26 @@ func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) erro
 		return err
 	}
 	return insertOutbox(ctx, t, at, cards...)
+}
+
+// updateCard queues an update of a's card in its thread, stamped with its
+// newest decision record: a change to a pending approval (a delegation)
+// that its card shows.
+func updateCard(ctx context.Context, t *tx, a *approvals.Approval) error {
+	thread, err := core.ParseThread(a.Thread)
+	if err != nil {
+		return fmt.Errorf("store: approval %s: %w", a.ID, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("store: approval %s: outbox id: %w", a.ID, err)
+	}
+	at := time.Now().UTC()
+	if n := len(a.Decisions); n > 0 {
+		at = a.Decisions[n-1].At // the change that the card shows
+	}
+	return insertOutbox(ctx, t, at, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID,
+		RunID: a.RunID, CreatedAt: at})
 }
 
 // decisionEffects are what a final decision adds besides the requeue, on

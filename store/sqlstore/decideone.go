@@ -41,7 +41,7 @@ func (s *Store) approvalDecideOne(ctx context.Context, p approvals.ApprovalDecid
 			return nil, mapErr(err, "load approval", "approval "+p.ID), true
 		}
 		out := p.Decide(a)
-		if out.Grant != nil {
+		if out.Grant != nil || (out.UpdateCard && !out.Final) {
 			return nil, nil, false
 		}
 		if out.Approval == nil {
@@ -102,6 +102,7 @@ func (s *Store) writeDecision(ctx context.Context, out approvals.Outcome, versio
 		", rule = "+b.p(a.Rule, "integer")+", digest = "+b.p(a.Digest, "text")+", rule_key = "+b.p(a.RuleKey, "text")+
 		", policy_version = "+b.p(a.PolicyVersion, "text")+", added_approvers = "+b.p(j.added, "text")+
 		", escalated = "+b.p(a.Escalated, "integer")+", escalation_due = "+b.p(nullMicros(a.EscalationDue), "bigint")+
+		", why = "+b.p(a.Why, "text")+", receipt = "+b.p(a.Receipt, "text")+
 		" WHERE id = "+b.p(a.ID, "text")+" AND status = 'pending' AND xmin::text = "+b.p(version, "text")+
 		runGuard(b, a, out.Final)+" RETURNING "+approvalColumns+")")
 	if out.Final {

@@ -69,6 +69,8 @@ func Run(t *testing.T, open Open) {
 		{"DecideConcurrentVotesAllCount", testDecideConcurrentQuorum},
 		{"DecideSessionAndForeverGrants", testDecideGrant},
 		{"ApprovalKeepsDigest", testApprovalDigest},
+		{"ApprovalKeepsWhyAndReceipt", testApprovalWhyAndReceipt},
+		{"DelegationKeepsPendingAndUpdatesCard", testDelegationKeepsPendingAndUpdatesCard},
 		{"GrantRevokeIsAuditedOnce", testGrantRevoke},
 		{"EscalationStepFiresOnce", testEscalationFiresOnce},
 		{"DecisionUpdatesEveryCardThread", testDecisionUpdatesEveryCard},
