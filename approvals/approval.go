@@ -40,6 +40,10 @@ const (
 	// ActionExpire is the system's decision when an approval times out (or
 	// its run is cancelled); no person can send it.
 	ActionExpire Action = "expire"
+	// ActionDelegate records in the decisions that an approver handed the
+	// approval to a person or group (Decision.To); see Delegate. It is
+	// not a decision: it neither counts toward quorum nor ends anything.
+	ActionDelegate Action = "delegate"
 )
 
 // Valid reports whether a is an action a person may send: approve, reject
@@ -52,15 +56,18 @@ func (a Action) Valid() bool {
 	return false
 }
 
-// Scope says how far an approval reaches: this call only, later calls of
-// the same rule from the same requester in the same thread for a while
-// (session), or a stored allow rule for the same arguments (forever). No
-// scope reaches over a deny; see Grant.
+// Scope says how far an approval reaches: this call only; later calls of
+// the same rule in the same run (task: the rest of an agent's turn, a
+// flow's later steps); later calls of the same rule from the same
+// requester in the same thread for a while (session); or a stored allow
+// rule for the same arguments (forever). No scope reaches over a deny; see
+// Grant.
 type Scope string
 
 // The decision scopes.
 const (
 	ScopeCall    Scope = "call"
+	ScopeTask    Scope = "task"
 	ScopeSession Scope = "session"
 	ScopeForever Scope = "forever"
 )
@@ -69,7 +76,7 @@ const (
 // ScopeCall and is not Valid itself; callers accept it first.
 func (s Scope) Valid() bool {
 	switch s {
-	case ScopeCall, ScopeSession, ScopeForever:
+	case ScopeCall, ScopeTask, ScopeSession, ScopeForever:
 		return true
 	}
 	return false
@@ -131,11 +138,40 @@ type Approval struct {
 	// Digest names what the approval lets run (see Digest): set when the
 	// gate asks, renewed by an edit; dispatch refuses arguments that no
 	// longer hash to it.
-	Digest    string     `json:"digest,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Why is the policy's one line on why it asked ("policy rule 3: deploy
+	// to prod* by a non-lead: ask"), as judged when it asked (or when an
+	// edit was re-judged).
+	Why string `json:"why,omitempty"`
+	// Receipt is the signed receipt of a decision people made (package
+	// approvals/receipt), set in the deciding transaction; "" before, or
+	// when no signing key is configured. It is served only by the receipt
+	// endpoint, so it is left out of the approval's JSON.
+	Receipt   string     `json:"-"`
 	Decisions []Decision `json:"decisions"`
 	CreatedAt time.Time  `json:"created_at"`
+	// ExpiresAt is the approval's end: approvals.ttl after it asked, or
+	// its ladder's terminal step (Climb).
 	ExpiresAt time.Time  `json:"expires_at"`
 	DecidedAt *time.Time `json:"decided_at"`
+
+	// Ladder is the escalation ladder the approval climbs while pending
+	// (its rule's escalation, or approvals.escalation), fixed when it
+	// asked, as its expiry is.
+	Ladder []Step `json:"escalation,omitempty"`
+	// Escalated counts the ladder's steps fired so far; a sweeper claims
+	// step Escalated by compare-and-set on it, so each fires once.
+	Escalated int `json:"escalated"`
+	// EscalationDue is when step Escalated fires; nil when only the end
+	// (ExpiresAt: expiry or the terminal default) is left.
+	EscalationDue *time.Time `json:"escalation_due,omitempty"`
+	// AddedApprovers are the entries add_approvers steps added: they
+	// decide this call beside Approvers (Entries).
+	AddedApprovers []string `json:"added_approvers,omitempty"`
+	// CardThreads are the threads besides Thread the card was sent to
+	// (escalated approvers' direct messages): the card's update on the
+	// decision goes to each.
+	CardThreads []string `json:"card_threads,omitempty"`
 }
 
 // Decision is one approver's recorded answer (or the system's, for expiry).
@@ -149,7 +185,10 @@ type Decision struct {
 	Args    map[string]any `json:"args,omitempty"`
 	Reason  string         `json:"reason,omitempty"`
 	Scope   Scope          `json:"scope,omitempty"`
-	At      time.Time      `json:"at"`
+	// For is the bound the decider set on a session or forever grant
+	// ("2h"), as written.
+	For string    `json:"for,omitempty"`
+	At  time.Time `json:"at"`
 	// Digest is the approval's Digest this decision was made on (an
 	// edit's: the digest of the edited call).
 	Digest string `json:"digest,omitempty"`
@@ -161,6 +200,9 @@ type Decision struct {
 	// Superseded marks approvals of older arguments that an edit voided;
 	// they stay in the record but no longer count toward quorum.
 	Superseded bool `json:"superseded,omitempty"`
+	// To is whom a delegation (ActionDelegate) handed the approval to:
+	// "person:<name>" or "group:<name>".
+	To string `json:"to,omitempty"`
 }
 
 // Winners lists the actors whose decisions produced the final status, for
@@ -213,5 +255,6 @@ func (a *Approval) Clone() *Approval {
 	if err := json.Unmarshal(b, &c); err != nil {
 		panic("approvals: clone: " + err.Error())
 	}
+	c.Receipt = a.Receipt // not part of the JSON
 	return &c
 }

@@ -271,14 +271,14 @@ func TestForeverGrant(t *testing.T) {
 func TestAttack_DestructiveRunsUnderDefaultAllow(t *testing.T) {
 	t.Parallel()
 	p := &Policy{Default: DefaultAllow}
-	if v := p.Evaluate(ToolInfo{Name: "wipe", Risk: RiskReversible, Destructive: true}, nil); v.Effect != EffectAsk {
+	if v := p.Evaluate(ToolInfo{Name: "wipe", Risk: RiskReversible, Destructive: true}, nil, Subject{}); v.Effect != EffectAsk {
 		t.Fatalf("destructive tool under default allow: %s", v.Effect)
 	}
-	if v := p.Evaluate(ToolInfo{Name: "status", Risk: RiskRead}, nil); v.Effect != EffectAllow {
+	if v := p.Evaluate(ToolInfo{Name: "status", Risk: RiskRead}, nil, Subject{}); v.Effect != EffectAllow {
 		t.Fatalf("read tool under default allow: %s", v.Effect)
 	}
 	p.Rules = []Rule{{Tool: "wipe", Effect: EffectAllow}}
-	if v := p.Evaluate(ToolInfo{Name: "wipe", Destructive: true}, nil); v.Effect != EffectAllow {
+	if v := p.Evaluate(ToolInfo{Name: "wipe", Destructive: true}, nil, Subject{}); v.Effect != EffectAllow {
 		t.Fatalf("an explicit allow rule: %s", v.Effect)
 	}
 }

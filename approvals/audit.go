@@ -20,6 +20,12 @@ const (
 	AuditApprovalDecided   AuditKind = "approval.decided"
 	AuditApprovalRefused   AuditKind = "approval.refused"
 	AuditApprovalExpired   AuditKind = "approval.expired"
+	// AuditApprovalEscalated: a step of an escalation ladder fired
+	// (escalation.go).
+	AuditApprovalEscalated AuditKind = "approval.escalated"
+	// AuditApprovalDelegated: an approver handed a pending approval to a
+	// person or group (Delegate).
+	AuditApprovalDelegated AuditKind = "approval.delegated"
 	AuditRunCancelled      AuditKind = "run.cancelled"
 	AuditRunRedispatched   AuditKind = "run.redispatched"
 	AuditRunInterrupted    AuditKind = "run.interrupted"
@@ -50,7 +56,7 @@ const (
 // Valid reports whether k is one of the kinds above.
 func (k AuditKind) Valid() bool {
 	switch k {
-	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired,
+	case AuditApprovalRequested, AuditApprovalDecided, AuditApprovalRefused, AuditApprovalExpired, AuditApprovalEscalated, AuditApprovalDelegated,
 		AuditRunCancelled, AuditRunRedispatched, AuditRunInterrupted, AuditGrantApplied, AuditGrantCreated,
 		AuditGrantRevoked, AuditPolicyDenied, AuditDispatchRefused, AuditRequestRefused, AuditConfigReloaded, AuditConfigRefused, AuditKeyed,
 		AuditAgentCallRequested, AuditAgentCallClaimed, AuditAgentCallCompleted, AuditAgentCallFailed,

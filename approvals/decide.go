@@ -63,7 +63,10 @@ type Request struct {
 	// instead of the exact arguments; it must name every argument and
 	// match the call being approved.
 	Pattern map[string]string
-	At      time.Time
+	// For bounds a session or forever grant (0: session_ttl for a
+	// session, no end for forever).
+	For time.Duration
+	At  time.Time
 	// Unverified is the surface's reason for not trusting who decided; a
 	// request carrying one is refused (and audited) before anything else.
 	Unverified string
@@ -138,7 +141,10 @@ type Outcome struct {
 	// Grant, when set, is stored with the decision (scope session or
 	// forever).
 	Grant *Grant
-	Audit []AuditEntry
+	// UpdateCard asks for the approval's card to be updated although the
+	// approval is still pending (a delegation changed who may decide).
+	UpdateCard bool
+	Audit      []AuditEntry
 	// Err is the refusal, returned to the caller after the audit commits.
 	Err error
 }
@@ -149,16 +155,7 @@ type Outcome struct {
 // the pending status it read.
 func Decide(a *Approval, r Request, env Env) Outcome {
 	base := AuditEntry{At: r.At, Actor: r.Actor, RunID: a.RunID, ApprovalID: a.ID, Tool: a.Tool}
-	refuse := func(reason error, detail string, mod func(*RefusedError)) Outcome {
-		e := &RefusedError{Reason: reason, Detail: detail}
-		if mod != nil {
-			mod(e)
-		}
-		ae := base
-		ae.Kind = AuditApprovalRefused
-		ae.Detail = detailJSON(map[string]any{"action": r.Action, "channel": r.Channel, "reason": e.Error()})
-		return Outcome{Audit: []AuditEntry{ae}, Err: e}
-	}
+	refuse := refuser(base, r.Action, r.Channel)
 
 	if r.Unverified != "" {
 		return refuse(ErrUnverified, r.Unverified, nil)
@@ -168,36 +165,20 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	default:
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown action %q", r.Action), nil)
 	}
-	if r.Scope != "" && r.Scope != ScopeCall && r.Scope != ScopeSession && r.Scope != ScopeForever {
+	if r.Scope != "" && !r.Scope.Valid() {
 		return refuse(ErrInvalidDecision, fmt.Sprintf("unknown scope %q", r.Scope), nil)
 	}
-	if a.Status == StatusExpired {
-		// Expired is not "decided by someone": surfaces answer 410.
-		at := a.ExpiresAt
-		if a.DecidedAt != nil {
-			at = *a.DecidedAt
-		}
-		return refuse(ErrExpired, "expired at "+at.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = at })
-	}
-	if a.Status.Final() {
-		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
-			e.By = a.Winners()
-			if a.DecidedAt != nil {
-				e.At = *a.DecidedAt
-			}
-		})
-	}
-	if !r.At.Before(a.ExpiresAt) {
-		out := Expire(a, r.At)
-		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
-		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+	if out, done := open(a, r.At, refuse); done {
 		return out
 	}
 	var who *RefusedError
 	if errors.As(MayDecide(a, r.Actor, env, r.Groups...), &who) {
 		return refuse(who.Reason, who.Detail, nil)
 	}
-	via := viaGroup(r.Groups, a.Approvers)
+	if why := escalatedGrant(a, r, env); why != "" {
+		return refuse(ErrInvalidDecision, why, nil)
+	}
+	via := vouchedGroup(a, env, r.Groups)
 	person := env.People.Person(r.Actor)
 	self := env.People.SamePerson(r.Actor, a.Requester)
 
@@ -205,6 +186,9 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	d := Decision{Actor: r.Actor, Person: person, Channel: r.Channel, Action: r.Action, Reason: r.Reason, Scope: r.Scope, At: r.At, Digest: a.Digest}
 	if via != "" && !slices.Contains(a.Eligible, r.Actor) {
 		d.Via = via
+	}
+	if r.For > 0 {
+		d.For = r.For.String()
 	}
 	// verdict is the live policy's answer for the arguments this decision
 	// approves: whether self-approval is allowed, and the rule a grant is
@@ -229,9 +213,17 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 			return refuse(ErrDeniedByPolicy, verdict.Why, nil)
 		}
 		if verdict.Effect == EffectAsk {
+			// Under the same rule, what escalation added still decides.
+			entries := verdict.Approvers
+			if verdict.RuleKey == a.RuleKey && len(a.AddedApprovers) > 0 {
+				eligible = append(slices.Clone(eligible), env.People.Expand(a.AddedApprovers)...)
+				entries = append(slices.Clone(entries), a.AddedApprovers...)
+			} else {
+				next.AddedApprovers = nil
+			}
 			d.Via = ""
 			if !slices.Contains(eligible, r.Actor) {
-				if d.Via = viaGroup(r.Groups, verdict.Approvers); d.Via == "" {
+				if d.Via = viaGroup(r.Groups, entries); d.Via == "" {
 					return refuse(ErrNotApprover, "the edited call needs approval from "+fmt.Sprint(verdict.Approvers), nil)
 				}
 			}
@@ -240,15 +232,18 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		} else {
 			next.Quorum = 1
 		}
-		// Approvals of the old arguments no longer count.
-		for i := range next.Decisions {
-			next.Decisions[i].Superseded = true
+		// Approvals of the old arguments no longer count (a delegation
+		// stands: it said who decides, not what).
+		for i, prev := range next.Decisions {
+			if prev.Action == ActionApprove || prev.Action == ActionEdit {
+				next.Decisions[i].Superseded = true
+			}
 		}
 		d.Args = args
 		next.ApprovedArgs = args
 		// The edited call is a new call: its own digest, under the rule
 		// and policy that judged it now.
-		next.Rule, next.RuleKey, next.PolicyVersion = verdict.Rule, verdict.RuleKey, env.PolicyVersion
+		next.Rule, next.RuleKey, next.PolicyVersion, next.Why = verdict.Rule, verdict.RuleKey, env.PolicyVersion, verdict.Why
 		next.Digest = Digest(next.Tool, args, next.RuleKey, next.PolicyVersion)
 		d.Digest = next.Digest
 	case ActionApprove:
@@ -275,7 +270,7 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		if args == nil {
 			args = next.ProposedArgs
 		}
-		if why := grantProblem(r.Scope, next, args, r.Pattern, env.ForeverHighImpact); why != "" {
+		if why := grantProblem(r.Scope, next, args, r.Pattern, r.For, env.sessionTTL(), env.ForeverHighImpact); why != "" {
 			return refuse(ErrInvalidDecision, why, nil)
 		}
 	}
@@ -293,7 +288,14 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 	ae := base
 	ae.Kind = AuditApprovalDecided
 	detail := map[string]any{"action": r.Action, "channel": r.Channel, "status": next.Status, "person": person,
-		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+		"reason": r.Reason, "args": d.Args, "scope": r.Scope, "for": d.For, "approvals": next.CountedApprovals(), "quorum": next.Quorum}
+	if r.Action == ActionEdit {
+		// The edit as a change: what this approver changed from the
+		// arguments the approval carried before.
+		detail["changes"] = Changes(a.Args(), d.Args)
+		// Other approvers decide on the edited call now: its card shows it.
+		out.UpdateCard = true
+	}
 	if d.Via != "" {
 		// Eligible only through the identity provider's group: say so.
 		detail["via_group"] = d.Via
@@ -304,17 +306,71 @@ func Decide(a *Approval, r Request, env Env) Outcome {
 		at := r.At
 		next.DecidedAt = &at
 		out.Final = true
-		if next.Status != StatusRejected && (r.Scope == ScopeSession || r.Scope == ScopeForever) {
-			out.Grant = newGrant(next, r, verdict, env.SessionTTL)
+		if next.Status != StatusRejected && r.Scope.Saves() {
+			out.Grant = newGrant(next, r, verdict, env.sessionTTL())
 			ge := base
 			ge.Kind = AuditGrantCreated
 			ge.Detail = detailJSON(map[string]any{"grant": out.Grant.ID, "scope": out.Grant.Scope, "thread": out.Grant.Thread,
-				"requester": out.Grant.Requester, "rule": out.Grant.RuleKey, "args": out.Grant.Args, "pattern": out.Grant.Pattern,
-				"expires_at": out.Grant.ExpiresAt})
+				"requester": out.Grant.Requester, "run_id": out.Grant.RunID, "rule": out.Grant.RuleKey, "args": out.Grant.Args,
+				"pattern": out.Grant.Pattern, "for": d.For, "expires_at": out.Grant.ExpiresAt})
 			out.Audit = append(out.Audit, ge)
 		}
 	}
 	return out
+}
+
+// refuseFunc refuses a request: an outcome with only the refusal's audit
+// entry and the error.
+type refuseFunc func(reason error, detail string, mod func(*RefusedError)) Outcome
+
+// refuser returns the refuseFunc of a request by base's actor, audited
+// approval.refused with its action and channel.
+func refuser(base AuditEntry, action Action, channel string) refuseFunc {
+	return func(reason error, detail string, mod func(*RefusedError)) Outcome {
+		e := &RefusedError{Reason: reason, Detail: detail}
+		if mod != nil {
+			mod(e)
+		}
+		ae := base
+		ae.Kind = AuditApprovalRefused
+		ae.Detail = detailJSON(map[string]any{"action": action, "channel": channel, "reason": e.Error()})
+		return Outcome{Audit: []AuditEntry{ae}, Err: e}
+	}
+}
+
+// open refuses a request at `at` on an approval that takes none any more:
+// expired (410), decided (409, naming who won), or past its expiry (which
+// then expires it). done is false while it is pending and in time.
+func open(a *Approval, at time.Time, refuse refuseFunc) (out Outcome, done bool) {
+	if a.Status == StatusExpired {
+		// Expired is not "decided by someone": surfaces answer 410.
+		exp := a.ExpiresAt
+		if a.DecidedAt != nil {
+			exp = *a.DecidedAt
+		}
+		return refuse(ErrExpired, "expired at "+exp.UTC().Format(time.RFC3339), func(e *RefusedError) { e.At = exp }), true
+	}
+	if a.Status.Final() {
+		return refuse(ErrAlreadyDecided, fmt.Sprintf("%s by %v", a.Status, a.Winners()), func(e *RefusedError) {
+			e.By = a.Winners()
+			if a.DecidedAt != nil {
+				e.At = *a.DecidedAt
+			}
+		}), true
+	}
+	if !at.Before(a.ExpiresAt) {
+		// Too late: the approval ends as its time says (expiry, or its
+		// ladder's terminal default), and the decision is refused.
+		out := Lapse(a, at)
+		out.Audit = append(refuse(ErrExpired, "", nil).Audit, out.Audit...)
+		out.Err = &RefusedError{Reason: ErrExpired, At: a.ExpiresAt}
+		if st := out.Approval.Status; st != StatusExpired {
+			out.Err = &RefusedError{Reason: ErrAlreadyDecided, By: []string{"system"}, At: a.ExpiresAt,
+				Detail: fmt.Sprintf("%s by the escalation's default at %s", st, a.ExpiresAt.UTC().Format(time.RFC3339))}
+		}
+		return out, true
+	}
+	return Outcome{}, false
 }
 
 // selfDetail explains a self-approval refusal, naming the other identity
@@ -326,26 +382,56 @@ func selfDetail(actor, requester string) string {
 	return actor + " and " + requester + " are the same person; ask another approver"
 }
 
-// newGrant is the grant a final approval with scope session or forever
-// makes, bound to its final arguments and the live rule that asks for them.
+// newGrant is the grant a final approval with scope task, session or
+// forever makes, bound to its final arguments and the live rule that asks
+// for them; r.For bounds a session or forever grant.
 func newGrant(a *Approval, r Request, v Verdict, ttl time.Duration) *Grant {
-	g := &Grant{ID: GrantID(a.ID), Scope: r.Scope, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At}
+	g := &Grant{ID: GrantID(a.ID), Scope: r.Scope, Tool: a.Tool, ApprovalID: a.ID, Actor: r.Actor, At: r.At, RuleKey: v.RuleKey}
+	until := func(d time.Duration) *time.Time {
+		t := r.At.Add(d)
+		return &t
+	}
 	switch r.Scope {
+	case ScopeTask:
+		g.RunID, g.Thread, g.Requester, g.ExpiresAt = a.RunID, a.Thread, a.Requester, until(ttl)
 	case ScopeSession:
-		if ttl <= 0 {
-			ttl = DefaultSessionTTL
+		if r.For > 0 {
+			ttl = r.For
 		}
-		exp := r.At.Add(ttl)
-		g.Thread, g.Requester, g.RuleKey, g.ExpiresAt = a.Thread, a.Requester, v.RuleKey, &exp
+		g.Thread, g.Requester, g.ExpiresAt = a.Thread, a.Requester, until(ttl)
 	case ScopeForever:
-		g.RuleKey = v.RuleKey
 		if r.Pattern != nil {
 			g.Pattern = r.Pattern
 		} else {
 			g.Args = a.ApprovedArgs
 		}
+		if r.For > 0 {
+			g.ExpiresAt = until(r.For)
+		}
 	}
 	return g
+}
+
+// escalatedGrant says why r may not save a grant, or "": an approver whom
+// only escalation made eligible decides the call in front of them, but a
+// grant covers later calls only while its granter is among the rule's own
+// approvers (Grant.Covers), so they may not make one.
+func escalatedGrant(a *Approval, r Request, env Env) string {
+	if !r.Scope.Saves() || len(a.AddedApprovers) == 0 || r.Action == ActionReject {
+		return ""
+	}
+	if slices.Contains(env.People.Expand(a.Approvers), r.Actor) || viaGroup(r.Groups, a.Approvers) != "" {
+		return ""
+	}
+	return fmt.Sprintf("%s may decide this call because escalation added %v; a grant (scope %s) needs one of the rule's approvers %v: approve with scope call",
+		r.Actor, a.AddedApprovers, r.Scope, a.Approvers)
+}
+
+func (env Env) sessionTTL() time.Duration {
+	if env.SessionTTL <= 0 {
+		return DefaultSessionTTL
+	}
+	return env.SessionTTL
 }
 
 // Release ends a pending approval that nobody can answer any more (an

@@ -44,7 +44,7 @@ func testEnv(t *testing.T) Env {
 	return Env{
 		Validate: schema.Apply,
 		Recheck: func(args map[string]any) (Verdict, []string) {
-			v := pol.Evaluate(ToolInfo{Name: "deploy", Risk: RiskHighImpact, Destructive: true}, args)
+			v := pol.Evaluate(ToolInfo{Name: "deploy", Risk: RiskHighImpact, Destructive: true}, args, Subject{})
 			return v, Expand(v.Approvers, groups)
 		},
 	}

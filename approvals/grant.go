@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -14,6 +15,12 @@ const DefaultSessionTTL = time.Hour
 
 // Grant is an approver's decision that reaches beyond one call.
 //
+// A task grant (Scope task) lets later calls of the same run skip asking —
+// the rest of an agent's turn, a flow's later steps — for the same tool
+// under the same rule, with quorum 1 and a risk below high_impact; it ends
+// with the run (no other run ever has its RunID), and at the latest after
+// approvals.session_ttl.
+//
 // A session grant (Scope session) lets later calls skip asking when they
 // come from the same requester, in the same thread, for the same tool, and
 // the same policy rule asks for them with quorum 1 and a risk below
@@ -22,7 +29,8 @@ const DefaultSessionTTL = time.Hour
 // A forever grant (Scope forever) is a stored allow rule: later calls of
 // Tool with exactly Args (or, when Pattern is set, whose every argument
 // matches Pattern's glob of the same name) run without asking, from anyone,
-// in any thread, until it is revoked. It never covers a call whose rule
+// in any thread, until it is revoked (or until ExpiresAt, when the decider
+// bounded it with "for"). It never covers a call whose rule
 // needs a quorum above 1, nor a high_impact tool unless the policy says so
 // (Policy.ForeverHighImpact).
 //
@@ -37,10 +45,12 @@ type Grant struct {
 	ID    string `json:"id"`
 	Scope Scope  `json:"scope"`
 	Tool  string `json:"tool"`
-	// Thread and Requester bind a session grant; RuleKey binds both kinds
-	// to the rule that asked.
+	// Thread and Requester bind a session grant (and name a task grant's);
+	// RunID binds a task grant; RuleKey binds every kind to the rule that
+	// asked.
 	Thread    string `json:"thread,omitempty"`
 	Requester string `json:"requester,omitempty"`
+	RunID     string `json:"run_id,omitempty"`
 	RuleKey   string `json:"rule,omitempty"`
 	// Args (exact) or Pattern (per-argument globs) bind a forever grant.
 	Args    map[string]any    `json:"args,omitempty"`
@@ -70,7 +80,9 @@ func (g *Grant) Active(now time.Time) bool {
 // Call is what a grant is matched against: a call the policy asks for,
 // with the verdict that asks.
 type Call struct {
-	Tool      string
+	Tool string
+	// RunID is the run the call belongs to (a task grant's binding).
+	RunID     string
 	Risk      Risk
 	Thread    string
 	Requester string
@@ -96,6 +108,8 @@ func (g *Grant) Covers(c Call, now time.Time, foreverHighImpact bool) bool {
 		return false
 	}
 	switch g.Scope {
+	case ScopeTask:
+		return c.Risk != RiskHighImpact && g.RunID != "" && g.RunID == c.RunID
 	case ScopeSession:
 		return c.Risk != RiskHighImpact && g.Thread == c.Thread && g.Requester == c.Requester
 	case ScopeForever:
@@ -135,22 +149,27 @@ func SameArgs(a, b map[string]any) bool {
 }
 
 // grantProblem says why scope cannot be granted on the approval's final
-// state (quorum, risk) with pattern, or returns "".
-func grantProblem(scope Scope, a *Approval, args map[string]any, pattern map[string]string, foreverHighImpact bool) string {
+// state (quorum, risk) with pattern and the bound forDur, or returns "".
+// sessionTTL caps a session grant's bound.
+func grantProblem(scope Scope, a *Approval, args map[string]any, pattern map[string]string, forDur, sessionTTL time.Duration, foreverHighImpact bool) string {
+	if pattern != nil && scope != ScopeForever {
+		return "a pattern is only saved with scope forever"
+	}
+	switch {
+	case forDur < 0:
+		return "for must be a positive duration"
+	case forDur > 0 && scope != ScopeSession && scope != ScopeForever:
+		return "for bounds a session or forever grant; scope " + string(orCall(scope)) + " saves none"
+	case forDur > 0 && scope == ScopeSession && forDur > sessionTTL:
+		return fmt.Sprintf("for %s is longer than a session grant may last (approvals.session_ttl is %s)", forDur, sessionTTL)
+	}
 	switch scope {
-	case "", ScopeCall:
-		if pattern != nil {
-			return "a pattern is only saved with scope forever"
-		}
-		return ""
-	case ScopeSession:
+	case ScopeTask, ScopeSession:
 		switch {
-		case pattern != nil:
-			return "a pattern is only saved with scope forever"
 		case max(a.Quorum, 1) != 1:
-			return fmt.Sprintf("scope session needs a rule with quorum 1 (this call needs %d approvals); approve with scope call", a.Quorum)
+			return fmt.Sprintf("scope %s needs a rule with quorum 1 (this call needs %d approvals); approve with scope call", scope, a.Quorum)
 		case a.Risk == RiskHighImpact:
-			return "scope session is not offered for high_impact tools; approve with scope call"
+			return fmt.Sprintf("scope %s is not offered for high_impact tools; approve with scope call", scope)
 		}
 	case ScopeForever:
 		switch {
@@ -164,4 +183,71 @@ func grantProblem(scope Scope, a *Approval, args map[string]any, pattern map[str
 		}
 	}
 	return ""
+}
+
+func orCall(s Scope) Scope {
+	if s == "" {
+		return ScopeCall
+	}
+	return s
+}
+
+// Saves reports whether a decision with scope s saves a grant.
+func (s Scope) Saves() bool { return s == ScopeTask || s == ScopeSession || s == ScopeForever }
+
+// GrantOffer is the grant an approval of a with scope (bounded by forDur,
+// 0 for the default) would save if it were decided at now by one of its
+// rule's approvers: what it would cover — rule, requester, thread or run,
+// tool, arguments or pattern, until when — shown before anyone saves it.
+// The error says why the scope is not offered for a. The grant's Actor is
+// left empty: it is whoever decides.
+func GrantOffer(a *Approval, scope Scope, pattern map[string]string, forDur time.Duration, now time.Time, env Env) (*Grant, error) {
+	if !scope.Saves() {
+		return nil, fmt.Errorf("scope %s saves no grant", orCall(scope))
+	}
+	ttl := env.sessionTTL()
+	args := a.Args()
+	if why := grantProblem(scope, a, args, pattern, forDur, ttl, env.ForeverHighImpact); why != "" {
+		return nil, errors.New(why)
+	}
+	next := a.Clone()
+	next.ApprovedArgs = args
+	return newGrant(next, Request{Scope: scope, Pattern: pattern, For: forDur, At: now}, Verdict{RuleKey: a.RuleKey}, ttl), nil
+}
+
+// Offer is what approving a pending approval with one scope would save:
+// the grant as it would be made now, or why the scope is not offered.
+type Offer struct {
+	Scope Scope
+	// Grant is nil when the scope is not offered; Why says why.
+	Grant *Grant
+	Why   string
+	// TakesFor says whether the scope takes a "for" bound; MaxFor is the
+	// longest it takes (0: no limit).
+	TakesFor bool
+	MaxFor   time.Duration
+}
+
+// Offers lists the offer of each scope that saves a grant — task, session,
+// forever — for the pending approval a at now: what every surface that
+// offers scopes shows before anyone saves a grant. A decided approval
+// offers nothing.
+func Offers(a *Approval, now time.Time, env Env) []Offer {
+	if a.Status != StatusPending {
+		return nil
+	}
+	var out []Offer
+	for _, sc := range []Scope{ScopeTask, ScopeSession, ScopeForever} {
+		o := Offer{Scope: sc, TakesFor: sc != ScopeTask}
+		if sc == ScopeSession {
+			o.MaxFor = env.sessionTTL()
+		}
+		if g, err := GrantOffer(a, sc, nil, 0, now, env); err != nil {
+			o.Why = err.Error()
+		} else {
+			o.Grant = g
+		}
+		out = append(out, o)
+	}
+	return out
 }

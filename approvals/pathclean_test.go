@@ -68,14 +68,14 @@ func TestPolicyMatchesCleanedPaths(t *testing.T) {
 		{ToolInfo{Name: "fetch"}, map[string]any{"url": "https://internal/x/../admin/users"}, EffectDeny},
 		{ToolInfo{Name: "fetch"}, map[string]any{"url": "https://internal/x/%2E%2E/admin"}, EffectDeny},
 	} {
-		if v := p.Evaluate(c.tool, c.args); v.Effect != c.want {
+		if v := p.Evaluate(c.tool, c.args, Subject{}); v.Effect != c.want {
 			t.Errorf("%s %v: %s (%s), want %s", c.tool.Name, c.args, v.Effect, v.Why, c.want)
 		}
 	}
 	// A deny also matches the raw form: a rule written against a dotted
 	// spelling still stops it.
 	raw := &Policy{Rules: []Rule{{Tool: "cat", Args: map[string]string{"path": "*/../*"}, Effect: EffectDeny}}, Default: DefaultAllow}
-	if v := raw.Evaluate(cat, map[string]any{"path": "/srv/../etc/x"}); v.Effect != EffectDeny {
+	if v := raw.Evaluate(cat, map[string]any{"path": "/srv/../etc/x"}, Subject{}); v.Effect != EffectDeny {
 		t.Errorf("deny on the raw form: %s", v.Effect)
 	}
 }

@@ -64,7 +64,7 @@ func TestPolicyEvaluate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := p.Evaluate(c.tool, c.args)
+			v := p.Evaluate(c.tool, c.args, Subject{})
 			if v.Effect != c.wantEffect || v.Rule != c.wantRule {
 				t.Fatalf("Evaluate = %+v, want effect %s rule %d", v, c.wantEffect, c.wantRule)
 			}
@@ -88,7 +88,7 @@ func TestPolicyDefaultModes(t *testing.T) {
 	read := ToolInfo{Name: "x", Risk: RiskRead}
 	for mode, want := range map[DefaultMode]Effect{DefaultAllow: EffectAllow, DefaultAsk: EffectAsk, DefaultDeny: EffectDeny, DefaultAuto: EffectAllow} {
 		p := &Policy{Default: mode}
-		if got := p.Evaluate(read, nil).Effect; got != want {
+		if got := p.Evaluate(read, nil, Subject{}).Effect; got != want {
 			t.Errorf("default %s: got %s, want %s", mode, got, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/approvals/condition"
 	"github.com/opsgate/opsgate/configs"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
@@ -23,6 +24,8 @@ import (
 type checker struct {
 	*decoder
 	cfg *Config
+	// cel compiles policy expressions; built at the first one.
+	cel *condition.Compiler
 }
 
 // problem records a semantic problem unless the decoder already reported
@@ -65,6 +68,7 @@ func (c *checker) run() {
 	c.mcpServer()
 	c.flows()
 	c.policy(groups)
+	c.escalation(groups)
 	if c.given["approvals.ttl"] && c.cfg.Approvals.TTL <= 0 {
 		c.problem("approvals.ttl", "must be greater than 0")
 	}
@@ -592,13 +596,66 @@ func (c *checker) policy(groups map[string][]string) {
 		if r.AllowSelfApproval && r.Action != "ask" {
 			c.problem(rulePath(i, "allow_self_approval"), "only applies to action ask")
 		}
+		c.conditions(i)
 		switch persons := dir.Persons(dir.Expand(r.Approvers)); {
-		case r.Quorum < 1:
+		case r.Quorum.Expr != "":
+			if r.Action != "ask" {
+				c.problem(rulePath(i, "quorum"), "a quorum expression only applies to action ask")
+			}
+		case r.Quorum.N < 1:
 			c.problem(rulePath(i, "quorum"), "must be at least 1")
 		case len(c.problems) > before:
 			// the approvers are wrong; counting them would only add noise
-		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum > persons:
-			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers (persons: one human with several identities counts once)", r.Quorum, persons)
+		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum.N > persons:
+			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers (persons: one human with several identities counts once)", r.Quorum.N, persons)
+		}
+	}
+}
+
+// conditions compiles rule i's `when` and quorum expression (type-checked
+// against the policy's variables) and keeps them on the rule for
+// Rule.Condition and Rule.QuorumExpr; a problem names the position in the
+// expression.
+func (c *checker) conditions(i int) {
+	r := &c.cfg.Policy.Rules[i]
+	if r.When == "" && r.Quorum.Expr == "" {
+		return
+	}
+	if c.cel == nil {
+		comp, err := condition.NewCompiler()
+		if err != nil {
+			c.problem(rulePath(i, "when"), "%v", err)
+			return
+		}
+		c.cel = comp
+	}
+	compile := func(key, src string, k condition.Kind) *condition.Expr {
+		e, err := c.cel.Compile(src, k)
+		var ce *condition.Error
+		if errors.As(err, &ce) {
+			msgs := make([]string, len(ce.Problems))
+			for j, p := range ce.Problems {
+				msgs[j] = p.Message
+				if p.Line > 0 {
+					msgs[j] = fmt.Sprintf("at %d:%d of the expression: %s", p.Line, p.Column, p.Message)
+				}
+			}
+			c.problem(rulePath(i, key), "CEL %s", strings.Join(msgs, "; "))
+			return nil
+		}
+		if err != nil {
+			c.problem(rulePath(i, key), "CEL %v", err)
+		}
+		return e
+	}
+	if r.When != "" {
+		if e := compile("when", r.When, condition.When); e != nil {
+			r.cond = e
+		}
+	}
+	if r.Quorum.Expr != "" {
+		if e := compile("quorum", r.Quorum.Expr, condition.Quorum); e != nil {
+			r.quorumFn = e
 		}
 	}
 }

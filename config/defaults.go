@@ -30,6 +30,10 @@ const (
 	AgentQueueFactor = 4
 	// DefaultAuditKeyFile is the audit key's file name under data_dir.
 	DefaultAuditKeyFile = "audit.key"
+	// DefaultReceiptKeyFile is the receipt signing key's file name under
+	// data_dir; DefaultReceiptTTL how long a receipt is valid.
+	DefaultReceiptKeyFile = "receipt.key"
+	DefaultReceiptTTL     = 24 * time.Hour
 )
 
 // The values of approvals.question_answerers (the engine's
@@ -88,8 +92,8 @@ func applyDefaults(c *Config, given func(path string) bool) {
 	mcpServerDefaults(c, given)
 	setString(&c.Policy.Default, "auto")
 	for i := range c.Policy.Rules {
-		if r := &c.Policy.Rules[i]; r.Quorum == 0 && !given(rulePath(i, "quorum")) {
-			r.Quorum = 1
+		if r := &c.Policy.Rules[i]; r.Quorum == (Quorum{}) && !given(rulePath(i, "quorum")) {
+			r.Quorum.N = 1
 		}
 	}
 	setDuration(&c.Approvals.TTL, DefaultApprovalTTL, given("approvals.ttl"))
@@ -103,6 +107,8 @@ func applyDefaults(c *Config, given func(path string) bool) {
 	}
 	setString(&c.Audit.KeyFile, filepath.Join(c.Server.DataDir, DefaultAuditKeyFile))
 	setString(&c.Telemetry.ServiceName, "opsgate")
+	setString(&c.Approvals.ReceiptKeyFile, filepath.Join(c.Server.DataDir, DefaultReceiptKeyFile))
+	setDuration(&c.Approvals.ReceiptTTL, DefaultReceiptTTL, given("approvals.receipt_ttl"))
 	if !given("channels.console.token_login") {
 		c.Channels.Console.TokenLogin = true
 	}

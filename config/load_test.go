@@ -127,8 +127,9 @@ func TestProduction(t *testing.T) {
 	if h := cfg.Tool("service_status").HTTP; h.Headers["Authorization"] != "Bearer status" {
 		t.Errorf("headers = %v", h.Headers)
 	}
-	if cfg.Tool("deploy").MaxOutput != 256<<10 || cfg.Policy.Rules[3].Quorum != 2 {
-		t.Error("max_output or quorum not decoded")
+	if r := &cfg.Policy.Rules[3]; cfg.Tool("deploy").MaxOutput != 256<<10 || r.Quorum.Expr != `args.env == "prod-eu" ? 2 : 1` ||
+		r.Condition() == nil || r.QuorumExpr() == nil {
+		t.Error("max_output, the quorum expression or the condition not decoded and compiled")
 	}
 	if _, err := cfg.Router(); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,8 @@
 package config
 
 import (
+	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/approvals/condition"
 	"github.com/opsgate/opsgate/core/router"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -522,11 +524,52 @@ type Rule struct {
 	Action string `yaml:"action" cfg:"required" enum:"allow|ask|deny"`
 	// Approvers are "group:<name>" references or identities ("slack:U1").
 	Approvers []string `yaml:"approvers"`
-	// Quorum is how many distinct persons must approve; default 1.
-	Quorum int `yaml:"quorum"`
+	// Quorum is how many distinct persons must approve: an integer
+	// (default 1) or a CEL expression giving one.
+	Quorum Quorum `yaml:"quorum"`
 	// AllowSelfApproval lets the requester approve their own call when this
 	// rule asks; by default nobody does.
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
+	// Escalation is the rule's ladder while its asks wait; unset takes
+	// approvals.escalation, an empty list turns escalation off.
+	Escalation []EscalationStep `yaml:"escalation"`
+	// When is a CEL condition over tool, args, requester, channel, risk and
+	// now: the rule applies only where it is true (docs/policy.md).
+	When string `yaml:"when"`
+	// Description says what the rule is for, in a few words; cards, the
+	// console and the CLI show it as why the rule asked.
+	Description string `yaml:"description"`
+
+	// cond and quorumFn are When and Quorum.Expr compiled by the check
+	// (Condition, QuorumExpr).
+	cond, quorumFn *condition.Expr
+}
+
+// Condition is the rule's `when` compiled, or nil (no condition, or one
+// that did not compile: the configuration was refused then).
+func (r *Rule) Condition() approvals.Condition {
+	if r.cond == nil {
+		return nil
+	}
+	return r.cond
+}
+
+// QuorumExpr is the rule's quorum expression compiled, or nil.
+func (r *Rule) QuorumExpr() approvals.QuorumExpr {
+	if r.quorumFn == nil {
+		return nil
+	}
+	return r.quorumFn
+}
+
+// EscalationStep is one rung of an escalation ladder: after After, if the approval
+// still waits, remind the approvers, add approvers, or end it with an
+// outcome (deny, or approve — never for high_impact or destructive tools).
+type EscalationStep struct {
+	After        Duration `yaml:"after" cfg:"required"`
+	Remind       bool     `yaml:"remind"`
+	AddApprovers []string `yaml:"add_approvers"`
+	Outcome      string   `yaml:"outcome" enum:"deny|approve"`
 }
 
 // Match selects tool calls: Tool is a glob over the tool name (path.Match
@@ -546,6 +589,15 @@ type Approvals struct {
 	AllowSelfApproval bool `yaml:"allow_self_approval"`
 	// SessionTTL is how long a session grant lasts; default 1h.
 	SessionTTL Duration `yaml:"session_ttl"`
+	// Escalation is the default ladder of every ask whose rule has none.
+	Escalation []EscalationStep `yaml:"escalation"`
+	// ReceiptKeyFile holds the Ed25519 key that signs approval receipts
+	// (docs/receipts.md); serve generates it, mode 0600, on first start.
+	// Default <data_dir>/receipt.key.
+	ReceiptKeyFile string `yaml:"receipt_key_file"`
+	// ReceiptTTL is how long a receipt is valid after its decision
+	// (its exp claim); default 24h.
+	ReceiptTTL Duration `yaml:"receipt_ttl"`
 	// QuestionAnswerers says who may answer an agent's ask_user question:
 	// "requester_or_approvers" (default) or "requester" — for teams where a
 	// question about the requester's intent must not be answered for them.

@@ -40,6 +40,33 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText formats like time.Duration, so configs round-trip.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
+// Quorum is a rule's quorum: a whole number (N), or a CEL expression that
+// gives one (Expr), as in quorum: 'args.env == "prod-eu" ? 2 : 1'.
+type Quorum struct {
+	N    int
+	Expr string
+}
+
+// UnmarshalText reads a whole number as N and anything else as Expr
+// (config check compiles it).
+func (q *Quorum) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if n, err := strconv.Atoi(s); err == nil {
+		*q = Quorum{N: n}
+		return nil
+	}
+	*q = Quorum{Expr: s}
+	return nil
+}
+
+// MarshalText writes N or Expr, so configs round-trip.
+func (q Quorum) MarshalText() ([]byte, error) {
+	if q.Expr != "" {
+		return []byte(q.Expr), nil
+	}
+	return []byte(strconv.Itoa(q.N)), nil
+}
+
 // ByteSize is a size in bytes written as a plain integer or with a unit:
 // B, KiB, MiB, GiB (powers of 1024) or KB, MB, GB (powers of 1000).
 type ByteSize int64

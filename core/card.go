@@ -30,6 +30,10 @@ type Card struct {
 	Quorum    int       `json:"quorum"`
 	Approvals int       `json:"approvals"` // approvals counted so far toward Quorum
 	ExpiresAt time.Time `json:"expires_at"`
+	// Next says what happens next if nobody decides, and when, for an
+	// approval with an escalation ladder ("the approvers are reminded at
+	// 2026-01-02 15:20 UTC"); empty otherwise (its expiry is the next).
+	Next string `json:"next,omitempty"`
 	// Status is the approval's status: pending while buttons should show.
 	Status approvals.Status `json:"status"`
 	// Outcome is set once decided or expired: "Approved by … at …".
@@ -37,6 +41,13 @@ type Card struct {
 	// ConsoleURL links to the approval in the web console (a page that
 	// asks for a confirmation click; no GET ever decides).
 	ConsoleURL string `json:"console_url,omitempty"`
+	// Why is the policy's reason for asking: the rule that asked and what
+	// it is for ("policy rule 3: deploy to prod* by a non-lead: ask").
+	Why string `json:"why,omitempty"`
+	// Changes is the per-field diff from the proposed to the edited
+	// arguments once an approver edited them (Args then shows the edited
+	// ones). Every renderer shows ChangeLines when it is not empty.
+	Changes []approvals.Change `json:"changes,omitempty"`
 	// Batch, when set, makes this one card for several gated calls an
 	// agent asked for in one turn: every call, this card's own first, each
 	// decidable on its own, plus "Approve all" (Decision ActionApproveAll
@@ -117,6 +128,31 @@ func (o *CardOutcome) Verb() string {
 	}
 	return strings.ToUpper(string(o.Status[:1])) + string(o.Status[1:])
 }
+
+// ChangeLines are Changes for people, one line each, values single-lined
+// (OneLine): "env: staging → prod", "replicas: added 3", "force: removed
+// (was true)". Renderers escape them as any other text.
+func (c Card) ChangeLines() []string {
+	out := make([]string, 0, len(c.Changes))
+	for _, ch := range c.Changes {
+		out = append(out, ChangeLine(ch))
+	}
+	return out
+}
+
+// ChangeLine is one change in one line (see Card.ChangeLines).
+func ChangeLine(ch approvals.Change) string {
+	switch ch.Kind {
+	case approvals.ChangeAdded:
+		return OneLine(ch.Name) + ": added " + OneLine(ch.To)
+	case approvals.ChangeRemoved:
+		return OneLine(ch.Name) + ": removed (was " + OneLine(ch.From) + ")"
+	}
+	return OneLine(ch.Name) + ": " + OneLine(ch.From) + " → " + OneLine(ch.To)
+}
+
+// ChangesHeading introduces ChangeLines on every rendering.
+const ChangesHeading = "Edited by an approver (proposed → edited):"
 
 // Pending reports whether the card still takes decisions.
 func (c Card) Pending() bool { return c.Status == approvals.StatusPending }
@@ -199,8 +235,17 @@ func (c Card) PlainText() string {
 			fmt.Fprintf(&b, "  %s: %s\n", OneLine(a.Name), a.Shown())
 		}
 	}
+	if len(c.Changes) > 0 {
+		b.WriteString(ChangesHeading + "\n")
+		for _, l := range c.ChangeLines() {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "Reason: %s\n", OneLine(c.Reason))
+	}
+	if c.Why != "" {
+		fmt.Fprintf(&b, "Asked by: %s\n", OneLine(c.Why))
 	}
 	fmt.Fprintf(&b, "Risk: %s\n", OneLine(string(c.Risk)))
 	fmt.Fprintf(&b, "Requested by: %s\n", OneLine(c.Requester))
@@ -211,6 +256,9 @@ func (c Card) PlainText() string {
 	b.WriteString("\n")
 	if c.Pending() {
 		fmt.Fprintf(&b, "Expires: %s\n", c.ExpiresAt.UTC().Format(time.RFC3339))
+		if c.Next != "" {
+			fmt.Fprintf(&b, "Next: %s\n", OneLine(c.Next))
+		}
 	}
 	if c.Preview != "" {
 		// Indented, so the tool's output (which may echo arguments) can

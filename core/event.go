@@ -100,7 +100,10 @@ type Decision struct {
 	Action     approvals.Action `json:"action"` // approve | reject | edit
 	Args       map[string]any   `json:"args,omitempty"`
 	Reason     string           `json:"reason,omitempty"`
-	Scope      approvals.Scope  `json:"scope,omitempty"` // call (default) | session | forever
+	Scope      approvals.Scope  `json:"scope,omitempty"` // call (default) | task | session | forever
+	// For bounds a session or forever grant ("for": "2h"); 0 leaves the
+	// default (approvals.session_ttl for a session, no end for forever).
+	For time.Duration `json:"for,omitempty"`
 	// Pattern, with scope forever, saves the grant as per-argument globs
 	// instead of the exact arguments (it must name every argument).
 	Pattern map[string]string `json:"pattern,omitempty"`

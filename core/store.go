@@ -18,6 +18,7 @@ type Store interface {
 	StateStore
 	ThreadStore
 	approvals.Store
+	EscalationStore
 	// Subscribe returns a channel that receives a value (coalesced, never
 	// blocking the sender) after a commit touching topic: TopicRuns when a
 	// run becomes claimable, TopicOutbox when a message is queued,

@@ -120,7 +120,8 @@ func RunConformance(t *testing.T, s Suite) {
 //     limit), each within Format().Limit in
 //     Format().Unit, every line exactly once and in order, one reference
 //     recorded per chunk.
-//   - CardRoundTrip: a deploy asked in Thread gets a card; decided from
+//   - CardRoundTrip: a deploy asked in Thread gets a card that says what
+//     happens next when its rule has an escalation ladder; decided from
 //     another surface (the engine, as the console would), the card is edited
 //     in place or followed by a message showing the outcome, the tool runs
 //     once and its result reaches the thread.
@@ -232,6 +233,9 @@ var deliveryCases = []Case{
 		}
 		if cardAt < 0 {
 			t.Fatalf("fake never received the card %q; got %+v", card.Refs[0].ID, msgs)
+		}
+		if len(ap.Ladder) > 0 && !strings.Contains(msgs[cardAt].Text, "reminded at") {
+			t.Errorf("the card does not say what happens next (%q): %q", h.Engine.Card(ap).Next, msgs[cardAt].Text)
 		}
 		outcome, result := false, false
 		for _, m := range msgs[cardAt+1:] {

@@ -213,7 +213,10 @@ func NewHarness(t *testing.T, o HarnessOptions) *Harness {
 	}
 	if eo.Policy == nil {
 		eo.Policy = &approvals.Policy{Rules: []approvals.Rule{
-			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: approvers},
+			// A ladder whose first step falls long after any test, so
+			// every card says what happens next (CardRoundTrip).
+			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: approvers,
+				Escalation: []approvals.Step{{After: 45 * time.Minute, Remind: true}}},
 		}}
 	}
 	eo.Tools = append(slices.Clone(eo.Tools), o.MoreTools...)

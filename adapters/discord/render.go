@@ -87,6 +87,12 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	if c.Reason != "" {
 		desc.WriteString("**Reason:** " + chunk.Cut(plain(core.OneLine(c.Reason)), 1500, chunk.Runes) + "\n")
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		desc.WriteString("**" + plain(core.ChangesHeading) + "**\n")
+		for _, l := range lines {
+			desc.WriteString("• " + chunk.Cut(plain(l), 500, chunk.Runes) + "\n")
+		}
+	}
 	if c.Preview != "" {
 		desc.WriteString("**Dry run:**\n" + codeBlock(c.Preview, 2000) + "\n")
 	}
@@ -133,6 +139,9 @@ func cardEmbed(c core.Card) *discordapi.MessageEmbed {
 	field("Approvers", approvers, true)
 	if c.Pending() {
 		field("Expires", fmt.Sprintf("<t:%d:R> (%s)", c.ExpiresAt.Unix(), c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC")), true)
+		if c.Next != "" {
+			field("Next", plain(core.OneLine(c.Next)), false)
+		}
 	} else if c.Outcome != nil {
 		field("Outcome", plain(c.OutcomeLine()), false)
 		switch c.Outcome.Status {

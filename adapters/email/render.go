@@ -38,11 +38,20 @@ func cardText(c core.Card, approver bool) string {
 			fmt.Fprintf(&b, "  %s: %s\n", a.Name, a.Shown())
 		}
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		b.WriteString(core.ChangesHeading + "\n")
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
 	fmt.Fprintf(&b, "Reason:       %s\n", orNone(core.OneLine(c.Reason)))
 	fmt.Fprintf(&b, "Risk:         %s\n", c.Risk)
 	fmt.Fprintf(&b, "Requested by: %s\n", c.Requester)
 	fmt.Fprintf(&b, "Approvers:    %s%s\n", strings.Join(c.Approvers, ", "), quorumNote(c))
 	fmt.Fprintf(&b, "Expires:      %s\n", c.ExpiresAt.UTC().Format(time.RFC1123))
+	if c.Next != "" {
+		fmt.Fprintf(&b, "Next:         %s\n", core.OneLine(c.Next))
+	}
 	if c.Preview != "" {
 		b.WriteString("\nDry run:\n")
 		for _, l := range strings.Split(c.Preview, "\n") {
@@ -113,11 +122,21 @@ func cardHTML(c core.Card, approver bool) string {
 		}
 		row("Arguments", args.String())
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		var ch strings.Builder
+		for _, l := range lines {
+			ch.WriteString(e(l) + "<br>")
+		}
+		row("Edited", ch.String())
+	}
 	row("Reason", e(orNone(core.OneLine(c.Reason))))
 	row("Risk", "<b>"+e(string(c.Risk))+"</b>")
 	row("Requested by", e(c.Requester))
 	row("Approvers", e(strings.Join(c.Approvers, ", ")+quorumNote(c)))
 	row("Expires", e(c.ExpiresAt.UTC().Format(time.RFC1123)))
+	if c.Next != "" {
+		row("Next", e(core.OneLine(c.Next)))
+	}
 	b.WriteString("</table>\n")
 	if c.Preview != "" {
 		fmt.Fprintf(&b, "<p><b>Dry run:</b></p>\n<pre>%s</pre>\n", e(c.Preview))

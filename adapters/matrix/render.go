@@ -128,6 +128,11 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 			trimmed.Args[i].Value = cutBytes(a.Value, argMax)
 		}
 	}
+	trimmed.Changes = make([]approvals.Change, len(c.Changes))
+	for i, ch := range c.Changes {
+		ch.From, ch.To = cutBytes(ch.From, argMax), cutBytes(ch.To, argMax)
+		trimmed.Changes[i] = ch
+	}
 	if len(c.Preview) > previewMax {
 		trimmed.Preview = cutBytes(c.Preview, previewMax) + "\n(preview truncated; full text in the console)"
 	}
@@ -153,6 +158,13 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 		}
 		b.WriteString("</ul>")
 	}
+	if lines := trimmed.ChangeLines(); len(lines) > 0 {
+		fmt.Fprintf(&b, "<b>%s</b><ul>", inertText(core.ChangesHeading))
+		for _, l := range lines {
+			fmt.Fprintf(&b, "<li>%s</li>", inertText(l))
+		}
+		b.WriteString("</ul>")
+	}
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "<b>Reason:</b> %s<br>", inertText(cutBytes(core.OneLine(c.Reason), 1000)))
 	}
@@ -165,6 +177,9 @@ func cardBodies(c core.Card, argMax, previewMax int) (string, string) {
 	b.WriteString("<br>")
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "<b>Expires:</b> %s<br>", c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if c.Pending() && c.Next != "" {
+		fmt.Fprintf(&b, "<b>Next:</b> %s<br>", inertText(core.OneLine(c.Next)))
 	}
 	if trimmed.Preview != "" {
 		fmt.Fprintf(&b, "<b>Dry run:</b><pre><code>%s</code></pre>", inertText(trimmed.Preview))

@@ -1,6 +1,7 @@
 package signal
 
 import (
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/chunk"
 )
@@ -18,6 +19,11 @@ func cardText(c core.Card, code string) string {
 		for i, a := range c.Args {
 			trimmed.Args[i] = a
 			trimmed.Args[i].Value = chunk.Cut(a.Value, argMax, chunk.Bytes)
+		}
+		trimmed.Changes = make([]approvals.Change, len(c.Changes))
+		for i, ch := range c.Changes {
+			ch.From, ch.To = chunk.Cut(ch.From, argMax, chunk.Bytes), chunk.Cut(ch.To, argMax, chunk.Bytes)
+			trimmed.Changes[i] = ch
 		}
 		s := trimmed.PlainText()
 		if c.Pending() {

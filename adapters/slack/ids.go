@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/opsgate/opsgate/core"
@@ -129,11 +130,32 @@ func (k threadKey) String() string { return k.Team + "/" + k.Channel + "/" + k.T
 func (k threadKey) thread() core.Thread { return core.Thread{Channel: channelName, Key: k.String()} }
 
 // parseThreadKey is the inverse of threadKey.String. The team may be empty
-// (a payload without one); channel and ts may not.
+// (a payload without one); channel and ts may not — except in a direct
+// key (directKey): a user id and no ts.
 func parseThreadKey(s string) (threadKey, error) {
 	parts := strings.Split(s, "/")
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+	if len(parts) != 3 || parts[1] == "" || (parts[2] == "" && !(parts[0] == "" && userIDRE.MatchString(parts[1]))) {
 		return threadKey{}, fmt.Errorf("slack: thread key %q: want <team>/<channel>/<thread_ts>", s)
 	}
 	return threadKey{Team: parts[0], Channel: parts[1], TS: parts[2]}, nil
 }
+
+// userIDRE is a Slack user id (U…, or W… on Enterprise Grid).
+var userIDRE = regexp.MustCompile(`^[UW][A-Z0-9]{2,20}$`)
+
+// directKey is where a direct message to a user goes: the user id as the
+// conversation (chat.postMessage opens the app's DM with them) and no
+// thread ts, so it starts at the DM's top level.
+func directKey(userID string) threadKey { return threadKey{Channel: userID} }
+
+// DirectThread implements core.DirectMessenger: escalation reminds
+// approvers in, and hands escalated approvers the card through, a DM from
+// the app (docs/escalation.md).
+func (a *Adapter) DirectThread(userID string) (core.Thread, bool) {
+	if !userIDRE.MatchString(userID) {
+		return core.Thread{}, false
+	}
+	return directKey(userID).thread(), true
+}
+
+var _ core.DirectMessenger = (*Adapter)(nil)

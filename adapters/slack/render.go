@@ -80,9 +80,15 @@ func (a *Adapter) renderCard(c core.Card) ([]slackapi.Block, string) {
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
 	}
+	if c.Pending() && c.Next != "" {
+		fields = append(fields, mk("*Next*\n"+escapeMrkdwn(clip(core.OneLine(c.Next), 500))))
+	}
 	head = append(head, slackapi.NewSectionBlock(nil, fields, nil))
 	if c.Reason != "" {
 		head = append(head, section("*Reason*\n"+quote(clip(core.OneLine(c.Reason), 1500))))
+	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		head = append(head, section("*"+core.ChangesHeading+"*\n• "+escapeMrkdwn(clip(strings.Join(lines, "\n• "), 1500))))
 	}
 
 	// The tail is the decision area: buttons or the outcome, and the id.
@@ -325,6 +331,9 @@ func (a *Adapter) renderBatch(c core.Card) ([]slackapi.Block, string) {
 	}
 	if pending && !c.ExpiresAt.IsZero() {
 		fields = append(fields, mk("*Expires*\n"+slackDate(c.ExpiresAt)))
+	}
+	if pending && c.Next != "" {
+		fields = append(fields, mk("*Next*\n"+escapeMrkdwn(clip(core.OneLine(c.Next), 500))))
 	}
 	blocks = append(blocks, slackapi.NewSectionBlock(nil, fields, nil))
 	for i, bc := range c.Batch {

@@ -79,7 +79,10 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	default:
 		return core.MessageRef{}, &core.PermanentError{Err: fmt.Errorf("slack: unknown message kind %q", m.Kind)}
 	}
-	ch, ts, err := a.api.PostMessageContext(ctx, k.Channel, append(opts, slackapi.MsgOptionTS(k.TS))...)
+	if k.TS != "" {
+		opts = append(opts, slackapi.MsgOptionTS(k.TS))
+	}
+	ch, ts, err := a.api.PostMessageContext(ctx, k.Channel, opts...)
 	if err != nil {
 		return core.MessageRef{}, sendError("chat.postMessage", err)
 	}
@@ -102,7 +105,10 @@ func (a *Adapter) update(ctx context.Context, k threadKey, ref core.MessageRef, 
 	switch slackErrorCode(err) {
 	case "message_not_found", "cant_update_message", "edit_window_closed":
 		a.log.WarnContext(ctx, "slack: card cannot be updated; posting the outcome instead", "ts", ref.ID, "err", err)
-		ch, ts, perr := a.api.PostMessageContext(ctx, k.Channel, append(opts, slackapi.MsgOptionTS(k.TS))...)
+		if k.TS != "" {
+			opts = append(opts, slackapi.MsgOptionTS(k.TS))
+		}
+		ch, ts, perr := a.api.PostMessageContext(ctx, k.Channel, opts...)
 		if perr != nil {
 			return core.MessageRef{}, sendError("chat.postMessage", perr)
 		}

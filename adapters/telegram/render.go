@@ -84,6 +84,12 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 			fmt.Fprintf(&b, "• %s: <code>%s</code>\n", esc(a.Name), esc(cutUTF16(a.Shown(), argMax)))
 		}
 	}
+	if lines := c.ChangeLines(); len(lines) > 0 {
+		fmt.Fprintf(&b, "<b>%s</b>\n", esc(core.ChangesHeading))
+		for _, l := range lines {
+			fmt.Fprintf(&b, "• %s\n", esc(cutUTF16(l, argMax)))
+		}
+	}
 	if c.Reason != "" {
 		fmt.Fprintf(&b, "<b>Reason:</b> %s\n", esc(cutUTF16(core.OneLine(c.Reason), 1000)))
 	}
@@ -96,6 +102,9 @@ func cardHTMLWith(c core.Card, argMax, previewMax int) string {
 	b.WriteString("\n")
 	if c.Pending() && !c.ExpiresAt.IsZero() {
 		fmt.Fprintf(&b, "<b>Expires:</b> %s\n", c.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	if c.Pending() && c.Next != "" {
+		fmt.Fprintf(&b, "<b>Next:</b> %s\n", esc(core.OneLine(c.Next)))
 	}
 	if c.Preview != "" {
 		p := c.Preview

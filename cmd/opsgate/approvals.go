@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 )
 
 // `opsgate approvals …`: list, show and decide the calls that wait for a
@@ -26,10 +28,11 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				reasonHelp = "why; returned to the run as the step's output, and shown to the requester"
 			}
 			reason := fs.String("reason", "", reasonHelp)
-			var scope, argsJSON, pattern *string
+			var scope, argsJSON, pattern, forDur *string
 			if action != "reject" {
-				scope = fs.String("scope", "call", "call; session (later calls of the same rule by the same requester in the thread, "+
-					"for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				scope = fs.String("scope", "call", "call; task (later calls of the same rule in this run); session (later calls of the same rule "+
+					"by the same requester in the thread, for approvals.session_ttl); or forever (a stored allow rule for these exact arguments, or --pattern)")
+				forDur = fs.String("for", "", "with --scope session or forever: how long the grant lasts (30m, 2h, 7d); a session grant at most approvals.session_ttl")
 				pattern = fs.String("pattern", "", "with --scope forever: per-argument globs to save instead of the exact arguments, "+
 					"as a JSON object naming every argument")
 			}
@@ -41,9 +44,18 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				body := map[string]any{"action": action, "reason": *reason}
 				if scope != nil {
 					if !approvals.Scope(*scope).Valid() {
-						return usagef("--scope %q: want call, session or forever", *scope)
+						return usagef("--scope %q: want call, task, session or forever", *scope)
 					}
 					body["scope"] = *scope
+				}
+				if forDur != nil && *forDur != "" {
+					if _, err := api.ParseFor(*forDur); err != nil {
+						return usagef("--for: %v", err)
+					}
+					if *scope != "session" && *scope != "forever" {
+						return usagef("--for goes with --scope session or forever")
+					}
+					body["for"] = *forDur
 				}
 				if pattern != nil && *pattern != "" {
 					if *scope != "forever" {
@@ -65,6 +77,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 				id, err := a.resolveID(ctx, "approval", pos[0])
 				if err != nil {
 					return err
+				}
+				if scope != nil && approvals.Scope(*scope).Saves() && a.format() != outputJSON && a.format() != outputYAML {
+					// What the grant will cover, before it is saved.
+					if err := a.showOffer(ctx, id, approvals.Scope(*scope), *forDur); err != nil {
+						return err
+					}
 				}
 				var ap approvals.Approval
 				if done, err := a.call(ctx, fmt.Sprintf("approvals %s %s", action, id), "POST",
@@ -129,11 +147,12 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 					if err != nil {
 						return err
 					}
-					var ap approvals.Approval
+					var ap shownApproval
 					if done, err := a.call(ctx, "approvals show "+id, "GET", "/api/v1/approvals/"+url.PathEscape(id), nil, nil, &ap); done {
 						return err
 					}
-					printApproval(a.stdout, &ap)
+					printApproval(a.stdout, &ap.Approval)
+					printEscalation(a.stdout, &ap)
 					return nil
 				}
 			}},
@@ -145,6 +164,8 @@ func cmdApprovals(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			about: "Approves the call with new arguments: --args is the whole new object (omitted keys take the\n" +
 				"schema's default), validated and re-checked by the policy." + fmt.Sprintf(idNote, "approvals", "edit"),
 			flags: decide("edit")},
+		approvalsDelegateSub(),
+		approvalsReceiptSub(),
 		watchSub(),
 		waitSub(),
 	}
@@ -188,17 +209,25 @@ func (a *adminCall) editHint(ctx context.Context, arg string) string {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// printApproval is `approvals show`: the call, why the policy asked, the
+// edit as a change, the hand-overs and every decision.
 func printApproval(w io.Writer, a *approvals.Approval) {
 	fmt.Fprintf(w, "approval  %s\nstatus    %s\ntool      %s (risk %s%s)\nrun       %s\nthread    %s\nrequester %s\n",
 		a.ID, a.Status, a.Tool, a.Risk, map[bool]string{true: ", destructive"}[a.Destructive], a.RunID, a.Thread, a.Requester)
 	fmt.Fprintf(w, "approvers %s (quorum %d)\ncreated   %s\nexpires   %s\n", strings.Join(a.Approvers, ", "), a.Quorum,
 		fmtTime(a.CreatedAt), fmtTime(a.ExpiresAt))
+	if a.Why != "" {
+		fmt.Fprintf(w, "asked by  %s\n", a.Why)
+	}
 	if a.Reason != "" {
 		fmt.Fprintf(w, "reason    %s\n", a.Reason)
 	}
 	fmt.Fprintf(w, "proposed  %s\n", compact(a.ProposedArgs))
 	if a.ApprovedArgs != nil {
 		fmt.Fprintf(w, "approved  %s\n", compact(a.ApprovedArgs))
+	}
+	for _, ch := range a.Edits() {
+		fmt.Fprintf(w, "edited    %s\n", core.ChangeLine(ch))
 	}
 	if a.ExecutedArgs != nil {
 		fmt.Fprintf(w, "executed  %s\n", compact(a.ExecutedArgs))
@@ -208,6 +237,9 @@ func printApproval(w io.Writer, a *approvals.Approval) {
 	}
 	for _, d := range a.Decisions {
 		line := fmt.Sprintf("decision  %s by %s via %s at %s", d.Action, d.Actor, d.Channel, fmtTime(d.At))
+		if d.Action == approvals.ActionDelegate {
+			line = fmt.Sprintf("handed    to %s by %s via %s at %s", d.To, d.Actor, d.Channel, fmtTime(d.At))
+		}
 		if d.Reason != "" {
 			line += ": " + d.Reason
 		}

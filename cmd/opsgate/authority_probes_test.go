@@ -69,6 +69,11 @@ func tableProbes() []tableProbe {
 		{surface: rest, entry: "GET /api/v1/grants", column: "read grants", do: restCall("GET", pathOf("/api/v1/grants?status=all"), nil)},
 		{surface: rest, entry: "GET /api/v1/me", column: "self", do: restCall("GET", pathOf("/api/v1/me"), nil)},
 		{surface: rest, entry: "GET /api/v1/deliveries", column: "administer", do: restCall("GET", pathOf("/api/v1/deliveries"), nil)},
+		// a1 is pending: a reader is told "not_decided" (allowed through).
+		{surface: rest, entry: "GET /api/v1/approvals/{id}/receipt", column: "see approval", do: restCall("GET",
+			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/receipt" }, nil)},
+		{surface: rest, entry: "GET /api/v1/receipts/key", column: "catalog", do: restCall("GET", pathOf("/api/v1/receipts/key"), nil)},
+		{surface: rest, entry: "GET /api/v1/policy", column: "catalog", do: restCall("GET", pathOf("/api/v1/policy"), nil)},
 		{surface: rest, entry: "GET /api/v1/schedules", column: "list schedules", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
 			st, body := w.rest(t, "GET", "/api/v1/schedules", r.token, nil)
 			if o := restOutcome(st, body); o != oAllow {
@@ -118,6 +123,8 @@ func tableProbes() []tableProbe {
 		{surface: console, entry: "GET /runs/{id}", column: "see session run", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/runs/" + w.turn }, nil, nil)},
 		{surface: console, entry: "GET /runs", column: "list runs", do: consolePage("GET", pathOf("/runs"), nil, r1)},
 		{surface: console, entry: "GET /approvals/{id}", column: "see approval", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 }, nil, nil)},
+		{surface: console, entry: "GET /approvals/{id}/receipt", column: "see approval", do: consolePage("GET", func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 + "/receipt" }, nil, nil)},
+		{surface: console, entry: "GET /policy", column: "catalog", do: consolePage("GET", pathOf("/policy"), nil, nil)},
 		{surface: console, entry: "GET /approvals", column: "list approvals", do: consolePage("GET", pathOf("/approvals"), nil, a1)},
 		{surface: console, entry: "GET /{$}", column: "list approvals", do: consolePage("GET", pathOf("/"), nil, a1)},
 		{surface: console, entry: "GET /chat", column: "see thread", do: consolePage("GET", pathOf("/chat?thread=tbl-r1"), nil, nil)},
@@ -148,6 +155,11 @@ func tableProbes() []tableProbe {
 		{surface: rest, entry: "POST /api/v1/approvals/{id}/decision", column: "decide", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
 			return restOutcome(w.restWith(t, "POST", "/api/v1/approvals/"+w.a1+"/decision", r.token, http.Header{api.ChannelHeader: {api.TUIChannel}}, badEdit()))
 		}},
+		// Handed to a person the configuration does not name: refused
+		// after the authority, changing nothing.
+		{surface: rest, entry: "POST /api/v1/approvals/{id}/delegate", column: "decide", do: restCall("POST",
+			func(w *tableWorld, _ *testing.T) string { return "/api/v1/approvals/" + w.a1 + "/delegate" },
+			func(*tableWorld) any { return map[string]any{"to": "person:nobody"} })},
 		{surface: agentAPI, entry: "POST /api/v1/agent/reply", column: "decide", do: restCall("POST", pathOf("/api/v1/agent/reply"),
 			func(w *tableWorld) any {
 				return map[string]any{"sessionId": w.s1, "requestId": w.a1, "decision": "allowOnce"}
@@ -157,6 +169,9 @@ func tableProbes() []tableProbe {
 			func(*tableWorld) url.Values {
 				return url.Values{"action": {"edit"}, "arg:service": {"Bad Name"}, "arg:version": {"1"}}
 			}, nil)},
+		{surface: console, entry: "POST /approvals/{id}/delegate", column: "decide", do: consolePage("POST",
+			func(w *tableWorld, _ *testing.T) string { return "/approvals/" + w.a1 + "/delegate" },
+			func(*tableWorld) url.Values { return url.Values{"to": {"person:nobody"}} }, nil)},
 		{surface: local, entry: "POST /local/v1/decisions", column: "decide", do: restCall("POST", pathOf("/local/v1/decisions"), func(w *tableWorld) any {
 			d := badEdit()
 			d["thread"], d["approval_id"], d["event_id"] = "local:tbl-d", w.a1, w.uniq("d")

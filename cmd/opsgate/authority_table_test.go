@@ -378,7 +378,11 @@ func newTableWorld(t *testing.T, pgDSN string) *tableWorld {
 	if err := st.AuditAdoptKey(ctx, key, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	l, err := buildListener(cfg, st, apiTokens(cfg), key, nil, prometheus.NewRegistry(), log)
+	signer, err := loadReceiptSigner(cfg.Approvals.ReceiptKeyFile, true, cfg.Approvals.ReceiptTTL.D())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := buildListener(cfg, st, apiTokens(cfg), serverKeys{audit: key, receipts: signer}, nil, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func engineOptions(cfg *config.Config) (engine.Options, error) {
 		}
 		o.Flows = append(o.Flows, ef)
 	}
-	o.Policy = buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	o.Policy = withLadders(buildPolicy(cfg.Policy, cfg.Approvers.Groups), cfg)
 	agents, err := buildAgents(cfg)
 	if err != nil {
 		return o, err
@@ -116,7 +116,7 @@ func fileLimits(c config.AgentAttachments) engine.FileLimits {
 // buildTrust maps the parts of cfg a reload (SIGHUP) may change: people,
 // groups, policy, requesters, self-approval, session grants.
 func buildTrust(cfg *config.Config) engine.Trust {
-	p := buildPolicy(cfg.Policy, cfg.Approvers.Groups)
+	p := withLadders(buildPolicy(cfg.Policy, cfg.Approvers.Groups), cfg)
 	p.AllowSelfApproval = cfg.Approvals.AllowSelfApproval
 	return engine.Trust{Policy: p, People: cfg.People, Groups: cfg.Approvers.Groups, Requesters: cfg.RequesterGates(),
 		SessionTTL: cfg.Approvals.SessionTTL.D()}
@@ -211,15 +211,21 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 			out.DefaultApprovers = append(out.DefaultApprovers, "group:"+g)
 		}
 	}
-	for _, r := range p.Rules {
+	for i := range p.Rules {
+		r := &p.Rules[i]
 		out.Rules = append(out.Rules, approvals.Rule{
 			Tool:      r.Match.Tool,
 			Args:      r.Match.Args,
 			Effect:    approvals.Effect(r.Action),
 			Approvers: r.Approvers,
-			Quorum:    r.Quorum,
+			Quorum:    r.Quorum.N,
 
 			AllowSelfApproval: r.AllowSelfApproval,
+			// A condition config check did not compile stays nil: the
+			// policy then judges the rule fail-safe.
+			When: r.When, Cond: r.Condition(),
+			QuorumWhen: r.Quorum.Expr, QuorumFn: r.QuorumExpr(),
+			Description: r.Description,
 		})
 	}
 	return out
@@ -227,12 +233,15 @@ func buildPolicy(p config.Policy, groups map[string][]string) *approvals.Policy 
 
 // buildEngine builds the engine over st with the process's logger and
 // metrics registry; lookup resolves upstream MCP tools (nil for none).
-func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance) (*engine.Engine, error) {
+// receipts, when set, signs the receipt of every decision people make;
+// direct finds an identity's direct-message thread (escalation's cards).
+func buildEngine(cfg *config.Config, st core.Store, log *slog.Logger, reg prometheus.Registerer, lookup tools.ToolLookup, att *api.Attendance,
+	direct func(identity string) (core.Thread, bool), receipts engine.ReceiptSigner) (*engine.Engine, error) {
 	o, err := engineOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	o.Store, o.Logger, o.Registerer, o.Lookup = st, log, reg, lookup
+	o.Store, o.Logger, o.Registerer, o.Lookup, o.Direct, o.Receipts = st, log, reg, lookup, direct, receipts
 	if att != nil {
 		o.AgentAttendance = att
 	}

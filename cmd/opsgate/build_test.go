@@ -33,12 +33,12 @@ func TestQuestionAnswerersAgree(t *testing.T) {
 func TestBuildPolicyDefaultApprovers(t *testing.T) {
 	groups := map[string][]string{"sre": {"console:a"}, "dba": {"console:b"}}
 	p := buildPolicy(config.Policy{Default: "auto", Rules: []config.Rule{
-		{Match: config.Match{Tool: "deploy", Args: map[string]string{"env": "prod*"}}, Action: "ask", Quorum: 2},
+		{Match: config.Match{Tool: "deploy", Args: map[string]string{"env": "prod*"}}, Action: "ask", Quorum: config.Quorum{N: 2}},
 	}}, groups)
 	if want := []string{"group:dba", "group:sre"}; !slices.Equal(p.DefaultApprovers, want) {
 		t.Errorf("default approvers = %v, want every group %v", p.DefaultApprovers, want)
 	}
-	v := p.Evaluate(approvals.ToolInfo{Name: "deploy", Risk: approvals.RiskHighImpact}, map[string]any{"env": "prod-eu"})
+	v := p.Evaluate(approvals.ToolInfo{Name: "deploy", Risk: approvals.RiskHighImpact}, map[string]any{"env": "prod-eu"}, approvals.Subject{})
 	if v.Effect != approvals.EffectAsk || v.Quorum != 2 || !slices.Equal(v.Approvers, p.DefaultApprovers) {
 		t.Errorf("verdict = %+v", v)
 	}

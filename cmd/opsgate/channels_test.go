@@ -82,7 +82,7 @@ func TestChannelsAreMountedOnTheListener(t *testing.T) {
 	if err := st.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := buildEngine(cfg, st, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), nil, nil)
+	eng, err := buildEngine(cfg, st, slog.New(slog.DiscardHandler), prometheus.NewRegistry(), nil, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,13 @@ var commandTree = []struct {
 	{"serve", "run the server", nil},
 	{"migrate", "apply store migrations and exit", nil},
 	{"config", "validate a configuration", []string{"check"}},
-	{"approvals", "decide the calls that wait for a human", []string{"list", "show", "approve", "reject", "edit", "watch", "wait"}},
+	{"approvals", "decide the calls that wait for a human", []string{"list", "show", "approve", "reject", "edit", "delegate", "receipt", "watch", "wait"}},
 	{"runs", "follow and cancel runs", []string{"list", "show", "cancel"}},
 	{"schedules", "list, fire, pause and resume schedules", []string{"list", "run", "pause", "resume"}},
 	{"grants", "list and revoke grants", []string{"list", "revoke"}},
 	{"audit", "the audit log: list, export, verify", []string{"list", "export", "verify"}},
+	{"policy", "the policy in force", []string{"show"}},
+	{"receipt", "verify a signed approval receipt", []string{"verify"}},
 	{"tui", "the approvals queue in the terminal", nil},
 	{"chat", "a local channel thread in the terminal", nil},
 	{"healthcheck", "is the server up", nil},
@@ -42,7 +44,7 @@ var commandTree = []struct {
 // flagValues are the values offered after flags that take one of a few.
 var flagValues = map[string]string{
 	"o": "table wide json yaml", "output": "table wide json yaml", "format": "csv jsonl",
-	"scope": "call session forever", "log-format": "text json", "log-level": "debug info warn error",
+	"scope": "call task session forever", "log-format": "text json", "log-level": "debug info warn error",
 	"status": "pending approved rejected edited expired all queued running waiting_approval waiting_input succeeded failed cancelled interrupted",
 }
 

@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
 	"time"
-
-	"github.com/opsgate/opsgate/core/shortid"
 )
 
-// `opsgate grants …`: list and revoke session and forever grants.
+// `opsgate grants …`: list and revoke task, session and forever grants.
 
 // grantView is a grant as GET /api/v1/grants returns it.
 type grantView struct {
@@ -22,6 +19,9 @@ type grantView struct {
 	Tool       string            `json:"tool"`
 	Thread     string            `json:"thread"`
 	Requester  string            `json:"requester"`
+	RunID      string            `json:"run_id"`
+	Rule       string            `json:"rule"`
+	Until      *time.Time        `json:"until"`
 	Args       map[string]any    `json:"args"`
 	Pattern    map[string]string `json:"pattern"`
 	ApprovalID string            `json:"approval_id"`
@@ -35,7 +35,7 @@ type grantView struct {
 
 func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	subs := []adminSub{
-		{name: "list", summary: "session and forever grants in force (or --all)", wide: true,
+		{name: "list", summary: "task, session and forever grants in force (or --all)", wide: true,
 			about: "Lists grants, newest first: what each covers, for whom, who granted it, when it ends.",
 			flags: func(fs *flagSet) func(context.Context, *adminCall, []string) error {
 				all := fs.Bool("all", false, "revoked and expired grants too")
@@ -59,24 +59,20 @@ func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) err
 					}
 					fmt.Fprintln(tw)
 					for _, g := range page.Items {
-						covers := "rule of approval " + shortid.Of(g.ApprovalID)
-						switch {
-						case g.Pattern != nil:
-							b, _ := json.Marshal(g.Pattern)
-							covers = "pattern " + string(b)
-						case g.Args != nil:
-							covers = "exactly " + compact(g.Args)
-						}
+						covers := grantCovers(g)
 						who := "anyone"
-						if g.Requester != "" {
+						switch {
+						case g.RunID != "":
+							who = "run " + g.RunID
+						case g.Requester != "":
 							who = g.Requester + " in " + g.Thread
 						}
 						ends := "when revoked"
 						switch {
 						case g.RevokedAt != nil:
 							ends = "revoked " + fmtTime(*g.RevokedAt) + " by " + g.RevokedBy
-						case g.ExpiresAt != nil:
-							ends = fmtTime(*g.ExpiresAt)
+						case g.Until != nil:
+							ends = fmtTime(*g.Until)
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", g.ID, g.Scope, cell(g.Tool), cell(covers), cell(who), cell(g.GrantedBy),
 							fmtTime(g.CreatedAt), cell(ends))
@@ -101,5 +97,5 @@ func cmdGrants(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				}
 			}},
 	}
-	return runAdmin(ctx, "grants", "List and revoke session and forever grants, over the server's API.", subs, args, stdout, stderr)
+	return runAdmin(ctx, "grants", "List and revoke task, session and forever grants, over the server's API.", subs, args, stdout, stderr)
 }

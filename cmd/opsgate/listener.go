@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,14 +64,25 @@ type listener struct {
 // schedules, the channels, the API, the console and MCP over st, each
 // asking the engine's authority. The caller runs the engine and the
 // scheduler.
-func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte, lookup tools.ToolLookup,
+func buildListener(cfg *config.Config, st store, tokens []api.Token, keys serverKeys, lookup tools.ToolLookup,
 	reg *prometheus.Registry, log *slog.Logger) (*listener, error) {
+	key := keys.audit
 	// Who holds an Agent API turn's event stream: the engine's gate asks
 	// it whether anyone can answer an approval (docs/agent-api.md). Holds
 	// go through the store, so the replica executing a turn sees a stream
 	// another replica serves.
 	attendance := api.NewSharedAttendance(api.AttendanceOptions{Store: st, Log: log})
-	eng, err := buildEngine(cfg, st, log, reg, lookup, attendance)
+	dms := &directs{}
+	var signer engine.ReceiptSigner
+	var jwk json.RawMessage
+	if keys.receipts != nil {
+		signer = keys.receipts
+		var err error
+		if jwk, err = json.Marshal(keys.receipts.PublicKey()); err != nil {
+			return nil, fmt.Errorf("receipt key: %w", err)
+		}
+	}
+	eng, err := buildEngine(cfg, st, log, reg, lookup, attendance, dms.find, signer)
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +98,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 		Logger:       log.With("component", "api"),
 		PollInterval: cfg.Engine.PollInterval.D(),
 		Agent:        agentAPIOptions(cfg, eng, st, attendance),
+		ReceiptKey:   jwk,
 		Schedules:    sched,
 	})
 	if err != nil {
@@ -95,6 +108,7 @@ func buildListener(cfg *config.Config, st store, tokens []api.Token, key []byte,
 	if err != nil {
 		return nil, err
 	}
+	dms.add(chans)
 	for _, ch := range chans {
 		// Agents stream their text into the threads of channels that can
 		// edit a reply in place.

@@ -67,9 +67,11 @@ Usage:
   opsgate config check [--config FILE]
   opsgate approvals list [--status S] [--limit N] [-o table|wide|json|yaml]
   opsgate approvals show ID [--json]
-  opsgate approvals approve ID [--reason R] [--scope call|session|forever] [--pattern JSON]
+  opsgate approvals approve ID [--reason R] [--scope call|task|session|forever] [--for 2h] [--pattern JSON]
   opsgate approvals reject ID [--reason R]
   opsgate approvals edit ID --args JSON [--reason R]
+  opsgate approvals delegate ID --to person:NAME|group:NAME [--reason R]
+  opsgate approvals receipt ID                           (the signed receipt of a decided approval)
   opsgate approvals watch [--new] [--count N] [--json]   (one line per new approval)
   opsgate approvals wait ID [--timeout D] [--json]        (exit 0 approved, 1 rejected, 3 expired, 4 cancelled)
   opsgate runs list [--status S] [--limit N] [-o table|wide|json|yaml]
@@ -81,6 +83,8 @@ Usage:
   opsgate grants revoke ID
   opsgate audit list [--limit N] [--actor A] [--tool T] [--run ID] [--kind K]   (newest first, in words)
   opsgate audit export [--format csv|jsonl] [--after SEQ] [filters]
+  opsgate policy show                         (the policy in force, rule by rule)
+  opsgate receipt verify [--key FILE|--server URL] [--args JSON] RECEIPT|-
   opsgate audit verify [--config FILE] [--expect SEQ:HASH]   (reads the store itself)
   opsgate tui [--plain]                       (the approvals queue in the terminal)
   opsgate chat [--thread T]                   (a local channel thread: ask and decide in place)
@@ -94,8 +98,8 @@ Every command takes --help, e.g. opsgate approvals --help, opsgate runs list --h
 --config defaults to $OPSGATE_CONFIG, then ./opsgate.yaml, then the built-in
 quickstart (SQLite under ./data, the console channel, 127.0.0.1:8080).
 
-The approvals, runs, schedules, grants, audit list|export, tui and chat subcommands call a
-running server's HTTP API:
+The approvals, runs, schedules, grants, audit list|export, policy, receipt (without --key), tui and chat
+subcommands call a running server's HTTP API:
   --server URL   default $OPSGATE_SERVER, else http://<server.listen> of the config
   --token T      default $OPSGATE_TOKEN, else <server.data_dir>/admin.token
                  (written by serve when no api token is configured)
@@ -152,6 +156,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdSchedules(ctx, rest, stdout, stderr)
 	case "grants":
 		err = cmdGrants(ctx, rest, stdout, stderr)
+	case "receipt":
+		err = cmdReceipt(ctx, rest, stdout, stderr)
+	case "policy":
+		err = cmdPolicy(ctx, rest, stdout, stderr)
 	case "audit":
 		err = cmdAudit(ctx, rest, stdout, stderr)
 	case "healthcheck":

@@ -140,6 +140,11 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return fmt.Errorf("audit.key_file %s: %w (every replica must use the key the chain was sealed with)", cfg.Audit.KeyFile, err)
 	}
 	log.Info("audit chain keyed", "key_file", cfg.Audit.KeyFile)
+	signer, err := loadReceiptSigner(cfg.Approvals.ReceiptKeyFile, true, cfg.Approvals.ReceiptTTL.D())
+	if err != nil {
+		return err
+	}
+	log.Info("approval receipts signed", "key_file", cfg.Approvals.ReceiptKeyFile, "kid", signer.PublicKey().KeyID)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -175,7 +180,7 @@ func serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		log.Warn(fmt.Sprintf("no api.tokens configured: using the admin token in %s (delete the file to rotate it); the CLI reads it from the file", path),
 			"file", path, "actor", adminActor)
 	}
-	l, err := buildListener(cfg, st, tokens, key, toolLookup(up), reg, log)
+	l, err := buildListener(cfg, st, tokens, serverKeys{audit: key, receipts: signer}, toolLookup(up), reg, log)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -448,6 +449,40 @@ flows:
 	e.stop()
 }
 
+// dashboardApprovalSeries lists the series the shipped Grafana dashboard's
+// approvals panels read (deploy/grafana), histogram buckets by name.
+func dashboardApprovalSeries(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "opsgate-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range regexp.MustCompile(`opsgate_approvals?_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				if !seen[m] && !strings.HasPrefix(m, "opsgate_approval_decision_to_dispatch") {
+					seen[m] = true
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	if len(out) < 4 {
+		t.Fatalf("the dashboard reads %v: no approvals row", out)
+	}
+	return out
+}
+
 // TestOperationalEndpoints: health, readiness and metrics answer without a
 // token; a second server on the same port fails at once with a clear error.
 func TestOperationalEndpoints(t *testing.T) {
@@ -470,9 +505,16 @@ func TestOperationalEndpoints(t *testing.T) {
 			t.Errorf("GET %s: %d, body lacks %q", path, resp.StatusCode, want)
 		}
 		if path == "/metrics" {
-			for _, m := range []string{"go_goroutines", "opsgate_"} {
+			for _, m := range []string{"go_goroutines", "opsgate_", `opsgate_approvals_pending{risk="high_impact"} 0`,
+				"opsgate_approval_oldest_pending_seconds 0", `opsgate_approval_escalations_total{step="remind"} 0`,
+				"opsgate_approval_decision_seconds_count 0"} {
 				if !strings.Contains(string(body), m) {
 					t.Errorf("/metrics lacks %s", m)
+				}
+			}
+			for _, m := range dashboardApprovalSeries(t) {
+				if !strings.Contains(string(body), "\n"+m) {
+					t.Errorf("the dashboard's approvals row reads %s, which /metrics lacks from startup", m)
 				}
 			}
 		}

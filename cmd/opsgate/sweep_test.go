@@ -139,7 +139,7 @@ func inProcessServer(t *testing.T, cfg *config.Config) (http.Handler, []string, 
 		t.Fatal(err)
 	}
 	tokens := []api.Token{{Name: "admin", Token: sweepToken, Actor: "console:admin"}}
-	l, err := buildListener(cfg, st, tokens, []byte("0123456789abcdef0123456789abcdef"), nil, prometheus.NewRegistry(), log)
+	l, err := buildListener(cfg, st, tokens, serverKeys{audit: []byte("0123456789abcdef0123456789abcdef")}, nil, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}

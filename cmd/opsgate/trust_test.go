@@ -67,7 +67,7 @@ flows:
         args: {service: "{{.service}}", n: "{{.n}}"}
 policy:
   rules:
-    - {match: {tool: scale}, action: ask, approvers: ["group:sre"]}
+    - {match: {tool: scale}, action: ask, approvers: ["group:sre"], escalation: [{after: 30m, remind: true}, {after: 3h, outcome: deny}]}
 `, trustAdminToken, trustBobToken, sre, scale))
 }
 
@@ -119,6 +119,24 @@ func (e *env) ask(n string) (runID, approvalID string) {
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("run %s: %+v", r.ID, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// succeeded waits, asking with the trust config's admin token, until the
+// run succeeded.
+func (e *env) succeeded(run string) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for {
+		var r testRun
+		e.call(trustAdminToken, "GET", "/api/v1/runs/"+run, nil, &r)
+		if r.Status == "succeeded" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("run %s: %+v", run, r)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -188,18 +206,7 @@ func TestGrantsCLI(t *testing.T) {
 	}
 	run, ap := e.ask("4")
 	cli("approvals", "approve", ap, "--scope", "forever")
-	deadline := time.Now().Add(waitBound)
-	for {
-		var r testRun
-		e.call(trustAdminToken, "GET", "/api/v1/runs/"+run, nil, &r)
-		if r.Status == "succeeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s: %+v", run, r)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	e.succeeded(run)
 	out := cli("grants", "list")
 	if !strings.Contains(out, approvals.GrantID(ap)) || !strings.Contains(out, `exactly {"n":"4","service":"api"}`) {
 		t.Fatalf("grants list:\n%s", out)
@@ -215,6 +222,42 @@ func TestGrantsCLI(t *testing.T) {
 	}
 	if out := cli("grants", "list", "--all"); !strings.Contains(out, "revoked") {
 		t.Fatalf("grants list --all:\n%s", out)
+	}
+}
+
+// TestGrantsCLISessionFor: `approvals show` tells the ladder, what happens
+// next and what each scope would save; approving with --scope session
+// --for says what the grant covers before it is saved; the grant lists its
+// end; --for where it does not apply is a usage error.
+func TestGrantsCLISessionFor(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	trustConfig(e, false)
+	e.start()
+	cli := func(args ...string) string {
+		t.Helper()
+		return e.mustCLI(append(args, "--token", trustBobToken)...)
+	}
+	run, ap := e.ask("5")
+	out := cli("approvals", "show", ap)
+	for _, want := range []string{"after 30m0s: remind", "after 3h0m0s: deny", "next      the approvers are reminded at",
+		"scope     saves a task grant: this run's calls of scale", "scope     saves a session grant: console:admin's in console:ops, calls of scale"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("approvals show lacks %q:\n%s", want, out)
+		}
+	}
+	if _, errOut, code := e.cli("approvals", "approve", ap, "--scope", "task", "--for", "1h", "--token", trustBobToken); code != 2 || !strings.Contains(errOut, "--for goes with --scope session or forever") {
+		t.Fatalf("--for with task: %d %s", code, errOut)
+	}
+	out = cli("approvals", "approve", ap, "--scope", "session", "--for", "20m")
+	if !strings.Contains(out, "saves a session grant: console:admin's in console:ops, calls of scale") || !strings.Contains(out, "for 20m") ||
+		!strings.Contains(out, "is now approved") {
+		t.Fatalf("approve --scope session --for:\n%s", out)
+	}
+	e.succeeded(run)
+	out = cli("grants", "list")
+	if !strings.Contains(out, approvals.GrantID(ap)) || !strings.Contains(out, "console:admin in console:ops") || strings.Contains(out, "when revoked") {
+		t.Fatalf("grants list:\n%s", out)
 	}
 }
 

@@ -131,6 +131,9 @@ type Options struct {
 	// Agent serves the Agent API (/api/v1/agent/...); nil answers its
 	// paths with 404 agent_api_off.
 	Agent *AgentOptions
+	// ReceiptKey is the JWK receipts verify with (GET
+	// /api/v1/receipts/key); empty answers 404 receipts_off.
+	ReceiptKey json.RawMessage
 	// Schedules serves /api/v1/schedules (schedules.go); nil lists none.
 	Schedules Schedules
 }
@@ -322,6 +325,10 @@ func (s *server) routes() {
 	route("GET /api/v1/approvals", s.listApprovals, authority.ListApprovals)
 	route("GET /api/v1/approvals/{id}", s.fullID(kindApproval, s.getApproval), authority.SeeApproval)
 	route("POST /api/v1/approvals/{id}/decision", s.fullID(kindApproval, s.decide), authority.Decide)
+	route("POST /api/v1/approvals/{id}/delegate", s.fullID(kindApproval, s.delegate), authority.Decide)
+	route("GET /api/v1/approvals/{id}/receipt", s.fullID(kindApproval, s.getReceipt), authority.SeeApproval)
+	route("GET /api/v1/receipts/key", s.receiptKey, authority.Catalog)
+	route("GET /api/v1/policy", s.policy, authority.Catalog)
 	route("GET /api/v1/grants", s.listGrants, authority.ReadGrants)
 	route("DELETE /api/v1/grants/{id}", s.revokeGrant, authority.RevokeGrant)
 	route("GET /api/v1/events", s.changes, authority.ListApprovals)

@@ -85,16 +85,20 @@ func setupReal(t *testing.T, mod ...func(*Options)) *realBundle {
 		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "status", Risk: approvals.RiskRead, Runner: status},
+			{Name: "scale", Risk: approvals.RiskExternal, Runner: status},
 		},
 		Flows: []engine.Flow{
 			{Name: "deploy", Command: "deploy {service} {version} {env=staging}",
 				Steps: []engine.FlowStep{{Tool: "deploy", Args: map[string]any{"service": "{{.service}}", "version": "{{.version}}", "env": "{{.env}}"}}}},
 			{Name: "status", Command: "status {service}", Steps: []engine.FlowStep{{Tool: "status", Args: map[string]any{"service": "{{.service}}"}}}},
+			{Name: "scale", Command: "scale {service} {n}", Steps: []engine.FlowStep{{Tool: "scale", Args: map[string]any{"service": "{{.service}}", "n": "{{.n}}"}}}},
 		},
 		Policy: &approvals.Policy{Rules: []approvals.Rule{
 			{Tool: "status", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
 			{Tool: "deploy", Args: map[string]string{"env": "dr*"}, Effect: approvals.EffectDeny},
+			{Tool: "scale", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}, Escalation: []approvals.Step{
+				{After: 10 * time.Minute, Remind: true}, {After: 2 * time.Hour, Outcome: approvals.TerminalDeny}}},
 		}},
 		Groups:       map[string][]string{"sre": {"console:req", "console:alice", "console:bob"}},
 		ApprovalTTL:  time.Hour,

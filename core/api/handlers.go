@@ -449,6 +449,9 @@ func (s *server) getApproval(w http.ResponseWriter, r *http.Request) {
 			s.log.DebugContext(r.Context(), "api: no input schema for approval", "approval", a.ID, "tool", a.Tool, "err", err)
 		}
 	}
+	if g, ok := s.o.Engine.(GrantOfferer); ok {
+		v.GrantOffers = NewGrantOfferViews(g.GrantOffers(a), s.o.Now().UTC())
+	}
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -486,6 +489,8 @@ type decisionBody struct {
 	// Pattern, with scope forever, saves per-argument globs instead of
 	// the exact arguments.
 	Pattern map[string]string `json:"pattern"`
+	// For bounds a session or forever grant: a duration like "2h".
+	For string `json:"for"`
 }
 
 // validate checks the shape of a decision; whether the actor may make it,
@@ -506,7 +511,18 @@ func (b *decisionBody) validate() error {
 		return invalid("action", "unknown action %q: want approve, reject or edit", b.Action)
 	}
 	if s := approvals.Scope(b.Scope); s != "" && !s.Valid() {
-		return invalid("scope", "unknown scope %q: want call, session or forever", b.Scope)
+		return invalid("scope", "unknown scope %q: want call, task, session or forever", b.Scope)
+	}
+	if b.For != "" {
+		if _, err := ParseFor(b.For); err != nil {
+			return invalid("for", "%v", err)
+		}
+		if sc := approvals.Scope(b.Scope); sc != approvals.ScopeSession && sc != approvals.ScopeForever {
+			return invalid("for", "for bounds a grant: it goes with scope session or forever")
+		}
+		if approvals.Action(b.Action) == approvals.ActionReject {
+			return invalid("for", "a reject saves no grant")
+		}
 	}
 	if b.Pattern != nil && approvals.Scope(b.Scope) != approvals.ScopeForever {
 		return invalid("pattern", "pattern is only accepted with scope %q", approvals.ScopeForever)
@@ -538,7 +554,9 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope), Pattern: b.Pattern}
+	forDur, _ := ParseFor(b.For) // validated above
+	d := core.Decision{ApprovalID: id, Action: approvals.Action(b.Action), Args: b.Args, Reason: b.Reason, Scope: approvals.Scope(b.Scope),
+		Pattern: b.Pattern, For: forDur}
 	actor := actorFrom(r.Context())
 	if s.refuseUndecided(w, r, ch, d) {
 		return

@@ -155,15 +155,35 @@ type ApprovalView struct {
 	// Digest names what the approval lets run (approvals.Digest): the
 	// tool, canonical arguments, rule and policy version; "" for an
 	// approval made before digests existed.
-	Digest    string         `json:"digest" jsonschema:"sha256:<hex> over tool, canonical arguments, rule and policy version: what the approval lets run"`
-	Decisions []DecisionView `json:"decisions"`
-	CreatedAt string         `json:"created_at"`
-	ExpiresAt string         `json:"expires_at"`
-	DecidedAt *string        `json:"decided_at"`
+	Digest string `json:"digest" jsonschema:"sha256:<hex> over tool, canonical arguments, rule and policy version: what the approval lets run"`
+	// Rule is the index of the policy rule that asked (-1: the default);
+	// Why the policy's one line on why it asked.
+	Rule int    `json:"rule" jsonschema:"index of the policy rule that asked (policy.rules[rule]); -1 for the default"`
+	Why  string `json:"why,omitempty" jsonschema:"why the policy asked: the rule and what it is for"`
+	// Changes is the per-field diff from the proposed to the edited
+	// arguments, once an approver edited them.
+	Changes []approvals.Change `json:"changes,omitempty" jsonschema:"the edit as a per-field diff: proposed → edited"`
+	// HasReceipt says GET /api/v1/approvals/{id}/receipt has one.
+	HasReceipt bool           `json:"has_receipt" jsonschema:"a signed receipt of the decision is available"`
+	Decisions  []DecisionView `json:"decisions"`
+	CreatedAt  string         `json:"created_at"`
+	ExpiresAt  string         `json:"expires_at"`
+	DecidedAt  *string        `json:"decided_at"`
 	// InputSchema is the tool's input schema, on GET /api/v1/approvals/{id}
 	// of a pending approval only (when the engine knows it): what an edit
 	// is validated against.
 	InputSchema any `json:"input_schema,omitempty" jsonschema:"the tool's JSON Schema for its arguments (single pending approval only)"`
+	// Escalation is the ladder the approval climbs while pending,
+	// Escalated how many of its steps fired, AddedApprovers the entries
+	// they added, Next what happens next if nobody decides (escalation.go).
+	Escalation     []LadderStepView `json:"escalation,omitempty"`
+	Escalated      int              `json:"escalated,omitempty"`
+	AddedApprovers []string         `json:"added_approvers,omitempty"`
+	Next           *NextView        `json:"next,omitempty"`
+	// GrantOffers says, on GET /api/v1/approvals/{id} of a pending
+	// approval, what approving with scope task, session or forever would
+	// save (or why a scope is not offered).
+	GrantOffers []GrantOfferView `json:"grant_offers,omitempty"`
 }
 
 // DecisionView is one recorded decision of an ApprovalView.
@@ -174,10 +194,13 @@ type DecisionView struct {
 	Reason     string           `json:"reason,omitempty"`
 	Args       map[string]any   `json:"args,omitempty"`
 	Scope      approvals.Scope  `json:"scope,omitempty"`
+	For        string           `json:"for,omitempty"`
 	Superseded bool             `json:"superseded,omitempty"`
 	At         string           `json:"at"`
 	// Digest is the approval's digest this decision was made on.
 	Digest string `json:"digest,omitempty"`
+	// To is whom a delegation (action delegate) handed the approval to.
+	To string `json:"to,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -204,15 +227,17 @@ func NewApprovalView(a *approvals.Approval, executed map[string]any) *ApprovalVi
 		ProposedArgs: emptyIfNil(a.ProposedArgs), ApprovedArgs: nullable(a.ApprovedArgs), ExecutedArgs: nullable(executed),
 		Preview: a.Preview, Reason: a.Reason, Status: a.Status,
 		Approvers: nonNil(a.Approvers), Eligible: nonNil(a.Eligible), Quorum: a.Quorum, Digest: a.Digest,
+		Rule: a.Rule, Why: a.Why, Changes: a.Edits(), HasReceipt: a.Receipt != "",
 		Decisions: make([]DecisionView, 0, len(a.Decisions)),
 		CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt), DecidedAt: rfc3339Ptr(a.DecidedAt),
 	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, DecisionView{
 			Actor: d.Actor, Channel: d.Channel, Action: d.Action, Reason: d.Reason, Args: d.Args,
-			Scope: d.Scope, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest,
+			Scope: d.Scope, For: d.For, Superseded: d.Superseded, At: rfc3339(d.At), Digest: d.Digest, To: d.To,
 		})
 	}
+	escalationView(v, a)
 	return v
 }
 
@@ -337,21 +362,26 @@ type GrantView struct {
 	Tool       string            `json:"tool"`
 	Thread     string            `json:"thread,omitempty"`
 	Requester  string            `json:"requester,omitempty"`
+	RunID      string            `json:"run_id,omitempty"`
 	Rule       string            `json:"rule,omitempty"`
 	Args       map[string]any    `json:"args,omitempty"`
 	Pattern    map[string]string `json:"pattern,omitempty"`
 	ApprovalID string            `json:"approval_id"`
 	GrantedBy  string            `json:"granted_by"`
 	CreatedAt  string            `json:"created_at"`
-	ExpiresAt  *string           `json:"expires_at"`
-	RevokedAt  *string           `json:"revoked_at"`
-	RevokedBy  string            `json:"revoked_by,omitempty"`
-	Active     bool              `json:"active"`
+	// Until is when the grant ends (null: when revoked); ExpiresAt is its
+	// older name.
+	Until     *string `json:"until"`
+	ExpiresAt *string `json:"expires_at"`
+	RevokedAt *string `json:"revoked_at"`
+	RevokedBy string  `json:"revoked_by,omitempty"`
+	Active    bool    `json:"active"`
 }
 
 // NewGrantView renders g as of now.
 func NewGrantView(g *approvals.Grant, now time.Time) *GrantView {
-	return &GrantView{ID: g.ID, Scope: g.Scope, Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, Rule: g.RuleKey,
+	return &GrantView{ID: g.ID, Scope: g.Scope, Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, RunID: g.RunID, Rule: g.RuleKey,
 		Args: g.Args, Pattern: g.Pattern, ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: rfc3339(g.At),
-		ExpiresAt: rfc3339Ptr(g.ExpiresAt), RevokedAt: rfc3339Ptr(g.RevokedAt), RevokedBy: g.RevokedBy, Active: g.Active(now)}
+		Until: rfc3339Ptr(g.ExpiresAt), ExpiresAt: rfc3339Ptr(g.ExpiresAt), RevokedAt: rfc3339Ptr(g.RevokedAt), RevokedBy: g.RevokedBy,
+		Active: g.Active(now)}
 }

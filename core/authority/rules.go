@@ -196,13 +196,28 @@ func (v *Viewer) SeesRun(ctx context.Context, r *core.Run) (bool, error) {
 }
 
 // SeesApproval reports whether the actor may see ap: one it may see the
-// run of, or one it may decide now.
+// run of, one it may decide now, or one it handed on to someone else
+// (approvals.Delegate) while it could decide it.
 func (v *Viewer) SeesApproval(ctx context.Context, ap *approvals.Approval) (bool, error) {
 	ok, err := v.sees(ctx, approvalOwner(ap))
 	if ok || err != nil {
 		return ok, err
 	}
-	return v.mayDecide(ap) == nil, nil
+	return v.mayDecide(ap) == nil || v.handedOn(ap), nil
+}
+
+// handedOn reports whether the actor (any identity of the same person)
+// handed ap on by a delegation that stands under the live configuration.
+func (v *Viewer) handedOn(ap *approvals.Approval) bool {
+	if !v.actor.decides() {
+		return false
+	}
+	for _, d := range approvals.StandingDelegations(ap.Approvers, ap, v.live.People) {
+		if v.live.People.SamePerson(d.Actor, v.actor.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // Runs keeps the runs the actor may see, in order: a list answers with
@@ -236,7 +251,7 @@ func (v *Viewer) mayDecide(ap *approvals.Approval) error {
 	if !v.actor.decides() {
 		return refuse(CodeHumanRequired, "this token may not decide approvals: a person decides, with a token that has scope decide")
 	}
-	env := approvals.Env{People: v.live.People, Eligible: v.live.People.Expand(ap.Approvers)}
+	env := approvals.Env{People: v.live.People, Eligible: approvals.LiveEligible(ap.Entries(), ap, v.live.People)}
 	if err := approvals.MayDecide(ap, v.actor.ID, env, v.actor.Groups...); err != nil {
 		if errors.Is(err, approvals.ErrHumanRequired) {
 			return refuse(CodeHumanRequired, "%v", err)

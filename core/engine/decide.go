@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,16 +37,17 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 	}
 	req := approvals.Request{
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
-		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
+		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, For: d.For, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
 	}
 	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
 		Event: key,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
-			return approvals.Decide(a, req, e.decisionEnv(ctx, a))
+			return e.withReceipt(approvals.Decide(a, req, e.decisionEnv(ctx, a)))
 		},
 	})
 	if err == nil {
+		e.m.decided(a)
 		return a, nil
 	}
 	if errors.Is(err, approvals.ErrDuplicateEvent) {
@@ -60,7 +62,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 	tr := e.trust()
 	return approvals.Env{
 		People:            tr.dir,
-		Eligible:          tr.dir.Expand(a.Approvers),
+		Eligible:          approvals.LiveEligible(a.Entries(), a, tr.dir),
 		SessionTTL:        tr.sessionTTL,
 		ForeverHighImpact: tr.policy.ForeverHighImpact,
 		PolicyVersion:     tr.policyVersion,
@@ -78,8 +80,9 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		},
 		Recheck: func(args map[string]any) (approvals.Verdict, []string) {
 			info := approvals.ToolInfo{Name: a.Tool, Risk: a.Risk, Destructive: a.Destructive}
-			v := tr.policy.Evaluate(info, args)
-			return v, tr.dir.Expand(v.Approvers)
+			th, _ := core.ParseThread(a.Thread)
+			v := tr.policy.Evaluate(info, args, tr.dir.Subject(a.Requester, th.Channel, e.now()))
+			return v, approvals.LiveEligible(v.Approvers, a, tr.dir)
 		},
 	}
 }
@@ -217,14 +220,21 @@ func cancelledStep(st core.Step, why string, now time.Time) *core.Step {
 // what, why, risk, preview, who asked, who decides, until when, and — once
 // decided — the outcome line that replaces the buttons.
 func (e *Engine) Card(a *approvals.Approval) core.Card {
-	args := a.ProposedArgs
-	if a.Status.Final() && a.ApprovedArgs != nil {
-		args = a.ApprovedArgs
+	// The arguments the approval lets run: an edit's (shown with its diff
+	// from the proposed ones) once an approver edited them.
+	args := a.Args()
+	approvers := a.Entries()
+	if hand := approvals.Delegations(approvers, a, e.trust().dir); len(hand) > 0 && !a.Status.Final() {
+		approvers = append(slices.Clone(approvers), hand...)
 	}
 	c := core.Card{
 		ApprovalID: a.ID, RunID: a.RunID, Tool: a.Tool, Args: core.ArgsFromMap(args), Reason: core.OneLine(a.Reason),
-		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: a.Approvers, Eligible: a.Eligible,
+		Risk: a.Risk, Preview: a.Preview, Requester: a.Requester, Approvers: approvers, Eligible: a.Eligible,
 		Quorum: max(a.Quorum, 1), Approvals: a.CountedApprovals(), ExpiresAt: a.ExpiresAt, Status: a.Status,
+		Why: a.Why, Changes: a.Edits(),
+	}
+	if n, ok := a.NextStep(); ok && len(a.Ladder) > 0 {
+		c.Next = n.Sentence()
 	}
 	if e.opts.PublicURL != "" {
 		c.ConsoleURL = strings.TrimRight(e.opts.PublicURL, "/") + "/approvals/" + a.ID

@@ -115,11 +115,21 @@ type Options struct {
 	// Progress paces the progress of long steps (progress.go).
 	Progress ProgressOptions
 
+	// Direct, when set, finds the direct conversation with an identity on
+	// its platform (cmd builds it from the adapters that are
+	// core.DirectMessenger): escalation reminds approvers there and hands
+	// escalated approvers the card there.
+	Direct func(identity string) (core.Thread, bool)
+
 	// PublicURL prefixes console links on cards and folded replies:
 	// PublicURL + "/approvals/" + id and PublicURL + "/runs/" + id.
 	PublicURL string
 	// Owner identifies this replica in leases; default hostname-pid-random.
 	Owner string
+	// Receipts, when set, signs a receipt for every approval people
+	// decide, in the deciding transaction (approvals/receipt); the gate
+	// hands it to the tool that runs under it.
+	Receipts ReceiptSigner
 
 	Now    func() time.Time
 	NewID  func() string
@@ -321,6 +331,9 @@ func New(o Options) (*Engine, error) {
 		return nil, fmt.Errorf("engine: metrics: %w", err)
 	}
 	e.m = m
+	if err := registerBacklog(o.Registerer, newBacklog(o.Store, func() time.Time { return e.now() }, e.log)); err != nil {
+		return nil, fmt.Errorf("engine: metrics: %w", err)
+	}
 	e.gate, err = gate.New(gate.Options{
 		Store: o.Store, Tools: toolSet{e}, Trust: e.gateTrust, ApprovalTTL: o.ApprovalTTL,
 		Now: o.Now, NewID: o.NewID, Logger: o.Logger, Observer: m, StartRecordDue: o.startRecordDue,

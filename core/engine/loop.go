@@ -227,15 +227,20 @@ func (e *Engine) executing() []string {
 	return ids
 }
 
-// sweep expires overdue approvals every PollInterval. Expiry goes through
-// ApprovalDecide like any decision, so it races clicks safely: whichever
-// commits first wins, and the run resumes to report the outcome.
+// sweep ends overdue approvals and fires the escalation steps due
+// (escalate.go) every PollInterval: the one sweeper. Ending an approval
+// (expiry, or its ladder's terminal default) goes through ApprovalDecide
+// like any decision, so it races clicks safely: whichever commits first
+// wins, and the run resumes to report the outcome.
 func (e *Engine) sweep(ctx context.Context) {
 	t := time.NewTicker(e.opts.PollInterval)
 	defer t.Stop()
 	for {
 		if err := e.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("expire approvals", "err", err)
+		}
+		if _, err := e.EscalateDue(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("escalate approvals", "err", err)
 		}
 		if err := e.sweepAgentCalls(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("agent calls", "err", err)
@@ -251,8 +256,10 @@ func (e *Engine) sweep(ctx context.Context) {
 	}
 }
 
-// ExpireOverdue expires every pending approval past its expiry now. Run
-// calls it periodically; it is exported for admin tools and tests.
+// ExpireOverdue ends every pending approval past its end now: it expires,
+// or its escalation ladder's terminal default decides it
+// (approvals.Lapse). Run calls it periodically; it is exported for admin
+// tools and tests.
 func (e *Engine) ExpireOverdue(ctx context.Context) error {
 	for {
 		now := e.now()
@@ -271,17 +278,22 @@ func (e *Engine) ExpireOverdue(ctx context.Context) error {
 	}
 }
 
-// expire finalizes one approval if it is still pending and overdue; any
-// other state makes it a no-op.
+// expire ends one approval if it is still pending and overdue; any other
+// state makes it a no-op.
 func (e *Engine) expire(ctx context.Context, id string, now time.Time) error {
-	_, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: id, Decide: func(a *approvals.Approval) approvals.Outcome {
+	ended := false
+	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: id, Decide: func(a *approvals.Approval) approvals.Outcome {
 		if a.Status != approvals.StatusPending || now.Before(a.ExpiresAt) {
 			return approvals.Outcome{}
 		}
-		return approvals.Expire(a, now)
+		ended = true
+		return approvals.Lapse(a, now)
 	}})
 	if err != nil && !errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("engine: expire approval %s: %w", id, err)
+	}
+	if err == nil && ended {
+		e.lapsed(a)
 	}
 	return nil
 }

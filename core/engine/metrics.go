@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/opsgate/opsgate/approvals"
 )
 
 // metrics are the engine's Prometheus series. They exist (unregistered)
@@ -17,6 +19,11 @@ type metrics struct {
 	agentTokens      *prometheus.CounterVec
 	agentTurns       *prometheus.CounterVec
 	agentModelCall   *prometheus.HistogramVec
+	// escalations counts the escalation steps fired here, by kind;
+	// decisions observes request → decision of every approval decided
+	// (by people or a ladder's default; expiry is not a decision).
+	escalations *prometheus.CounterVec
+	decisions   prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -52,6 +59,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of model calls of agent runs, retries included.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"agent"}),
+		escalations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "opsgate_approval_escalations_total",
+			Help: "Escalation steps fired, by step: remind, add_approvers, and the terminal defaults deny and approve.",
+		}, []string{"step"}),
+		decisions: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "opsgate_approval_decision_seconds",
+			Help:    "Time from an approval's request to the decision that ended it (approved, edited, rejected; not expired).",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 28800, 86400},
+		}),
+	}
+	for _, step := range []string{approvals.StepRemind, approvals.StepAddApprovers, approvals.StepDeny, approvals.StepApprove} {
+		m.escalations.WithLabelValues(step)
 	}
 	if reg == nil {
 		return m, nil
@@ -75,6 +94,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if err == nil {
 		m.agentModelCall, err = register(reg, m.agentModelCall)
+	}
+	if err == nil {
+		m.escalations, err = register(reg, m.escalations)
+	}
+	if err == nil {
+		m.decisions, err = register(reg, m.decisions)
 	}
 	return m, err
 }
@@ -102,4 +127,12 @@ func (m *metrics) ToolDispatched(tool string, took time.Duration) {
 // DecisionDispatched implements gate.Observer.
 func (m *metrics) DecisionDispatched(since time.Duration) {
 	m.decisionDispatch.Observe(since.Seconds())
+}
+
+// decided observes a's request → decision time, once a decision ended it.
+func (m *metrics) decided(a *approvals.Approval) {
+	if a == nil || a.DecidedAt == nil || a.Status == approvals.StatusPending || a.Status == approvals.StatusExpired {
+		return
+	}
+	m.decisions.Observe(a.DecidedAt.Sub(a.CreatedAt).Seconds())
 }

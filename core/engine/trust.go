@@ -148,3 +148,7 @@ func (e *Engine) RevokeGrant(ctx context.Context, id string, actor core.Actor) (
 	e.log.Info("grant revoked", "grant", id, "tool", g.Tool, "scope", g.Scope, "by", actor.ID)
 	return g, nil
 }
+
+// PolicyInForce is the policy as the gate judges with it now (after the
+// last reload): what GET /api/v1/policy, the console and the CLI show.
+func (e *Engine) PolicyInForce() *approvals.Policy { return e.trust().policy }

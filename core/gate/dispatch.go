@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -19,7 +20,11 @@ func (g *Gate) dispatch(ctx context.Context, t *tools.Tool, c *Call, args map[st
 	s := &Start{Tool: t, Key: c.Key, Attempt: attempts + 1, At: g.now(), Args: args, ApprovalID: approvalID, Approval: a, Audit: audit}
 	s.Events = []core.RunEvent{g.event(c, core.EventToolStarted, map[string]any{
 		"step": c.Index, "tool": t.Name, "args": args, "idempotency_key": c.Key, "attempt": s.Attempt})}
-	call := tools.Call{RunID: c.RunID, IdempotencyKey: c.Key, Args: maps.Clone(args), Output: c.Output}
+	receipt, err := g.receipt(ctx, a, approvalID)
+	if err != nil {
+		return nil, err
+	}
+	call := tools.Call{RunID: c.RunID, IdempotencyKey: c.Key, Args: maps.Clone(args), Output: c.Output, Receipt: receipt}
 	ctx, span := startDispatch(ctx, c, t.Name, s.Attempt)
 	defer span.End()
 	begin := time.Now()
@@ -58,6 +63,28 @@ func (g *Gate) dispatch(ctx context.Context, t *tools.Tool, c *Call, args map[st
 		"error": errString(runErr), "duration_ms": res.Duration.Milliseconds(), "ok": runErr == nil,
 	}))
 	return g.settle(ctx, rec, o)
+}
+
+// receipt is the signed receipt the call runs under, handed to the tool:
+// a's when decided just now, the stored approval's when re-dispatched
+// after a crash (approvalID), "" for a call no person decided (a rule or a
+// grant allowed it). A grant's receipt is never handed on: it names the
+// arguments of the call its approver saw, not these.
+func (g *Gate) receipt(ctx context.Context, a *approvals.Approval, approvalID string) (string, error) {
+	switch {
+	case a != nil:
+		return a.Receipt, nil
+	case approvalID == "":
+		return "", nil
+	}
+	stored, err := g.o.Store.ApprovalGet(ctx, approvalID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ErrShutdown
+		}
+		return "", fmt.Errorf("gate: load approval %s for its receipt: %w", approvalID, err)
+	}
+	return stored.Receipt, nil
 }
 
 // recover settles a call found dispatching after a crash: its outcome is

@@ -154,7 +154,7 @@ func TestPassOrder(t *testing.T) {
 		// Decided by alice.
 		out := approvals.Decide(a, approvals.Request{Actor: "slack:UA", Action: approvals.ActionApprove, At: f.now},
 			approvals.Env{People: f.trust.Dir, Recheck: func(args map[string]any) (approvals.Verdict, []string) {
-				v := f.trust.Policy.Evaluate(approvals.ToolInfo{Name: "act", Risk: approvals.RiskExternal}, args)
+				v := f.trust.Policy.Evaluate(approvals.ToolInfo{Name: "act", Risk: approvals.RiskExternal}, args, approvals.Subject{})
 				return v, f.trust.Dir.Expand(v.Approvers)
 			}})
 		if out.Err != nil {
@@ -231,8 +231,8 @@ func TestStale(t *testing.T) {
 		"VouchedGroupStill":    {approvals.Verdict{Approvers: []string{"group:sre"}, Quorum: 1}, false},
 		"VouchedGroupDropped":  {approvals.Verdict{Approvers: []string{"group:leads"}, Quorum: 1}, true},
 	} {
-		if got := stale(a, tc.v, dir) != ""; got != tc.stale {
-			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, dir))
+		if got := stale(a, tc.v, nil, dir) != ""; got != tc.stale {
+			t.Errorf("%s: stale = %v, want %v (%s)", name, got, tc.stale, stale(a, tc.v, nil, dir))
 		}
 	}
 }

@@ -48,6 +48,13 @@ func Info(t *tools.Tool) approvals.ToolInfo {
 	return approvals.ToolInfo{Name: t.Name, Risk: t.Risk, Destructive: t.Destructive}
 }
 
+// evaluate is the live policy's verdict on c with args: the rules see the
+// call's requester (their person and groups in tr's directory), the
+// channel of its thread, and now.
+func (g *Gate) evaluate(tr Trust, t *tools.Tool, c *Call, args map[string]any) approvals.Verdict {
+	return tr.Policy.Evaluate(Info(t), args, tr.Dir.Subject(c.Requester, c.Thread.Channel, g.now()))
+}
+
 // judge takes a new call: validated, judged by the live policy and the
 // grants, then dispatched, denied or suspended.
 func (g *Gate) judge(ctx context.Context, t *tools.Tool, c Call, rec Record) (*Outcome, error) {
@@ -57,7 +64,7 @@ func (g *Gate) judge(ctx context.Context, t *tools.Tool, c Call, rec Record) (*O
 			Problem: fmt.Sprintf("the arguments are invalid for %s: %v", t.Name, err)})
 	}
 	tr := g.o.Trust()
-	v := tr.Policy.Evaluate(Info(t), args)
+	v := g.evaluate(tr, t, &c, args)
 	switch v.Effect {
 	case approvals.EffectDeny:
 		return g.deny(ctx, t, &c, args, v, nil, rec)
@@ -117,7 +124,7 @@ func (g *Gate) preJudge(ctx context.Context, tr Trust, c Call) (judged, bool) {
 	if err != nil {
 		return judged{}, false
 	}
-	v := tr.Policy.Evaluate(Info(t), args)
+	v := g.evaluate(tr, t, &c, args)
 	if v.Effect != approvals.EffectAsk {
 		return judged{}, false
 	}
@@ -132,7 +139,7 @@ func (g *Gate) preJudge(ctx context.Context, tr Trust, c Call) (judged, bool) {
 // decide the call (approvals.Grant.Covers).
 func (g *Gate) grant(ctx context.Context, tr Trust, t *tools.Tool, c *Call, args map[string]any, v approvals.Verdict) (*approvals.Grant, error) {
 	now := g.now()
-	call := approvals.Call{Tool: t.Name, Risk: t.Risk, Thread: c.Thread.String(), Requester: c.Requester, Args: args,
+	call := approvals.Call{Tool: t.Name, RunID: c.RunID, Risk: t.Risk, Thread: c.Thread.String(), Requester: c.Requester, Args: args,
 		Verdict: v, Eligible: tr.Dir.Expand(v.Approvers)}
 	p := approvals.GrantListParams{Tool: t.Name, ActiveAt: now, Limit: 200}
 	for seen := 0; seen < maxGrantScan; {

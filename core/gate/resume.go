@@ -47,7 +47,7 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 	traceWait(ctx, a)
 	args := a.Args()
 	tr := g.o.Trust()
-	v := tr.Policy.Evaluate(Info(t), args)
+	v := g.evaluate(tr, t, &c, args)
 	if v.Effect == approvals.EffectDeny {
 		return g.deny(ctx, t, &c, args, v, a, rec)
 	}
@@ -62,7 +62,7 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 		return g.refuse(ctx, t, &c, a, args, CodeInvalidArgs, fmt.Sprintf("the approved arguments no longer pass %s's schema: %v", t.Name, err), rec)
 	}
 	if v.Effect == approvals.EffectAsk {
-		if why := stale(a, v, tr.Dir); why != "" {
+		if why := stale(a, v, tr.Policy.Ladder(v), tr.Dir); why != "" {
 			return g.refuse(ctx, t, &c, a, args, CodeApprovalStale, why, rec)
 		}
 	}
@@ -71,13 +71,25 @@ func (g *Gate) decided(ctx context.Context, t *tools.Tool, c Call, a *approvals.
 
 // stale says why a's approving decisions no longer make the quorum the
 // live verdict v asks for, or "": a decider counts while the live rule's
-// approvers (expanded through the live directory) still name them — or,
+// approvers (expanded through the live directory, with the approval's
+// standing delegations: approvals.LiveEligible) still name them — or,
 // for one eligible through a group their surface vouched for (Via), while
-// the live rule still names that group — never as a machine (an agent or
-// a schedule), once per person, and not on their own call unless v
-// allows it.
-func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory) string {
-	eligible := dir.Expand(v.Approvers)
+// the live rule (or what its ladder still adds) or a standing delegation
+// still names that group; for one escalation added to a, while the live
+// rule's ladder still adds them — never as a machine (an agent or a
+// schedule), once per person, and not on their own call unless v allows
+// it. A ladder's terminal "approve" stands in for the quorum while the
+// live ladder still ends in it.
+func stale(a *approvals.Approval, v approvals.Verdict, ladder []approvals.Step, dir *approvals.Directory) string {
+	entries := slices.Clone(v.Approvers)
+	if live := approvals.LadderApprovers(ladder); len(live) > 0 {
+		for _, e := range a.AddedApprovers {
+			if slices.Contains(live, e) {
+				entries = append(entries, e)
+			}
+		}
+	}
+	eligible := approvals.LiveEligible(entries, a, dir)
 	persons := map[string]bool{}
 	var gone []string
 	for _, d := range a.Decisions {
@@ -85,8 +97,13 @@ func stale(a *approvals.Approval, v approvals.Verdict, dir *approvals.Directory)
 			continue
 		}
 		switch {
+		case d.ByEscalation():
+			if n := len(ladder); n > 0 && ladder[n-1].Outcome == approvals.TerminalApprove && a.Risk != approvals.RiskHighImpact && !a.Destructive {
+				return ""
+			}
+			gone = append(gone, "the escalation default (the live ladder no longer approves)")
 		case approvals.NeverDecides(d.Actor),
-			!slices.Contains(eligible, d.Actor) && (d.Via == "" || !slices.Contains(v.Approvers, approvals.GroupPrefix+d.Via)):
+			!slices.Contains(eligible, d.Actor) && !approvals.ViaStands(d.Via, entries, a, dir):
 			gone = append(gone, d.Actor)
 		case dir.SamePerson(d.Actor, a.Requester) && !v.AllowSelfApproval:
 			gone = append(gone, d.Actor+" (the requester)")

@@ -24,9 +24,12 @@ func (g *Gate) suspend(ctx context.Context, tr Trust, asks []judged, rec Record)
 			Tool: t.Name, Destructive: t.Destructive, Risk: t.Risk, ProposedArgs: q.args, Preview: g.preview(ctx, t, c, q.args),
 			Reason: c.Reason, Status: approvals.StatusPending, Approvers: v.Approvers, Eligible: tr.Dir.Expand(v.Approvers),
 			Quorum: max(v.Quorum, 1), Rule: v.Rule, RuleKey: v.RuleKey, PolicyVersion: tr.PolicyVersion,
-			Digest:    approvals.Digest(t.Name, q.args, v.RuleKey, tr.PolicyVersion),
-			CreatedAt: now, ExpiresAt: now.Add(g.o.ApprovalTTL),
+			Digest: approvals.Digest(t.Name, q.args, v.RuleKey, tr.PolicyVersion), Why: v.Why,
+			CreatedAt: now,
 		}
+		// Its ladder (the rule's or the default) sets its end and its
+		// first step; the engine's sweeper climbs it while it waits.
+		a.Climb(tr.Policy.Ladder(v), g.o.ApprovalTTL)
 		s.Asks = append(s.Asks, Ask{Index: c.Index, Tool: t, Args: q.args, Approval: a})
 		s.Audit = append(s.Audit, g.audit(c, approvals.AuditApprovalRequested, c.Requester, a.ID, t.Name, map[string]any{
 			"args": q.args, "rule": v.Rule, "why": v.Why, "approvers": v.Approvers, "quorum": a.Quorum, "expires_at": a.ExpiresAt,

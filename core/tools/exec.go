@@ -30,6 +30,10 @@ const (
 	waitDelay = time.Second
 )
 
+// EnvReceipt is the variable that carries the call's approval receipt
+// (Call.Receipt), when it has one.
+const EnvReceipt = "OPSGATE_RECEIPT"
+
 // inheritedEnv names the only variables an exec tool inherits from opsgate's
 // own environment: enough to find programs and format text, never opsgate's
 // secrets (database URLs, bot tokens).
@@ -158,6 +162,10 @@ func (e *Exec) environ(c Call) []string {
 	}
 	env["OPSGATE_RUN_ID"] = c.RunID
 	env["OPSGATE_IDEMPOTENCY_KEY"] = c.IdempotencyKey
+	delete(env, EnvReceipt) // never the tool's own value
+	if c.Receipt != "" {
+		env[EnvReceipt] = c.Receipt
+	}
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

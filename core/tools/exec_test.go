@@ -151,16 +151,21 @@ func TestExecRun(t *testing.T) {
 		t.Parallel()
 		e := &Exec{
 			Command: []string{"/bin/sh", script(t, "env")},
-			Env:     map[string]string{"REGION": "eu west", "OPSGATE_RUN_ID": "forged"},
+			Env:     map[string]string{"REGION": "eu west", "OPSGATE_RUN_ID": "forged", "OPSGATE_RECEIPT": "forged"},
 		}
-		res, err := e.Run(context.Background(), Call{RunID: "r-42", IdempotencyKey: "k-42"})
+		res, err := e.Run(context.Background(), Call{RunID: "r-42", IdempotencyKey: "k-42", Receipt: "h.p.s"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"OPSGATE_RUN_ID=r-42\n", "OPSGATE_IDEMPOTENCY_KEY=k-42\n", "REGION=eu west\n", "PATH="} {
+		for _, want := range []string{"OPSGATE_RUN_ID=r-42\n", "OPSGATE_IDEMPOTENCY_KEY=k-42\n", "OPSGATE_RECEIPT=h.p.s\n", "REGION=eu west\n", "PATH="} {
 			if !strings.Contains(res.Output, want) {
 				t.Errorf("env lacks %q:\n%s", want, res.Output)
 			}
+		}
+		// A call nobody decided carries no receipt, not even the tool's own.
+		res, err = e.Run(context.Background(), Call{RunID: "r-43", IdempotencyKey: "k-43"})
+		if err != nil || strings.Contains(res.Output, "OPSGATE_RECEIPT") {
+			t.Errorf("undecided call's env has a receipt (%v):\n%s", err, res.Output)
 		}
 	})
 

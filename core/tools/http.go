@@ -21,6 +21,9 @@ import (
 const (
 	headerIdempotencyKey = "Idempotency-Key"
 	headerRunID          = "X-Opsgate-Run-Id"
+	// HeaderReceipt carries the call's approval receipt (Call.Receipt),
+	// when it has one.
+	HeaderReceipt = "Opsgate-Receipt"
 )
 
 // maxRedirects bounds same-host redirect chains.
@@ -105,7 +108,7 @@ func (h *HTTP) compile() (*httpTemplates, error) {
 			return nil, fmt.Errorf("http: invalid header name %q", name)
 		}
 		canon := http.CanonicalHeaderKey(name)
-		if canon == headerIdempotencyKey || canon == headerRunID || canon == "Host" {
+		if canon == headerIdempotencyKey || canon == headerRunID || canon == HeaderReceipt || canon == "Host" {
 			return nil, fmt.Errorf("http: header %s is set by opsgate", canon)
 		}
 		if _, dup := t.headers[canon]; dup {
@@ -196,6 +199,9 @@ func (t *httpTemplates) build(c Call) (*request, error) {
 	}
 	r.headers.Set(headerIdempotencyKey, c.IdempotencyKey)
 	r.headers.Set(headerRunID, c.RunID)
+	if c.Receipt != "" {
+		r.headers.Set(HeaderReceipt, c.Receipt)
+	}
 	if t.body != nil {
 		if r.body, err = render(t.body, plain); err != nil {
 			return nil, err

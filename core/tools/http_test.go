@@ -60,7 +60,7 @@ func TestHTTPRun(t *testing.T) {
 			Body:    `{"service": {{json .service}}, "n": {{.n}}}`,
 		}
 		args := map[string]any{"verb": "post", "service": `a/b c"?#`, "q": "x&admin=1", "team": "sre ops", "n": 3.0}
-		res, err := h.Run(context.Background(), Call{RunID: "run-7", IdempotencyKey: "key-7", Args: args})
+		res, err := h.Run(context.Background(), Call{RunID: "run-7", IdempotencyKey: "key-7", Args: args, Receipt: "h.p.s"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestHTTPRun(t *testing.T) {
 		if len(got.query) != 2 || got.query.Get("q") != "x&admin=1" || got.query.Get("p") != "x&admin=1" {
 			t.Errorf("query %v: an argument added parameters", got.query)
 		}
-		if got.header.Get("Idempotency-Key") != "key-7" || got.header.Get("X-Opsgate-Run-Id") != "run-7" {
+		if got.header.Get("Idempotency-Key") != "key-7" || got.header.Get("X-Opsgate-Run-Id") != "run-7" || got.header.Get("Opsgate-Receipt") != "h.p.s" {
 			t.Errorf("opsgate headers %v", got.header)
 		}
 		if got.header.Get("X-Team") != "sre ops" || got.header.Get("Content-Type") != "application/json" {
@@ -290,6 +290,7 @@ func TestHTTPValidate(t *testing.T) {
 		"BadHeaderName":      {URL: "http://x", Headers: map[string]string{"X Bad": "v"}},
 		"ReservedHeader":     {URL: "http://x", Headers: map[string]string{"idempotency-key": "v"}},
 		"RunIDHeader":        {URL: "http://x", Headers: map[string]string{"X-Opsgate-Run-Id": "v"}},
+		"ReceiptHeader":      {URL: "http://x", Headers: map[string]string{"opsgate-receipt": "v"}},
 		"DuplicateHeader":    {URL: "http://x", Headers: map[string]string{"x-a": "1", "X-A": "2"}},
 		"UnparsableBody":     {URL: "http://x", Body: "{{if}}"},
 		"UnparsableHeader":   {URL: "http://x", Headers: map[string]string{"X-A": "{{"}},

@@ -15,6 +15,12 @@ type Call struct {
 	// the progress of long work. It is called on the tool's own goroutine,
 	// must be quick, and must not keep p. Preview never calls it.
 	Output OutputSink
+	// Receipt is the signed receipt of the decision the call runs under
+	// (approvals/receipt), "" for a call nobody decided (allowed by a rule
+	// or a grant) or when no key signs receipts. Exec tools get it in
+	// OPSGATE_RECEIPT, http tools in the Opsgate-Receipt header, so the
+	// system that acts can verify that people approved exactly this.
+	Receipt string
 }
 
 // OutputSink receives a running tool's output (Call.Output).

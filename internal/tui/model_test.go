@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/opsgate/opsgate/approvals"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/internal/client"
 )
 
@@ -254,6 +255,21 @@ func TestDetailShowsEverythingToDecide(t *testing.T) {
 		"eligible    console:admin", "you (console:admin) may decide", "expires in 59m12s", "dry run", "would deploy api 1.2.3 to staging")
 	h.key("esc")
 	h.want("WAITING FOR A HUMAN (1)")
+}
+
+// TestDetailShowsTheChangeWhyAndHandOver: an edited approval shows the
+// per-field diff, why the policy asked, and a hand-over among decisions.
+func TestDetailShowsTheChangeWhyAndHandOver(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, approval("a1", func(a *client.Approval) {
+		a.Why = "policy rule 3: deploy to prod* by a non-lead: ask"
+		a.Changes = []approvals.Change{{Name: "version", Kind: approvals.ChangeChanged, From: "1.2.3", To: "1.2.4"},
+			{Name: "force", Kind: approvals.ChangeAdded, To: "true"}}
+		a.Decisions = []api.DecisionView{{Actor: "slack:UBOB", Channel: "slack", Action: approvals.ActionDelegate, To: "person:carol"}}
+	}))
+	h.key("enter")
+	h.want("edited      version: 1.2.3 → 1.2.4", "force: added true", "policy      policy rule 3: deploy to prod* by a non-lead: ask",
+		"decision    handed to person:carol by slack:UBOB via slack")
 }
 
 func TestRejectWithAReason(t *testing.T) {

@@ -237,8 +237,18 @@ func (m Model) viewDetail(w int) ([]string, string) {
 		}
 		out = append(out, row(k, text(ar.Name)+" = "+text(ar.Value)))
 	}
+	for i, ch := range a.Changes {
+		k := ""
+		if i == 0 {
+			k = "edited"
+		}
+		out = append(out, row(k, text(core.ChangeLine(ch))))
+	}
 	if a.Reason != "" {
 		out = append(out, row("reason", text(a.Reason)))
+	}
+	if a.Why != "" {
+		out = append(out, row("policy", text(a.Why)))
 	}
 	out = append(out, row("asked by", text(a.Requester)+" in "+text(a.Thread)))
 	counted := 0
@@ -260,6 +270,9 @@ func (m Model) viewDetail(w int) ([]string, string) {
 	out = append(out, row("run", text(a.RunID)))
 	for _, d := range a.Decisions {
 		line := fmt.Sprintf("%s by %s via %s", d.Action, text(d.Actor), text(d.Channel))
+		if d.To != "" {
+			line = fmt.Sprintf("handed to %s by %s via %s", text(d.To), text(d.Actor), text(d.Channel))
+		}
 		if d.Reason != "" {
 			line += ": " + text(d.Reason)
 		}

@@ -79,3 +79,69 @@ func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 		}
 	}
 }
+
+// TestEscalationPlansUsePartialIndexes: with 10,000 pending approvals
+// climbing ladders among 100,000, the sweeper's tick reads
+// only the range of approvals_escalation_due that is due, and the /metrics
+// backlog reads the pending rows through an index (approvals_pending_risk,
+// or approvals_expiry's status range), never the decided ones, in the
+// generic plans a prepared statement settles on.
+func TestEscalationPlansUsePartialIndexes(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	open(t, dsn) // migrated
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
+		proposed_args, approved_args, executed_args, status, approvers, eligible, quorum, rule, decisions, created_at, expires_at,
+		escalation_due)
+		SELECT 'a-' || x, 'r-' || x, 0, 'slack:T/C' || x, 'slack:U1', 'deploy', false,
+			CASE WHEN x % 3 = 0 THEN 'high_impact' ELSE 'external' END, '{}', '{}', '{}',
+			CASE WHEN x <= 90000 THEN 'approved' ELSE 'pending' END, '[]', '[]', 1, 0, '[]', x, x + 7200000000,
+			CASE WHEN x <= 90000 THEN NULL ELSE x + 600000000 END
+		FROM generate_series(1, 100000) AS x`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE approvals`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	due, stats := sqlstore.EscalationStatements(sqlstore.PostgresDialect())
+	for _, c := range []struct{ name, stmt, explain, want string }{
+		{"due", due, `EXPLAIN EXECUTE due(1, 100)`, "approvals_escalation_due"},
+		{"stats", stats, `EXPLAIN EXECUTE stats`, "Index"},
+	} {
+		if _, err := conn.ExecContext(ctx, `PREPARE `+c.name+` AS `+c.stmt); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.QueryContext(ctx, c.explain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(line + "\n")
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(plan.String(), c.want) || strings.Contains(plan.String(), "Seq Scan") {
+			t.Errorf("%s plan does not read through %s:\n%s", c.name, c.want, plan.String())
+		}
+	}
+}

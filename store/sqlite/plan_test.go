@@ -52,6 +52,19 @@ func TestReadPlansUsePartialIndexes(t *testing.T) {
 	checkPlans(t, db, cases)
 }
 
+// TestEscalationPlansUsePartialIndexes: the sweeper's tick and the
+// /metrics backlog read migration 0029's partial indexes, never every
+// pending approval through approvals_expiry.
+func TestEscalationPlansUsePartialIndexes(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	due, stats := sqlstore.EscalationStatements(sqlstore.SQLiteDialect())
+	checkPlans(t, db, []planCase{
+		{"escalation due", due, []any{1, 100}, []string{"approvals_escalation_due"}},
+		{"pending stats", stats, nil, []string{"COVERING INDEX approvals_pending_risk"}},
+	})
+}
+
 type planCase struct {
 	name, stmt string
 	args       []any

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,25 +18,32 @@ import (
 
 const approvalColumns = `id, run_id, step_index, thread, requester, tool, destructive, risk, proposed_args,
 	approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule, decisions,
-	created_at, expires_at, decided_at, digest, rule_key, policy_version, seq`
+	created_at, expires_at, decided_at, digest, rule_key, policy_version, escalation, escalated, escalation_due,
+	added_approvers, card_threads, why, receipt, seq`
 
-func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
+// approvalRow is a's values in approvalCols' order, for an insert.
+func approvalRow(a *approvals.Approval) ([]any, error) {
 	j, err := approvalJSON(a)
 	if err != nil {
-		return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
+		return nil, fmt.Errorf("store: insert approval %s: %w", a.ID, err)
 	}
 	status := a.Status
 	if status == "" {
 		status = approvals.StatusPending
 	}
-	_, err = t.exec(ctx, `INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
-		proposed_args, approved_args, executed_args, preview, reason, status, approvers, eligible, quorum, rule,
-		decisions, created_at, expires_at, decided_at, digest, rule_key, policy_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool, a.Destructive, string(a.Risk),
+	return []any{a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool, a.Destructive, string(a.Risk),
 		j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers, j.eligible,
 		a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt),
-		a.Digest, a.RuleKey, a.PolicyVersion)
+		a.Digest, a.RuleKey, a.PolicyVersion, j.ladder, a.Escalated, nullMicros(a.EscalationDue), j.added, j.threads, a.Why, a.Receipt}, nil
+}
+
+func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
+	row, err := approvalRow(a)
+	if err != nil {
+		return err
+	}
+	_, err = t.exec(ctx, `INSERT INTO approvals (`+strings.Join(approvalCols, ", ")+`)
+		VALUES (`+strings.TrimSuffix(strings.Repeat("?, ", len(approvalCols)), ", ")+`)`, row...)
 	if err != nil {
 		return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
 	}
@@ -43,7 +51,10 @@ func insertApproval(ctx context.Context, t *tx, a *approvals.Approval) error {
 }
 
 // approvalJSONCols are the JSON TEXT columns of an approval.
-type approvalJSONCols struct{ proposed, approved, executed, approvers, eligible, decisions string }
+type approvalJSONCols struct {
+	proposed, approved, executed, approvers, eligible, decisions string
+	ladder, added, threads                                       string
+}
 
 func approvalJSON(a *approvals.Approval) (approvalJSONCols, error) {
 	var c approvalJSONCols
@@ -51,7 +62,8 @@ func approvalJSON(a *approvals.Approval) (approvalJSONCols, error) {
 		dst *string
 		v   any
 	}{{&c.proposed, a.ProposedArgs}, {&c.approved, a.ApprovedArgs}, {&c.executed, a.ExecutedArgs},
-		{&c.approvers, a.Approvers}, {&c.eligible, a.Eligible}, {&c.decisions, a.Decisions}} {
+		{&c.approvers, a.Approvers}, {&c.eligible, a.Eligible}, {&c.decisions, a.Decisions},
+		{&c.ladder, orEmpty(a.Ladder)}, {&c.added, orEmpty(a.AddedApprovers)}, {&c.threads, orEmpty(a.CardThreads)}} {
 		b, err := json.Marshal(f.v)
 		if err != nil {
 			return c, err
@@ -61,6 +73,14 @@ func approvalJSON(a *approvals.Approval) (approvalJSONCols, error) {
 	return c, nil
 }
 
+// orEmpty keeps a nil list "[]" in the store (the columns' default).
+func orEmpty[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
+
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanApproval(r rowScanner) (*approvals.Approval, int64, error) {
@@ -68,23 +88,36 @@ func scanApproval(r rowScanner) (*approvals.Approval, int64, error) {
 	var risk, status string
 	var j approvalJSONCols
 	var created, expires, seq int64
-	var decided sql.NullInt64
+	var decided, due sql.NullInt64
 	if err := r.Scan(&a.ID, &a.RunID, &a.StepIndex, &a.Thread, &a.Requester, &a.Tool, &a.Destructive, &risk,
 		&j.proposed, &j.approved, &j.executed, &a.Preview, &a.Reason, &status, &j.approvers, &j.eligible,
-		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &a.Digest, &a.RuleKey, &a.PolicyVersion, &seq); err != nil {
+		&a.Quorum, &a.Rule, &j.decisions, &created, &expires, &decided, &a.Digest, &a.RuleKey, &a.PolicyVersion,
+		&j.ladder, &a.Escalated, &due, &j.added, &j.threads, &a.Why, &a.Receipt, &seq); err != nil {
 		return nil, 0, err
 	}
 	for _, f := range []struct {
 		src string
 		dst any
 	}{{j.proposed, &a.ProposedArgs}, {j.approved, &a.ApprovedArgs}, {j.executed, &a.ExecutedArgs},
-		{j.approvers, &a.Approvers}, {j.eligible, &a.Eligible}, {j.decisions, &a.Decisions}} {
+		{j.approvers, &a.Approvers}, {j.eligible, &a.Eligible}, {j.decisions, &a.Decisions},
+		{j.ladder, &a.Ladder}, {j.added, &a.AddedApprovers}, {j.threads, &a.CardThreads}} {
 		if err := json.Unmarshal([]byte(f.src), f.dst); err != nil {
 			return nil, 0, fmt.Errorf("approval %s: %w", a.ID, err)
 		}
 	}
 	a.Risk, a.Status = approvals.Risk(risk), approvals.Status(status)
 	a.CreatedAt, a.ExpiresAt, a.DecidedAt = fromMicros(created), fromMicros(expires), optMicros(decided)
+	a.EscalationDue = optMicros(due)
+	// Empty lists are stored "[]"; the model keeps them nil.
+	if len(a.Ladder) == 0 {
+		a.Ladder = nil
+	}
+	if len(a.AddedApprovers) == 0 {
+		a.AddedApprovers = nil
+	}
+	if len(a.CardThreads) == 0 {
+		a.CardThreads = nil
+	}
 	return &a, seq, nil
 }
 
@@ -243,6 +276,10 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			if err := resumeAfterDecision(ctx, t, out.Approval); err != nil {
 				return err
 			}
+		} else if out.UpdateCard && written != nil {
+			if err := updateCard(ctx, t, written); err != nil {
+				return err
+			}
 		}
 		if err := appendAudit(ctx, t, out.Audit); err != nil {
 			return err
@@ -285,10 +322,12 @@ func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (*approvals.
 		return nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 	}
 	stored, _, err := scanApproval(t.queryRow(ctx, `UPDATE approvals SET status = ?, approved_args = ?, executed_args = ?, quorum = ?,
-		approvers = ?, eligible = ?, decisions = ?, decided_at = ?, rule = ?, digest = ?, rule_key = ?, policy_version = ?
+		approvers = ?, eligible = ?, decisions = ?, decided_at = ?, rule = ?, digest = ?, rule_key = ?, policy_version = ?,
+		added_approvers = ?, escalated = ?, escalation_due = ?, why = ?, receipt = ?
 		WHERE id = ? AND status = ? RETURNING `+approvalColumns,
 		string(a.Status), j.approved, j.executed, a.Quorum, j.approvers, j.eligible, j.decisions,
-		nullMicros(a.DecidedAt), a.Rule, a.Digest, a.RuleKey, a.PolicyVersion, a.ID, string(approvals.StatusPending)))
+		nullMicros(a.DecidedAt), a.Rule, a.Digest, a.RuleKey, a.PolicyVersion, j.added, a.Escalated, nullMicros(a.EscalationDue),
+		a.Why, a.Receipt, a.ID, string(approvals.StatusPending)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -325,34 +364,58 @@ func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) erro
 	// Announced whether or not the run was waiting: a spurious wake-up
 	// costs a claimer one empty query.
 	t.notify(core.TopicRuns)
-	ev, card, err := decisionEffects(a, at)
+	ev, cards, err := decisionEffects(a, at)
 	if err != nil {
 		return err
 	}
 	if err := appendEvents(ctx, t, []core.RunEvent{ev}, a.RunID, at); err != nil {
 		return err
 	}
-	return insertOutbox(ctx, t, at, card)
+	return insertOutbox(ctx, t, at, cards...)
+}
+
+// updateCard queues an update of a's card in its thread, stamped with its
+// newest decision record: a change to a pending approval (a delegation)
+// that its card shows.
+func updateCard(ctx context.Context, t *tx, a *approvals.Approval) error {
+	thread, err := core.ParseThread(a.Thread)
+	if err != nil {
+		return fmt.Errorf("store: approval %s: %w", a.ID, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("store: approval %s: outbox id: %w", a.ID, err)
+	}
+	at := time.Now().UTC()
+	if n := len(a.Decisions); n > 0 {
+		at = a.Decisions[n-1].At // the change that the card shows
+	}
+	return insertOutbox(ctx, t, at, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID,
+		RunID: a.RunID, CreatedAt: at})
 }
 
 // decisionEffects are what a final decision adds besides the requeue, on
 // either write path: the run's permission.decided event and the update of
-// the approval's card in its thread.
-func decisionEffects(a *approvals.Approval, at time.Time) (core.RunEvent, core.OutboxMessage, error) {
+// the approval's card in its thread and in every other thread its card
+// went to (escalated approvers' direct messages).
+func decisionEffects(a *approvals.Approval, at time.Time) (core.RunEvent, []core.OutboxMessage, error) {
 	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
 	if err != nil {
-		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
+		return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
 	}
-	thread, err := core.ParseThread(a.Thread)
-	if err != nil {
-		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+	var cards []core.OutboxMessage
+	for _, th := range append([]string{a.Thread}, a.CardThreads...) {
+		thread, err := core.ParseThread(th)
+		if err != nil {
+			return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
+		}
+		cards = append(cards, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at})
 	}
-	id, err := uuid.NewV7()
-	if err != nil {
-		return core.RunEvent{}, core.OutboxMessage{}, fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
-	}
-	return core.RunEvent{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at},
-		core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at}, nil
+	return core.RunEvent{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}, cards, nil
 }
 
 func derefTime(t *time.Time) time.Time {

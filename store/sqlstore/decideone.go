@@ -41,7 +41,7 @@ func (s *Store) approvalDecideOne(ctx context.Context, p approvals.ApprovalDecid
 			return nil, mapErr(err, "load approval", "approval "+p.ID), true
 		}
 		out := p.Decide(a)
-		if out.Grant != nil {
+		if out.Grant != nil || (out.UpdateCard && !out.Final) {
 			return nil, nil, false
 		}
 		if out.Approval == nil {
@@ -100,7 +100,9 @@ func (s *Store) writeDecision(ctx context.Context, out approvals.Outcome, versio
 		", quorum = "+b.p(a.Quorum, "integer")+", approvers = "+b.p(j.approvers, "text")+", eligible = "+b.p(j.eligible, "text")+
 		", decisions = "+b.p(j.decisions, "text")+", decided_at = "+b.p(nullMicros(a.DecidedAt), "bigint")+
 		", rule = "+b.p(a.Rule, "integer")+", digest = "+b.p(a.Digest, "text")+", rule_key = "+b.p(a.RuleKey, "text")+
-		", policy_version = "+b.p(a.PolicyVersion, "text")+
+		", policy_version = "+b.p(a.PolicyVersion, "text")+", added_approvers = "+b.p(j.added, "text")+
+		", escalated = "+b.p(a.Escalated, "integer")+", escalation_due = "+b.p(nullMicros(a.EscalationDue), "bigint")+
+		", why = "+b.p(a.Why, "text")+", receipt = "+b.p(a.Receipt, "text")+
 		" WHERE id = "+b.p(a.ID, "text")+" AND status = 'pending' AND xmin::text = "+b.p(version, "text")+
 		runGuard(b, a, out.Final)+" RETURNING "+approvalColumns+")")
 	if out.Final {
@@ -146,7 +148,7 @@ func requeueFromDecision(b *stmtBuilder, a *approvals.Approval) error {
 		"status = CASE WHEN runs.status = "+waiting+" THEN "+queued+" ELSE runs.status END "+
 		"FROM g WHERE runs.id = g.run_id RETURNING runs.id)")
 	b.wake(core.TopicRuns, "")
-	ev, card, err := decisionEffects(a, at)
+	ev, cards, err := decisionEffects(a, at)
 	if err != nil {
 		return err
 	}
@@ -155,7 +157,7 @@ func requeueFromDecision(b *stmtBuilder, a *approvals.Approval) error {
 	for _, id := range runs {
 		b.wake(core.TopicEvents, id)
 	}
-	orows, err := outboxRows([]core.OutboxMessage{card}, at)
+	orows, err := outboxRows(cards, at)
 	if err != nil {
 		return err
 	}

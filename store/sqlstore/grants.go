@@ -11,7 +11,7 @@ import (
 )
 
 const grantColumns = `id, scope, tool, thread, requester, rule_key, args, pattern, approval_id, actor,
-	created_at, expires_at, revoked_at, revoked_by, seq`
+	created_at, expires_at, revoked_at, revoked_by, run_id, seq`
 
 // insertGrant stores a grant made by a decision, in the deciding
 // transaction. An approval makes at most one grant, so its id is unique.
@@ -21,9 +21,9 @@ func insertGrant(ctx context.Context, t *tx, g *approvals.Grant) error {
 		return fmt.Errorf("grant %s: %w", g.ID, err)
 	}
 	if _, err := t.exec(ctx, `INSERT INTO grants (id, scope, tool, thread, requester, rule_key, args, pattern, approval_id,
-		actor, created_at, expires_at, revoked_at, revoked_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		actor, created_at, expires_at, revoked_at, revoked_by, run_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		g.ID, string(g.Scope), g.Tool, g.Thread, g.Requester, g.RuleKey, args, pattern, g.ApprovalID, g.Actor,
-		micros(g.At), nullMicros(g.ExpiresAt), nullMicros(g.RevokedAt), g.RevokedBy); err != nil {
+		micros(g.At), nullMicros(g.ExpiresAt), nullMicros(g.RevokedAt), g.RevokedBy, g.RunID); err != nil {
 		return fmt.Errorf("grant %s: %w", g.ID, err)
 	}
 	return nil
@@ -55,7 +55,7 @@ func scanGrant(r rowScanner) (*approvals.Grant, int64, error) {
 	var created, seq int64
 	var expires, revoked sql.NullInt64
 	if err := r.Scan(&g.ID, &scope, &g.Tool, &g.Thread, &g.Requester, &g.RuleKey, &args, &pattern, &g.ApprovalID, &g.Actor,
-		&created, &expires, &revoked, &g.RevokedBy, &seq); err != nil {
+		&created, &expires, &revoked, &g.RevokedBy, &g.RunID, &seq); err != nil {
 		return nil, 0, err
 	}
 	g.Scope = approvals.Scope(scope)

@@ -100,8 +100,8 @@ var (
 	pendingTypes  = []string{"bigint", "text", "text", "text", "text", "text", "text"}
 	stepCols      = []string{"run_id", "idx", "tool", "status", "args", "output", "error", "approval_id", "idempotency_key", "attempts", "started_at", "finished_at"}
 	stepTypes     = []string{"text", "integer", "text", "text", "text", "text", "text", "text", "text", "integer", "bigint", "bigint"}
-	approvalCols  = []string{"id", "run_id", "step_index", "thread", "requester", "tool", "destructive", "risk", "proposed_args", "approved_args", "executed_args", "preview", "reason", "status", "approvers", "eligible", "quorum", "rule", "decisions", "created_at", "expires_at", "decided_at", "digest", "rule_key", "policy_version"}
-	approvalTypes = []string{"text", "text", "integer", "text", "text", "text", "boolean", "text", "text", "text", "text", "text", "text", "text", "text", "text", "integer", "integer", "text", "bigint", "bigint", "bigint", "text", "text", "text"}
+	approvalCols  = []string{"id", "run_id", "step_index", "thread", "requester", "tool", "destructive", "risk", "proposed_args", "approved_args", "executed_args", "preview", "reason", "status", "approvers", "eligible", "quorum", "rule", "decisions", "created_at", "expires_at", "decided_at", "digest", "rule_key", "policy_version", "escalation", "escalated", "escalation_due", "added_approvers", "card_threads", "why", "receipt"}
+	approvalTypes = []string{"text", "text", "integer", "text", "text", "text", "boolean", "text", "text", "text", "text", "text", "text", "text", "text", "text", "integer", "integer", "text", "bigint", "bigint", "bigint", "text", "text", "text", "text", "integer", "bigint", "text", "text", "text", "text"}
 	runInsCols    = []string{"id", "flow", "thread", "requester", "status", "args", "reason", "step_index", "event_channel", "event_id", "created_at", "updated_at", "attachments"}
 	runInsTypes   = []string{"text", "text", "text", "text", "text", "text", "text", "integer", "text", "text", "bigint", "bigint", "text"}
 )
@@ -281,18 +281,11 @@ func (s *Store) runCheckpointOne(ctx context.Context, c core.Checkpoint, now tim
 		if a == nil {
 			continue
 		}
-		j, err := approvalJSON(a)
+		row, err := approvalRow(a)
 		if err != nil {
-			return fmt.Errorf("store: insert approval %s: %w", a.ID, err)
+			return err
 		}
-		status := a.Status
-		if status == "" {
-			status = "pending"
-		}
-		apps = append(apps, []any{a.ID, a.RunID, a.StepIndex, a.Thread, a.Requester, a.Tool,
-			a.Destructive, string(a.Risk), j.proposed, j.approved, j.executed, a.Preview, a.Reason, string(status), j.approvers,
-			j.eligible, a.Quorum, a.Rule, j.decisions, micros(a.CreatedAt), micros(a.ExpiresAt), nullMicros(a.DecidedAt),
-			a.Digest, a.RuleKey, a.PolicyVersion})
+		apps = append(apps, row)
 	}
 	if len(apps) > 0 {
 		b.insert("g", "approvals", approvalCols, approvalTypes, apps, "")

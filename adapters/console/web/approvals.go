@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/shortid"
 )
@@ -33,7 +34,11 @@ func (s *server) cards(ctx context.Context, as []*approvals.Approval) ([]*cardVi
 			}
 			runs[a.RunID] = run
 		}
-		out = append(out, newCardView(a, run))
+		v := newCardView(a, run)
+		if a.Status == approvals.StatusPending {
+			s.grantOffers(v, a)
+		}
+		out = append(out, v)
 	}
 	// The pending calls one agent turn suspended together (same run, same
 	// creation time) are one batch: each card offers "Approve all".
@@ -219,7 +224,13 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown action: choose approve, reject or edit"}
 	}
 	if d.Scope != "" && !d.Scope.Valid() {
-		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, session or forever"}
+		formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: "unknown scope: choose call, task, session or forever"}
+	}
+	if f := strings.TrimSpace(r.PostFormValue("for")); f != "" {
+		var err error
+		if d.For, err = api.ParseFor(f); err != nil {
+			formErr = &core.DecisionError{Code: core.DecisionBadRequest, Message: err.Error()}
+		}
 	}
 	if _, err := s.auth.Approval(ctx, info.auth, authority.Decide, id); authority.HumanRequired(err) {
 		// Through the engine all the same, so the attempt is audited.
@@ -236,11 +247,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		s.log.InfoContext(ctx, "web: decision", "approval", id, "action", action, "actor", info.actor.ID)
-		sep := "?"
-		if strings.Contains(back, "?") {
-			sep = "&"
-		}
-		http.Redirect(w, r, back+sep+"done="+url.QueryEscape(action), http.StatusSeeOther)
+		redirectDone(w, r, back, action)
 		return
 	}
 	var de *core.DecisionError
@@ -248,18 +255,10 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("web: decide %s: %w", id, err))
 		return
 	}
-	a, gerr := s.o.Store.ApprovalGet(ctx, id)
-	if gerr != nil {
-		s.fail(w, r, gerr)
+	c, ok := s.refusedCard(w, r, id, de, action, d.Reason)
+	if !ok {
 		return
 	}
-	cards, cerr := s.cards(ctx, []*approvals.Approval{a})
-	if cerr != nil {
-		s.fail(w, r, cerr)
-		return
-	}
-	c := cards[0]
-	c.Error, c.Action, c.FormReason = de.Message, action, d.Reason
 	if c.Error == "" {
 		c.Error = strings.ReplaceAll(string(de.Code), "_", " ")
 	}
@@ -274,6 +273,36 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.renderApproval(w, r, de.Code.HTTPStatus(), c, "")
+}
+
+// redirectDone sends the browser back (a local path) with done=action,
+// after a decision or hand-over went through.
+func redirectDone(w http.ResponseWriter, r *http.Request, back, action string) {
+	sep := "?"
+	if strings.Contains(back, "?") {
+		sep = "&"
+	}
+	http.Redirect(w, r, back+sep+"done="+url.QueryEscape(action), http.StatusSeeOther)
+}
+
+// refusedCard is approval id's card to show again after a refusal de of
+// action (a decision or a hand-over), with the message and what the
+// person typed as reason; false when loading it failed and the error page
+// is already written.
+func (s *server) refusedCard(w http.ResponseWriter, r *http.Request, id string, de *core.DecisionError, action, reason string) (*cardView, bool) {
+	a, err := s.o.Store.ApprovalGet(r.Context(), id)
+	if err != nil {
+		s.refused(w, r, err)
+		return nil, false
+	}
+	cards, err := s.cards(r.Context(), []*approvals.Approval{a})
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	c := cards[0]
+	c.Error, c.Action, c.FormReason = de.Message, action, reason
+	return c, true
 }
 
 // parseEditArgs reads the args editor: one "arg:<key>" field per argument,

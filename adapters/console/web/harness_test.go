@@ -120,15 +120,20 @@ func setup(t *testing.T, so setupOpts) *bundle {
 		Tools: []*tools.Tool{
 			{Name: "deploy", Risk: approvals.RiskHighImpact, Destructive: true, Schema: schema, Runner: deploy},
 			{Name: "xss", Risk: approvals.RiskRead, Runner: xssTool{}},
+			{Name: "scale", Risk: approvals.RiskExternal, Runner: &deployTool{}},
 		},
 		Flows: []engine.Flow{
 			{Name: "deploy", Command: "deploy {service} {version} {env=staging}",
 				Steps: []engine.FlowStep{{Tool: "deploy", Args: map[string]any{"service": "{{.service}}", "version": "{{.version}}", "env": "{{.env}}"}}}},
 			{Name: "xss", Command: "xss", Steps: []engine.FlowStep{{Tool: "xss", Args: map[string]any{}}}},
+			{Name: "scale", Command: "scale {service} {n}", Steps: []engine.FlowStep{{Tool: "scale", Args: map[string]any{"service": "{{.service}}", "n": "{{.n}}"}}}},
 		},
 		Policy: &approvals.Policy{Rules: []approvals.Rule{
 			{Tool: "xss", Effect: approvals.EffectAllow},
 			{Tool: "deploy", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}},
+			{Tool: "scale", Effect: approvals.EffectAsk, Approvers: []string{"group:sre"}, Escalation: []approvals.Step{
+				{After: 10 * time.Minute, Remind: true}, {After: 30 * time.Minute, AddApprovers: []string{"group:sre"}},
+				{After: 2 * time.Hour, Outcome: approvals.TerminalDeny}}},
 		}, ForeverHighImpact: so.foreverHighImpact},
 		Groups:            map[string][]string{"sre": {"console:admin", "console:bob", "slack:U1"}},
 		ApprovalTTL:       time.Hour,

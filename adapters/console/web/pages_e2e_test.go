@@ -57,6 +57,7 @@ func TestBrowserEveryPage(t *testing.T) {
 		{"audit", "/audit", `document.querySelectorAll("#audit-rows tr").length >= 2`},
 		{"schedules", "/schedules", `document.getElementById("s-nightly-status-report") !== null`},
 		{"deliveries", "/deliveries?status=sent", `document.querySelectorAll("#delivery-rows tr").length >= 1`},
+		{"policy", "/policy", `document.getElementById("rule-1") !== null`},
 	}
 	for _, p := range pages {
 		step(t, ctx, "open "+p.name, chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(b.url+p.path),

@@ -23,7 +23,7 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-var pages = []string{"signin", "home", "chat", "approvals", "approval", "runs", "run", "grants", "schedules", "audit", "deliveries", "error"}
+var pages = []string{"signin", "home", "chat", "approvals", "approval", "runs", "run", "grants", "schedules", "audit", "deliveries", "policy", "error"}
 
 var funcs = template.FuncMap{
 	"join": strings.Join,

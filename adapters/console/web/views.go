@@ -26,7 +26,9 @@ type argField struct {
 
 type decisionRow struct {
 	Actor, Channel, Action, Reason, Scope, At, Args string
-	Superseded                                      bool
+	// To is whom a delegation handed the approval to.
+	To         string
+	Superseded bool
 }
 
 // cardView is an approval card: everything needed to decide, and, once
@@ -51,9 +53,22 @@ type cardView struct {
 	// Version changes whenever the card would render differently, so the
 	// live updater swaps only the cards that changed.
 	Version string
-	// Form state after a refused decision.
-	Error, Action, FormReason string
-	EditOpen                  bool
+	// Form state after a refused decision (FormTo: a refused hand-over's
+	// target).
+	Error, Action, FormReason, FormTo string
+	EditOpen                          bool
+	// Next says what happens if nobody decides, and when; Ladder is the
+	// escalation ladder, each step marked once fired (escalation.go).
+	Next   string
+	Ladder []ladderRow
+	// Offers are the grants task and session would save (the forever
+	// block has its own form); SessionMax bounds a session's "for".
+	Offers     []offerRow
+	SessionMax string
+	// Why is the policy's reason for asking (the rule and what it is
+	// for); HasReceipt says a signed receipt of the decision is there.
+	Why        string
+	HasReceipt bool
 }
 
 func ts(t time.Time) string {
@@ -112,6 +127,7 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 		Quorum: max(a.Quorum, 1), Counted: a.CountedApprovals(), Proposed: argFields(a.ProposedArgs),
 		ProposedJSON: prettyJSON(emptyIfNil(a.ProposedArgs)), ApprovedJSON: prettyJSON(a.ApprovedArgs),
 		CreatedAt: ts(a.CreatedAt), ExpiresAt: ts(a.ExpiresAt), DecidedAt: tsPtr(a.DecidedAt),
+		Why: a.Why, HasReceipt: a.Receipt != "",
 	}
 	executed := a.ExecutedArgs
 	if executed == nil {
@@ -129,9 +145,10 @@ func newCardView(a *approvals.Approval, run *core.Run) *cardView {
 	}
 	for _, d := range a.Decisions {
 		v.Decisions = append(v.Decisions, decisionRow{Actor: d.Actor, Channel: d.Channel, Action: string(d.Action),
-			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), Superseded: d.Superseded})
+			Reason: d.Reason, Scope: string(d.Scope), At: ts(d.At), Args: prettyJSON(d.Args), To: d.To, Superseded: d.Superseded})
 	}
-	v.Version = fmt.Sprintf("%s/%d/%t", v.Status, len(v.Decisions), executed != nil)
+	escalationRows(v, a)
+	v.Version = fmt.Sprintf("%s/%d/%t/%d", v.Status, len(v.Decisions), executed != nil, a.Escalated)
 	return v
 }
 
@@ -310,12 +327,12 @@ func newRunView(r *core.Run, evs []core.RunEvent, cards map[string]*cardView, no
 
 // grantRow is one grant on the grants page.
 type grantRow struct {
-	ID, Scope, Tool, Thread, Requester, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
-	Active                                                                                                        bool
+	ID, Scope, Tool, Thread, Requester, RunID, Covers, ApprovalID, GrantedBy, CreatedAt, ExpiresAt, RevokedAt, RevokedBy string
+	Active                                                                                                               bool
 }
 
 func newGrantRow(g *approvals.Grant, now time.Time) grantRow {
-	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester,
+	row := grantRow{ID: g.ID, Scope: string(g.Scope), Tool: g.Tool, Thread: g.Thread, Requester: g.Requester, RunID: g.RunID,
 		ApprovalID: g.ApprovalID, GrantedBy: g.Actor, CreatedAt: ts(g.At), RevokedBy: g.RevokedBy, Active: g.Active(now)}
 	switch {
 	case g.Pattern != nil:
