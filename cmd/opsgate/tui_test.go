@@ -43,7 +43,9 @@ func (e *env) startTmux(tmux string, args ...string) *tmuxPane {
 		cmdline += " " + shellQuote(a)
 	}
 	cmdline += "; echo TUI-EXITED $?; sleep 600"
-	cmd := exec.Command(tmux, "-L", p.socket, "-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24", "-c", e.dir, cmdline)
+	// 80×32: a finished run's page (its steps, a timeline that now shows
+	// the step's progress lines, and where the time went) fits unscrolled.
+	cmd := exec.Command(tmux, "-L", p.socket, "-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "32", "-c", e.dir, cmdline)
 	cmd.Env = append(os.Environ(), "TMUX=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		e.t.Fatalf("tmux new-session: %v: %s", err, out)
