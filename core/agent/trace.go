@@ -29,3 +29,7 @@ func (t *traced) Stream(ctx context.Context, req *Request, sink Sink) (*Response
 	telemetry.EndModelCall(span, in, out, err)
 	return resp, err
 }
+
+// TakesImages forwards the wrapped model's ImageInput: a wrapper that hid
+// it would keep every image from every traced model.
+func (t *traced) TakesImages() bool { return TakesImages(t.m) }
