@@ -53,7 +53,9 @@ func retry(ctx context.Context, what string, f func() error) error {
 	}
 }
 
-func thread(n int) string { return "telegram:" + strconv.Itoa(chatBase+n) + "/0/1" }
+// thread is request n's thread: its own private chat, which is one
+// conversation (docs/telegram.md, "Conversations").
+func thread(n int) string { return "telegram:" + strconv.Itoa(chatBase+n) + "/0/0" }
 
 func chatOf(n int) map[string]any {
 	return map[string]any{"id": chatBase + n, "type": "private"}
