@@ -1,12 +1,10 @@
 package config
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -260,110 +258,6 @@ func (c *checker) requesters(groups map[string][]string) {
 	}
 }
 
-// channels checks every channel section. An enabled channel is judged by
-// its adapter's own Validate, on exactly the value serve builds it from
-// (channels.go), so check and serve cannot disagree. A disabled channel is
-// never built; the values it sets are still checked for form here, so a
-// typo shows before someone enables it.
-func (c *checker) channels() {
-	ch := c.cfg.Channels
-	c.delivery("channels.console", ch.Console.Delivery)
-	if ch.Local.Enabled {
-		c.adapterProblems("channels.local", c.cfg.LocalConfig().Validate())
-	}
-	c.delivery("channels.local", ch.Local.Delivery)
-	if ch.Slack.Enabled {
-		c.adapterProblems("channels.slack", c.cfg.SlackConfig().Validate())
-	} else {
-		c.optionalURL("channels.slack.api_url", ch.Slack.APIURL)
-	}
-	c.delivery("channels.slack", ch.Slack.Delivery)
-	if ch.Telegram.Enabled {
-		c.adapterProblems("channels.telegram", c.cfg.TelegramConfig().Validate())
-	} else {
-		c.optionalURL("channels.telegram.api_url", ch.Telegram.APIURL)
-	}
-	c.delivery("channels.telegram", ch.Telegram.Delivery)
-	if ch.Discord.Enabled {
-		c.adapterProblems("channels.discord", c.cfg.DiscordConfig().Validate())
-	} else {
-		if k := ch.Discord.PublicKey; k != "" {
-			if b, err := hex.DecodeString(k); err != nil || len(b) != 32 {
-				c.problem("channels.discord.public_key", "must be 64 hex characters (an Ed25519 public key)")
-			}
-		}
-		c.optionalURL("channels.discord.api_url", ch.Discord.APIURL)
-	}
-	c.delivery("channels.discord", ch.Discord.Delivery)
-	// require_dmarc defaults to true; only config knows whether the
-	// operator wrote it, so this problem's wording is config's (the
-	// adapter's own authserv_id check then adds nothing at that path).
-	if ch.Email.RequireDMARC && ch.Email.AuthservID == "" && (ch.Email.Enabled || c.given["channels.email.require_dmarc"]) {
-		why := "require_dmarc is true"
-		if !c.given["channels.email.require_dmarc"] {
-			why = "require_dmarc defaults to true, so approval replies and requests count only with a DKIM/DMARC pass"
-		}
-		c.problem("channels.email.authserv_id", "missing required value (%s): set it to the authserv-id your receiving MX writes "+
-			"into Authentication-Results (e.g. mx.example.com), or set require_dmarc: false to trust From: alone (forgeable)", why)
-	}
-	if ch.Email.Enabled {
-		c.adapterProblems("channels.email", c.cfg.EmailConfig().Validate())
-	} else {
-		if e := ch.Email; e.Address != "" && !strings.Contains(e.Address, "@") {
-			c.problem("channels.email.address", "must be an email address, not %q", e.Address)
-		}
-		c.hostPort("channels.email.imap.addr", ch.Email.IMAP.Addr)
-		c.hostPort("channels.email.smtp.addr", ch.Email.SMTP.Addr)
-	}
-	c.delivery("channels.email", ch.Email.Delivery)
-	if ch.Matrix.Enabled {
-		c.adapterProblems("channels.matrix", c.cfg.MatrixConfig().Validate())
-	} else {
-		c.optionalURL("channels.matrix.homeserver_url", ch.Matrix.HomeserverURL)
-	}
-	c.delivery("channels.matrix", ch.Matrix.Delivery)
-	if ch.Signal.Enabled {
-		c.adapterProblems("channels.signal", c.cfg.SignalConfig().Validate())
-	} else {
-		c.optionalURL("channels.signal.daemon_url", ch.Signal.DaemonURL)
-	}
-	c.delivery("channels.signal", ch.Signal.Delivery)
-	// Webhooks are enabled by being listed.
-	c.adapterProblems("channels.webhooks", c.cfg.WebhookConfig().Validate())
-}
-
-func (c *checker) optionalURL(p, raw string) {
-	if raw != "" {
-		c.httpURL(p, raw)
-	}
-}
-
-func (c *checker) hostPort(p, addr string) {
-	if addr == "" {
-		return
-	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		c.problem(p, "must be host:port (%v)", err)
-	}
-}
-
-func (c *checker) delivery(p string, d Delivery) {
-	if d.MaxAttempts < 0 {
-		c.problem(p+".max_attempts", "must not be negative")
-	}
-	for name, l := range map[string]RateLimit{"conversation": d.RateLimits.Conversation, "group": d.RateLimits.Group,
-		"account": d.RateLimits.Account, "global": d.RateLimits.Global} {
-		if l.Burst < 0 {
-			c.problem(p+".rate_limits."+name+".burst", "must not be negative")
-		}
-	}
-	// global is the older name of the account bucket; with both set one
-	// would be silently ignored (cmd applies account).
-	if !d.RateLimits.Account.IsZero() && !d.RateLimits.Global.IsZero() {
-		c.problem(p+".rate_limits.global", "set account or global, not both (global is the older name of account)")
-	}
-}
-
 func (c *checker) approvers() map[string][]string {
 	for name, ids := range c.cfg.Approvers.Groups {
 		p := joinKey("approvers.groups", name)
@@ -559,103 +453,4 @@ func toolNames(tools []Tool) []string {
 		out[i] = t.Name
 	}
 	return out
-}
-
-func (c *checker) policy(groups map[string][]string) {
-	for j, a := range c.cfg.Policy.DefaultApprovers {
-		if msg := c.entryProblem(a, groups); msg != "" {
-			c.problem(fmt.Sprintf("policy.default_approvers[%d]", j), "%s", msg)
-		}
-	}
-	dir := approvals.NewDirectory(c.cfg.People, groups)
-	tools := toolNames(c.cfg.Tools)
-	for i, r := range c.cfg.Policy.Rules {
-		if r.Match.Tool != "" {
-			if _, err := path.Match(r.Match.Tool, ""); err != nil {
-				c.problem(rulePath(i, "match.tool"), "invalid glob %q", r.Match.Tool)
-			} else if !strings.ContainsAny(r.Match.Tool, `*?[\`) {
-				if msg := c.toolRefProblem(r.Match.Tool, tools); msg != "" {
-					c.problem(rulePath(i, "match.tool"), "%s", msg)
-				}
-			}
-		}
-		for k, g := range r.Match.Args {
-			if _, err := path.Match(g, ""); err != nil {
-				c.problem(joinKey(rulePath(i, "match.args"), k), "invalid glob %q", g)
-			}
-		}
-		if len(r.Approvers) > 0 && r.Action != "ask" {
-			c.problem(rulePath(i, "approvers"), "approvers only apply to action ask")
-		}
-		before := len(c.problems)
-		for j, a := range r.Approvers {
-			if msg := c.entryProblem(a, groups); msg != "" {
-				c.problem(fmt.Sprintf("%s[%d]", rulePath(i, "approvers"), j), "%s", msg)
-			}
-		}
-		if r.AllowSelfApproval && r.Action != "ask" {
-			c.problem(rulePath(i, "allow_self_approval"), "only applies to action ask")
-		}
-		c.conditions(i)
-		switch persons := dir.Persons(dir.Expand(r.Approvers)); {
-		case r.Quorum.Expr != "":
-			if r.Action != "ask" {
-				c.problem(rulePath(i, "quorum"), "a quorum expression only applies to action ask")
-			}
-		case r.Quorum.N < 1:
-			c.problem(rulePath(i, "quorum"), "must be at least 1")
-		case len(c.problems) > before:
-			// the approvers are wrong; counting them would only add noise
-		case r.Action == "ask" && len(r.Approvers) > 0 && r.Quorum.N > persons:
-			c.problem(rulePath(i, "quorum"), "quorum %d exceeds the %d eligible approvers (persons: one human with several identities counts once)", r.Quorum.N, persons)
-		}
-	}
-}
-
-// conditions compiles rule i's `when` and quorum expression (type-checked
-// against the policy's variables) and keeps them on the rule for
-// Rule.Condition and Rule.QuorumExpr; a problem names the position in the
-// expression.
-func (c *checker) conditions(i int) {
-	r := &c.cfg.Policy.Rules[i]
-	if r.When == "" && r.Quorum.Expr == "" {
-		return
-	}
-	if c.cel == nil {
-		comp, err := condition.NewCompiler()
-		if err != nil {
-			c.problem(rulePath(i, "when"), "%v", err)
-			return
-		}
-		c.cel = comp
-	}
-	compile := func(key, src string, k condition.Kind) *condition.Expr {
-		e, err := c.cel.Compile(src, k)
-		var ce *condition.Error
-		if errors.As(err, &ce) {
-			msgs := make([]string, len(ce.Problems))
-			for j, p := range ce.Problems {
-				msgs[j] = p.Message
-				if p.Line > 0 {
-					msgs[j] = fmt.Sprintf("at %d:%d of the expression: %s", p.Line, p.Column, p.Message)
-				}
-			}
-			c.problem(rulePath(i, key), "CEL %s", strings.Join(msgs, "; "))
-			return nil
-		}
-		if err != nil {
-			c.problem(rulePath(i, key), "CEL %v", err)
-		}
-		return e
-	}
-	if r.When != "" {
-		if e := compile("when", r.When, condition.When); e != nil {
-			r.cond = e
-		}
-	}
-	if r.Quorum.Expr != "" {
-		if e := compile("quorum", r.Quorum.Expr, condition.Quorum); e != nil {
-			r.quorumFn = e
-		}
-	}
 }
