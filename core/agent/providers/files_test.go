@@ -42,6 +42,7 @@ func TestFilesReachTheModel(t *testing.T) {
 			t.Parallel()
 			sc := srv.Script(t)
 			var m agent.Model
+			var err error // each subtest its own: they run in parallel
 			if p == "openai" {
 				m, err = openai.New(agent.ModelSpec{BaseURL: sc.OpenAIURL(), Model: "m"})
 			} else {
