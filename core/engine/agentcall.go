@@ -47,27 +47,11 @@ type agentState struct {
 }
 
 func (e *Engine) initAgents() error {
-	e.agents.store = e.opts.AgentCalls
-	if as, ok := e.store.(core.AgentCallStore); ok && e.agents.store == nil {
-		e.agents.store = as
-	}
-	if e.agents.store != nil {
-		return nil
-	}
-	for _, f := range e.flows {
-		for _, s := range f.steps {
-			if s.agent != nil {
-				return fmt.Errorf("engine: flow %q has an agent_task step but the store keeps no agent calls", f.Name)
-			}
-		}
-	}
+	e.agents.store = e.store
 	return nil
 }
 
 func (e *Engine) agentStore() (core.AgentCallStore, error) {
-	if e.agents.store == nil {
-		return nil, agentErr(core.AgentNotFound, "this server keeps no agent calls")
-	}
 	return e.agents.store, nil
 }
 
@@ -115,9 +99,6 @@ func (e *Engine) replicaAlive(ctx context.Context, owner string) (bool, error) {
 // releaseReplica ends this replica's claimed tasks (they would end once
 // its lease lapsed anyway) and gives up its lease.
 func (e *Engine) releaseReplica(ctx context.Context) {
-	if e.agents.store == nil {
-		return
-	}
 	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: 1000})
 	if err != nil {
 		e.log.Error("list claimed agent calls at shutdown", "err", err)
@@ -138,9 +119,6 @@ func (e *Engine) releaseReplica(ctx context.Context) {
 // sweepAgentCalls renews this replica's lease and interrupts claimed
 // calls whose serving replica is gone.
 func (e *Engine) sweepAgentCalls(ctx context.Context) error {
-	if e.agents.store == nil {
-		return nil
-	}
 	if err := e.markAlive(ctx); err != nil {
 		return err
 	}
@@ -243,9 +221,6 @@ func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) err
 // and late results are refused. A tool already dispatching keeps running
 // and records its real outcome on its receipt.
 func (e *Engine) cancelAgentCalls(ctx context.Context, runID, who string) error {
-	if e.agents.store == nil {
-		return nil
-	}
 	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("list agent calls: %w", err)

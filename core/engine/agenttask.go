@@ -97,9 +97,6 @@ func (e *Engine) compileAgentStep(flow string, i int, s FlowStep) (compiledStep,
 
 // agentStep advances a run at an agent_task step.
 func (x *execution) agentStep(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
-	if x.e.agents.store == nil {
-		return false, x.end(ctx, nil, core.RunFailed, "agent_task", "this store keeps no agent calls", "❌ Run "+x.run.ID+" failed: this store keeps no agent calls.")
-	}
 	if st == nil {
 		return false, x.agentSuspend(ctx, cs)
 	}

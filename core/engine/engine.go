@@ -80,13 +80,9 @@ type Options struct {
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup tools.ToolLookup
-	// AgentCalls keeps the agent calls of agent_task steps; default the
-	// Store, when it implements core.AgentCallStore (both backends do).
-	AgentCalls core.AgentCallStore
 	// Agents are the LLM agents free text and Agent API turns go to
-	// (agentrun.go); History keeps their conversations, default the Store.
-	Agents  []Agent
-	History core.AgentHistoryStore
+	// (agentrun.go); the Store keeps their conversations.
+	Agents []Agent
 	// AgentAttendance says whether someone holds an Agent API session's
 	// event stream (cmd passes the API's attendance). An approval in such a
 	// session waits only while someone does; otherwise the call is denied
@@ -209,7 +205,6 @@ type Engine struct {
 	// takes free text that matches no flow.
 	assistants   map[string]*agentRuntime
 	defaultAgent string
-	history      core.AgentHistoryStore
 	deltas       deltaHub
 	// streamTo are the channels agent turns stream into (StreamInto).
 	streamTo atomic.Pointer[map[string]bool]
