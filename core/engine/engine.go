@@ -27,6 +27,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agenttask"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/router"
@@ -198,8 +199,8 @@ type Engine struct {
 	abandoning map[string]bool
 	wg         sync.WaitGroup
 
-	// agents holds the agent calls of agent_task steps (agentcall.go).
-	agents agentState
+	// tasks serves the agent calls of agent_task steps (core/agenttask).
+	tasks *agenttask.Tasks
 
 	// assistants are Options.Agents by name (agentrun.go); defaultAgent
 	// takes free text that matches no flow.
@@ -336,8 +337,12 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := e.initAgents(); err != nil {
-		return nil, err
+	e.tasks, err = agenttask.New(agenttask.Options{
+		Store: o.Store, Gate: e.gate, Host: taskHost{e}, Owner: o.Owner, Lease: o.Lease,
+		ApprovalTTL: o.ApprovalTTL, Now: o.Now, Logger: e.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if err := e.initAssistants(); err != nil {
 		return nil, err
