@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +28,7 @@ type reportOptions struct {
 	decisions []int
 	pending   []int
 	samples   int
+	minRounds int
 	timeout   time.Duration
 	command   string
 }
@@ -51,6 +53,7 @@ func parseReportFlags(args []string, stderr io.Writer) (reportOptions, error) {
 	fs.StringVar(&decisions, "decisions", "1,10,100", "numbers of decisions sent at once, comma-separated")
 	fs.StringVar(&pending, "pending", "0,10000,100000", "pending approvals preloaded into the store before the server starts, comma-separated")
 	fs.IntVar(&o.samples, "samples", 100, "decisions timed per cell at least: a cell of N at once runs ⌈samples/N⌉ rounds")
+	fs.IntVar(&o.minRounds, "min-rounds", 3, "rounds per cell at least, so a burst of N at once is timed more than once")
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -70,6 +73,9 @@ func parseReportFlags(args []string, stderr io.Writer) (reportOptions, error) {
 	}
 	if o.samples < 1 || o.samples > maxSamples {
 		return o, fmt.Errorf("report: --samples %d: want 1..%d", o.samples, maxSamples)
+	}
+	if o.minRounds < 1 || o.minRounds > maxSamples {
+		return o, fmt.Errorf("report: --min-rounds %d: want 1..%d", o.minRounds, maxSamples)
 	}
 	for s := range strings.SplitSeq(stores, ",") {
 		s = strings.TrimSpace(s)
@@ -170,9 +176,10 @@ func findOpsgate(flagValue string) (string, error) {
 	return filepath.Abs(p)
 }
 
-// measureMatrix runs the matrix. For each backlog it starts one server per
-// store side by side and interleaves their rounds (store A, store B, A, B…),
-// so a change in the machine's load lands on both stores alike.
+// measureMatrix runs the matrix. It starts one server per store and
+// backlog, all side by side, then interleaves their rounds (A, B, C, A, B,
+// C…), so a change in the machine's load lands on every cell of a row alike
+// and the ratios between cells hold even when the absolute figures do not.
 func measureMatrix(ctx context.Context, o reportOptions, stdout io.Writer) (*report, error) {
 	rep := &report{
 		Command: o.command, Started: time.Now().UTC(), SamplesPerCell: o.samples,
@@ -180,62 +187,55 @@ func measureMatrix(ctx context.Context, o reportOptions, stdout io.Writer) (*rep
 		Stores: o.stores, Decisions: o.decisions, Pending: o.pending,
 	}
 	fmt.Fprintf(stdout, "report: %s; load average %s\n", o.command, rep.Host.LoadStart)
-	for _, pending := range o.pending {
-		if err := measureBacklog(ctx, o, pending, rep, stdout); err != nil {
-			return nil, err
-		}
+	type target struct {
+		store   string
+		pending int
+		c       *client
 	}
-	rep.Finished = time.Now().UTC()
-	rep.Host.LoadEnd = loadAvg()
-	return rep, nil
-}
-
-// measureBacklog measures every decisions count on every store with
-// pending approvals already waiting.
-func measureBacklog(ctx context.Context, o reportOptions, pending int, rep *report, stdout io.Writer) error {
-	servers := make([]*benchServer, len(o.stores))
-	clients := make([]*client, len(o.stores))
-	for i, store := range o.stores {
-		dir, err := os.MkdirTemp("", "opsgate-report-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		dsn, drop, err := storeDSN(ctx, store, o.pgAdmin, dir)
-		if err != nil {
-			return err
-		}
-		defer drop()
-		t0 := time.Now()
-		s, preloaded, err := startServer(ctx, o.opsgate, store, dsn, dir, pending)
-		if err != nil {
-			return err
-		}
-		defer s.stop()
-		servers[i] = s
-		clients[i] = newClient(s.base, s.token, 2*slices.Max(o.decisions)+8)
-		st := storeStart{Store: store, Pending: pending, PreloadSeconds: preloaded.Seconds(),
-			ReadySeconds: time.Since(t0).Seconds(), Load: loadAvg()}
-		rep.Starts = append(rep.Starts, st)
-		fmt.Fprintf(stdout, "report: %s with %d pending approvals: preloaded in %.1fs, ready in %.1fs (load %s)\n",
-			store, pending, st.PreloadSeconds, st.ReadySeconds, st.Load)
-		// One untimed decision first: the first exec of the tool and the
-		// first statements of each kind are not what a cell measures.
-		if _, err := decideDispatch(ctx, clients[i], roundOptions(1), "warmup-"+randHex(4)); err != nil {
-			return fmt.Errorf("%s warm-up: %w", store, err)
+	var targets []target
+	for _, pending := range o.pending {
+		for _, store := range o.stores {
+			dir, err := os.MkdirTemp("", "opsgate-report-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			dsn, drop, err := storeDSN(ctx, store, o.pgAdmin, dir)
+			if err != nil {
+				return nil, err
+			}
+			defer drop()
+			t0 := time.Now()
+			s, preloaded, err := startServer(ctx, o.opsgate, store, dsn, dir, pending)
+			if err != nil {
+				return nil, err
+			}
+			defer s.stop()
+			c := newClient(s.base, s.token, 2*slices.Max(o.decisions)+8)
+			st := storeStart{Store: store, Pending: pending, PreloadSeconds: preloaded.Seconds(),
+				ReadySeconds: time.Since(t0).Seconds(), Load: loadAvg()}
+			rep.Starts = append(rep.Starts, st)
+			fmt.Fprintf(stdout, "report: %s with %d pending approvals: preloaded in %.1fs, ready in %.1fs (load %s)\n",
+				store, pending, st.PreloadSeconds, st.ReadySeconds, st.Load)
+			// One untimed decision first: the first exec of the tool and
+			// the first statements of each kind are not what a cell measures.
+			if _, err := decideDispatch(ctx, c, roundOptions(1), "warmup-"+randHex(4)); err != nil {
+				return nil, fmt.Errorf("%s, %d pending, warm-up: %w", store, pending, err)
+			}
+			targets = append(targets, target{store: store, pending: pending, c: c})
 		}
 	}
 	for _, n := range o.decisions {
-		rounds := (o.samples + n - 1) / n
-		acc := make([]decisionResult, len(servers))
-		spent := make([]time.Duration, len(servers))
+		rounds := max(o.minRounds, (o.samples+n-1)/n)
+		acc := make([]decisionResult, len(targets))
+		spent := make([]time.Duration, len(targets))
 		before := loadAvg()
 		for r := range rounds {
-			for i := range servers {
+			for i, t := range targets {
 				t0 := time.Now()
-				res, err := decideDispatch(ctx, clients[i], roundOptions(n), fmt.Sprintf("r%s-%d", randHex(4), r))
+				res, err := decideDispatch(ctx, t.c, roundOptions(n), fmt.Sprintf("r%s-%d", randHex(4), r))
 				if err != nil {
-					return fmt.Errorf("%s, %d pending, %d at once, round %d: %w", o.stores[i], pending, n, r+1, err)
+					return nil, fmt.Errorf("%s, %d pending, %d at once, round %d: %w", t.store, t.pending, n, r+1, err)
 				}
 				spent[i] += time.Since(t0)
 				acc[i].sse = append(acc[i].sse, res.sse...)
@@ -244,16 +244,23 @@ func measureBacklog(ctx context.Context, o reportOptions, pending int, rep *repo
 			}
 		}
 		after := loadAvg()
-		for i, store := range o.stores {
-			c := cell{Store: store, Pending: pending, Decisions: n, Rounds: rounds, Samples: len(acc[i].sse),
+		for i, t := range targets {
+			c := cell{Store: t.store, Pending: t.pending, Decisions: n, Rounds: rounds, Samples: len(acc[i].sse),
 				ToolStarted: summarize(acc[i].sse), StepStarted: summarize(acc[i].started), DecisionPOST: summarize(acc[i].post),
 				LoadBefore: before, LoadAfter: after, Seconds: spent[i].Seconds()}
 			rep.Cells = append(rep.Cells, c)
 			fmt.Fprintf(stdout, "report: %-8s %7d pending, %4d at once × %3d: tool.started p50 %7.1fms p99 %7.1fms (load %s)\n",
-				store, pending, n, rounds, c.ToolStarted.P50, c.ToolStarted.P99, after)
+				t.store, t.pending, n, rounds, c.ToolStarted.P50, c.ToolStarted.P99, after)
 		}
 	}
-	return nil
+	// Read by store, then backlog, then decisions, in the flags' order.
+	slices.SortStableFunc(rep.Cells, func(a, b cell) int {
+		return cmp.Or(cmp.Compare(slices.Index(o.stores, a.Store), slices.Index(o.stores, b.Store)),
+			cmp.Compare(slices.Index(o.pending, a.Pending), slices.Index(o.pending, b.Pending)))
+	})
+	rep.Finished = time.Now().UTC()
+	rep.Host.LoadEnd = loadAvg()
+	return rep, nil
 }
 
 // roundOptions are the decision phase's options for one round of n

@@ -61,7 +61,7 @@ func TestReportMatrix(t *testing.T) {
 	bin := opsgateBinary(t)
 	out := filepath.Join(t.TempDir(), "report")
 	args := []string{"report", "--out", out, "--opsgate", bin, "--stores", "sqlite,postgres", "--postgres", pgtest.DSN(t),
-		"--decisions", "1,3", "--pending", "0,20", "--samples", "3", "--timeout", "10m"}
+		"--decisions", "1,3", "--pending", "0,20", "--samples", "3", "--min-rounds", "2", "--timeout", "10m"}
 	var stdout, stderr bytes.Buffer
 	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
 		t.Fatalf("report: %v\n%s%s", err, stdout.String(), stderr.String())
@@ -88,7 +88,7 @@ func TestReportMatrix(t *testing.T) {
 			t.Errorf("cell %s twice", key)
 		}
 		seen[key] = true
-		if c.Samples != c.Rounds*c.Decisions || c.Samples < 3 {
+		if c.Samples != c.Rounds*c.Decisions || c.Samples < 3 || c.Rounds < 2 {
 			t.Errorf("cell %s: %d samples from %d rounds of %d", key, c.Samples, c.Rounds, c.Decisions)
 		}
 		for name, l := range map[string]latency{"tool.started": c.ToolStarted, "step started": c.StepStarted, "POST": c.DecisionPOST} {
@@ -114,7 +114,7 @@ func TestReportMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := regexp.MustCompile(`(?m)^\| (SQLite|Postgres) \| (0|20) \| (1|3) \| 3 \| [0-9.]+ ms \|`).FindAll(md, -1)
+	rows := regexp.MustCompile(`(?m)^\| (SQLite|Postgres) \| (0|20) \| (1 \| 3|3 \| 6) \| [0-9.]+ ms \|`).FindAll(md, -1)
 	if len(rows) != 8 {
 		t.Errorf("report.md has %d cell rows, want 8:\n%s", len(rows), md)
 	}
@@ -292,6 +292,7 @@ func TestParseReportFlags(t *testing.T) {
 		{"--out", "x", "--stores", "sqlite", "--pending", "2000000"},
 		{"--out", "x", "--stores", "sqlite", "--samples", "0"},
 		{"--out", "x", "--stores", "sqlite", "--samples", "10001"},
+		{"--out", "x", "--stores", "sqlite", "--min-rounds", "0"},
 		{"--out", "x", "--stores", "sqlite", "extra"},
 	} {
 		if _, err := parseReportFlags(bad, discard{}); err == nil {

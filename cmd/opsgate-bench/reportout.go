@@ -133,7 +133,8 @@ func reportMarkdown(rep *report) []byte {
 		"\"click\" each) and times each from sending it to its run's `tool.started` event on the run's event stream; "+
 		"rounds repeat until at least %d decisions are timed. \"step started\" is the step's `started_at` as the server "+
 		"recorded it. The pending approvals were written into the store before the server started "+
-		"(`opsgate-bench preload`) and stay pending throughout. Stores ran side by side, their rounds interleaved.\n\n", rep.SamplesPerCell)
+		"(`opsgate-bench preload`) and stay pending throughout. One server per store and backlog, all running side by side, "+
+		"their rounds interleaved (A, B, C, A, B, C…): on a shared machine read the ratios below rather than the absolute figures.\n\n", rep.SamplesPerCell)
 	fmt.Fprintf(&b, "![decision → tool started, p50 and p99](report.svg)\n\n")
 	fmt.Fprintf(&b, "| store | pending approvals | decisions at once | samples | tool.started p50 | p99 | step started p50 | p99 | load average before → after |\n")
 	fmt.Fprintf(&b, "|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
@@ -142,9 +143,63 @@ func reportMarkdown(rep *report) []byte {
 			storeTitle(c.Store), countLabel(c.Pending), c.Decisions, c.Samples, c.ToolStarted.P50, c.ToolStarted.P99,
 			c.StepStarted.P50, c.StepStarted.P99, c.LoadBefore, c.LoadAfter)
 	}
-	fmt.Fprintf(&b, "\n| store | pending approvals | preload | server ready after | load average |\n|---|---:|---:|---:|---|\n")
+	b.Write(ratioTables(rep))
+	fmt.Fprintf(&b, "\n| store | pending approvals | preload | migrate + preload + start until ready | load average |\n|---|---:|---:|---:|---|\n")
 	for _, s := range rep.Starts {
 		fmt.Fprintf(&b, "| %s | %s | %.1f s | %.1f s | %s |\n", storeTitle(s.Store), countLabel(s.Pending), s.PreloadSeconds, s.ReadySeconds, s.Load)
+	}
+	return b.Bytes()
+}
+
+// ratioTables compares cells measured side by side: each backlog against
+// the first (same store, same decisions), and Postgres against SQLite.
+func ratioTables(rep *report) []byte {
+	find := func(store string, pending, n int) *cell {
+		for i, c := range rep.Cells {
+			if c.Store == store && c.Pending == pending && c.Decisions == n {
+				return &rep.Cells[i]
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b float64) string {
+		if b <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	var b bytes.Buffer
+	if len(rep.Pending) > 1 {
+		base := rep.Pending[0]
+		fmt.Fprintf(&b, "\ntool.started with a backlog ÷ the same store with %s pending, same decisions at once:\n\n", countLabel(base))
+		fmt.Fprintf(&b, "| store | pending approvals | decisions at once | p50 | p99 |\n|---|---:|---:|---:|---:|\n")
+		for _, st := range rep.Stores {
+			for _, p := range rep.Pending[1:] {
+				for _, n := range rep.Decisions {
+					c, c0 := find(st, p, n), find(st, base, n)
+					if c == nil || c0 == nil {
+						continue
+					}
+					fmt.Fprintf(&b, "| %s | %s | %d | %s | %s |\n", storeTitle(st), countLabel(p), n,
+						ratio(c.ToolStarted.P50, c0.ToolStarted.P50), ratio(c.ToolStarted.P99, c0.ToolStarted.P99))
+				}
+			}
+		}
+	}
+	if len(rep.Stores) == 2 {
+		a, z := rep.Stores[1], rep.Stores[0]
+		fmt.Fprintf(&b, "\ntool.started on %s ÷ on %s, same backlog, same decisions at once:\n\n", storeTitle(a), storeTitle(z))
+		fmt.Fprintf(&b, "| pending approvals | decisions at once | p50 | p99 |\n|---:|---:|---:|---:|\n")
+		for _, p := range rep.Pending {
+			for _, n := range rep.Decisions {
+				c, c0 := find(a, p, n), find(z, p, n)
+				if c == nil || c0 == nil {
+					continue
+				}
+				fmt.Fprintf(&b, "| %s | %d | %s | %s |\n", countLabel(p), n,
+					ratio(c.ToolStarted.P50, c0.ToolStarted.P50), ratio(c.ToolStarted.P99, c0.ToolStarted.P99))
+			}
+		}
 	}
 	return b.Bytes()
 }

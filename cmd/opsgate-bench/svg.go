@@ -59,7 +59,9 @@ func (c *barChart) svg() ([]byte, error) {
 		}
 		lo, hi = math.Min(lo, math.Max(b.lo, chartFloor)), math.Max(hi, math.Max(b.hi, chartFloor))
 	}
-	e0, e1 := math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
+	// Half the smallest value still clears the axis, so the lowest bar
+	// keeps some height.
+	e0, e1 := math.Floor(math.Log10(lo/2)), math.Ceil(math.Log10(hi))
 	if e1 <= e0 {
 		e1 = e0 + 1
 	}
