@@ -253,6 +253,14 @@ func measureMatrix(ctx context.Context, o reportOptions, stdout io.Writer) (*rep
 				t.store, t.pending, n, rounds, c.ToolStarted.P50, c.ToolStarted.P99, after)
 		}
 	}
+	// What holding the backlog costs in memory, after the matrix.
+	for i, t := range targets {
+		rss, err := serverRSS(ctx, t.c)
+		if err != nil {
+			return nil, fmt.Errorf("%s, %d pending: read RSS: %w", t.store, t.pending, err)
+		}
+		rep.Starts[i].RSSMiB = rss / (1 << 20)
+	}
 	// Read by store, then backlog, then decisions, in the flags' order.
 	slices.SortStableFunc(rep.Cells, func(a, b cell) int {
 		return cmp.Or(cmp.Compare(slices.Index(o.stores, a.Store), slices.Index(o.stores, b.Store)),

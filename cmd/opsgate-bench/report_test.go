@@ -81,6 +81,11 @@ func TestReportMatrix(t *testing.T) {
 	if len(rep.Starts) != 4 {
 		t.Errorf("%d server starts recorded, want 4 (2 stores × 2 backlogs)", len(rep.Starts))
 	}
+	for _, st := range rep.Starts {
+		if st.RSSMiB <= 0 {
+			t.Errorf("%s, %d pending: no server RSS recorded", st.Store, st.Pending)
+		}
+	}
 	seen := map[string]bool{}
 	for _, c := range rep.Cells {
 		key := fmt.Sprintf("%s/%d/%d", c.Store, c.Pending, c.Decisions)

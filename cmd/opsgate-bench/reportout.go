@@ -43,6 +43,9 @@ type storeStart struct {
 	PreloadSeconds float64 `json:"preload_seconds"`
 	ReadySeconds   float64 `json:"ready_seconds"`
 	Load           string  `json:"loadavg"`
+	// RSSMiB is the server's resident memory after the whole matrix
+	// (process_resident_memory_bytes).
+	RSSMiB float64 `json:"rss_mib_after"`
 }
 
 // cell is one point of the matrix: Decisions approvals decided at once
@@ -144,9 +147,10 @@ func reportMarkdown(rep *report) []byte {
 			c.StepStarted.P50, c.StepStarted.P99, c.LoadBefore, c.LoadAfter)
 	}
 	b.Write(ratioTables(rep))
-	fmt.Fprintf(&b, "\n| store | pending approvals | preload | migrate + preload + start until ready | load average |\n|---|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "\n| store | pending approvals | preload | migrate + preload + start until ready | load average | server RSS after the matrix |\n|---|---:|---:|---:|---|---:|\n")
 	for _, s := range rep.Starts {
-		fmt.Fprintf(&b, "| %s | %s | %.1f s | %.1f s | %s |\n", storeTitle(s.Store), countLabel(s.Pending), s.PreloadSeconds, s.ReadySeconds, s.Load)
+		fmt.Fprintf(&b, "| %s | %s | %.1f s | %.1f s | %s | %.1f MiB |\n", storeTitle(s.Store), countLabel(s.Pending), s.PreloadSeconds,
+			s.ReadySeconds, s.Load, s.RSSMiB)
 	}
 	return b.Bytes()
 }
