@@ -14,7 +14,7 @@
 //     tool is allowed;
 //   - the server's resident memory, from /metrics.
 //
-// Two subcommands measure other things:
+// Subcommands measure other things:
 //
 //   - opsgate-bench slack: signed Slack app_mention events (Slack's
 //     X-Slack-Signature and X-Slack-Request-Timestamp) into POST

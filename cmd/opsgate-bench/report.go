@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/core/redact"
 )
 
 // reportOptions say what `opsgate-bench report` measures: every store ×
@@ -41,7 +43,8 @@ const (
 )
 
 func parseReportFlags(args []string, stderr io.Writer) (reportOptions, error) {
-	o := reportOptions{command: "opsgate-bench report " + strings.Join(args, " ")}
+	// The command goes into the report as typed, less a --postgres password.
+	o := reportOptions{command: redact.Text("opsgate-bench report " + strings.Join(args, " "))}
 	fs := flag.NewFlagSet("opsgate-bench report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var stores, decisions, pending string

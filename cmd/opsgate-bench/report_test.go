@@ -278,9 +278,12 @@ func TestParseReportFlags(t *testing.T) {
 	if fmt.Sprint(o.decisions, o.pending, o.samples, o.stores) != "[1 10 100] [0 10000 100000] 100 [sqlite]" {
 		t.Errorf("defaults: %v %v %v %v", o.decisions, o.pending, o.samples, o.stores)
 	}
-	o, err = parseReportFlags([]string{"--out", "x", "--postgres", "postgres://postgres@127.0.0.1:5432/postgres"}, discard{})
+	o, err = parseReportFlags([]string{"--out", "x", "--postgres", "postgres://bench:s3cret@127.0.0.1:5432/postgres"}, discard{})
 	if err != nil || len(o.stores) != 2 {
 		t.Errorf("both stores with a loopback Postgres: %v, %v", o.stores, err)
+	}
+	if strings.Contains(o.command, "s3cret") || !strings.Contains(o.command, "--postgres postgres://bench:") {
+		t.Errorf("the command the report records is %q: want it without the password", o.command)
 	}
 	for _, bad := range [][]string{
 		{"--stores", "sqlite"}, // no --out
