@@ -69,6 +69,9 @@ type Options struct {
 	Lease time.Duration
 	// ApprovalTTL is how long an approval waits before it expires.
 	ApprovalTTL time.Duration
+	// MaxReceipts bounds the tool calls one agent call may make; 0 means
+	// MaxAgentReceipts.
+	MaxReceipts int
 	Now         func() time.Time
 	Logger      *slog.Logger
 }
@@ -87,6 +90,9 @@ type Tasks struct {
 func New(o Options) (*Tasks, error) {
 	if o.Store == nil || o.Gate == nil || o.Host == nil || o.Now == nil || o.Logger == nil || o.Owner == "" {
 		return nil, errors.New("agenttask: store, gate, host, owner, clock and logger are required")
+	}
+	if o.MaxReceipts <= 0 {
+		o.MaxReceipts = MaxAgentReceipts
 	}
 	return &Tasks{o: o, store: o.Store, log: o.Logger}, nil
 }

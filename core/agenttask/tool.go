@@ -253,7 +253,8 @@ func (rec *receiptRecord) ran(ctx context.Context, o *gate.Outcome) error {
 }
 
 // putReceipt writes a new receipt for the claim holder: refused while
-// another tool call is in flight or the task holds MaxAgentReceipts.
+// another tool call is in flight or the task holds its most receipts
+// (Options.MaxReceipts).
 func (t *Tasks) putReceipt(ctx context.Context, c *core.AgentCall, actor core.Actor, claimID string, r *core.AgentReceipt, cp *core.Checkpoint) (*core.AgentReceipt, error) {
 	_, err := t.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
 		if ae := owned(cur, actor, claimID); ae != nil {
@@ -269,8 +270,8 @@ func (t *Tasks) putReceipt(ctx context.Context, c *core.AgentCall, actor core.Ac
 				return core.AgentCallChange{}, agentErr(core.AgentToolInFlight, "tool call %s (%s) has not ended; tools run one at a time: poll it with its toolCallId", x.ToolCallID, x.ToolID)
 			}
 		}
-		if !replace && len(rs) >= MaxAgentReceipts {
-			return core.AgentCallChange{}, agentErr(core.AgentTooManyCalls, "agent call %s made %d tool calls, the most one task may", cur.ID, MaxAgentReceipts)
+		if !replace && len(rs) >= t.o.MaxReceipts {
+			return core.AgentCallChange{}, agentErr(core.AgentTooManyCalls, "agent call %s made %d tool calls, the most one task may", cur.ID, t.o.MaxReceipts)
 		}
 		if !replace {
 			r.Seq = len(rs) + 1

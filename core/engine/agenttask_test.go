@@ -393,7 +393,11 @@ func TestAgentTaskReplicaLoss(t *testing.T) {
 
 func TestAgentTaskReceiptLimit(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
-		h := setup(t, b, withTriage(t))
+		// A small limit: the rule is the same at 256 (the default), each
+		// call a store transaction.
+		const limit = 12
+		triage := withTriage(t)
+		h := setup(t, b, func(o *Options) { triage(o); o.AgentTaskReceipts = limit })
 		ctx := context.Background()
 		rc := h.send("console:req", "console:t1", "triage api")
 		c := h.pendingCall(rc.RunID)
@@ -401,7 +405,7 @@ func TestAgentTaskReceiptLimit(t *testing.T) {
 		if _, err := h.eng.AgentCallClaim(ctx, agent, ref, "c1"); err != nil {
 			t.Fatal(err)
 		}
-		for i := range agenttask.MaxAgentReceipts {
+		for i := range limit {
 			// Denied calls are receipts too, and cost no dispatch.
 			if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", fmt.Sprintf("t%d", i), "delete_db", json.RawMessage(`{"name":"x"}`)); err != nil {
 				t.Fatal(i, err)

@@ -103,6 +103,9 @@ type Options struct {
 
 	// Concurrency bounds the runs this replica executes at once.
 	Concurrency int
+	// AgentTaskReceipts bounds the tool calls one agent task may make;
+	// 0 means agenttask.MaxAgentReceipts.
+	AgentTaskReceipts int
 	// Lease is how long a claimed run stays ours without a heartbeat; a
 	// replica that dies loses its runs to the others after Lease.
 	Lease time.Duration
@@ -339,7 +342,7 @@ func New(o Options) (*Engine, error) {
 	}
 	e.tasks, err = agenttask.New(agenttask.Options{
 		Store: o.Store, Gate: e.gate, Host: taskHost{e}, Owner: o.Owner, Lease: o.Lease,
-		ApprovalTTL: o.ApprovalTTL, Now: o.Now, Logger: e.log,
+		ApprovalTTL: o.ApprovalTTL, MaxReceipts: o.AgentTaskReceipts, Now: o.Now, Logger: e.log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
