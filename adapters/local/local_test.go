@@ -17,7 +17,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 const (
@@ -112,7 +112,7 @@ func (b *bundle) stream(t *testing.T, query string) <-chan local.StreamMessage {
 	go func() {
 		defer res.Body.Close()
 		defer close(out)
-		rd := client.NewReader(res.Body)
+		rd := sse.NewReader(res.Body)
 		for {
 			ev, err := rd.Next()
 			if err != nil {
