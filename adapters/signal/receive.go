@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/lease"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 func (a *Adapter) lastEventKey() string { return "signal:last-event:" + a.cfg.Account }
@@ -88,11 +90,30 @@ func (a *Adapter) readStream(ctx context.Context) error {
 			cancel(err)
 		}
 	}
-	err = readSSE(resp.Body, func(ev sseEvent) error {
-		if ev.Event != "" && ev.Event != "receive" {
+	rd := sse.NewReader(resp.Body)
+	rd.OnComment(keepAlive) // signal-cli's ":" keep-alives renew the lease
+	err = a.readEvents(ctx, rd, keepAlive)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// readEvents hands each "receive" event of the stream to the sink and
+// stores its id once recorded, until the stream ends.
+func (a *Adapter) readEvents(ctx context.Context, rd *sse.Reader, keepAlive func()) error {
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if err := a.handleData(ctx, []byte(ev.Data)); err != nil {
+		if err != nil {
+			return fmt.Errorf("signal: event stream: %w", err)
+		}
+		if ev.Type != "message" && ev.Type != "receive" {
+			continue
+		}
+		if err := a.handleData(ctx, ev.Data); err != nil {
 			return err
 		}
 		keepAlive()
@@ -103,12 +124,7 @@ func (a *Adapter) readStream(ctx context.Context) error {
 				return fmt.Errorf("signal: event stream: %w", err)
 			}
 		}
-		return nil
-	}, keepAlive)
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
 	}
-	return err
 }
 
 // handleData turns one received envelope into at most one event for the
