@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -20,14 +21,12 @@ const (
 // Final reports whether no further decision can change the approval.
 func (s Status) Final() bool { return s != StatusPending }
 
+// Statuses lists every approval status, so filters, schemas and pickers
+// are built from one list instead of copies that drift.
+var Statuses = []Status{StatusPending, StatusApproved, StatusRejected, StatusEdited, StatusExpired}
+
 // Valid reports whether s is one of the statuses above.
-func (s Status) Valid() bool {
-	switch s {
-	case StatusPending, StatusApproved, StatusRejected, StatusEdited, StatusExpired:
-		return true
-	}
-	return false
-}
+func (s Status) Valid() bool { return slices.Contains(Statuses, s) }
 
 // Action is what an approver answers.
 type Action string

@@ -6,9 +6,15 @@ import "testing"
 // so surfaces check input with Valid instead of copying the lists.
 func TestVocabularyValid(t *testing.T) {
 	t.Parallel()
-	for _, s := range []Status{StatusPending, StatusApproved, StatusRejected, StatusEdited, StatusExpired} {
-		if !s.Valid() {
-			t.Errorf("Status %q not Valid", s)
+	// Statuses is the list surfaces build filters and schemas from: the
+	// wire values (docs/architecture.md), in order, each Valid.
+	wantStatuses := []Status{"pending", "approved", "rejected", "edited", "expired"}
+	if len(Statuses) != len(wantStatuses) {
+		t.Fatalf("Statuses = %v, want %v", Statuses, wantStatuses)
+	}
+	for i, s := range wantStatuses {
+		if Statuses[i] != s || !s.Valid() {
+			t.Errorf("Statuses[%d] = %q (Valid %v), want valid %q", i, Statuses[i], Statuses[i].Valid(), s)
 		}
 	}
 	for _, a := range []Action{ActionApprove, ActionReject, ActionEdit} {

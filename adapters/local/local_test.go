@@ -1,12 +1,14 @@
 package local_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/api"
 	"github.com/opsgate/opsgate/core/delivery"
-	"github.com/opsgate/opsgate/internal/client"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 const (
@@ -112,7 +114,7 @@ func (b *bundle) stream(t *testing.T, query string) <-chan local.StreamMessage {
 	go func() {
 		defer res.Body.Close()
 		defer close(out)
-		rd := client.NewReader(res.Body)
+		rd := sse.NewReader(res.Body)
 		for {
 			ev, err := rd.Next()
 			if err != nil {
@@ -340,5 +342,45 @@ func TestConfigAndNew(t *testing.T) {
 	}
 	if _, err := local.New(local.Config{}, local.Deps{}); err == nil {
 		t.Fatal("New without deps")
+	}
+}
+
+// TestStreamWireFormat pins the stream's bytes (written through core/sse):
+// the reconnect delay, one frame per message with its id, then ready.
+func TestStreamWireFormat(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.post(t, "/local/v1/messages", adminTok, map[string]string{"thread": "w", "text": "hello"})
+	b.h.WaitIdle()
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", b.url+"/local/v1/stream?thread=w&history=1", nil)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.Header.Get("Cache-Control") != "no-store" || res.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("headers %v", res.Header)
+	}
+	br := bufio.NewReader(res.Body)
+	var frames []string
+	var cur strings.Builder
+	for len(frames) < 3 {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", frames, err)
+		}
+		if cur.WriteString(line); line == "\n" {
+			frames = append(frames, cur.String())
+			cur.Reset()
+		}
+	}
+	m := regexp.MustCompile(`^id: ([^\n]+)\nevent: message\ndata: (\{[^\n]*\})\n\n$`).FindStringSubmatch(frames[1])
+	if frames[0] != "retry: 2000\n\n" || m == nil || frames[2] != "event: ready\ndata: {}\n\n" {
+		t.Fatalf("frames %q", frames)
+	}
+	var sm local.StreamMessage
+	if err := json.Unmarshal([]byte(m[2]), &sm); err != nil || sm.ID != m[1] || sm.Direction != core.MessageOut {
+		t.Fatalf("message frame id %q, data %+v (%v)", m[1], sm, err)
 	}
 }

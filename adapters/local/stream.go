@@ -2,13 +2,13 @@ package local
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // Bounds of the stream: the newest messages compared per pass, the
@@ -69,25 +69,18 @@ func (a *Adapter) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		history = min(n, maxHistory)
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeErr(w, bad(http.StatusInternalServerError, "internal", "", "streaming is not supported by this server"))
+	st, err := sse.New(w)
+	if err != nil {
+		writeErr(w, bad(http.StatusInternalServerError, "internal", "", "%v", err))
 		return
 	}
 	obWake, cancelOb := a.d.Store.Subscribe(core.TopicOutbox)
 	defer cancelOb()
 	evWake, cancelEv := a.d.Store.Subscribe(core.TopicEvents)
 	defer cancelEv()
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+	if st.Open(2*time.Second) != nil {
 		return
 	}
-	flusher.Flush()
 
 	sent := map[string]bool{}
 	var order []string
@@ -99,10 +92,8 @@ func (a *Adapter) stream(w http.ResponseWriter, r *http.Request) {
 			order = order[1:]
 		}
 	}
-	poll := time.NewTicker(a.d.PollInterval)
-	defer poll.Stop()
-	ping := time.NewTicker(a.d.PingInterval)
-	defer ping.Stop()
+	wait := st.Waiter(sse.WaitOptions{Poll: a.d.PollInterval, Ping: a.d.PingInterval, MinGap: streamMinGap}, obWake, evWake)
+	defer wait.Stop()
 	first := true
 	for {
 		msgs, _, err := a.d.Store.ThreadMessages(ctx, core.ThreadMessagesParams{Thread: th, Limit: streamPage})
@@ -135,54 +126,23 @@ func (a *Adapter) stream(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				continue
 			}
-			if _, err := fmt.Fprintf(w, "id: %s\nevent: message\ndata: %s\n\n", sanitizeID(m.ID), b); err != nil {
+			if st.Event(m.ID, "message", b) != nil {
 				return
 			}
 			n++
 		}
 		if first {
 			first = false
-			if _, err := fmt.Fprint(w, "event: ready\ndata: {}\n\n"); err != nil {
+			if st.Event("", "ready", []byte("{}")) != nil {
 				return
 			}
 			n++
 		}
 		if n > 0 {
-			flusher.Flush()
-			ping.Reset(a.d.PingInterval)
+			st.Flush()
 		}
-		select {
-		case <-ctx.Done():
+		if _, err := wait.Wait(ctx); err != nil {
 			return
-		case <-time.After(streamMinGap):
-		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-obWake:
-			case <-evWake:
-			case <-poll.C:
-			case <-ping.C:
-				if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
-					return
-				}
-				flusher.Flush()
-				continue wait
-			}
-			break
 		}
 	}
-}
-
-// sanitizeID keeps an id on its SSE line whatever the store holds.
-func sanitizeID(id string) string {
-	b := []byte(id)
-	for i, c := range b {
-		if c == '\n' || c == '\r' || c == 0 {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }

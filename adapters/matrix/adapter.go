@@ -2,8 +2,6 @@ package matrix
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,20 +14,21 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
 // Adapter is one Matrix bot account: the delivery.Platform for its outbox
 // and the Run loop that syncs its rooms.
 type Adapter struct {
-	cfg   Config
-	sink  core.Sink
-	cards core.CardSource
-	store StateStore
-	log   *slog.Logger
-	now   func() time.Time
-	cli   *mautrix.Client
-	self  id.UserID
-	owner string
+	cfg    Config
+	sink   core.Sink
+	cards  core.CardSource
+	store  StateStore
+	log    *slog.Logger
+	now    func() time.Time
+	cli    *mautrix.Client
+	self   id.UserID
+	reader *lease.Reader // one replica at a time reads the account's timeline
 
 	mu          sync.Mutex
 	displayName string
@@ -85,15 +84,16 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	}
 	owner := deps.Owner
 	if owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		owner = "matrix-" + hex.EncodeToString(b[:])
+		owner = lease.Owner("matrix")
 	}
 	a := &Adapter{
 		cfg: cfg, sink: deps.Sink, cards: deps.Cards, store: deps.Store, log: log.With("channel", ChannelName),
-		now: now, cli: cli, self: id.UserID(cfg.UserID), owner: owner,
+		now: now, cli: cli, self: id.UserID(cfg.UserID),
 		allowed: map[id.RoomID]bool{}, encrypted: map[id.RoomID]bool{}, direct: map[id.RoomID]directInfo{},
 	}
+	// The lease outlasts the long poll, so a replica that is waiting on
+	// /sync still holds it.
+	a.reader = lease.New(deps.Store, lease.Options{Name: a.leaseName(), Key: a.sinceKey(), Owner: owner, TTL: cfg.PollTimeout + 30*time.Second, Now: now})
 	for _, r := range cfg.Rooms {
 		if r[0] == '!' {
 			a.allowed[id.RoomID(r)] = true

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
 // ChannelName is the channel in thread addresses and actor ids.
@@ -60,15 +61,10 @@ type Deps struct {
 	Owner string
 }
 
-// StateStore is the durable state the adapter keeps: core.StateStore for
-// the sync position, and the outbox store's leases so one replica syncs at
-// a time. Every opsgate store implements it.
-type StateStore interface {
-	StateGet(ctx context.Context, key string) ([]byte, error)
-	StatePut(ctx context.Context, key string, value []byte, now time.Time) error
-	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
-	LeaseRelease(ctx context.Context, name, owner string) error
-}
+// StateStore is the durable state the adapter keeps: the sync position
+// and lease of a pulling adapter (core/lease), and the notices it sent.
+// Every opsgate store implements it.
+type StateStore = lease.Store
 
 // ErrConfig marks a configuration the adapter cannot start with.
 var ErrConfig = errors.New("matrix: invalid config")

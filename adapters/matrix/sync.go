@@ -13,6 +13,7 @@ import (
 	"maunium.net/go/mautrix/id"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
 // syncFilter keeps /sync to what the adapter reads: messages, reactions,
@@ -95,7 +96,7 @@ func (a *Adapter) leaseName() string { return "matrix:sync:" + string(a.self) }
 // each event to the sink, and stores the next position only after the
 // whole batch was recorded. Failures back off and retry until ctx ends.
 func (a *Adapter) Run(ctx context.Context) error {
-	defer func() { _ = a.store.LeaseRelease(context.WithoutCancel(ctx), a.leaseName(), a.owner) }()
+	defer func() { _ = a.reader.Release(ctx) }()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := a.syncOnce(ctx)
@@ -105,8 +106,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 			continue
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(err, errNotLeader):
-			if sleep(ctx, a.leaseTTL()/3) != nil {
+		case errors.Is(err, lease.ErrHeld):
+			if sleep(ctx, a.reader.Retry()) != nil {
 				return nil
 			}
 			continue
@@ -125,25 +126,16 @@ func (a *Adapter) Run(ctx context.Context) error {
 	return nil
 }
 
-var errNotLeader = errors.New("matrix: another replica holds the sync lease")
-
-func (a *Adapter) leaseTTL() time.Duration { return a.cfg.PollTimeout + 30*time.Second }
-
 // syncOnce is one turn of the loop: lease, position, one /sync, the batch.
 func (a *Adapter) syncOnce(ctx context.Context) error {
-	now := a.now()
-	ok, err := a.store.LeaseAcquire(ctx, a.leaseName(), a.owner, now, now.Add(a.leaseTTL()))
-	if err != nil {
-		return fmt.Errorf("matrix: sync lease: %w", err)
-	}
-	if !ok {
-		return errNotLeader
+	if err := a.reader.Hold(ctx); err != nil {
+		return fmt.Errorf("matrix: sync: %w", err)
 	}
 	a.resolveRooms(ctx)
 	a.learnProfile(ctx)
-	since, err := a.loadSince(ctx)
+	since, err := a.reader.Position(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("matrix: sync: %w", err)
 	}
 	timeout := a.cfg.PollTimeout
 	if since == "" {
@@ -169,20 +161,9 @@ func (a *Adapter) syncOnce(ctx context.Context) error {
 	return a.storeSince(ctx, resp.NextBatch)
 }
 
-func (a *Adapter) loadSince(ctx context.Context) (string, error) {
-	b, err := a.store.StateGet(ctx, a.sinceKey())
-	if errors.Is(err, core.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("matrix: read sync position: %w", err)
-	}
-	return string(b), nil
-}
-
 func (a *Adapter) storeSince(ctx context.Context, next string) error {
-	if err := a.store.StatePut(ctx, a.sinceKey(), []byte(next), a.now()); err != nil {
-		return fmt.Errorf("matrix: store sync position: %w", err)
+	if err := a.reader.Advance(ctx, next); err != nil {
+		return fmt.Errorf("matrix: sync: %w", err)
 	}
 	return nil
 }

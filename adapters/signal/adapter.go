@@ -1,8 +1,6 @@
 package signal
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/delivery"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
 // Adapter is one Signal account behind a signal-cli daemon: the
@@ -23,7 +22,7 @@ type Adapter struct {
 	now    func() time.Time
 	rpc    *rpcClient
 	stream *http.Client
-	owner  string
+	reader *lease.Reader // one replica at a time reads the event stream
 	groups map[string]bool
 }
 
@@ -56,17 +55,17 @@ func New(cfg Config, deps Deps) (*Adapter, error) {
 	}
 	owner := deps.Owner
 	if owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		owner = "signal-" + hex.EncodeToString(b[:])
+		owner = lease.Owner("signal")
 	}
 	groups := map[string]bool{}
 	for _, g := range cfg.Groups {
 		groups[g] = true
 	}
-	return &Adapter{cfg: cfg, sink: deps.Sink, cards: deps.Cards, store: deps.Store, log: log.With("channel", ChannelName),
+	a := &Adapter{cfg: cfg, sink: deps.Sink, cards: deps.Cards, store: deps.Store, log: log.With("channel", ChannelName),
 		now: now, rpc: &rpcClient{url: cfg.DaemonURL, hc: hc}, stream: &http.Client{Transport: hc.Transport},
-		owner: owner, groups: groups}, nil
+		groups: groups}
+	a.reader = lease.New(deps.Store, lease.Options{Name: a.leaseName(), Key: a.lastEventKey(), Owner: owner, TTL: leaseTTL, Now: now})
+	return a, nil
 }
 
 // Channel implements core.Adapter.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
 // ChannelName is the channel in thread addresses and actor ids.
@@ -45,15 +46,10 @@ type Deps struct {
 	Owner string
 }
 
-// StateStore is the durable state the adapter keeps: approval codes, sent
-// cards, the stream position, and the stream lease. Every opsgate store
-// implements it.
-type StateStore interface {
-	StateGet(ctx context.Context, key string) ([]byte, error)
-	StatePut(ctx context.Context, key string, value []byte, now time.Time) error
-	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
-	LeaseRelease(ctx context.Context, name, owner string) error
-}
+// StateStore is the durable state the adapter keeps: the stream position
+// and lease of a pulling adapter (core/lease), approval codes and sent
+// cards. Every opsgate store implements it.
+type StateStore = lease.Store
 
 // ErrConfig marks a configuration the adapter cannot start with.
 var ErrConfig = errors.New("signal: invalid config")

@@ -1,12 +1,9 @@
 package signal
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 )
 
 // The envelope signal-cli writes for each received message
@@ -111,50 +108,4 @@ func (e *envelope) sender() string {
 		return e.SourceNumber
 	}
 	return e.SourceUUID
-}
-
-// sseEvent is one Server-Sent Event.
-type sseEvent struct {
-	ID, Event, Data string
-}
-
-// maxSSELine bounds one line of the stream.
-const maxSSELine = 1 << 20
-
-// readSSE reads events from r until it ends, handing each to fn; comment
-// lines (":" keep-alives) call keepAlive. An error from fn stops the read.
-func readSSE(r io.Reader, fn func(sseEvent) error, keepAlive func()) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxSSELine)
-	var ev sseEvent
-	var data []string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if len(data) > 0 || ev.Event != "" {
-				ev.Data = strings.Join(data, "\n")
-				if err := fn(ev); err != nil {
-					return err
-				}
-			}
-			ev, data = sseEvent{}, nil
-		case strings.HasPrefix(line, ":"):
-			if keepAlive != nil {
-				keepAlive()
-			}
-		default:
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "id":
-				ev.ID = value
-			case "event":
-				ev.Event = value
-			case "data":
-				data = append(data, value)
-			}
-		}
-	}
-	return sc.Err()
 }

@@ -38,23 +38,6 @@ func FuzzParseReceive(f *testing.F) {
 	})
 }
 
-func FuzzReadSSE(f *testing.F) {
-	f.Add("id:1-1\nevent:receive\ndata:{}\n\n:\n\nid:1-2\ndata:a\ndata:b\n\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		n := 0
-		_ = readSSE(strings.NewReader(s), func(ev sseEvent) error {
-			n++
-			if strings.Contains(ev.ID, "\n") || strings.Contains(ev.Event, "\n") {
-				t.Fatalf("field with a line break: %+v", ev)
-			}
-			return nil
-		}, nil)
-		if n > strings.Count(s, "\n")+1 {
-			t.Fatalf("%d events from %d lines", n, strings.Count(s, "\n"))
-		}
-	})
-}
-
 func FuzzParseDecision(f *testing.F) {
 	for _, s := range []string{"approve ABCD", "reject ABCD: no", "reject: no", `edit ABCD {"a":1}`, "approve", "approve now", "deploy"} {
 		f.Add(s)

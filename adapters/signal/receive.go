@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/lease"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 func (a *Adapter) lastEventKey() string { return "signal:last-event:" + a.cfg.Account }
@@ -27,13 +30,11 @@ func (a *Adapter) cardKey(ts int64) string {
 
 const leaseTTL = time.Minute
 
-var errNotLeader = errors.New("signal: another replica reads the event stream")
-
 // Run implements core.Runner: under the stream lease it reads
 // /api/v1/events, hands each envelope to the sink, and stores the event's
 // id once recorded, reconnecting with Last-Event-ID after any failure.
 func (a *Adapter) Run(ctx context.Context) error {
-	defer func() { _ = a.store.LeaseRelease(context.WithoutCancel(ctx), a.leaseName(), a.owner) }()
+	defer func() { _ = a.reader.Release(ctx) }()
 	backoff := time.Second
 	for ctx.Err() == nil {
 		err := a.readStream(ctx)
@@ -41,8 +42,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 			return nil
 		}
 		wait := backoff
-		if errors.Is(err, errNotLeader) {
-			wait = leaseTTL / 3
+		if errors.Is(err, lease.ErrHeld) {
+			wait = a.reader.Retry()
 		} else {
 			a.log.Warn("event stream ended; reconnecting", "in", wait, "err", err)
 			backoff = min(backoff*2, time.Minute)
@@ -55,13 +56,8 @@ func (a *Adapter) Run(ctx context.Context) error {
 }
 
 func (a *Adapter) holdLease(ctx context.Context) error {
-	now := a.now()
-	ok, err := a.store.LeaseAcquire(ctx, a.leaseName(), a.owner, now, now.Add(leaseTTL))
-	if err != nil {
-		return fmt.Errorf("signal: stream lease: %w", err)
-	}
-	if !ok {
-		return errNotLeader
+	if err := a.reader.Hold(ctx); err != nil {
+		return fmt.Errorf("signal: event stream: %w", err)
 	}
 	return nil
 }
@@ -77,8 +73,8 @@ func (a *Adapter) readStream(ctx context.Context) error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if last, err := a.store.StateGet(ctx, a.lastEventKey()); err == nil {
-		req.Header.Set("Last-Event-ID", string(last))
+	if last, err := a.reader.Position(ctx); err == nil && last != "" {
+		req.Header.Set("Last-Event-ID", last)
 	}
 	resp, err := a.stream.Do(req)
 	if err != nil {
@@ -94,27 +90,41 @@ func (a *Adapter) readStream(ctx context.Context) error {
 			cancel(err)
 		}
 	}
-	err = readSSE(resp.Body, func(ev sseEvent) error {
-		if ev.Event != "" && ev.Event != "receive" {
-			return nil
-		}
-		if err := a.handleData(ctx, []byte(ev.Data)); err != nil {
-			return err
-		}
-		keepAlive()
-		if ev.ID != "" {
-			// Not cut by a shutdown: the envelope is recorded, so its id
-			// must be too, or the next reader would replay nothing.
-			if err := a.store.StatePut(context.WithoutCancel(ctx), a.lastEventKey(), []byte(ev.ID), a.now()); err != nil {
-				return fmt.Errorf("signal: store stream position: %w", err)
-			}
-		}
-		return nil
-	}, keepAlive)
+	rd := sse.NewReader(resp.Body)
+	rd.OnComment(keepAlive) // signal-cli's ":" keep-alives renew the lease
+	err = a.readEvents(ctx, rd, keepAlive)
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
 	return err
+}
+
+// readEvents hands each "receive" event of the stream to the sink and
+// stores its id once recorded, until the stream ends.
+func (a *Adapter) readEvents(ctx context.Context, rd *sse.Reader, keepAlive func()) error {
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("signal: event stream: %w", err)
+		}
+		if ev.Type != "message" && ev.Type != "receive" {
+			continue
+		}
+		if err := a.handleData(ctx, ev.Data); err != nil {
+			return err
+		}
+		keepAlive()
+		if ev.ID != "" {
+			// Not cut by a shutdown (Advance): the envelope is recorded,
+			// so its id must be too, or the next reader would replay it.
+			if err := a.reader.Advance(ctx, ev.ID); err != nil {
+				return fmt.Errorf("signal: event stream: %w", err)
+			}
+		}
+	}
 }
 
 // handleData turns one received envelope into at most one event for the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // maxTurnEventPages bounds one read of a turn's events (100 000 events).
@@ -36,17 +37,17 @@ type turnState struct {
 
 // startTurn sends turn.started unless the stream already said it; model
 // is the engine's, else the one the request named.
-func (st *turnState) startTurn(em *sseEmitter, model string) error {
+func (st *turnState) startTurn(em *sse.Stream, model string) error {
 	if st.turnStarted {
 		return nil
 	}
 	st.turnStarted = true
-	return em.send(core.EventTurnStarted, map[string]string{"model": firstOf(model, st.model)})
+	return em.Send(core.EventTurnStarted, map[string]string{"model": firstOf(model, st.model)})
 }
 
 // follow streams turnID's events after `after` (to em when not nil) until
 // the turn ends or stops at a question, and returns its result.
-func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.AgentSession, turnID, model string, after int64, deltas <-chan agent.Delta) (*TurnResult, error) {
+func (ag *agentServer) follow(ctx context.Context, em *sse.Stream, sess *core.AgentSession, turnID, model string, after int64, deltas <-chan agent.Delta) (*TurnResult, error) {
 	wake, cancel := ag.s.subscribeRun(turnID)
 	defer cancel()
 	poll := time.NewTicker(ag.s.o.PollInterval)
@@ -94,14 +95,14 @@ func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.Ag
 			if err := st.startTurn(em, ""); err != nil {
 				return nil, err
 			}
-			if err := em.send(core.EventTextDelta, data); err != nil {
+			if err := em.Send(core.EventTextDelta, data); err != nil {
 				return nil, err
 			}
 			continue
 		case <-wake:
 		case <-poll.C:
 		case <-ping.C:
-			if err := em.ping(); err != nil {
+			if err := em.Ping(); err != nil {
 				return nil, err
 			}
 		}
@@ -110,7 +111,7 @@ func (ag *agentServer) follow(ctx context.Context, em *sseEmitter, sess *core.Ag
 
 // readEvents sends every stored event of turnID after *after, translated
 // to the Agent API's shapes, and folds them into st.
-func (ag *agentServer) readEvents(ctx context.Context, em *sseEmitter, sess *core.AgentSession, turnID string, after *int64, st *turnState) error {
+func (ag *agentServer) readEvents(ctx context.Context, em *sse.Stream, sess *core.AgentSession, turnID string, after *int64, st *turnState) error {
 	for range maxTurnEventPages {
 		evs, err := ag.s.o.Store.RunEventList(ctx, turnID, *after, eventPage)
 		if err != nil {
@@ -166,7 +167,7 @@ func firstOf(vs ...string) string {
 // translate maps one stored run event to the Agent API's events (if any)
 // and sends them. Stored events this API has no name for are not
 // forwarded.
-func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core.AgentSession, ev core.RunEvent, st *turnState) error {
+func (ag *agentServer) translate(ctx context.Context, em *sse.Stream, sess *core.AgentSession, ev core.RunEvent, st *turnState) error {
 	if ev.Type == core.EventAgentMessage {
 		return ag.translateMessage(em, ev, st)
 	}
@@ -181,7 +182,7 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		if err := st.startTurn(em, ""); err != nil {
 			return err
 		}
-		return em.send(core.EventTextDelta, map[string]string{"text": d.Text})
+		return em.Send(core.EventTextDelta, map[string]string{"text": d.Text})
 	case core.EventMessageCommitted:
 		// The run's closing message repeats the model's last text; send
 		// only what is new (an error message, a flow's reply).
@@ -189,7 +190,7 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 			return nil
 		}
 		st.texts = append(st.texts, d.Text)
-		return em.send(core.EventMessageCommitted, map[string]string{"text": d.Text})
+		return em.Send(core.EventMessageCommitted, map[string]string{"text": d.Text})
 	case core.EventToolStarted:
 		tool := firstOf(d.ToolName, d.Tool)
 		id := firstOf(d.ToolCallID2, d.ToolCallID)
@@ -203,7 +204,7 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 			st.started = map[string]bool{}
 		}
 		st.started[id] = true
-		return em.send(core.EventToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
+		return em.Send(core.EventToolStarted, map[string]string{"toolName": tool, "toolCallId": id})
 	case core.EventToolFinished:
 		// Agent runs report a call's end with its result message (below),
 		// which every outcome has; the dispatch record is forwarded only
@@ -212,18 +213,18 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 		if id == "" {
 			return nil
 		}
-		return em.send(core.EventToolFinished, map[string]any{"toolCallId": id, "ok": d.OK != nil && *d.OK})
+		return em.Send(core.EventToolFinished, map[string]any{"toolCallId": id, "ok": d.OK != nil && *d.OK})
 	case core.EventPermissionRequested:
 		return ag.permission(ctx, em, sess, d)
 	case core.EventPermissionDecided:
-		return em.send(core.EventPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
+		return em.Send(core.EventPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
 	case core.EventQuestionRequested:
 		qs := d.Questions
 		if len(qs) == 0 {
 			qs = json.RawMessage("[]")
 		}
 		st.question = &PendingQuestion{SessionID: sess.ID, RequestID: firstOf(d.RequestID, d.ActionID), Questions: qs}
-		return em.send(core.EventQuestionRequested, st.question)
+		return em.Send(core.EventQuestionRequested, st.question)
 	case core.EventTurnFinished:
 		st.finished = true
 		if d.ErrorCode != "" || d.Error != "" {
@@ -237,7 +238,7 @@ func (ag *agentServer) translate(ctx context.Context, em *sseEmitter, sess *core
 // calls are remembered for tool.started, and the result of a call that
 // never started (denied, refused, nobody could approve) is its
 // tool.finished. The model's text arrives as message.committed.
-func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *turnState) error {
+func (ag *agentServer) translateMessage(em *sse.Stream, ev core.RunEvent, st *turnState) error {
 	var m agent.Message
 	if err := json.Unmarshal(ev.Data, &m); err != nil {
 		return nil // unreadable: the engine logs it; nothing to show
@@ -257,14 +258,14 @@ func (ag *agentServer) translateMessage(em *sseEmitter, ev core.RunEvent, st *tu
 		if q := st.calls[m.Tool]; len(q) > 0 && q[0] == m.CallID {
 			st.calls[m.Tool] = q[1:]
 		}
-		return em.send(core.EventToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
+		return em.Send(core.EventToolFinished, map[string]any{"toolCallId": m.CallID, "ok": !m.IsError})
 	}
 	return nil
 }
 
 // permission sends permission.requested for one approval, from the event's
 // own fields when it has them, else from the stored approval.
-func (ag *agentServer) permission(ctx context.Context, em *sseEmitter, sess *core.AgentSession, d eventData) error {
+func (ag *agentServer) permission(ctx context.Context, em *sse.Stream, sess *core.AgentSession, d eventData) error {
 	if d.ApprovalID == "" {
 		return nil
 	}
@@ -285,7 +286,7 @@ func (ag *agentServer) permission(ctx context.Context, em *sseEmitter, sess *cor
 	if input == nil {
 		input = map[string]any{}
 	}
-	return em.send(core.EventPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
+	return em.Send(core.EventPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
 		"reason": reason, "toolInput": input})
 }
 

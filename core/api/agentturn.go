@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/sse"
 	"github.com/opsgate/opsgate/core/turnlimit"
 )
 
@@ -203,9 +204,9 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		}
 	}
 	defer free()
-	var em *sseEmitter
+	var em *sse.Stream
 	if acceptsEventStream(r) {
-		if em, err = newSSEEmitter(w); err != nil {
+		if em, err = newStream(w); err != nil {
 			ag.s.fail(w, r, err)
 			return
 		}
@@ -215,7 +216,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		if turnID != "" {
 			d["turnId"] = turnID
 		}
-		_ = em.send(core.EventRunQueued, d)
+		_ = em.Send(core.EventRunQueued, d)
 	}
 	if pos := ticket.Position(); pos > 0 {
 		queued(pos)
@@ -256,7 +257,7 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 		defer cancel()
 		deltas = ch
 	}
-	if !em.isStarted() {
+	if !em.Started() {
 		queued(0) // admitted at once: position 0, sent once the turn exists
 	}
 	res, err := ag.follow(ctx, em, sess, turnID, model, after, deltas)
@@ -281,9 +282,9 @@ func (ag *agentServer) runTurn(w http.ResponseWriter, r *http.Request, sess *cor
 
 // finish answers the turn's result: turn.finished on a stream, else the
 // result itself.
-func (ag *agentServer) finish(w http.ResponseWriter, r *http.Request, em *sseEmitter, res *TurnResult) {
+func (ag *agentServer) finish(w http.ResponseWriter, r *http.Request, em *sse.Stream, res *TurnResult) {
 	if em != nil {
-		em.send(core.EventTurnFinished, res)
+		em.Send(core.EventTurnFinished, res)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -291,7 +292,7 @@ func (ag *agentServer) finish(w http.ResponseWriter, r *http.Request, em *sseEmi
 
 // failTurn answers an error from starting or continuing a turn: as an HTTP
 // error while nothing was streamed, else as turn.finished with status error.
-func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseEmitter, sess *core.AgentSession, turnID string, err error) {
+func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sse.Stream, sess *core.AgentSession, turnID string, err error) {
 	switch {
 	case errors.Is(err, agent.ErrMalformedAnswer):
 		err = errf(http.StatusBadRequest, "malformed_answer", "%v", err)
@@ -302,7 +303,7 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 	case errors.Is(err, ErrAgentUnsupported):
 		err = errf(http.StatusNotImplemented, "not_implemented", "%v", err)
 	}
-	if em == nil || !em.started {
+	if em == nil || !em.Started() {
 		ag.s.fail(w, r, err)
 		return
 	}
@@ -311,7 +312,7 @@ func (ag *agentServer) failTurn(w http.ResponseWriter, r *http.Request, em *sseE
 		ag.s.log.ErrorContext(r.Context(), "api: agent turn failed", "turn", turnID, "err", err)
 	}
 	body := he.body
-	em.send(core.EventTurnFinished, &TurnResult{SessionID: sess.ID, TurnID: turnID, Status: TurnError, Error: &body})
+	em.Send(core.EventTurnFinished, &TurnResult{SessionID: sess.ID, TurnID: turnID, Status: TurnError, Error: &body})
 }
 
 // drain waits, detached from the caller who left, for the turn to end,

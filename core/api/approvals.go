@@ -10,16 +10,11 @@ import (
 	"github.com/opsgate/opsgate/core/authority"
 )
 
-var approvalStatuses = map[approvals.Status]bool{
-	approvals.StatusPending: true, approvals.StatusApproved: true, approvals.StatusRejected: true,
-	approvals.StatusEdited: true, approvals.StatusExpired: true,
-}
-
 func (s *server) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var err error
 	p := approvals.ApprovalListParams{Status: approvals.Status(q.Get("status")), RunID: q.Get("run_id"), Cursor: q.Get("cursor")}
-	if p.Status != "" && !approvalStatuses[p.Status] {
+	if p.Status != "" && !p.Status.Valid() {
 		s.fail(w, r, invalid("status", "unknown approval status %q", p.Status))
 		return
 	}

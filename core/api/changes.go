@@ -2,14 +2,15 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // The bounds of one pass of the change stream: how many pending approvals
@@ -89,9 +90,9 @@ func (s *server) changes(w http.ResponseWriter, r *http.Request) {
 	} else {
 		st.kinds[changeKindApprovals], st.kinds[changeKindRuns] = true, true
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		s.fail(w, r, errf(http.StatusInternalServerError, "internal", "streaming is not supported by this server"))
+	stream, err := newStream(w)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	// Subscribe before the first read so no commit between the read and
@@ -102,24 +103,15 @@ func (s *server) changes(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		wakes = append(wakes, c)
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+	if stream.Open(2*time.Second) != nil {
 		return
 	}
-	flusher.Flush()
-
-	poll := time.NewTicker(s.o.PollInterval)
-	defer poll.Stop()
-	ping := time.NewTicker(s.o.PingInterval)
-	defer ping.Stop()
+	// Coalesce: a run's commits come in bursts.
+	wait := stream.Waiter(sse.WaitOptions{Poll: s.o.PollInterval, Ping: s.o.PingInterval, MinGap: changesMinGap}, wakes...)
+	defer wait.Stop()
 	first := true
 	for {
-		sent, err := s.changePass(ctx, w, st)
+		sent, err := s.changePass(ctx, stream, st)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "api: change stream", "err", err)
@@ -128,56 +120,29 @@ func (s *server) changes(w http.ResponseWriter, r *http.Request) {
 		}
 		if first {
 			first = false
-			ready, _ := json.Marshal(map[string]int{"approvals": len(st.approvals), "runs": len(st.runs)})
 			st.n++
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: ready\ndata: %s\n\n", st.n, ready); err != nil {
+			if stream.JSON(strconv.FormatInt(st.n, 10), "ready", map[string]int{"approvals": len(st.approvals), "runs": len(st.runs)}) != nil {
 				return
 			}
 			sent++
 		}
 		if sent > 0 {
-			flusher.Flush()
-			ping.Reset(s.o.PingInterval)
+			stream.Flush()
 		}
-		// Coalesce: a run's commits come in bursts.
-		select {
-		case <-ctx.Done():
+		if _, err := wait.Wait(ctx); err != nil {
 			return
-		case <-time.After(changesMinGap):
-		}
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-wakes[0]:
-			case <-wakes[1]:
-			case <-wakes[2]:
-			case <-poll.C:
-			case <-ping.C:
-				if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
-					return
-				}
-				flusher.Flush()
-				continue wait
-			}
-			break
 		}
 	}
 }
 
 // changePass compares the store with what st says was sent and writes an
 // event per difference.
-func (s *server) changePass(ctx context.Context, w http.ResponseWriter, st *changeState) (int, error) {
+func (s *server) changePass(ctx context.Context, stream *sse.Stream, st *changeState) (int, error) {
 	sent := 0
 	emit := func(typ string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", typ, err)
-		}
 		st.n++
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", st.n, typ, b); err != nil {
-			return fmt.Errorf("write %s: %w", typ, err)
+		if err := stream.JSON(strconv.FormatInt(st.n, 10), typ, v); err != nil {
+			return err
 		}
 		sent++
 		return nil

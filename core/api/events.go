@@ -4,16 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/authority"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // eventPage bounds one read of a run's events; a long backlog is sent in
@@ -67,20 +67,14 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		s.fail(w, r, errf(http.StatusInternalServerError, "internal", "streaming is not supported by this server"))
+	st, err := newStream(w)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	// A server-wide WriteTimeout would cut a long-lived stream; lift it for
-	// this response (ignored where unsupported).
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	if st.Open(0) != nil {
+		return
+	}
 
 	poll := time.NewTicker(s.o.PollInterval)
 	defer poll.Stop()
@@ -95,11 +89,11 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 		// channel already (the engine sinks them before it commits the
 		// message): send them first, so none is lost behind a wake-up and
 		// they come before their message.committed.
-		if !drainDeltas(w, id, deltas) {
+		if !drainDeltas(st, id, deltas) {
 			return
 		}
-		flusher.Flush()
-		sent, finished, err := s.sendEvents(ctx, w, flusher, id, &after)
+		st.Flush()
+		sent, finished, err := s.sendEvents(ctx, st, id, &after)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "api: run events", "run", id, "err", err)
@@ -110,9 +104,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 			ping.Reset(s.o.PingInterval)
 		}
 		if final {
-			end, _ := json.Marshal(map[string]string{"run_id": id, "status": string(run.Status)})
-			fmt.Fprintf(w, "event: end\ndata: %s\n\n", end)
-			flusher.Flush()
+			_ = st.Send("end", map[string]string{"run_id": id, "status": string(run.Status)})
 			return
 		}
 		// The status is re-read only when it may have become final: after
@@ -131,17 +123,16 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 					break wait
 				case d := <-deltas:
 					// Deltas cost no store read: keep waiting.
-					if writeDelta(w, id, d) != nil {
+					if writeDelta(st, id, d) != nil {
 						return
 					}
-					flusher.Flush()
+					st.Flush()
 				case <-poll.C:
 					break wait
 				case <-ping.C:
-					if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+					if st.Ping() != nil {
 						return
 					}
-					flusher.Flush()
 					woken = true
 					break wait
 				}
@@ -161,19 +152,17 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) {
 
 // writeDelta writes one text.delta frame (no id: a reconnect resumes at the
 // committed message, never mid-delta).
-func writeDelta(w io.Writer, runID string, d llm.Delta) error {
-	b, _ := json.Marshal(map[string]any{"run_id": runID, "text": d.Text, "restart": d.Restart})
-	_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", core.EventTextDelta, b)
-	return err
+func writeDelta(st *sse.Stream, runID string, d llm.Delta) error {
+	return st.JSON("", core.EventTextDelta, map[string]any{"run_id": runID, "text": d.Text, "restart": d.Restart})
 }
 
 // drainDeltas writes the deltas waiting in ch without blocking; false when
 // the client is gone.
-func drainDeltas(w io.Writer, runID string, ch <-chan llm.Delta) bool {
+func drainDeltas(st *sse.Stream, runID string, ch <-chan llm.Delta) bool {
 	for {
 		select {
 		case d := <-ch:
-			if writeDelta(w, runID, d) != nil {
+			if writeDelta(st, runID, d) != nil {
 				return false
 			}
 		default:
@@ -209,7 +198,7 @@ func (s *server) subscribeRun(runID string) (<-chan struct{}, func()) {
 // sendEvents writes every stored event after *after, page by page, and
 // advances *after past each one sent. finished reports a turn.finished
 // among them.
-func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.Flusher, runID string, after *int64) (sent int, finished bool, err error) {
+func (s *server) sendEvents(ctx context.Context, st *sse.Stream, runID string, after *int64) (sent int, finished bool, err error) {
 	for {
 		evs, err := s.o.Store.RunEventList(ctx, runID, *after, eventPage)
 		if err != nil {
@@ -219,7 +208,7 @@ func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.F
 			if ev.Seq <= *after {
 				continue // a store must not, but a replayed duplicate would confuse clients
 			}
-			if err := writeEvent(w, ev); err != nil {
+			if err := writeEvent(st, ev); err != nil {
 				return sent, finished, err
 			}
 			*after = ev.Seq
@@ -227,7 +216,7 @@ func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.F
 			finished = finished || ev.Type == core.EventTurnFinished
 		}
 		if len(evs) > 0 {
-			f.Flush() // once per page: a flush is a write system call
+			st.Flush() // once per page: a flush is a write system call
 		}
 		if len(evs) < eventPage {
 			return sent, finished, nil
@@ -235,7 +224,7 @@ func (s *server) sendEvents(ctx context.Context, w http.ResponseWriter, f http.F
 	}
 }
 
-func writeEvent(w http.ResponseWriter, ev core.RunEvent) error {
+func writeEvent(st *sse.Stream, ev core.RunEvent) error {
 	data := json.RawMessage("null")
 	if len(ev.Data) > 0 {
 		// Compact so the JSON fits on the one data: line SSE allows.
@@ -244,15 +233,9 @@ func writeEvent(w http.ResponseWriter, ev core.RunEvent) error {
 			data = buf.Bytes()
 		}
 	}
-	b, err := json.Marshal(sseEvent{Seq: ev.Seq, RunID: ev.RunID, Type: ev.Type, At: rfc3339(ev.At), Data: data})
+	err := st.JSON(strconv.FormatInt(ev.Seq, 10), ev.Type, sseEvent{Seq: ev.Seq, RunID: ev.RunID, Type: ev.Type, At: rfc3339(ev.At), Data: data})
 	if err != nil {
-		return fmt.Errorf("encode event %d: %w", ev.Seq, err)
-	}
-	// A type is a short dotted name; strip line breaks anyway so a stored
-	// value can never inject SSE fields.
-	typ := noLineBreaks.Replace(ev.Type)
-	if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, typ, b); err != nil {
-		return fmt.Errorf("write event %d: %w", ev.Seq, err)
+		return fmt.Errorf("event %d: %w", ev.Seq, err)
 	}
 	return nil
 }
@@ -260,20 +243,19 @@ func writeEvent(w http.ResponseWriter, ev core.RunEvent) error {
 // lastEventID reads where a client resumes: the Last-Event-ID header a
 // reconnecting EventSource sends, else ?after=, else the beginning.
 func lastEventID(r *http.Request) (int64, error) {
-	v, field := r.Header.Get("Last-Event-ID"), "Last-Event-ID"
-	if v == "" {
-		v, field = r.URL.Query().Get("after"), "after"
+	n, err := sse.LastSeq(r, "after")
+	var bad *sse.BadLastEventIDError
+	if errors.As(err, &bad) {
+		return 0, invalid(bad.Field, "%v", bad)
 	}
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-	if err != nil || n < 0 {
-		return 0, invalid(field, "%s must be a non-negative event sequence number, got %q", field, v)
-	}
-	return n, nil
+	return n, err
 }
 
-// noLineBreaks strips line breaks from an SSE field value; built once (a
-// Replacer is safe for concurrent use).
-var noLineBreaks = strings.NewReplacer("\n", "", "\r", "")
+// newStream opens w as an event stream, or says it cannot be one.
+func newStream(w http.ResponseWriter) (*sse.Stream, error) {
+	st, err := sse.New(w)
+	if err != nil {
+		return nil, errf(http.StatusInternalServerError, "internal", "%v", err)
+	}
+	return st, nil
+}

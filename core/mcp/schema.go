@@ -11,6 +11,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 )
 
@@ -131,7 +132,7 @@ var (
 	receiptStatuses = []string{string(core.ReceiptDispatching), string(core.ReceiptPendingApproval), string(core.ReceiptSucceeded),
 		string(core.ReceiptFailed), string(core.ReceiptDenied), string(core.ReceiptRejected), string(core.ReceiptExpired),
 		string(core.ReceiptInterrupted), string(core.ReceiptInvalid)}
-	approvalStatuses = []string{"pending", "approved", "rejected", "edited", "expired"}
+	approvalStatuses = strs(approvals.Statuses)
 )
 
 // stepWaitingInput is engine.StepWaitingInput, an agent run's ask_user

@@ -1,8 +1,8 @@
 // Package client is the small typed client of opsgate's HTTP API that the
 // terminal surfaces (opsgate tui, opsgate chat, opsgate approvals
 // watch|wait) share: JSON requests with the API's error body decoded
-// (code, field, winner), and Server-Sent Events read by a parser that
-// treats the server's bytes as outside input.
+// (code, field, winner), and Server-Sent Events read by core/sse's parser,
+// which treats the server's bytes as outside input.
 package client
 
 import (
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/opsgate/opsgate/core/api"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // Client calls one server with one bearer token.
@@ -164,6 +165,10 @@ func decodeError(status int, data []byte) error {
 	return e
 }
 
+// Event is one event of a stream Events reads (the parser is core/sse's,
+// shared with every Go reader of opsgate's streams).
+type Event = sse.Event
+
 // Events opens one event stream at path and calls fn for every event
 // until the stream ends (nil), ctx ends (ctx's error), or fn returns an
 // error (returned as is). lastID, when set, is sent as Last-Event-ID. It
@@ -191,7 +196,7 @@ func (c *Client) Events(ctx context.Context, path string, q url.Values, lastID s
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		return fmt.Errorf("%s: not an event stream (Content-Type %q)", path, ct)
 	}
-	rd := NewReader(resp.Body)
+	rd := sse.NewReader(resp.Body)
 	for {
 		ev, err := rd.Next()
 		if err != nil {

@@ -152,7 +152,19 @@ func (s *server) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, http.StatusOK, "approvals", map[string]any{"Title": "Decided approvals", "Status": status, "Rows": rows,
 		"Tool": p.Tool, "ActorQ": actor, "Via": via, "Requester": who, "Next": nextURL, "Done": q.Get("done"),
-		"Statuses": []string{"decided", "approved", "edited", "rejected", "expired"}})
+		"Statuses": decidedStatuses()})
+}
+
+// decidedStatuses are the decided page's status filter: any decided, or
+// one final status.
+func decidedStatuses() []string {
+	out := []string{"decided"}
+	for _, st := range approvals.Statuses {
+		if st.Final() {
+			out = append(out, string(st))
+		}
+	}
+	return out
 }
 
 // compactArgs is a one-line view of arguments for a table cell.

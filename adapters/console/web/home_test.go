@@ -94,6 +94,16 @@ func TestTablesFilterNewestFirst(t *testing.T) {
 	if !strings.Contains(r.body, "slack:U1") || !strings.Contains(r.body, `<td data-label="Via">slack</td>`) {
 		t.Errorf("decided table does not say who decided and where:\n%s", r.body)
 	}
+	// The status filter offers every final status (approvals.Statuses), and
+	// not pending, which has its own page.
+	for _, st := range []string{"decided", "approved", "rejected", "edited", "expired"} {
+		if !strings.Contains(r.body, `<option value="`+st+`"`) {
+			t.Errorf("decided page's status filter lacks %q", st)
+		}
+	}
+	if strings.Contains(r.body, `<option value="pending"`) {
+		t.Error("decided page's status filter offers pending")
+	}
 	if r := c.do("GET", "/runs?channel=console", nil, nil); !strings.Contains(r.body, "r-"+a.RunID) {
 		t.Errorf("runs?channel=console lacks the run")
 	}

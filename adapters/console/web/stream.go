@@ -1,11 +1,12 @@
 package web
 
 import (
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // minGap coalesces bursts of wake-ups (one run writes several events in a
@@ -20,8 +21,8 @@ const minGap = 150 * time.Millisecond
 // full page load.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	st, err := sse.New(w)
+	if err != nil {
 		s.plainError(w, http.StatusInternalServerError, "Streaming is not supported by this server.")
 		return
 	}
@@ -29,28 +30,21 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	defer cancelEv()
 	obWake, cancelOb := s.o.Store.Subscribe(core.TopicOutbox)
 	defer cancelOb()
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 	// retry: how long the browser waits before reconnecting.
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+	if st.Open(2*time.Second) != nil {
 		return
 	}
-	flusher.Flush()
-	tick := time.NewTicker(s.o.StreamTick)
-	defer tick.Stop()
+	// The tick is the polling fallback, and written, so no heartbeat.
+	wait := st.Waiter(sse.WaitOptions{Poll: s.o.StreamTick, MinGap: minGap}, evWake, obWake)
+	defer wait.Stop()
 	var n int64
 	for {
-		kind := "change"
-		select {
-		case <-ctx.Done():
+		woken, err := wait.Wait(ctx)
+		if err != nil {
 			return
-		case <-evWake:
-		case <-obWake:
-		case <-tick.C:
+		}
+		kind := "change"
+		if woken == sse.Polled {
 			kind = "tick"
 			// A session signed out elsewhere ends its open streams too.
 			if gone, err := s.sessions.ConsoleSessionRevoked(ctx, infoFrom(ctx).sess.ID, s.o.Now()); err == nil && gone {
@@ -58,14 +52,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		n++
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %d\n\n", n, kind, n); err != nil {
+		if st.Event(strconv.FormatInt(n, 10), kind, strconv.AppendInt(nil, n, 10)) != nil {
 			return
 		}
-		flusher.Flush()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(minGap):
-		}
+		st.Flush()
 	}
 }

@@ -1,4 +1,4 @@
-package client
+package sse
 
 import (
 	"bufio"
@@ -39,10 +39,15 @@ var ErrTooLong = errors.New("event stream: line or event too long")
 // are ignored, an id containing NUL is ignored, a non-numeric retry is
 // ignored.
 type Reader struct {
-	br      *bufio.Reader
-	lastID  string
-	pending bool // a \r was the last byte: skip a \n that follows
+	br        *bufio.Reader
+	lastID    string
+	pending   bool // a \r was the last byte: skip a \n that follows
+	onComment func()
 }
+
+// OnComment calls fn for each comment line: a server's keep-alive, which
+// a reader that holds something while it reads (a lease) renews on.
+func (r *Reader) OnComment(fn func()) { r.onComment = fn }
 
 // NewReader reads events from r.
 func NewReader(r io.Reader) *Reader {
@@ -101,6 +106,9 @@ func (r *Reader) Next() (Event, error) {
 			return Event{ID: r.lastID, Type: typ, Data: data.Bytes(), Retry: retry}, nil
 		}
 		if line[0] == ':' {
+			if r.onComment != nil {
+				r.onComment()
+			}
 			continue
 		}
 		field, value := line, []byte(nil)

@@ -1,4 +1,4 @@
-package client
+package sse
 
 import (
 	"bytes"
@@ -73,6 +73,19 @@ func TestReader(t *testing.T) {
 			t.Fatalf("%+v", evs)
 		}
 	})
+}
+
+func TestReaderOnComment(t *testing.T) {
+	t.Parallel()
+	r := NewReader(strings.NewReader(": ping\n\n:\ndata: x\n\n: after\n"))
+	n := 0
+	r.OnComment(func() { n++ })
+	if ev, err := r.Next(); err != nil || string(ev.Data) != "x" || n != 2 {
+		t.Fatalf("first event %v, %v after %d comments; want x after 2", ev, err, n)
+	}
+	if _, err := r.Next(); !errors.Is(err, io.EOF) || n != 3 {
+		t.Fatalf("end %v after %d comments; want io.EOF after 3", err, n)
+	}
 }
 
 func TestReaderBounds(t *testing.T) {
