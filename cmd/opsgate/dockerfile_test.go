@@ -93,7 +93,20 @@ func TestDockerfileBuildCommandMakesAStampedStaticBinary(t *testing.T) {
 	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
 		t.Errorf("binary is not static and trimmed: %v", settings)
 	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > releaseBudget {
+		t.Errorf("the release binary is %.1f MiB, over its %d MiB budget: see which packages grew with go tool nm -size -sort size (README \"Install\")",
+			float64(fi.Size())/(1<<20), releaseBudget>>20)
+	}
 }
+
+// releaseBudget bounds the size of the binary deploy/Dockerfile builds
+// (74 MiB on linux/amd64 with Go 1.26.8: README "Install" says what it is
+// made of), so growth is a decision, not a drift.
+const releaseBudget = 80 << 20
 
 func TestDockerfileRuntimeStage(t *testing.T) {
 	t.Parallel()
