@@ -489,7 +489,7 @@ func (s *Store) OutboxCardRef(ctx context.Context, approvalID string, thread cor
 // runs them, for tests that check their query plans read the partial
 // indexes of migration 0016.
 func ClaimStatements(d Dialect) (runs, outbox string) {
-	return d.Rebind(runClaimSQL(d)), d.Rebind(outboxClaimSQL(d))
+	return d.Rebind(runClaimStatement(d)), d.Rebind(outboxClaimSQL(d))
 }
 
 // ListStatements returns, as d runs them, RunList's statement filtered by
