@@ -202,6 +202,9 @@ func (s *Store) OutboxChunkSent(ctx context.Context, id, owner string, chunk int
 // outbox message id: when it matched, the reference's thread is
 // remembered (message_threads) in the same transaction.
 func (s *Store) refUpdate(ctx context.Context, op, id string, ref core.MessageRef, q string, topics []string, args ...any) (bool, error) {
+	if s.dialect.OneStatement {
+		return s.refUpdateOne(ctx, op, ref, q, topics, args...)
+	}
 	var matched bool
 	err := s.inTx(ctx, op, func(t *tx) error {
 		r, err := t.exec(ctx, q, args...)
@@ -222,6 +225,28 @@ func (s *Store) refUpdate(ctx context.Context, op, id string, ref core.MessageRe
 		return false, fmt.Errorf("store: %s: %w", op, err)
 	}
 	return matched, nil
+}
+
+// refUpdateOne is refUpdate as one statement outside a transaction block
+// (Dialect.OneStatement): the update, then the reference's thread from the
+// row it returned. Every reply's delivery ends with it, so under load it
+// is one round trip instead of four — BEGIN, the update, the insert and
+// COMMIT — with the message's row lock held across all four.
+func (s *Store) refUpdateOne(ctx context.Context, op string, ref core.MessageRef, q string, topics []string, args ...any) (bool, error) {
+	stmt := "WITH u AS (" + q + " RETURNING channel, thread)"
+	if ref.ID != "" {
+		stmt += `, m AS (INSERT INTO message_threads (channel, ref, thread)
+		SELECT channel, CAST(? AS TEXT), thread FROM u ON CONFLICT DO NOTHING)`
+		args = append(args, ref.ID)
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.dialect.Rebind(stmt+" SELECT count(*) FROM u"), args...).Scan(&n); err != nil {
+		return false, s.classified(fmt.Errorf("store: %s: %w", op, err))
+	}
+	if n > 0 && len(topics) > 0 {
+		s.afterCommit(&tx{topics: topics})
+	}
+	return n > 0, nil
 }
 
 // rememberRef records which thread the message with platform reference ref
