@@ -24,7 +24,10 @@
 //     the fake) with latency percentiles, RSS after; with --rate and
 //     --duration a sustained load printing p99 and RSS every --interval;
 //   - opsgate-bench preload: fills a migrated store (SQLite or Postgres)
-//     with finished runs and pending approvals before the server starts.
+//     with finished runs and pending approvals before the server starts;
+//   - opsgate-bench ceiling: the Postgres server's own rate of
+//     transactions of three single-row INSERTs (an event's record), the
+//     yardstick for the acked rate.
 //
 // It is a measuring tool, not a load generator for arbitrary hosts: it
 // refuses servers that are not on a loopback address. Use
@@ -129,6 +132,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runPreload(ctx, args[1:], stdout, stderr)
 		case "slack":
 			return runSlack(ctx, args[1:], stdout, stderr)
+		case "ceiling":
+			return runCeiling(ctx, args[1:], stdout, stderr)
 		}
 	}
 	o, err := parseFlags(args, stderr)
