@@ -58,7 +58,7 @@ func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 'o', 1, 16)`)
+	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 1, 16)`)
 	if err != nil {
 		t.Fatal(err)
 	}

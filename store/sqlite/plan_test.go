@@ -22,7 +22,7 @@ func TestClaimPlansUsePartialIndexes(t *testing.T) {
 	runs, outbox := sqlstore.ClaimStatements(sqlstore.SQLiteDialect())
 	checkPlans(t, db, []planCase{
 		{"runs", runs, []any{16, 1, 16, 16, "running", "o", 1, 1}, []string{"runs_queued", "runs_lease", "runs_thread_active"}},
-		{"outbox", outbox, []any{"o", 1, "slack", 1, "o", 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
+		{"outbox", outbox, []any{"o", 1, "slack", 1, 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
 	})
 }
 

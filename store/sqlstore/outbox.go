@@ -90,12 +90,18 @@ func scanDeliveries(rows *sql.Rows) ([]*core.Delivery, error) {
 // counts pending messages whatever their due time, so a message waiting
 // out a retry holds back the ones queued after it; dead messages do not
 // block their thread (they wait for an admin).
+//
+// A message whose lease is live is not claimed again, not even by its
+// holder: re-claiming the messages a worker was sending locked their rows
+// until the claim committed, and each send's own update of its message
+// waited for that commit (issue 31: a tenth of the active sessions under
+// the Slack load sat in Lock:transactionid on that update).
 func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*core.Delivery, error) {
 	if p.Limit <= 0 || p.Owner == "" {
 		return nil, errors.New("store: outbox claim: owner and a positive limit are required")
 	}
 	now := micros(p.Now)
-	args := []any{p.Owner, micros(p.LeaseUntil), p.Channel, now, p.Owner, now, p.Limit}
+	args := []any{p.Owner, micros(p.LeaseUntil), p.Channel, now, now, p.Limit}
 	var out []*core.Delivery
 	claim := func(rows *sql.Rows, err error) error {
 		if err != nil {
@@ -132,7 +138,7 @@ func outboxClaimSQL(d Dialect) string {
 	return `UPDATE outbox SET owner = ?, lease_until = ?
 		WHERE id IN (SELECT m.id FROM outbox m` + d.indexedBy("outbox_pending") + `
 			WHERE m.channel = ? AND m.status = 'pending' AND m.next_attempt_at <= ?
-			  AND (m.owner IS NULL OR m.owner = ? OR m.lease_until IS NULL OR m.lease_until <= ?)
+			  AND (m.owner IS NULL OR m.lease_until IS NULL OR m.lease_until <= ?)
 			  AND NOT EXISTS (SELECT 1 FROM outbox o` + d.indexedBy("outbox_thread_pending") + ` WHERE o.thread = m.thread AND o.status = 'pending' AND o.seq < m.seq` + d.Fence + `)
 			ORDER BY m.seq LIMIT ?` + d.SkipLocked + `)
 		RETURNING ` + deliveryColumns
