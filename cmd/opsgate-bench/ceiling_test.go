@@ -9,10 +9,6 @@ import (
 	"github.com/opsgate/opsgate/store/pgtest"
 )
 
-// TestMain stops the throwaway Postgres cluster pgtest may start for
-// TestCeilingCommitsAndDropsItsTable.
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 func TestCeilingRefusesOtherHostsAndUnboundedLoad(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -14,7 +14,7 @@
 //     tool is allowed;
 //   - the server's resident memory, from /metrics.
 //
-// Two subcommands measure other things:
+// Subcommands measure other things:
 //
 //   - opsgate-bench slack: signed Slack app_mention events (Slack's
 //     X-Slack-Signature and X-Slack-Request-Timestamp) into POST
@@ -27,7 +27,11 @@
 //     with finished runs and pending approvals before the server starts;
 //   - opsgate-bench ceiling: the Postgres server's own rate of
 //     transactions of three single-row INSERTs (an event's record), the
-//     yardstick for the acked rate.
+//     yardstick for the acked rate;
+//   - opsgate-bench report: starts servers itself (SQLite, and Postgres on
+//     a loopback server it is given), preloads pending approvals, times
+//     decision → tool.started with 1, 10 and 100 decisions at once and
+//     writes report.svg, report.json and report.md.
 //
 // It is a measuring tool, not a load generator for arbitrary hosts: it
 // refuses servers that are not on a loopback address. Use
@@ -134,6 +138,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSlack(ctx, args[1:], stdout, stderr)
 		case "ceiling":
 			return runCeiling(ctx, args[1:], stdout, stderr)
+		case "report":
+			return runReport(ctx, args[1:], stdout, stderr)
 		}
 	}
 	o, err := parseFlags(args, stderr)
