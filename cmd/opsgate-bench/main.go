@@ -25,6 +25,9 @@
 //     --duration a sustained load printing p99 and RSS every --interval;
 //   - opsgate-bench preload: fills a migrated store (SQLite or Postgres)
 //     with finished runs and pending approvals before the server starts;
+//   - opsgate-bench ceiling: the Postgres server's own rate of
+//     transactions of three single-row INSERTs (an event's record), the
+//     yardstick for the acked rate;
 //   - opsgate-bench report: starts servers itself (SQLite, and Postgres on
 //     a loopback server it is given), preloads pending approvals, times
 //     decision → tool.started with 1, 10 and 100 decisions at once and
@@ -133,6 +136,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runPreload(ctx, args[1:], stdout, stderr)
 		case "slack":
 			return runSlack(ctx, args[1:], stdout, stderr)
+		case "ceiling":
+			return runCeiling(ctx, args[1:], stdout, stderr)
 		case "report":
 			return runReport(ctx, args[1:], stdout, stderr)
 		}

@@ -95,7 +95,7 @@ func parseReportFlags(args []string, stderr io.Writer) (reportOptions, error) {
 			return o, errors.New("report: --stores has postgres: pass --postgres with an admin URL (postgres://…)")
 		}
 		if err := loopbackDSN(o.pgAdmin); err != nil {
-			return o, err
+			return o, fmt.Errorf("report: --postgres: %w", err)
 		}
 	}
 	return o, nil
@@ -118,18 +118,18 @@ func intList(flagName, s string, lo, hi int) ([]int, error) {
 }
 
 // loopbackDSN refuses a Postgres server that is not on this machine: the
-// report creates databases and loads them.
+// report creates databases and loads them, ceiling commits to one.
 func loopbackDSN(dsn string) error {
 	u, err := url.Parse(dsn)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return errors.New("report: --postgres: want a postgres:// URL")
+		return errors.New("want a postgres:// URL")
 	}
 	host := u.Hostname()
 	if host == "" {
-		return errors.New("report: --postgres: the URL names no host; give 127.0.0.1")
+		return errors.New("the URL names no host; give 127.0.0.1")
 	}
 	if _, err := loopbackURL("http://" + u.Host); err != nil {
-		return fmt.Errorf("report: --postgres: %s is not a loopback address", host)
+		return fmt.Errorf("%s is not a loopback address", host)
 	}
 	return nil
 }

@@ -91,7 +91,7 @@ func (s *memStore) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([
 		if !first || m.d.Thread.Channel != p.Channel || m.d.NextAttemptAt.After(p.Now) {
 			continue
 		}
-		if m.owner != "" && m.owner != p.Owner && m.leaseUntil.After(p.Now) {
+		if m.owner != "" && m.leaseUntil.After(p.Now) {
 			continue
 		}
 		m.owner, m.leaseUntil = p.Owner, p.LeaseUntil

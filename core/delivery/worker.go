@@ -367,11 +367,11 @@ func (w *Worker) dispatch(ctx context.Context, lease *leaseState, wake <-chan st
 		if free > 0 {
 			lastClaim = time.Now()
 			now := w.o.Now()
-			// Our own in-flight messages are claimable by us again (same
-			// owner), so ask for enough to see `free` new ones; re-claiming
-			// them also extends their leases.
+			// Messages in flight keep their leases (the account lease's
+			// end when claimed) and are not claimed again, not even by us:
+			// ask for the free slots.
 			ds, err := w.o.Store.OutboxClaim(ctx, core.OutboxClaimParams{
-				Channel: w.channel, Owner: w.o.Owner, Limit: n + free, Now: now, LeaseUntil: lease.get(),
+				Channel: w.channel, Owner: w.o.Owner, Limit: free, Now: now, LeaseUntil: lease.get(),
 			})
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("delivery: claim", "err", err)

@@ -58,7 +58,7 @@ func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 'o', 1, 16)`)
+	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 1, 16)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,5 +143,71 @@ func TestEscalationPlansUsePartialIndexes(t *testing.T) {
 		if !strings.Contains(plan.String(), c.want) || strings.Contains(plan.String(), "Seq Scan") {
 			t.Errorf("%s plan does not read through %s:\n%s", c.name, c.want, plan.String())
 		}
+	}
+}
+
+// TestRunClaimPlanSkipsExecutingRuns: the run claim reads queued runs from
+// runs_queued and lapsed leases from runs_lease (migration 0031), never
+// runs_claimable, whose queue order put every executing run before the
+// first queued one (issue 31), in the generic plan a prepared statement
+// settles on, with statistics taken while nothing was queued.
+func TestRunClaimPlanSkipsExecutingRuns(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	open(t, dsn) // migrated
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`INSERT INTO runs (id, flow, thread, requester, status, args, owner, lease_until, created_at, updated_at)
+		SELECT 'r-' || x, 'f', 'slack:T/C' || x, 'slack:U1', CASE WHEN x <= 20000 THEN 'succeeded' ELSE 'running' END, '{}',
+			CASE WHEN x <= 20000 THEN NULL ELSE 'o' END, CASE WHEN x <= 20000 THEN NULL ELSE 9000000000 END, x, x
+		FROM generate_series(1, 20100) AS x`)
+	exec(`ANALYZE runs`) // nothing queued: the stale statistics
+	exec(`INSERT INTO runs (id, flow, thread, requester, status, args, created_at, updated_at)
+		SELECT 'q-' || x, 'f', 'slack:T/Q' || x, 'slack:U1', 'queued', '{}', x, x FROM generate_series(1, 500) AS x`)
+
+	claim, _ := sqlstore.ClaimStatements(sqlstore.PostgresDialect())
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim(16, 1, 16, 16, 'running', 'o', 1, 1)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan.WriteString(line + "\n")
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"runs_queued", "runs_lease", "runs_thread_active"} {
+		if !strings.Contains(plan.String(), want) {
+			t.Errorf("claim plan lacks %q:\n%s", want, plan.String())
+		}
+	}
+	if strings.Contains(plan.String(), "runs_claimable") || strings.Contains(plan.String(), "Seq Scan on runs") {
+		t.Errorf("claim plan walks the executing or finished runs:\n%s", plan.String())
 	}
 }

@@ -13,15 +13,16 @@ import (
 )
 
 // TestClaimPlansUsePartialIndexes: SQLite plans RunClaim and OutboxClaim
-// over the indexes of claimable rows only (migration 0016), so a claim
-// does not walk finished runs or sent messages.
+// over the indexes of claimable rows only (migrations 0016 and 0031), so
+// a claim does not walk finished runs or sent messages, nor, for runs, the
+// ones executing.
 func TestClaimPlansUsePartialIndexes(t *testing.T) {
 	t.Parallel()
 	db := migratedDB(t)
 	runs, outbox := sqlstore.ClaimStatements(sqlstore.SQLiteDialect())
 	checkPlans(t, db, []planCase{
-		{"runs", runs, []any{"running", "o", 1, 1, 1, 16}, []string{"runs_claimable", "runs_thread_active"}},
-		{"outbox", outbox, []any{"o", 1, "slack", 1, "o", 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
+		{"runs", runs, []any{16, 1, 16, 16, "running", "o", 1, 1}, []string{"runs_queued", "runs_lease", "runs_thread_active"}},
+		{"outbox", outbox, []any{"o", 1, "slack", 1, 1, 16}, []string{"outbox_pending", "outbox_thread_pending"}},
 	})
 }
 
@@ -35,7 +36,7 @@ func TestReadPlansUsePartialIndexes(t *testing.T) {
 	var cases []planCase
 	for st, idx := range map[core.RunStatus]string{
 		core.RunWaitingInput: "runs_status", core.RunWaitingApproval: "runs_status", core.RunFailed: "runs_status",
-		core.RunQueued: "runs_claimable", core.RunRunning: "runs_claimable",
+		core.RunQueued: "runs_queued", core.RunRunning: "runs_claimable",
 	} {
 		runs, _ := sqlstore.ListStatements(d, st, core.DeliverySent)
 		cases = append(cases, planCase{"run list " + string(st), runs, []any{string(st), 101}, []string{idx}})

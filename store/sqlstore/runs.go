@@ -18,16 +18,30 @@ import (
 // RunClaim implements core.RunStore. The select is the whole scheduling
 // rule: a queued run goes only when its thread holds no active run and no
 // older queued run; a running run goes when its lease has expired.
+//
+// On Postgres (Dialect.OneStatement) the claim and the claimed runs' steps
+// are one statement outside a transaction block: one round trip instead of
+// BEGIN, the claim, the steps and COMMIT, which under load each waited for
+// a turn on a busy CPU while the claimed rows stayed locked.
 func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
 	if p.Limit <= 0 || p.Owner == "" {
 		return nil, errors.New("store: run claim: owner and a positive limit are required")
 	}
+	args := []any{p.Limit, micros(p.Now), p.Limit, p.Limit, string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now)}
+	if s.dialect.OneStatement {
+		rows, err := s.db.QueryContext(ctx, s.dialect.Rebind(runClaimStatement(s.dialect)), args...)
+		if err != nil {
+			return nil, s.classified(fmt.Errorf("store: run claim: %w", err))
+		}
+		runs, err := scanRunsWithSteps(rows)
+		if err != nil {
+			return nil, s.classified(fmt.Errorf("store: run claim: %w", err))
+		}
+		return runs, nil
+	}
 	var runs []*core.Run
 	err := s.inTx(ctx, "run claim", func(t *tx) error {
-		// Select and take in one statement; the subquery's row locks (SKIP
-		// LOCKED on Postgres) keep concurrent claimers off the same rows.
-		rows, err := t.query(ctx, runClaimSQL(t.d),
-			string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now), micros(p.Now), p.Limit)
+		rows, err := t.query(ctx, runClaimStatement(t.d), args...)
 		if err != nil {
 			return fmt.Errorf("store: run claim: %w", err)
 		}
@@ -56,26 +70,57 @@ func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Ru
 	return runs, nil
 }
 
-// runClaimSQL is RunClaim's statement. The statuses are literals, not
-// parameters: the planner uses a partial index only when the query's own
-// predicate implies the index's, which a parameter (in a generic plan, or
-// in SQLite) never does. runs_claimable (migration 0016) then holds only
-// queued and running runs, and runs_thread_active only a thread's active
-// and queued ones, so a claim reads the same few index entries whether 10
-// or 10 million finished runs lie behind them. TestClaimLiterals checks the
-// literals against the core's statuses.
+// runClaimSQL is the common table expressions of RunClaim's statement,
+// which picks the runs; runClaimUpdate follows and takes them. The
+// statuses are literals, not parameters: the planner uses a partial index
+// only when the query's own predicate implies the index's, which a
+// parameter (in a generic plan, or in SQLite) never does.
+//
+// Its two branches read two indexes (migration 0031): q walks runs_queued,
+// which holds only queued runs, in queue order, and asks runs_thread_active
+// (0016) per candidate whether its thread is busy; l reads the range of
+// runs_lease, running runs by lease, that has lapsed — usually nothing —
+// oldest lease first (in seq order, the planner would rather walk
+// runs_claimable past every executing run to skip a sort).
+// Each locks what it picks (SKIP LOCKED on Postgres, so concurrent claimers
+// take different rows); pick keeps the Limit oldest of both. A claim so
+// reads the queued runs it returns plus the ones behind a busy thread,
+// never the runs executing: before, one index held both and every claim
+// walked past each executing run (issue 31: under load, most of what a
+// claim read). TestClaimLiterals checks the literals against the core's
+// statuses.
 func runClaimSQL(d Dialect) string {
-	return `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ?
-		WHERE id IN (SELECT r.id FROM runs r` + d.indexedBy("runs_claimable") + `
-			WHERE r.status IN ('queued', 'running')
-			  AND ((r.status = 'queued' AND NOT EXISTS (
-					SELECT 1 FROM runs o` + d.indexedBy("runs_thread_active") + ` WHERE o.thread = r.thread
-					AND o.status IN ('queued', 'running', 'waiting_approval', 'waiting_input')
-					AND (o.status <> 'queued' OR o.seq < r.seq)))
-			   OR (r.status = 'running' AND r.lease_until < ?))
-			ORDER BY r.seq LIMIT ?` + d.SkipLocked + `)
-		RETURNING ` + runColumns
+	return `WITH q AS (SELECT r.id, r.seq FROM runs r` + d.indexedBy("runs_queued") + `
+			WHERE r.status = 'queued' AND NOT EXISTS (
+				SELECT 1 FROM runs o` + d.indexedBy("runs_thread_active") + ` WHERE o.thread = r.thread
+				AND o.status IN ('queued', 'running', 'waiting_approval', 'waiting_input')
+				AND (o.status <> 'queued' OR o.seq < r.seq))
+			ORDER BY r.seq LIMIT ?` + d.SkipLocked + `),
+		l AS (SELECT r.id, r.seq FROM runs r` + d.indexedBy("runs_lease") + `
+			WHERE r.status = 'running' AND r.lease_until < ?
+			ORDER BY r.lease_until LIMIT ?` + d.SkipLocked + `),
+		pick AS (SELECT c.id FROM (SELECT id, seq FROM q UNION ALL SELECT id, seq FROM l) AS c ORDER BY c.seq LIMIT ?)`
 }
+
+// runClaimStatement is RunClaim's statement as d runs it: returning the
+// claimed runs' steps too where it is one statement (runClaimStepsSQL).
+// Its parameters: the limit, now, the limit twice, then runClaimUpdate's.
+func runClaimStatement(d Dialect) string {
+	if d.OneStatement {
+		return runClaimSQL(d) + runClaimStepsSQL
+	}
+	return runClaimSQL(d) + "\n" + runClaimUpdate + " RETURNING " + runColumns
+}
+
+// runClaimUpdate takes the runs runClaimSQL picked.
+const runClaimUpdate = `UPDATE runs SET status = ?, owner = ?, lease_until = ?, updated_at = ? WHERE id IN (SELECT id FROM pick)`
+
+// runClaimStepsSQL ends runClaimSQL on Postgres: the claimed runs joined
+// with their steps, in queue and step order (the steps as they were before
+// the claim, which does not change them).
+var runClaimStepsSQL = `,
+	claimed AS (` + runClaimUpdate + ` RETURNING ` + runColumns + `)
+	SELECT ` + stepJoinColumns + ` FROM claimed r LEFT JOIN steps st ON st.run_id = r.id ORDER BY r.seq, st.idx`
 
 // RunHeartbeat implements core.RunStore: one statement for every listed
 // run, guarded by owner and status, so a run that moved on (released,
@@ -106,14 +151,32 @@ func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) err
 // two: RunGet serves every API read of a run and every wake-up of its event
 // stream, and a transaction would cost four round trips instead of one.
 func (s *Store) RunGet(ctx context.Context, id string) (*core.Run, error) {
-	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+qualifiedRunColumns+`,
-		st.idx, st.tool, st.status, st.args, st.output, st.error, st.approval_id, st.idempotency_key,
-		st.attempts, st.started_at, st.finished_at
+	rows, err := s.read.QueryContext(ctx, s.dialect.Rebind(`SELECT `+stepJoinColumns+`
 		FROM runs r LEFT JOIN steps st ON st.run_id = r.id WHERE r.id = ? ORDER BY st.idx`), id)
 	if err != nil {
 		return nil, fmt.Errorf("store: run get: %w", err)
 	}
+	runs, err := scanRunsWithSteps(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: run get: %w", err)
+	}
+	if len(runs) == 0 {
+		return nil, mapErr(sql.ErrNoRows, "run get", "run "+id)
+	}
+	return runs[0], nil
+}
+
+// stepJoinColumns are the columns of runs r LEFT JOIN steps st, which
+// scanRunsWithSteps reads.
+var stepJoinColumns = qualifiedRunColumns + `, st.idx, st.tool, st.status, st.args, st.output, st.error, st.approval_id,
+	st.idempotency_key, st.attempts, st.started_at, st.finished_at`
+
+// scanRunsWithSteps reads runs joined with their steps (stepJoinColumns),
+// each run's rows together and its steps in order, and closes rows. A run
+// without steps is one row with NULL step columns.
+func scanRunsWithSteps(rows *sql.Rows) ([]*core.Run, error) {
 	defer rows.Close()
+	var runs []*core.Run
 	var run *core.Run
 	for rows.Next() {
 		var r core.Run
@@ -122,32 +185,27 @@ func (s *Store) RunGet(ctx context.Context, id string) (*core.Run, error) {
 		var tool, status, args, output, serr, approvalID, key sql.NullString
 		if err := rows.Scan(append(rc.dest(&r), &idx, &tool, &status, &args, &output, &serr, &approvalID, &key,
 			&attempts, &started, &finished)...); err != nil {
-			return nil, fmt.Errorf("store: run get: %w", err)
+			return nil, err
 		}
-		if run == nil {
+		if run == nil || run.ID != r.ID {
 			if err := rc.finish(&r); err != nil {
-				return nil, fmt.Errorf("store: run get: %w", err)
+				return nil, err
 			}
 			run = &r
+			runs = append(runs, run)
 		}
 		if !idx.Valid {
-			continue // a run without steps: the one row has NULL step columns
+			continue
 		}
 		st := core.Step{Index: int(idx.Int64), Tool: tool.String, Status: core.StepStatus(status.String), Output: output.String,
 			Error: serr.String, ApprovalID: approvalID.String, IdempotencyKey: key.String, Attempts: int(attempts.Int64),
 			StartedAt: optMicros(started), FinishedAt: optMicros(finished)}
 		if err := json.Unmarshal([]byte(args.String), &st.Args); err != nil {
-			return nil, fmt.Errorf("store: run get: run %s step %d args: %w", id, st.Index, err)
+			return nil, fmt.Errorf("run %s step %d args: %w", run.ID, st.Index, err)
 		}
 		run.Steps = append(run.Steps, st)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: run get: %w", err)
-	}
-	if run == nil {
-		return nil, mapErr(sql.ErrNoRows, "run get", "run "+id)
-	}
-	return run, nil
+	return runs, rows.Err()
 }
 
 const runColumns = `id, flow, thread, requester, status, args, reason, step_index, error_code, error_message,

@@ -84,6 +84,9 @@ func testOutboxLeasedAndDue(t *testing.T, s core.Store) {
 	ids := queueMsgs(t, s, core.OutboxMessage{Thread: th, Text: "1"}, core.OutboxMessage{Thread: th, Text: "2"})
 	sameIDs(t, "claim", deliveryIDs(claimOutbox(t, s, "console", "o1", t0)), ids[0])
 	sameIDs(t, "claim while leased", deliveryIDs(claimOutbox(t, s, "console", "o2", t0.Add(30*time.Second))))
+	// Its holder does not take it again either: re-claiming a message being
+	// sent would lock its row against the send's own update.
+	sameIDs(t, "claim by its holder while leased", deliveryIDs(claimOutbox(t, s, "console", "o1", t0.Add(30*time.Second))))
 	sameIDs(t, "claim after lease", deliveryIDs(claimOutbox(t, s, "console", "o2", t0.Add(2*time.Minute))), ids[0])
 	if err := s.OutboxRetry(ctx(t), core.OutboxRetryParams{ID: ids[0], Owner: "o1", Error: "x", RetryAt: t0}); !errors.Is(err, core.ErrConflict) {
 		t.Errorf("retry by the old owner err = %v, want ErrConflict", err)
