@@ -146,15 +146,15 @@ type eventData struct {
 	Args        map[string]any  `json:"args"`
 	Reason      *string         `json:"reason"`
 	ActionID    string          `json:"action_id"`
-	// SessionID names a sub-agent's session on the events its ancestors'
-	// streams show (the child's approvals and questions).
-	SessionID string `json:"sessionId"`
 	RequestID   string          `json:"requestId"`
 	Questions   json.RawMessage `json:"questions"`
 	Status      string          `json:"status"`
 	ErrorCode   string          `json:"error_code"`
 	Error       string          `json:"error"`
 	Action      string          `json:"action"`
+	// SessionID names a sub-agent's session on the events its ancestors'
+	// streams show (the child's approvals and questions).
+	SessionID string `json:"sessionId"`
 }
 
 func firstOf(vs ...string) string {

@@ -117,7 +117,9 @@ type owner struct {
 
 // runOwner and approvalOwner: a sub-agent's run and approvals belong to
 // its root thread (core.HomeThread), whose owner sees and acts on them.
-func runOwner(r *core.Run) owner { return owner{requester: r.Requester, thread: core.HomeThread(r.Thread)} }
+func runOwner(r *core.Run) owner {
+	return owner{requester: r.Requester, thread: core.HomeThread(r.Thread)}
+}
 
 func approvalOwner(ap *approvals.Approval) owner {
 	th, _ := core.ParseThread(ap.Thread)
