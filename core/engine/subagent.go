@@ -219,6 +219,13 @@ func (e *Engine) recordSubagent(ctx context.Context, parent *core.Run, parentAge
 	if _, err := e.record(ctx, p); err != nil {
 		return fmt.Errorf("engine: start sub-agent %s of run %s: %w", name, parent.ID, err)
 	}
+	// A parent cancelled between its wait and this record found no child
+	// to cancel: cancel it now.
+	if cur, err := e.store.RunGet(ctx, parent.ID); err == nil && cur.Status.Final() {
+		if _, err := e.Cancel(ctx, childID, core.Actor{ID: "system"}); err != nil && !errors.Is(err, core.ErrConflict) {
+			e.log.Warn("cancel the sub-agent of a cancelled run", "run", childID, "parent", parent.ID, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -233,9 +234,19 @@ func TestSubagentCancelledWithItsParent(t *testing.T) {
 		if h.fx.deploy.total() != 0 {
 			t.Fatal("deploy ran")
 		}
-		if run := h.waitRun(rc.RunID, core.RunCancelled); run.Steps[0].Status != core.StepCancelled {
+		run := h.waitRun(rc.RunID, core.RunCancelled)
+		if run.Steps[0].Status != core.StepCancelled {
 			t.Fatalf("parent step %+v", run.Steps[0])
 		}
+		// Cancelled between its wait and its child's record (no child to
+		// cancel yet): the child is cancelled as soon as it is recorded.
+		late := run.Steps[0]
+		late.Index, late.Args = 1, maps.Clone(late.Args)
+		late.Args[subRunID] = h.eng.opts.NewID()
+		if err := h.eng.recordSubagent(context.Background(), run, "ops", &late); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRun(late.Args[subRunID].(string), core.RunCancelled)
 	})
 }
 
