@@ -216,12 +216,19 @@ func (e *Engine) recordSubagent(ctx context.Context, parent *core.Run, parentAge
 		e.event(childID, core.EventRunQueued, map[string]any{"flow": p.Run.Flow, "kind": core.RunKindAgent, "agent": name, "parent_run": parent.ID}),
 		e.event(childID, core.EventAgentMessage, llm.UserMessage(now, llm.External(llm.SubagentPrefix+parentAgent, "", task))),
 	}
+	// A parent cancelled since it began to wait found no child to cancel:
+	// start none, and cancel one recorded while it was being cancelled.
+	ended := func() bool {
+		cur, err := e.store.RunGet(ctx, parent.ID)
+		return err == nil && cur.Status.Final()
+	}
+	if ended() {
+		return nil
+	}
 	if _, err := e.record(ctx, p); err != nil {
 		return fmt.Errorf("engine: start sub-agent %s of run %s: %w", name, parent.ID, err)
 	}
-	// A parent cancelled between its wait and this record found no child
-	// to cancel: cancel it now.
-	if cur, err := e.store.RunGet(ctx, parent.ID); err == nil && cur.Status.Final() {
+	if ended() {
 		if _, err := e.Cancel(ctx, childID, core.Actor{ID: "system"}); err != nil && !errors.Is(err, core.ErrConflict) {
 			e.log.Warn("cancel the sub-agent of a cancelled run", "run", childID, "parent", parent.ID, "err", err)
 		}

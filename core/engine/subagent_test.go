@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -239,14 +240,16 @@ func TestSubagentCancelledWithItsParent(t *testing.T) {
 			t.Fatalf("parent step %+v", run.Steps[0])
 		}
 		// Cancelled between its wait and its child's record (no child to
-		// cancel yet): the child is cancelled as soon as it is recorded.
+		// cancel yet): no child starts.
 		late := run.Steps[0]
 		late.Index, late.Args = 1, maps.Clone(late.Args)
 		late.Args[subRunID] = h.eng.opts.NewID()
 		if err := h.eng.recordSubagent(context.Background(), run, "ops", &late); err != nil {
 			t.Fatal(err)
 		}
-		h.waitRun(late.Args[subRunID].(string), core.RunCancelled)
+		if _, err := h.store.RunGet(context.Background(), late.Args[subRunID].(string)); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("a cancelled parent's late child was recorded: %v", err)
+		}
 	})
 }
 
