@@ -46,11 +46,16 @@ type Agent struct {
 	Name string `yaml:"name" cfg:"required"`
 	// Model names a models[] entry.
 	Model string `yaml:"model" cfg:"required"`
+	// Description says what the agent is for; an agent that may delegate
+	// to this one ("agent:<name>" in its tools) sees it as the tool's
+	// description.
+	Description string `yaml:"description"`
 	// Instructions follow opsgate's own preamble in the system prompt.
 	Instructions string `yaml:"instructions"`
 	// Tools are globs (path.Match syntax) over tool names, upstream MCP
 	// tools included as "<server>.<tool>": ["service_status", "github.*"].
-	// ask_user is always available.
+	// "agent:<name>" (never a glob) delegates to another configured agent
+	// (docs/agents.md, "Sub-agents"). ask_user is always available.
 	Tools []string `yaml:"tools"`
 	// MaxSteps bounds the tool calls of one run; default 20.
 	MaxSteps int `yaml:"max_steps"`
@@ -190,6 +195,8 @@ func (c *checker) agents() {
 				c.problem(p, "invalid glob %q", g)
 			case g == agent.AskUserTool:
 				// built in; listing it changes nothing
+			case strings.HasPrefix(g, agent.SubagentPrefix):
+				c.subagentRef(p, g)
 			case !strings.ContainsAny(g, `*?[\`):
 				// A plain name is a configured tool or an upstream
 				// "<server>.<tool>" its server's tools globs offer.
@@ -225,6 +232,7 @@ func (c *checker) agents() {
 			}
 		}
 	}
+	c.subagentCycles()
 }
 
 func (c *checker) hasMCPServer(name string) bool {

@@ -116,7 +116,7 @@ func agentModelVariants(cfg *config.Config) ([]engine.Agent, error) {
 				return nil, fmt.Errorf("agent %s on model %s: %w", a.Name, m.Name, err)
 			}
 			out = append(out, engine.Agent{
-				Name: variantName(a.Name, m.Name), ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
+				Name: variantName(a.Name, m.Name), Description: a.Description, ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
 				MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: llm.Window{MaxBytes: int(m.MaxHistory)},
 				Files: fileLimits(a.Attachments),
 			})

@@ -96,7 +96,7 @@ func buildAgents(cfg *config.Config) ([]engine.Agent, error) {
 			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
 		out = append(out, engine.Agent{
-			Name: a.Name, ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
+			Name: a.Name, Description: a.Description, ModelName: m.Name, Model: model, Instructions: a.Instructions, Tools: a.Tools,
 			MaxSteps: a.MaxSteps, MaxTokens: m.MaxTokens, Window: agent.Window{MaxBytes: int(m.MaxHistory)}, Default: a.Default,
 			Files: fileLimits(a.Attachments),
 		})

@@ -262,6 +262,9 @@ func (ag *agentServer) session(ctx context.Context, act authority.Action, id str
 	if len(id) > maxIDLen {
 		return nil, invalid("sessionId", "sessionId is longer than %d bytes", maxIDLen)
 	}
+	if sub, ok := core.SubSessionRoot(core.Thread{Channel: core.AgentSessionChannel, Key: id}); ok {
+		return ag.subSession(ctx, act, id, sub)
+	}
 	return ag.s.auth.Session(ctx, authFrom(ctx), act, id)
 }
 

@@ -153,6 +153,9 @@ type eventData struct {
 	ErrorCode   string          `json:"error_code"`
 	Error       string          `json:"error"`
 	Action      string          `json:"action"`
+	// SessionID names a sub-agent's session on the events its ancestors'
+	// streams show (the child's approvals and questions).
+	SessionID string `json:"sessionId"`
 }
 
 func firstOf(vs ...string) string {
@@ -217,14 +220,20 @@ func (ag *agentServer) translate(ctx context.Context, em *sse.Stream, sess *core
 	case core.EventPermissionRequested:
 		return ag.permission(ctx, em, sess, d)
 	case core.EventPermissionDecided:
-		return em.Send(core.EventPermissionDecided, map[string]string{"sessionId": sess.ID, "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
+		return em.Send(core.EventPermissionDecided, map[string]string{"sessionId": firstOf(d.SessionID, sess.ID), "requestId": d.ApprovalID, "status": firstOf(d.Status, d.Action)})
 	case core.EventQuestionRequested:
 		qs := d.Questions
 		if len(qs) == 0 {
 			qs = json.RawMessage("[]")
 		}
-		st.question = &PendingQuestion{SessionID: sess.ID, RequestID: firstOf(d.RequestID, d.ActionID), Questions: qs}
+		st.question = &PendingQuestion{SessionID: firstOf(d.SessionID, sess.ID), RequestID: firstOf(d.RequestID, d.ActionID), Questions: qs}
 		return em.Send(core.EventQuestionRequested, st.question)
+	case core.EventQuestionAnswered:
+		// A question answered is no longer pending (the turn may go on
+		// to wait on a sub-agent, or ask another).
+		if q := st.question; q != nil && q.RequestID == d.ActionID && q.SessionID == firstOf(d.SessionID, sess.ID) {
+			st.question = nil
+		}
 	case core.EventTurnFinished:
 		st.finished = true
 		if d.ErrorCode != "" || d.Error != "" {
@@ -286,7 +295,7 @@ func (ag *agentServer) permission(ctx context.Context, em *sse.Stream, sess *cor
 	if input == nil {
 		input = map[string]any{}
 	}
-	return em.Send(core.EventPermissionRequested, map[string]any{"sessionId": sess.ID, "requestId": d.ApprovalID, "toolName": tool,
+	return em.Send(core.EventPermissionRequested, map[string]any{"sessionId": firstOf(d.SessionID, sess.ID), "requestId": d.ApprovalID, "toolName": tool,
 		"reason": reason, "toolInput": input})
 }
 
@@ -315,6 +324,9 @@ func resultOf(sess *core.AgentSession, run *core.Run, st *turnState) *TurnResult
 	case core.RunWaitingInput:
 		res.Status = TurnFinished
 		res.PendingQuestion = st.question
+		if st.question == nil {
+			res.Status = TurnRunning // waiting on a sub-agent's turn
+		}
 	case core.RunSucceeded:
 		res.Status = TurnFinished
 	case core.RunCancelled:

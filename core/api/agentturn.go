@@ -160,12 +160,25 @@ func (ag *agentServer) answer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := runs[0]
+	// A sub-agent's question: the answer goes to the sub-agent's turn and
+	// the stream follows the root session's turn that waits on it.
+	follow, followID := sess, run.ID
+	if _, sub := core.SubSessionRoot(sess.Thread); sub {
+		if b.Model != "" {
+			ag.s.fail(w, r, invalid("model", "a sub-agent keeps its own model: answer its question without one"))
+			return
+		}
+		if follow, followID, err = ag.rootTurn(ctx, sess); err != nil {
+			ag.s.fail(w, r, err)
+			return
+		}
+	}
 	model := b.Model
 	if model == "" {
-		model = ag.agents[sess.Agent].Model
+		model = ag.agents[follow.Agent].Model
 	}
-	ag.runTurn(w, r, sess, run.ID, model, func(ctx context.Context) (string, error) {
-		return run.ID, ag.o.Engine.AgentAnswer(ctx, AgentAnswer{Session: sess, RunID: run.ID, RequestID: requestID, Actor: actorFrom(ctx),
+	ag.runTurn(w, r, follow, followID, model, func(ctx context.Context) (string, error) {
+		return followID, ag.o.Engine.AgentAnswer(ctx, AgentAnswer{Session: sess, RunID: run.ID, RequestID: requestID, Actor: actorFrom(ctx),
 			Answers: b.Answers, Model: b.Model})
 	})
 }

@@ -115,11 +115,15 @@ type owner struct {
 	thread    core.Thread
 }
 
-func runOwner(r *core.Run) owner { return owner{requester: r.Requester, thread: r.Thread} }
+// runOwner and approvalOwner: a sub-agent's run and approvals belong to
+// its root thread (core.HomeThread), whose owner sees and acts on them.
+func runOwner(r *core.Run) owner {
+	return owner{requester: r.Requester, thread: core.HomeThread(r.Thread)}
+}
 
 func approvalOwner(ap *approvals.Approval) owner {
 	th, _ := core.ParseThread(ap.Thread)
-	return owner{requester: ap.Requester, thread: th}
+	return owner{requester: ap.Requester, thread: core.HomeThread(th)}
 }
 
 // Viewer judges what one actor sees, remembering the session owners it

@@ -33,6 +33,9 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 	if call.Tool == llm.AskUserTool {
 		return ax.askUser(ctx, call, idx)
 	}
+	if name, ok := llm.SubagentOf(call.Tool); ok {
+		return ax.delegate(ctx, call, idx, name)
+	}
 	st := ax.stepAt(idx)
 	if st != nil && st.Status != core.StepWaitingApproval && st.Status != core.StepDispatching {
 		// A step already settled whose result is missing cannot be
@@ -42,7 +45,8 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 	rec := &agentRecord{stepRecord: stepRecord{x: ax.execution, idx: idx, name: call.Tool, base: st}, ax: ax, llm: call}
 	c := ax.gateCall(rec.stepRecord, call)
 	for _, lc := range later {
-		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && ax.stepAt(lc.idx) == nil {
+		_, sub := llm.SubagentOf(lc.call.Tool)
+		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && !sub && ax.stepAt(lc.idx) == nil {
 			c.Later = append(c.Later, ax.gateCall(stepRecord{x: ax.execution, idx: lc.idx, name: lc.call.Tool}, lc.call))
 		}
 	}
@@ -66,8 +70,8 @@ func (ax *agentExec) gateCall(r stepRecord, call llm.Call) gate.Call {
 // an Agent API session (no chat thread, no card) whose event stream nobody
 // holds.
 func (ax *agentExec) unattended() string {
-	att := ax.e.opts.AgentAttendance
-	if ax.run.Thread.Channel != core.AgentSessionChannel || att == nil || att.Attended(ax.run.Thread) {
+	att, home := ax.e.opts.AgentAttendance, core.HomeThread(ax.run.Thread)
+	if home.Channel != core.AgentSessionChannel || att == nil || att.Attended(home) {
 		return ""
 	}
 	return "nobody holds the app's event stream to answer it"

@@ -35,6 +35,9 @@ import (
 // Agent is an LLM agent runs are given to (config agents[] with its model).
 type Agent struct {
 	Name string
+	// Description is the operator's words for what the agent is for: the
+	// description of its sub-agent tool ("agent:<name>") to other agents.
+	Description string
 	// ModelName is models[].name, for metrics and thread messages.
 	ModelName string
 	// Model streams one model turn; wrap providers in llm.Retrying (the
@@ -136,7 +139,7 @@ func (e *Engine) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
 		t := byName[n]
 		ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
 	}
-	return llm.NewToolbox(ts)
+	return llm.NewToolbox(append(ts, e.subagentTools(a)...))
 }
 
 // turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
@@ -155,8 +158,11 @@ func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
 }
 
 // toThread returns ms unless thread is an API session, which gets no
-// outbox messages.
+// outbox messages; a sub-agent's go to its root thread (subagent.go).
 func (e *Engine) toThread(thread core.Thread, ms ...core.OutboxMessage) []core.OutboxMessage {
+	if root, ok := core.SubSessionRoot(thread); ok {
+		return e.toThread(root, rethread(root, ms)...)
+	}
 	if thread.Channel == core.AgentSessionChannel {
 		return nil
 	}
@@ -243,7 +249,7 @@ func (x *execution) driveAgent(ctx context.Context, name string) error {
 		msg := fmt.Sprintf("agent %q is not configured", name)
 		return x.end(ctx, nil, core.RunFailed, "unknown_agent", msg, "❌ "+msg+".")
 	}
-	ax := &agentExec{execution: x, ag: ag}
+	ax := &agentExec{execution: x, ag: limited(ag, x.run)}
 	if err := ax.load(ctx); err != nil {
 		return err
 	}

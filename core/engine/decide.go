@@ -145,6 +145,7 @@ func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*c
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}
 	e.m.runsFinished.WithLabelValues(string(core.RunCancelled)).Inc()
+	e.subagentsCancelled(ctx, run, actor)
 	if err := e.tasks.CancelRun(ctx, runID, who); err != nil {
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}

@@ -209,6 +209,7 @@ func (x *execution) endAt(ctx context.Context, st *core.Step, stepIndex *int, st
 	})
 	if err == nil {
 		e.m.runsFinished.WithLabelValues(string(status)).Inc()
+		e.wakeParent(ctx, x.run)
 	}
 	return err
 }
@@ -226,7 +227,7 @@ func (x *execution) checkpoint(ctx context.Context, c core.Checkpoint) error {
 		progressEvents, status = p.settle(c.Step)
 		c.Outbox = append(x.e.toThread(x.run.Thread, status...), c.Outbox...)
 	}
-	c.Events = append(append(progressEvents, x.events...), c.Events...)
+	c.Events = x.e.withMirrors(x.run, append(append(progressEvents, x.events...), c.Events...))
 	if c.Release {
 		// Marked before the commit: a decision may requeue the run, and
 		// the claim loop take it, before the commit's answer is back here.

@@ -248,6 +248,9 @@ func (e *Engine) sweep(ctx context.Context) {
 		if err := e.sweepQuestions(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("agent questions", "err", err)
 		}
+		if err := e.sweepSubagents(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error("sub-agents", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -259,8 +259,8 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
 		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued, Step: &next,
 		Outbox: e.toThread(run.Thread, upd),
-		Events: []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{
-			"action_id": actionID, "by": actor.ID, "channel": channel, "answer": json.RawMessage(reply.JSON())})},
+		Events: e.withMirrors(run, []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{
+			"action_id": actionID, "by": actor.ID, "channel": channel, "answer": json.RawMessage(reply.JSON())})}),
 	})
 	if errors.Is(err, core.ErrConflict) {
 		if cur, gerr := e.store.RunGet(ctx, runID); gerr == nil {
@@ -328,7 +328,7 @@ func (e *Engine) answerFromThread(ctx context.Context, ev core.ChannelEvent) (co
 	if err != nil || len(runs) == 0 {
 		return core.Receipt{}, false, err
 	}
-	run := runs[0]
+	run := e.waitingChild(ctx, runs[0])
 	if _, ok := core.AgentOf(run.Flow); !ok || e.mayAnswer(run, ev.Actor.ID) != "" {
 		return core.Receipt{}, false, nil
 	}
