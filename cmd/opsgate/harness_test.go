@@ -57,7 +57,9 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 }
 
-const waitBound = 30 * time.Second
+// waitBound ends a wait that would otherwise hang: far beyond the slowest
+// step on a loaded 2-core machine (the tests wait on events, never on it).
+const waitBound = 2 * time.Minute
 
 // env is one test's world: a temp directory with a config file, scripts
 // and a log the tools append their idempotency keys to.
