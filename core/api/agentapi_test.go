@@ -122,8 +122,8 @@ func (s *stream) next(t *testing.T) gotEvent {
 			t.Fatal("stream ended")
 		}
 		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
+	case <-time.After(hang):
+		t.Fatalf("no event within %v", hang)
 	}
 	return gotEvent{}
 }
@@ -150,7 +150,7 @@ func (s *stream) ended(t *testing.T) {
 		if ok {
 			t.Fatalf("event %s after turn.finished", ev.name)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("stream still open after turn.finished")
 	}
 }

@@ -142,7 +142,7 @@ func TestChanges(t *testing.T) {
 			t.Fatalf("first event %s on an empty store", ev)
 		}
 		s.res.Body.Close()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(hang)
 		for b.st.activeSubs() != 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("%d subscriptions still open after the client left", b.st.activeSubs())

@@ -135,7 +135,7 @@ func (b *realBundle) startDeploy(t *testing.T, thread string) (runID, approvalID
 	r := b.do(t, "POST", "/api/v1/messages", reqToken, map[string]string{"thread": thread, "text": "deploy api 1.2.3"})
 	want(t, r, 201, "")
 	runID = r.body["run"].(map[string]any)["id"].(string)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hang)
 	for time.Now().Before(deadline) {
 		r := b.do(t, "GET", "/api/v1/approvals?status=pending&run_id="+runID, reqToken, nil)
 		want(t, r, 200, "")
@@ -150,7 +150,7 @@ func (b *realBundle) startDeploy(t *testing.T, thread string) (runID, approvalID
 
 func (b *realBundle) waitRun(t *testing.T, runID string, status core.RunStatus) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hang)
 	for {
 		r := b.do(t, "GET", "/api/v1/runs/"+runID, reqToken, nil)
 		want(t, r, 200, "")
@@ -424,7 +424,7 @@ func TestRealThreadMessages(t *testing.T) {
 	t.Parallel()
 	b := setupReal(t)
 	want(t, b.do(t, "POST", "/api/v1/messages", reqToken, map[string]string{"thread": "hist", "text": "hepl"}), 200, "")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hang)
 	for {
 		r := b.do(t, "GET", "/api/v1/messages?thread=console:hist", reqToken, nil)
 		want(t, r, 200, "")

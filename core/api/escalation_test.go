@@ -16,7 +16,7 @@ func TestRealGrantOffersForAndRevoke(t *testing.T) {
 	want(t, r, 201, "")
 	runID := r.body["run"].(map[string]any)["id"].(string)
 	var aid string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(hang)
 	for aid == "" && time.Now().Before(deadline) {
 		r := b.do(t, "GET", "/api/v1/approvals?status=pending&run_id="+runID, reqToken, nil)
 		if items := r.body["items"].([]any); len(items) == 1 {

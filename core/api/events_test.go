@@ -80,11 +80,15 @@ func (s *sseStream) next(t *testing.T) sseFrame {
 			t.Fatal("stream closed")
 		}
 		return f
-	case <-time.After(5 * time.Second):
-		t.Fatal("no frame within 5s")
+	case <-time.After(hang):
+		t.Fatalf("no frame within %v", hang)
 	}
 	return sseFrame{}
 }
+
+// hang ends a wait that would otherwise hang: far beyond the slowest step
+// on a loaded 2-core machine (the tests wait on events, never on it).
+const hang = 2 * time.Minute
 
 // nextEvent skips ping comments.
 func (s *sseStream) nextEvent(t *testing.T) sseFrame {
@@ -103,7 +107,7 @@ func (s *sseStream) closed(t *testing.T) {
 		if ok {
 			t.Fatalf("frame %+v after the end", f)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(hang):
 		t.Fatal("stream not closed")
 	}
 }
@@ -207,7 +211,7 @@ func TestRunEvents(t *testing.T) {
 			t.Fatalf("%d subscriptions", b.st.activeSubs())
 		}
 		s.res.Body.Close()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(hang)
 		for b.st.activeSubs() != 0 {
 			if time.Now().After(deadline) {
 				t.Fatal("handler kept its subscription after the client left")

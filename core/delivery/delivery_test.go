@@ -189,7 +189,7 @@ func assertCounter(t *testing.T, reg *prometheus.Registry, name, channel string,
 	// The worker counts right after the store commit the test waited for,
 	// so give the increment a moment; a counter never goes down, so a value
 	// above want fails at once.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for {
 		got, ok := counterValue(t, reg, name, channel)
 		switch {

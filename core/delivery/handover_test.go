@@ -96,7 +96,7 @@ func TestStuckRenewalStopsSending(t *testing.T) {
 	startWorker(t, delivery.Options{Store: s, Cards: &cards{}, Platform: p, Owner: "w1", LeaseTTL: 600 * time.Millisecond})
 	select {
 	case <-s.handedOff:
-	case <-time.After(30 * time.Second):
+	case <-time.After(eventBound):
 		t.Fatal("the worker never stopped sending: a hung renewal held it past its lease")
 	}
 	t.Logf("%d of 200 sent before the lease lapsed", len(f.received()))
