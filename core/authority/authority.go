@@ -10,8 +10,9 @@
 // The inputs are the actor (its identity, the token it used and the
 // token's scopes, whether the token is internal), the object (a run, an
 // approval, the audit log, an Agent API session, an agent task, a
-// question), who owns it (a run's requester — any identity of the same
-// person —, the token that owns a session) and, for approvers, eligibility
+// question, an MCP task handle), who owns it (a run's requester — any
+// identity of the same person —, the token that owns a session, the
+// identity that created an MCP task) and, for approvers, eligibility
 // under the live configuration, judged by approvals.MayDecide exactly as a
 // decision is. Refusals are *Refusal: not found where the actor may not
 // know the object exists, forbidden where it may.

@@ -61,6 +61,11 @@ func (e *Engine) askPeople(ctx context.Context, runID string, idx int, intro str
 	if run.Status != core.RunRunning {
 		return llm.PeopleAnswer{}, fmt.Errorf("engine: run %s is %s, not running: it cannot wait for a question", runID, run.Status)
 	}
+	// Wait only when someone can answer: an Agent API session whose event
+	// stream nobody holds declines at once, as its approvals do.
+	if att := e.opts.AgentAttendance; run.Thread.Channel == core.AgentSessionChannel && att != nil && !att.Attended(run.Thread) {
+		return llm.PeopleAnswer{Why: "nobody holds the app's event stream to answer it"}, nil
+	}
 	first := toolQuestionBase + idx*toolQuestionSlots
 	qidx := first
 	for _, st := range run.Steps {
