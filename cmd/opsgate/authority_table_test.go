@@ -848,27 +848,17 @@ func (w *tableWorld) mcpRPC(t *testing.T, path, token, method string, params map
 	t.Helper()
 	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	req, _ := http.NewRequest("POST", w.srv.URL+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Accept", "application/json, text/event-stream")
+	hdr.Set("MCP-Protocol-Version", "2026-07-28")
+	hdr.Set("Mcp-Method", method)
 	if name, ok := params["name"].(string); ok {
-		req.Header.Set("Mcp-Name", name)
+		hdr.Set("Mcp-Name", name)
 	} else if id, ok := params["taskId"].(string); ok {
-		req.Header.Set("Mcp-Name", id)
+		hdr.Set("Mcp-Name", id)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return res.StatusCode, out
+	return w.restWith(t, "POST", path, token, hdr, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 }
 
 // newTask starts a deploy as alice through MCP with the Tasks extension:
