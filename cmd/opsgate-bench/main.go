@@ -14,7 +14,7 @@
 //     tool is allowed;
 //   - the server's resident memory, from /metrics.
 //
-// Two subcommands measure other things:
+// Subcommands measure other things:
 //
 //   - opsgate-bench slack: signed Slack app_mention events (Slack's
 //     X-Slack-Signature and X-Slack-Request-Timestamp) into POST
@@ -24,7 +24,11 @@
 //     the fake) with latency percentiles, RSS after; with --rate and
 //     --duration a sustained load printing p99 and RSS every --interval;
 //   - opsgate-bench preload: fills a migrated store (SQLite or Postgres)
-//     with finished runs and pending approvals before the server starts.
+//     with finished runs and pending approvals before the server starts;
+//   - opsgate-bench report: starts servers itself (SQLite, and Postgres on
+//     a loopback server it is given), preloads pending approvals, times
+//     decision → tool.started with 1, 10 and 100 decisions at once and
+//     writes report.svg, report.json and report.md.
 //
 // It is a measuring tool, not a load generator for arbitrary hosts: it
 // refuses servers that are not on a loopback address. Use
@@ -129,6 +133,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runPreload(ctx, args[1:], stdout, stderr)
 		case "slack":
 			return runSlack(ctx, args[1:], stdout, stderr)
+		case "report":
+			return runReport(ctx, args[1:], stdout, stderr)
 		}
 	}
 	o, err := parseFlags(args, stderr)
