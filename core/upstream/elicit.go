@@ -106,13 +106,20 @@ func newForm(server string, raw any) (*form, error) {
 			f.consts[id] = consts
 		}
 	}
+	// The questions pass ask_user's own checks (choices, lengths), as
+	// people will answer them.
+	ask, err := agent.ParseAsk(string(mustJSON(f.ask)))
+	if err != nil {
+		return nil, fmt.Errorf("the form cannot be asked: %w", err)
+	}
+	f.ask = ask
 	return f, nil
 }
 
 // question is property name (schema p) as a question with id.
 func question(id, name string, p map[string]any) (agent.Question, string, map[string]any, error) {
-	text := clipText(cmp.Or(str(p["title"]), name), agent.MaxQuestionText/2)
-	if d := str(p["description"]); d != "" && d != text {
+	text := clipText(strings.ToValidUTF8(cmp.Or(str(p["title"]), strings.TrimSpace(name), id), "?"), agent.MaxQuestionText/2)
+	if d := strings.ToValidUTF8(str(p["description"]), "?"); d != "" && d != text {
 		text += " — " + d
 	}
 	typ := str(p["type"])
