@@ -9,7 +9,7 @@ import (
 )
 
 // Store is everything the core persists. store/postgres and store/sqlite
-// implement it (and approvals.Store); store/storetest holds the one
+// implement it (with approvals.Store and the agents' stores); store/storetest holds the one
 // conformance suite both pass. Every method that changes state does so in
 // ONE transaction.
 type Store interface {
@@ -19,6 +19,15 @@ type Store interface {
 	ThreadStore
 	approvals.Store
 	EscalationStore
+	// The agents' stores: an agent_task step's calls and receipts, an
+	// agent's conversations, Agent API sessions, MCP task handles and the
+	// trace a run was started under. Both backends keep them, so the
+	// engine and the surfaces take them from the one Store.
+	AgentCallStore
+	AgentHistoryStore
+	AgentSessionStore
+	MCPTaskStore
+	RunTraceStore
 	// Subscribe returns a channel that receives a value (coalesced, never
 	// blocking the sender) after a commit touching topic: TopicRuns when a
 	// run becomes claimable, TopicOutbox when a message is queued,

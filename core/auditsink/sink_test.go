@@ -119,7 +119,7 @@ func (r *received) snapshot() []int64 {
 // waitFor waits until seq upTo has arrived, bounded.
 func (r *received) waitFor(t *testing.T, upTo int64) []int64 {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(hang)
 	for {
 		got := r.snapshot()
 		if len(got) > 0 && got[len(got)-1] >= upTo {
@@ -138,10 +138,22 @@ func (r *received) waitFor(t *testing.T, upTo int64) []int64 {
 // its answer.
 func waitPosition(t *testing.T, s *Sinks, seq int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for testutil.ToFloat64(s.sinks[0].m.position) < float64(seq) {
+	waitFor(t, fmt.Sprintf("the sink's position at %d", seq), func() bool {
+		return testutil.ToFloat64(s.sinks[0].m.position) >= float64(seq)
+	})
+}
+
+// hang bounds every wait: far beyond a loaded machine's slowest step, so
+// it only ends a test that would otherwise hang.
+const hang = 2 * time.Minute
+
+// waitFor polls cond until it holds, failing the test after hang.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hang)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sink's position is %v, want %d", testutil.ToFloat64(s.sinks[0].m.position), seq)
+			t.Fatalf("waited %v for %s", hang, what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -86,16 +86,6 @@ func (e *Engine) initAssistants() error {
 			e.defaultAgent = a.Name
 		}
 	}
-	if len(e.assistants) > 0 {
-		h, ok := e.store.(core.AgentHistoryStore)
-		if e.opts.History != nil {
-			h, ok = e.opts.History, true
-		}
-		if !ok {
-			return errors.New("engine: agents need a store that keeps agent history (core.AgentHistoryStore)")
-		}
-		e.history = h
-	}
 	return nil
 }
 
@@ -278,7 +268,7 @@ func agentSteps(ag *agentRuntime) llm.Steps { return llm.Steps{Max: ag.MaxSteps}
 // arrives — are left out: a run is known by its first message, and the
 // runs of a thread are started in order.
 func (ax *agentExec) load(ctx context.Context) error {
-	recs, err := ax.e.history.AgentHistory(ctx, ax.run.Thread, 0)
+	recs, err := ax.e.store.AgentHistory(ctx, ax.run.Thread, 0)
 	if err != nil {
 		return fmt.Errorf("load agent history: %w", err)
 	}

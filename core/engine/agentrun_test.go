@@ -97,7 +97,7 @@ func TestAgentAllowedCallRunsAndTheModelAnswers(t *testing.T) {
 		if !containsAll(third, "is api healthy?", "api is healthy.", "and now?") {
 			t.Fatalf("the second turn lacks the history:\n%s", third)
 		}
-		recs, err := h.eng.history.AgentHistory(context.Background(), run.Thread, 0)
+		recs, err := h.eng.store.AgentHistory(context.Background(), run.Thread, 0)
 		if err != nil || len(recs) != 6 { // user, call, result, answer; user, answer
 			t.Fatalf("history %d records, %v", len(recs), err)
 		}
@@ -372,10 +372,6 @@ func (d *dieBeforeDispatch) RunCheckpoint(ctx context.Context, c core.Checkpoint
 		return fmt.Errorf("killed: %w", ctx.Err())
 	}
 	return d.Store.RunCheckpoint(ctx, c)
-}
-
-func (d *dieBeforeDispatch) AgentHistory(ctx context.Context, th core.Thread, limit int) ([]core.AgentRecord, error) {
-	return d.Store.(core.AgentHistoryStore).AgentHistory(ctx, th, limit)
 }
 
 func TestAgentOneCardForSeveralGatedCallsAndApproveAll(t *testing.T) {

@@ -11,13 +11,14 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agenttask"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // An agent_task step is work an external agent performs (docs/mcp.md).
 // When a run reaches it, ONE checkpoint stores the agent call (pending),
 // the step (waiting_agent) and the run (waiting_input, released). The call
-// then changes only through the agent call operations (agentcall.go); when
+// then changes only through the agent call operations (core/agenttask); when
 // it is completed or failed the run is requeued, and the execution that
 // claims it next settles the step here: its output is the agent's result.
 
@@ -97,9 +98,6 @@ func (e *Engine) compileAgentStep(flow string, i int, s FlowStep) (compiledStep,
 
 // agentStep advances a run at an agent_task step.
 func (x *execution) agentStep(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
-	if x.e.agents.store == nil {
-		return false, x.end(ctx, nil, core.RunFailed, "agent_task", "this store keeps no agent calls", "❌ Run "+x.run.ID+" failed: this store keeps no agent calls.")
-	}
 	if st == nil {
 		return false, x.agentSuspend(ctx, cs)
 	}
@@ -136,10 +134,10 @@ func (x *execution) agentSuspend(ctx context.Context, cs compiledStep) error {
 		Outbox: []core.OutboxMessage{e.reply(x.run, text)},
 		Audit: []approvals.AuditEntry{e.audit(approvals.AuditAgentCallRequested, x.run.Requester, x.run.ID, "", core.AgentTaskStep,
 			map[string]any{"call_id": call.ID, "step": idx, "stage": cs.stage, "tools": cs.agent.tools})},
-		Events: append(x.events, e.event(x.run.ID, EventAgentCallRequested, map[string]any{
+		Events: append(x.events, e.event(x.run.ID, agenttask.EventAgentCallRequested, map[string]any{
 			"call_id": call.ID, "step": idx, "stage": cs.stage})),
 	}
-	if err := e.agents.store.AgentCallCreate(ctx, call, c); err != nil {
+	if err := e.store.AgentCallCreate(ctx, call, c); err != nil {
 		if errors.Is(err, core.ErrConflict) {
 			return fmt.Errorf("suspend for agent: %w", err)
 		}
@@ -149,14 +147,6 @@ func (x *execution) agentSuspend(ctx context.Context, cs compiledStep) error {
 	x.setStep(st)
 	return nil
 }
-
-// The run events of agent calls (besides tool.started and tool.finished,
-// which an agent's tool calls append with their call_id).
-const (
-	EventAgentCallRequested = "agent_call.requested"
-	EventAgentCallClaimed   = "agent_call.claimed"
-	EventAgentCallFinished  = "agent_call.finished"
-)
 
 // renderTask renders the step's task over the run's arguments. Tools are
 // described as they are now (an upstream tool's schema is its server's).
@@ -196,7 +186,7 @@ func (x *execution) renderTask(ctx context.Context, cs compiledStep) (core.Agent
 // agentResume settles a run claimed at its agent_task step: the call's
 // outcome becomes the step's.
 func (x *execution) agentResume(ctx context.Context, cs compiledStep, st *core.Step) (bool, error) {
-	call, err := x.e.agents.store.AgentCallForStep(ctx, x.run.ID, st.Index)
+	call, err := x.e.store.AgentCallForStep(ctx, x.run.ID, st.Index)
 	if err != nil {
 		return false, fmt.Errorf("load agent call of step %d: %w", st.Index, err)
 	}
@@ -207,7 +197,7 @@ func (x *execution) agentResume(ctx context.Context, cs compiledStep, st *core.S
 	case core.AgentCallCompleted:
 		done.Status, done.Output = core.StepSucceeded, compactJSON(call.Result)
 		next := st.Index + 1
-		x.events = append(x.events, x.e.event(x.run.ID, EventAgentCallFinished, map[string]any{
+		x.events = append(x.events, x.e.event(x.run.ID, agenttask.EventAgentCallFinished, map[string]any{
 			"call_id": call.ID, "step": st.Index, "status": call.Status, "by": call.ClaimedBy}))
 		if next == len(x.flow.steps) {
 			return false, x.succeed(ctx, &done)
@@ -225,15 +215,11 @@ func (x *execution) agentResume(ctx context.Context, cs compiledStep, st *core.S
 	case core.AgentCallInterrupted, core.AgentCallCancelled:
 		done.Status, done.Error = core.StepInterrupted, call.Error
 		text := fmt.Sprintf("⚠️ Run %s was interrupted while an agent worked on %s.", x.run.ID, markdown.Escape(cs.stage))
-		return false, x.end(ctx, &done, core.RunInterrupted, CodeRunInterrupted, cmp.Or(call.Error, "agent task interrupted"), text)
+		return false, x.end(ctx, &done, core.RunInterrupted, agenttask.CodeRunInterrupted, cmp.Or(call.Error, "agent task interrupted"), text)
 	}
 	// Requeued while the call is still open: wait again.
 	return false, x.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true})
 }
-
-// CodeRunInterrupted is the error code of a run (and an agent call) whose
-// agent task was active when the replica serving it stopped.
-const CodeRunInterrupted = "RUN_INTERRUPTED"
 
 // compactJSON is raw as compact JSON text (the step's output).
 func compactJSON(raw json.RawMessage) string {

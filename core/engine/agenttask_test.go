@@ -13,6 +13,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agenttask"
 )
 
 // withTriage adds the flow "triage {service}": an agent task (with the
@@ -21,7 +22,7 @@ import (
 func withTriage(t testing.TB, more ...func(*Options)) func(*Options) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.bin")
-	data := make([]byte, MaxAssetRead+10)
+	data := make([]byte, agenttask.MaxAssetRead+10)
 	for i := range data {
 		data[i] = byte(i % 251)
 	}
@@ -33,11 +34,6 @@ func withTriage(t testing.TB, more ...func(*Options)) func(*Options) {
 		t.Fatal(err)
 	}
 	return func(o *Options) {
-		// The harness wraps the store to count claims; the agent calls
-		// are the store's underneath.
-		if cc, ok := o.Store.(claimCounter); ok {
-			o.AgentCalls, _ = cc.Store.(core.AgentCallStore)
-		}
 		o.Flows = append(o.Flows, Flow{Name: "triage", Command: "triage {service}", Steps: []FlowStep{
 			{Name: "investigate", AgentTask: &AgentTask{
 				Instructions: "Find out why {{.service}} is slow",
@@ -72,7 +68,7 @@ func agentCode(t *testing.T, err error) core.AgentErrorCode {
 func (h *harness) pendingCall(runID string) *core.AgentCall {
 	h.t.Helper()
 	h.waitRun(runID, core.RunWaitingInput)
-	c, err := h.eng.agents.store.AgentCallForStep(context.Background(), runID, 0)
+	c, err := h.eng.store.AgentCallForStep(context.Background(), runID, 0)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -200,7 +196,7 @@ func TestAgentTaskRoundTrip(t *testing.T) {
 			t.Fatalf("runbook: %+v %v", as, err)
 		}
 		as, err = h.eng.AgentCallAsset(ctx, agent, ref, "c1", "dump", 0)
-		if err != nil || as.Encoding != "base64" || as.NextOffset != MaxAssetRead || as.Size != MaxAssetRead+10 {
+		if err != nil || as.Encoding != "base64" || as.NextOffset != agenttask.MaxAssetRead || as.Size != agenttask.MaxAssetRead+10 {
 			t.Fatalf("dump: %+v %v", as.NextOffset, err)
 		}
 		if as, err = h.eng.AgentCallAsset(ctx, agent, ref, "c1", "dump", as.NextOffset); err != nil || as.NextOffset != -1 || len(as.Content) != 16 {
@@ -308,7 +304,7 @@ func TestAgentTaskCancelInvalidatesOwnership(t *testing.T) {
 		if err != nil || run.Status != core.RunCancelled || run.Steps[0].Status != core.StepCancelled {
 			t.Fatalf("cancel: %+v %v", run, err)
 		}
-		cur, _ := h.eng.agents.store.AgentCallGet(ctx, c.ID)
+		cur, _ := h.eng.store.AgentCallGet(ctx, c.ID)
 		if cur.Status != core.AgentCallCancelled {
 			t.Fatalf("call %s", cur.Status)
 		}
@@ -340,7 +336,7 @@ func TestAgentTaskRestart(t *testing.T) {
 		h.shutdown()
 		h.start()
 		run := h.waitRun(claimed.RunID, core.RunInterrupted)
-		if run.ErrorCode != CodeRunInterrupted || run.Steps[0].Status != core.StepInterrupted {
+		if run.ErrorCode != agenttask.CodeRunInterrupted || run.Steps[0].Status != core.StepInterrupted {
 			t.Fatalf("run: %+v", run)
 		}
 		if _, err := h.eng.AgentCallClaim(ctx, agent, AgentRef{RunID: claimed.RunID, CallID: c.ID}, "c1"); agentCode(t, err) != core.AgentRunInterrupted {
@@ -381,10 +377,10 @@ func TestAgentTaskReplicaLoss(t *testing.T) {
 		}
 		h.clk.Advance(2 * time.Second) // past the other replica's lease
 		run := h.waitRun(rc.RunID, core.RunInterrupted)
-		if run.ErrorCode != CodeRunInterrupted {
+		if run.ErrorCode != agenttask.CodeRunInterrupted {
 			t.Fatalf("run: %+v", run)
 		}
-		rs, _ := h.eng.agents.store.AgentReceiptList(ctx, c.ID)
+		rs, _ := h.eng.store.AgentReceiptList(ctx, c.ID)
 		if len(rs) != 1 || rs[0].Status != core.ReceiptInterrupted {
 			t.Fatalf("receipts: %+v", rs)
 		}
@@ -405,7 +401,7 @@ func TestAgentTaskReceiptLimit(t *testing.T) {
 		if _, err := h.eng.AgentCallClaim(ctx, agent, ref, "c1"); err != nil {
 			t.Fatal(err)
 		}
-		for i := range MaxAgentReceipts {
+		for i := range agenttask.MaxAgentReceipts {
 			// Denied calls are receipts too, and cost no dispatch.
 			if _, err := h.eng.AgentCallTool(ctx, agent, ref, "c1", fmt.Sprintf("t%d", i), "delete_db", json.RawMessage(`{"name":"x"}`)); err != nil {
 				t.Fatal(i, err)
@@ -424,7 +420,7 @@ func TestAgentTaskReceiptLimit(t *testing.T) {
 func TestAgentTaskNeedsKnownTools(t *testing.T) {
 	h := &harness{t: t, fx: newFixture(), clk: &clock{}}
 	o := h.fx.options(t, nil, h.clk)
-	o.Store = nopStore{}
+	o.Store = fakeStore{}
 	o.Flows = []Flow{{Name: "x", Command: "x", Steps: []FlowStep{{AgentTask: &AgentTask{Instructions: "do", Tools: []string{"nope"}}}}}}
 	if _, err := New(o); err == nil || !strings.Contains(err.Error(), `unknown tool "nope"`) {
 		t.Fatal(err)
@@ -433,40 +429,9 @@ func TestAgentTaskNeedsKnownTools(t *testing.T) {
 	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "output_schema") {
 		t.Fatal(err)
 	}
+	// Every core.Store keeps agent calls: a well-formed task builds.
 	o.Flows[0].Steps[0].AgentTask = &AgentTask{Instructions: "do"}
-	if _, err := New(o); err == nil || !strings.Contains(err.Error(), "keeps no agent calls") {
-		t.Fatal(err)
-	}
-}
-
-// nopStore is a core.Store that keeps no agent calls.
-type nopStore struct{ core.Store }
-
-// FuzzCanonicalInput: an agent's tool input is an object in one canonical
-// form (equal inputs compare equal) or refused; never a panic.
-func FuzzCanonicalInput(f *testing.F) {
-	f.Add([]byte(`{"b":1,"a":"x"}`))
-	f.Add([]byte(` { "a" : "x" , "b" : 1 } `))
-	f.Add([]byte(`[1]`))
-	f.Add([]byte(`{"a":1}{"b":2}`))
-	f.Add([]byte(`null`))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		canon, args, err := canonicalInput(raw)
-		if err != nil {
-			if agentCode(t, err) != core.AgentInvalidInput {
-				t.Fatal(err)
-			}
-			return
-		}
-		again, _, err := canonicalInput(canon)
-		if err != nil || string(again) != string(canon) || args == nil {
-			t.Fatalf("%q → %q → %q (%v)", raw, canon, again, err)
-		}
-	})
-}
-
-func TestCanonicalInputRefusesHugeNumbers(t *testing.T) {
-	if _, _, err := canonicalInput([]byte(`{"a":1e400}`)); agentCode(t, err) != core.AgentInvalidInput {
+	if _, err := New(o); err != nil {
 		t.Fatal(err)
 	}
 }

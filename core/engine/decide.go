@@ -145,7 +145,7 @@ func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*c
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}
 	e.m.runsFinished.WithLabelValues(string(core.RunCancelled)).Inc()
-	if err := e.cancelAgentCalls(ctx, runID, who); err != nil {
+	if err := e.tasks.CancelRun(ctx, runID, who); err != nil {
 		return nil, fmt.Errorf("engine: cancel %s: %w", runID, err)
 	}
 	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})

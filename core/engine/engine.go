@@ -27,6 +27,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agenttask"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/router"
@@ -80,13 +81,9 @@ type Options struct {
 	// known at run time and may change. Flows may then name tools New
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup tools.ToolLookup
-	// AgentCalls keeps the agent calls of agent_task steps; default the
-	// Store, when it implements core.AgentCallStore (both backends do).
-	AgentCalls core.AgentCallStore
 	// Agents are the LLM agents free text and Agent API turns go to
-	// (agentrun.go); History keeps their conversations, default the Store.
-	Agents  []Agent
-	History core.AgentHistoryStore
+	// (agentrun.go); the Store keeps their conversations.
+	Agents []Agent
 	// AgentAttendance says whether someone holds an Agent API session's
 	// event stream (cmd passes the API's attendance). An approval in such a
 	// session waits only while someone does; otherwise the call is denied
@@ -202,14 +199,13 @@ type Engine struct {
 	abandoning map[string]bool
 	wg         sync.WaitGroup
 
-	// agents holds the agent calls of agent_task steps (agentcall.go).
-	agents agentState
+	// tasks serves the agent calls of agent_task steps (core/agenttask).
+	tasks *agenttask.Tasks
 
 	// assistants are Options.Agents by name (agentrun.go); defaultAgent
 	// takes free text that matches no flow.
 	assistants   map[string]*agentRuntime
 	defaultAgent string
-	history      core.AgentHistoryStore
 	deltas       deltaHub
 	// streamTo are the channels agent turns stream into (StreamInto).
 	streamTo atomic.Pointer[map[string]bool]
@@ -341,8 +337,12 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := e.initAgents(); err != nil {
-		return nil, err
+	e.tasks, err = agenttask.New(agenttask.Options{
+		Store: o.Store, Gate: e.gate, Host: taskHost{e}, Owner: o.Owner, Lease: o.Lease,
+		ApprovalTTL: o.ApprovalTTL, Now: o.Now, Logger: e.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	if err := e.initAssistants(); err != nil {
 		return nil, err

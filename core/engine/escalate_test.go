@@ -272,7 +272,13 @@ func TestApprovalMetrics(t *testing.T) {
 	h.waitApproval(h.send("console:req", "console:t2", "deploy api 1.0").RunID)
 	h.clk.Advance(11 * time.Minute)
 	h.waitEscalations(first.ID, 1)
-	m := gather(t, reg)
+	// The step is counted just after its store write: wait for the count,
+	// not only for the stored step.
+	var m map[string]float64
+	waitFor(t, "the reminder counted", func() bool {
+		m = gather(t, reg)
+		return m[`opsgate_approval_escalations_total{step="remind"}`] >= 1
+	})
 	if got := m[`opsgate_approvals_pending{risk="external"}`]; got != 1 {
 		t.Errorf("pending external = %v", got)
 	}

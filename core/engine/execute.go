@@ -58,8 +58,7 @@ func (e *Engine) execute(ctx context.Context, run *core.Run) {
 		}
 	}
 	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, started))
-	ts, _ := e.store.(core.RunTraceStore)
-	ctx, span := telemetry.StartRun(ctx, ts, run.ID, run.Flow, x.log)
+	ctx, span := telemetry.StartRun(ctx, e.store, run.ID, run.Flow, x.log)
 	err := x.drive(ctx)
 	telemetry.End(span, err)
 	switch {

@@ -499,8 +499,3 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
-
-// AgentHistory passes through, so agents work behind the counter.
-func (c claimCounter) AgentHistory(ctx context.Context, th core.Thread, limit int) ([]core.AgentRecord, error) {
-	return c.Store.(core.AgentHistoryStore).AgentHistory(ctx, th, limit)
-}

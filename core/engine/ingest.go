@@ -174,8 +174,7 @@ func (e *Engine) continueThread(ctx context.Context, ev *core.ChannelEvent) erro
 func (e *Engine) record(ctx context.Context, p core.InboxRecordParams) (core.Receipt, error) {
 	ev := p.Event
 	if p.Run != nil {
-		ts, _ := e.store.(core.RunTraceStore)
-		telemetry.RememberRun(ctx, ts, p.Run.ID, e.log)
+		telemetry.RememberRun(ctx, e.store, p.Run.ID, e.log)
 	}
 	res, err := e.store.InboxRecord(ctx, p)
 	if err != nil {

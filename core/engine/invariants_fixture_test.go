@@ -161,14 +161,9 @@ func (s crashStore) RunCheckpoint(ctx context.Context, c core.Checkpoint) error 
 	return err
 }
 
-// crashAgentCalls lets an agent task's dispatch start record "die" too:
+// AgentCallChange lets an agent task's dispatch start record "die" too:
 // the receipt dispatching commits and the replica never gets further.
-type crashAgentCalls struct {
-	core.AgentCallStore
-	crash *crashAfterStart
-}
-
-func (s crashAgentCalls) AgentCallChange(ctx context.Context, p core.AgentCallChangeParams) (*core.AgentCall, error) {
+func (s crashStore) AgentCallChange(ctx context.Context, p core.AgentCallChangeParams) (*core.AgentCall, error) {
 	var dispatching string
 	inner := p.Change
 	p.Change = func(c *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
@@ -178,7 +173,7 @@ func (s crashAgentCalls) AgentCallChange(ctx context.Context, p core.AgentCallCh
 		}
 		return ch, err
 	}
-	out, err := s.AgentCallStore.AgentCallChange(ctx, p)
+	out, err := s.Store.AgentCallChange(ctx, p)
 	s.crash.mu.Lock()
 	key, hit := s.crash.key, s.crash.hit
 	s.crash.mu.Unlock()
@@ -263,9 +258,6 @@ func setupInv(t *testing.T, b backend, c *invCaller) *invHarness {
 		}
 	}
 	ih.harness = setup(t, b, func(o *Options) {
-		raw := o.Store.(claimCounter).Store
-		o.History, _ = raw.(core.AgentHistoryStore)
-		o.AgentCalls = crashAgentCalls{AgentCallStore: raw.(core.AgentCallStore), crash: ih.crash}
 		o.Store = crashStore{Store: o.Store, crash: ih.crash}
 		o.People, o.Groups, o.Policy = invPeople, invGroups(), invPolicy(ih.prefix)
 		if ih.live != nil {

@@ -73,7 +73,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	<-sweepDone
 	// Agent tasks this replica served are interrupted now, not after the
 	// replica lease lapses (agentcall.go).
-	e.releaseReplica(context.WithoutCancel(ctx))
+	e.tasks.ReleaseReplica(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -242,7 +242,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		if _, err := e.EscalateDue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("escalate approvals", "err", err)
 		}
-		if err := e.sweepAgentCalls(ctx); err != nil && ctx.Err() == nil {
+		if err := e.tasks.Sweep(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("agent calls", "err", err)
 		}
 		if err := e.sweepQuestions(ctx); err != nil && ctx.Err() == nil {

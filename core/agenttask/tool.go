@@ -1,10 +1,11 @@
-package engine
+package agenttask
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -43,7 +44,7 @@ func canonicalInput(raw json.RawMessage) (json.RawMessage, map[string]any, error
 	return b, plain, nil
 }
 
-// AgentCallTool calls one of the task's declared tools for the agent
+// CallTool calls one of the task's declared tools for the agent
 // holding the claim, through the gate, one at a time. The receipt is kept
 // under toolCallID: the same id with the same input returns it (and moves
 // it on once its approval is decided); with other input it conflicts. An
@@ -51,11 +52,8 @@ func canonicalInput(raw json.RawMessage) (json.RawMessage, map[string]any, error
 // the same toolCallID; people decide, never the agent. The call runs
 // detached from the agent's request: a client that gives up does not cut
 // it short, and the agent reads the outcome by polling.
-func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentRef, claimID, toolCallID, toolID string, input json.RawMessage) (*core.AgentReceipt, error) {
-	st, err := e.agentStore()
-	if err != nil {
-		return nil, err
-	}
+func (t *Tasks) CallTool(ctx context.Context, actor core.Actor, ref core.AgentRef, claimID, toolCallID, toolID string, input json.RawMessage) (*core.AgentReceipt, error) {
+	st := t.store
 	if toolCallID == "" || len(toolCallID) > 256 {
 		return nil, agentErr(core.AgentBadRequest, "toolCallId is required (at most 256 bytes)")
 	}
@@ -63,11 +61,11 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 	if err != nil {
 		return nil, err
 	}
-	c, err := e.loadCall(ctx, ref)
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if done, err := e.checkServed(ctx, c); err != nil {
+	if done, err := t.checkServed(ctx, c); err != nil {
 		return nil, err
 	} else if done {
 		c, _ = st.AgentCallGet(ctx, c.ID)
@@ -78,7 +76,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 	}
 	rs, err := st.AgentReceiptList(ctx, c.ID)
 	if err != nil {
-		return nil, fmt.Errorf("engine: receipts of agent call %s: %w", c.ID, err)
+		return nil, fmt.Errorf("agenttask: receipts of agent call %s: %w", c.ID, err)
 	}
 	for i := range rs {
 		if rs[i].ToolCallID != toolCallID {
@@ -89,7 +87,7 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 			return nil, agentErr(core.AgentToolConflict, "toolCallId %s was used with another tool or input; use a new toolCallId for a new call", toolCallID)
 		}
 		if r.Status == core.ReceiptPendingApproval {
-			return e.agentToolDecided(ctx, actor, c, &r)
+			return t.agentToolDecided(ctx, actor, c, &r)
 		}
 		return &r, nil
 	}
@@ -100,13 +98,13 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 	if !declared {
 		return nil, agentErr(core.AgentUnknownTool, "the task declares no tool %q", toolID)
 	}
-	run, err := e.store.RunGet(ctx, c.RunID)
+	run, err := t.store.RunGet(ctx, c.RunID)
 	if err != nil {
-		return nil, fmt.Errorf("engine: run of agent call %s: %w", c.ID, err)
+		return nil, fmt.Errorf("agenttask: run of agent call %s: %w", c.ID, err)
 	}
 	r := &core.AgentReceipt{CallID: c.ID, ToolCallID: toolCallID, ToolID: toolID, Input: canon, Args: args,
-		IdempotencyKey: idempotencyKey(c.RunID, c.StepIndex) + "/" + toolCallID, CreatedAt: e.now()}
-	rec := &receiptRecord{e: e, c: c, actor: actor, claimID: claimID, r: r}
+		IdempotencyKey: c.RunID + "/" + strconv.Itoa(c.StepIndex) + "/" + toolCallID, CreatedAt: t.now()}
+	rec := &receiptRecord{t: t, c: c, actor: actor, claimID: claimID, r: r}
 	gc := rec.call(run.Thread, args)
 	gc.Reason = core.OneLine(fmt.Sprintf("%s — asked by agent %s for the task %s of run %s", run.Reason, actor.ID, c.Task.Stage, run.ID))
 	return rec.pass(ctx, gc)
@@ -115,8 +113,8 @@ func (e *Engine) AgentCallTool(ctx context.Context, actor core.Actor, ref AgentR
 // agentToolDecided moves a pending receipt on once its approval is
 // decided: the gate judges it again and runs it, or ends it with the
 // approvers' words.
-func (e *Engine) agentToolDecided(ctx context.Context, actor core.Actor, c *core.AgentCall, r *core.AgentReceipt) (*core.AgentReceipt, error) {
-	rec := &receiptRecord{e: e, c: c, actor: actor, claimID: c.ClaimID, r: r}
+func (t *Tasks) agentToolDecided(ctx context.Context, actor core.Actor, c *core.AgentCall, r *core.AgentReceipt) (*core.AgentReceipt, error) {
+	rec := &receiptRecord{t: t, c: c, actor: actor, claimID: c.ClaimID, r: r}
 	gc := rec.call(core.Thread{}, r.Args)
 	gc.Waiting = r.ApprovalID
 	return rec.pass(ctx, gc)
@@ -125,7 +123,7 @@ func (e *Engine) agentToolDecided(ctx context.Context, actor core.Actor, c *core
 // receiptRecord is the gate.Record of one tool call of an agent task: the
 // receipt, written with the run's checkpoint in one AgentCallChange.
 type receiptRecord struct {
-	e       *Engine
+	t       *Tasks
 	c       *core.AgentCall
 	actor   core.Actor
 	claimID string
@@ -144,7 +142,7 @@ func (rec *receiptRecord) call(thread core.Thread, args map[string]any) gate.Cal
 // pass takes the call through the gate detached from the agent's request
 // and returns the receipt it left.
 func (rec *receiptRecord) pass(ctx context.Context, gc gate.Call) (*core.AgentReceipt, error) {
-	if _, err := rec.e.gate.Pass(context.WithoutCancel(ctx), gc, rec); err != nil {
+	if _, err := rec.t.o.Gate.Pass(context.WithoutCancel(ctx), gc, rec); err != nil {
 		return nil, err
 	}
 	return rec.out, nil
@@ -153,7 +151,7 @@ func (rec *receiptRecord) pass(ctx context.Context, gc gate.Call) (*core.AgentRe
 // put writes the receipt changed to status (with cp, if any) for the claim
 // holder.
 func (rec *receiptRecord) put(ctx context.Context, next *core.AgentReceipt, cp *core.Checkpoint) error {
-	out, err := rec.e.putReceipt(ctx, rec.c, rec.actor, rec.claimID, next, cp)
+	out, err := rec.t.putReceipt(ctx, rec.c, rec.actor, rec.claimID, next, cp)
 	if err != nil {
 		return err
 	}
@@ -163,7 +161,7 @@ func (rec *receiptRecord) put(ctx context.Context, next *core.AgentReceipt, cp *
 
 // checkpoint is a run checkpoint carrying the gate's audit and events.
 func (rec *receiptRecord) checkpoint(audit []approvals.AuditEntry, events []core.RunEvent) *core.Checkpoint {
-	return &core.Checkpoint{RunID: rec.c.RunID, Now: rec.e.now(), Audit: audit, Events: events}
+	return &core.Checkpoint{RunID: rec.c.RunID, Now: rec.t.now(), Audit: audit, Events: events}
 }
 
 // Suspend implements gate.Record: the approval, its card and a pending
@@ -174,14 +172,14 @@ func (rec *receiptRecord) Suspend(ctx context.Context, s *gate.Suspension) error
 	next.Status, next.ApprovalID, next.Args = core.ReceiptPendingApproval, q.Approval.ID, q.Args
 	cp := rec.checkpoint(s.Audit, s.Events)
 	cp.Approval = q.Approval
-	cp.Outbox = rec.e.toThread(s.Card.Thread, s.Card)
+	cp.Outbox = rec.t.o.Host.ToThread(s.Card.Thread, s.Card)
 	return rec.put(ctx, &next, cp)
 }
 
 // Start implements gate.Record: the receipt dispatching, on a replica that
 // keeps its lease (the task is served here from now on).
 func (rec *receiptRecord) Start(ctx context.Context, s *gate.Start) error {
-	if err := rec.e.markAlive(ctx); err != nil {
+	if err := rec.t.markAlive(ctx); err != nil {
 		return err
 	}
 	next := *rec.r
@@ -222,7 +220,8 @@ func (rec *receiptRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 		next.Status, next.Error = core.ReceiptDenied, fmt.Sprintf("approved, but the gate refused to run it (%s): %s", o.Code, o.Problem)
 		return rec.put(ctx, &next, rec.checkpoint(o.Audit, nil))
 	case gate.Rejected:
-		next.Status, next.Output, next.Error = core.ReceiptRejected, feedback(o.Approval), "rejected by "+joinOr(o.Approval.Winners(), "an approver")
+		who, feedback := rejectedBy(o.Approval)
+		next.Status, next.Output, next.Error = core.ReceiptRejected, feedback, "rejected by "+who
 		return rec.put(ctx, &next, nil)
 	case gate.Expired, gate.Released:
 		next.Status, next.Error = core.ReceiptExpired, "the approval expired with no decision; the tool did not run"
@@ -231,7 +230,7 @@ func (rec *receiptRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 		}
 		return rec.put(ctx, &next, nil)
 	}
-	return fmt.Errorf("engine: an agent task cannot settle a %s call", o.Kind)
+	return fmt.Errorf("agenttask: an agent task cannot settle a %s call", o.Kind)
 }
 
 // ran records the tool's outcome whatever happened to the run meanwhile:
@@ -243,11 +242,11 @@ func (rec *receiptRecord) ran(ctx context.Context, o *gate.Outcome) error {
 	if o.RunErr != nil {
 		done.Status, done.Error = core.ReceiptFailed, o.RunErr.Error()
 	}
-	_, err := rec.e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: rec.c.ID, Change: func(*core.AgentCall, []core.AgentReceipt) (core.AgentCallChange, error) {
+	_, err := rec.t.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: rec.c.ID, Change: func(*core.AgentCall, []core.AgentReceipt) (core.AgentCallChange, error) {
 		return core.AgentCallChange{Receipt: &done, Checkpoint: &core.Checkpoint{RunID: rec.c.RunID, Now: at, Events: o.Events}}, nil
 	}})
 	if err != nil {
-		return fmt.Errorf("engine: record tool result of agent call %s: %w", rec.c.ID, err)
+		return fmt.Errorf("agenttask: record tool result of agent call %s: %w", rec.c.ID, err)
 	}
 	rec.out = &done
 	return nil
@@ -255,8 +254,8 @@ func (rec *receiptRecord) ran(ctx context.Context, o *gate.Outcome) error {
 
 // putReceipt writes a new receipt for the claim holder: refused while
 // another tool call is in flight or the task holds MaxAgentReceipts.
-func (e *Engine) putReceipt(ctx context.Context, c *core.AgentCall, actor core.Actor, claimID string, r *core.AgentReceipt, cp *core.Checkpoint) (*core.AgentReceipt, error) {
-	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
+func (t *Tasks) putReceipt(ctx context.Context, c *core.AgentCall, actor core.Actor, claimID string, r *core.AgentReceipt, cp *core.Checkpoint) (*core.AgentReceipt, error) {
+	_, err := t.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
 		if ae := owned(cur, actor, claimID); ae != nil {
 			return core.AgentCallChange{}, ae
 		}
@@ -280,15 +279,15 @@ func (e *Engine) putReceipt(ctx context.Context, c *core.AgentCall, actor core.A
 		if cp != nil {
 			cp.ExpectStatus = []core.RunStatus{core.RunWaitingInput}
 		}
-		if r.Status == core.ReceiptDispatching && cur.ServedBy != e.opts.Owner {
+		if r.Status == core.ReceiptDispatching && cur.ServedBy != t.o.Owner {
 			next := *cur
-			next.ServedBy, next.UpdatedAt = e.opts.Owner, e.now()
+			next.ServedBy, next.UpdatedAt = t.o.Owner, t.now()
 			ch.Call = &next
 		}
 		return ch, nil
 	}})
 	if err != nil {
-		return nil, e.mapAgentErr(err, c)
+		return nil, t.mapAgentErr(err, c)
 	}
 	return r, nil
 }

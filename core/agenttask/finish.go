@@ -1,4 +1,4 @@
-package engine
+package agenttask
 
 import (
 	"bytes"
@@ -21,45 +21,45 @@ import (
 // How an agent task ends: completed with a result its output schema
 // accepts, or failed with the agent's message.
 
-// AgentCallComplete ends the claimed call with result, the agent's raw
+// Complete ends the claimed call with result, the agent's raw
 // final JSON, after validating it against the task's output schema. No
 // tool call may still be in flight. The run is requeued: the step's output
 // is the result, and the run continues with the next step. The returned
 // run is what the agent follows.
-func (e *Engine) AgentCallComplete(ctx context.Context, actor core.Actor, ref AgentRef, claimID string, result json.RawMessage) (*core.Run, error) {
+func (t *Tasks) Complete(ctx context.Context, actor core.Actor, ref core.AgentRef, claimID string, result json.RawMessage) (*core.Run, error) {
 	if len(result) > MaxAgentResult {
 		return nil, agentErr(core.AgentInvalidResult, "the result is %d bytes; the limit is %d", len(result), MaxAgentResult)
 	}
-	c, err := e.loadCall(ctx, ref)
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	if err := validateResult(c.Task.OutputSchema, result); err != nil {
 		return nil, err
 	}
-	return e.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallCompleted, result, "")
+	return t.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallCompleted, result, "")
 }
 
-// AgentCallFail ends the claimed call as failed with the agent's message;
+// Fail ends the claimed call as failed with the agent's message;
 // the run then fails. Pending approvals of its tool calls are withdrawn.
-func (e *Engine) AgentCallFail(ctx context.Context, actor core.Actor, ref AgentRef, claimID, message string) (*core.Run, error) {
+func (t *Tasks) Fail(ctx context.Context, actor core.Actor, ref core.AgentRef, claimID, message string) (*core.Run, error) {
 	message = strings.TrimSpace(message)
 	if message == "" || len(message) > maxAgentMessage || !utf8.ValidString(message) {
 		return nil, agentErr(core.AgentBadRequest, "message is required: text of at most %d bytes", maxAgentMessage)
 	}
-	c, err := e.loadCall(ctx, ref)
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	return e.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallFailed, nil, message)
+	return t.finishAgentCall(ctx, actor, ref, c, claimID, core.AgentCallFailed, nil, message)
 }
 
-func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref AgentRef, c *core.AgentCall, claimID string, status core.AgentCallStatus, result json.RawMessage, message string) (*core.Run, error) {
-	if err := e.stillServed(ctx, c); err != nil {
+func (t *Tasks) finishAgentCall(ctx context.Context, actor core.Actor, ref core.AgentRef, c *core.AgentCall, claimID string, status core.AgentCallStatus, result json.RawMessage, message string) (*core.Run, error) {
+	if err := t.stillServed(ctx, c); err != nil {
 		return nil, err
 	}
 	var withdraw []core.AgentReceipt
-	_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
+	_, err := t.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(cur *core.AgentCall, rs []core.AgentReceipt) (core.AgentCallChange, error) {
 		if ae := owned(cur, actor, claimID); ae != nil {
 			return core.AgentCallChange{}, ae
 		}
@@ -72,7 +72,7 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 				withdraw = append(withdraw, r)
 			}
 		}
-		now := e.now()
+		now := t.now()
 		next := *cur
 		next.Status, next.UpdatedAt, next.FinishedAt = status, now, &now
 		kind := approvals.AuditAgentCallCompleted
@@ -85,8 +85,8 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 		}
 		ch := core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
 			RunID: cur.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued,
-			Audit:  []approvals.AuditEntry{e.audit(kind, actor.ID, cur.RunID, "", core.AgentTaskStep, detail)},
-			Events: []core.RunEvent{e.event(cur.RunID, EventAgentCallFinished, map[string]any{"call_id": cur.ID, "status": status, "by": actor.ID})},
+			Audit:  []approvals.AuditEntry{t.audit(kind, actor.ID, cur.RunID, "", core.AgentTaskStep, detail)},
+			Events: []core.RunEvent{t.event(cur.RunID, EventAgentCallFinished, map[string]any{"call_id": cur.ID, "status": status, "by": actor.ID})},
 		}}
 		if len(withdraw) > 0 {
 			r := withdraw[0]
@@ -96,14 +96,14 @@ func (e *Engine) finishAgentCall(ctx context.Context, actor core.Actor, ref Agen
 		return ch, nil
 	}})
 	if err != nil {
-		return nil, e.mapAgentErr(err, c)
+		return nil, t.mapAgentErr(err, c)
 	}
 	for _, r := range withdraw {
-		if err := e.expire(ctx, r.ApprovalID, e.now().Add(e.opts.ApprovalTTL+time.Hour)); err != nil {
-			e.log.Warn("withdraw approval of a failed agent task", "approval", r.ApprovalID, "err", err)
+		if err := t.o.Host.ExpireApproval(ctx, r.ApprovalID, t.now().Add(t.o.ApprovalTTL+time.Hour)); err != nil {
+			t.log.Warn("withdraw approval of a failed agent task", "approval", r.ApprovalID, "err", err)
 		}
 	}
-	return e.store.RunGet(ctx, ref.RunID)
+	return t.store.RunGet(ctx, ref.RunID)
 }
 
 // validateResult checks the raw final JSON against the task's output
@@ -118,15 +118,15 @@ func validateResult(schema, result json.RawMessage) error {
 	}
 	sdoc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return fmt.Errorf("engine: output schema: %w", err)
+		return fmt.Errorf("agenttask: output schema: %w", err)
 	}
 	comp := jsonschema.NewCompiler()
 	if err := comp.AddResource("mem://agent/output.json", sdoc); err != nil {
-		return fmt.Errorf("engine: output schema: %w", err)
+		return fmt.Errorf("agenttask: output schema: %w", err)
 	}
 	s, err := comp.Compile("mem://agent/output.json")
 	if err != nil {
-		return fmt.Errorf("engine: output schema: %w", err)
+		return fmt.Errorf("agenttask: output schema: %w", err)
 	}
 	if err := s.Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError

@@ -1,11 +1,9 @@
-package engine
+package agenttask
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
@@ -13,9 +11,10 @@ import (
 )
 
 // The agent call operations: what an external agent does with the task of
-// an agent_task step (docs/mcp.md). core/mcp
-// calls them; each checks that the call is the run's current one and that
-// the caller holds the claim, and changes state in one transaction.
+// an agent_task step (docs/mcp.md). core/mcp and the Agent API call them
+// through the engine; each checks that the call is the run's current one
+// and that the caller holds the claim, and changes state in one
+// transaction.
 //
 // A claimed task lives with the replica that claimed it or dispatched its
 // last tool (AgentCall.ServedBy): each replica keeps a lease named
@@ -39,117 +38,79 @@ const (
 	agentSweepBatch = 100
 )
 
-type agentState struct {
-	store core.AgentCallStore
-	mu    sync.Mutex
-	// aliveUntil is how long the replica lease was last renewed for.
-	aliveUntil time.Time
-}
-
-func (e *Engine) initAgents() error {
-	e.agents.store = e.opts.AgentCalls
-	if as, ok := e.store.(core.AgentCallStore); ok && e.agents.store == nil {
-		e.agents.store = as
-	}
-	if e.agents.store != nil {
-		return nil
-	}
-	for _, f := range e.flows {
-		for _, s := range f.steps {
-			if s.agent != nil {
-				return fmt.Errorf("engine: flow %q has an agent_task step but the store keeps no agent calls", f.Name)
-			}
-		}
-	}
-	return nil
-}
-
-func (e *Engine) agentStore() (core.AgentCallStore, error) {
-	if e.agents.store == nil {
-		return nil, agentErr(core.AgentNotFound, "this server keeps no agent calls")
-	}
-	return e.agents.store, nil
-}
-
 // replicaLease is the name of this replica's liveness lease.
 func replicaLease(owner string) string { return "agent-replica:" + owner }
 
 // markAlive renews this replica's lease when a third of it has passed.
-func (e *Engine) markAlive(ctx context.Context) error {
-	now := e.now()
-	e.agents.mu.Lock()
-	fresh := now.Add(e.opts.Lease * 2 / 3).Before(e.agents.aliveUntil)
-	e.agents.mu.Unlock()
+func (t *Tasks) markAlive(ctx context.Context) error {
+	now := t.now()
+	t.mu.Lock()
+	fresh := now.Add(t.o.Lease * 2 / 3).Before(t.aliveUntil)
+	t.mu.Unlock()
 	if fresh {
 		return nil
 	}
-	until := now.Add(e.opts.Lease)
-	ok, err := e.store.LeaseAcquire(ctx, replicaLease(e.opts.Owner), e.opts.Owner, now, until)
+	until := now.Add(t.o.Lease)
+	ok, err := t.store.LeaseAcquire(ctx, replicaLease(t.o.Owner), t.o.Owner, now, until)
 	if err != nil {
-		return fmt.Errorf("engine: replica lease: %w", err)
+		return fmt.Errorf("agenttask: replica lease: %w", err)
 	}
 	if !ok {
-		return fmt.Errorf("engine: replica lease %s is held by another process with this owner id", e.opts.Owner)
+		return fmt.Errorf("agenttask: replica lease %s is held by another process with this owner id", t.o.Owner)
 	}
-	e.agents.mu.Lock()
-	e.agents.aliveUntil = until
-	e.agents.mu.Unlock()
+	t.mu.Lock()
+	t.aliveUntil = until
+	t.mu.Unlock()
 	return nil
 }
 
 // replicaAlive reports whether the replica named owner holds its lease.
-func (e *Engine) replicaAlive(ctx context.Context, owner string) (bool, error) {
-	if owner == "" || owner == e.opts.Owner {
+func (t *Tasks) replicaAlive(ctx context.Context, owner string) (bool, error) {
+	if owner == "" || owner == t.o.Owner {
 		return true, nil
 	}
-	now := e.now()
+	now := t.now()
 	// Taking an already-expired lease on its name succeeds only if its
 	// owner does not hold it: then the replica is gone.
-	free, err := e.store.LeaseAcquire(ctx, replicaLease(owner), e.opts.Owner+"/probe", now, now)
+	free, err := t.store.LeaseAcquire(ctx, replicaLease(owner), t.o.Owner+"/probe", now, now)
 	if err != nil {
-		return false, fmt.Errorf("engine: probe replica %s: %w", owner, err)
+		return false, fmt.Errorf("agenttask: probe replica %s: %w", owner, err)
 	}
 	return !free, nil
 }
 
-// releaseReplica ends this replica's claimed tasks (they would end once
+// ReleaseReplica ends this replica's claimed tasks (they would end once
 // its lease lapsed anyway) and gives up its lease.
-func (e *Engine) releaseReplica(ctx context.Context) {
-	if e.agents.store == nil {
-		return
-	}
-	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: 1000})
+func (t *Tasks) ReleaseReplica(ctx context.Context) {
+	calls, _, err := t.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: 1000})
 	if err != nil {
-		e.log.Error("list claimed agent calls at shutdown", "err", err)
+		t.log.Error("list claimed agent calls at shutdown", "err", err)
 	}
 	for _, c := range calls {
-		if c.ServedBy != e.opts.Owner {
+		if c.ServedBy != t.o.Owner {
 			continue
 		}
-		if err := e.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped"); err != nil {
-			e.log.Error("interrupt agent call at shutdown", "call", c.ID, "err", err)
+		if err := t.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped"); err != nil {
+			t.log.Error("interrupt agent call at shutdown", "call", c.ID, "err", err)
 		}
 	}
-	if err := e.store.LeaseRelease(ctx, replicaLease(e.opts.Owner), e.opts.Owner); err != nil {
-		e.log.Warn("release replica lease", "err", err)
+	if err := t.store.LeaseRelease(ctx, replicaLease(t.o.Owner), t.o.Owner); err != nil {
+		t.log.Warn("release replica lease", "err", err)
 	}
 }
 
-// sweepAgentCalls renews this replica's lease and interrupts claimed
+// Sweep renews this replica's lease and interrupts claimed
 // calls whose serving replica is gone.
-func (e *Engine) sweepAgentCalls(ctx context.Context) error {
-	if e.agents.store == nil {
-		return nil
-	}
-	if err := e.markAlive(ctx); err != nil {
+func (t *Tasks) Sweep(ctx context.Context) error {
+	if err := t.markAlive(ctx); err != nil {
 		return err
 	}
-	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: agentSweepBatch})
+	calls, _, err := t.store.AgentCallList(ctx, core.AgentCallListParams{Status: core.AgentCallClaimed, Limit: agentSweepBatch})
 	if err != nil {
-		return fmt.Errorf("engine: list claimed agent calls: %w", err)
+		return fmt.Errorf("agenttask: list claimed agent calls: %w", err)
 	}
 	for _, c := range calls {
-		if _, err := e.checkServed(ctx, c); err != nil {
+		if _, err := t.checkServed(ctx, c); err != nil {
 			return err
 		}
 	}
@@ -158,22 +119,22 @@ func (e *Engine) sweepAgentCalls(ctx context.Context) error {
 
 // checkServed interrupts c when the replica serving it is gone; it reports
 // whether it did.
-func (e *Engine) checkServed(ctx context.Context, c *core.AgentCall) (bool, error) {
+func (t *Tasks) checkServed(ctx context.Context, c *core.AgentCall) (bool, error) {
 	if c.Status != core.AgentCallClaimed {
 		return false, nil
 	}
-	alive, err := e.replicaAlive(ctx, c.ServedBy)
+	alive, err := t.replicaAlive(ctx, c.ServedBy)
 	if err != nil || alive {
 		return false, err
 	}
-	e.log.Warn("agent task interrupted: the replica serving it stopped", "call", c.ID, "run", c.RunID, "served_by", c.ServedBy)
-	return true, e.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped")
+	t.log.Warn("agent task interrupted: the replica serving it stopped", "call", c.ID, "run", c.RunID, "served_by", c.ServedBy)
+	return true, t.interruptAgentCall(ctx, c.ID, "the opsgate process serving the agent task stopped")
 }
 
 // stillServed refuses an operation on c (RUN_INTERRUPTED) when the
 // replica serving it is gone, interrupting it first (checkServed).
-func (e *Engine) stillServed(ctx context.Context, c *core.AgentCall) error {
-	done, err := e.checkServed(ctx, c)
+func (t *Tasks) stillServed(ctx context.Context, c *core.AgentCall) error {
+	done, err := t.checkServed(ctx, c)
 	if err == nil && done {
 		err = agentErr(core.AgentRunInterrupted, "agent call %s was interrupted: the opsgate process serving it stopped", c.ID)
 	}
@@ -182,15 +143,15 @@ func (e *Engine) stillServed(ctx context.Context, c *core.AgentCall) error {
 
 // interruptAgentCall ends a claimed call and its run interrupted
 // (RUN_INTERRUPTED): a tool in flight has an unknown outcome.
-func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) error {
-	st := e.agents.store
+func (t *Tasks) interruptAgentCall(ctx context.Context, callID, why string) error {
+	st := t.store
 	call, err := st.AgentCallGet(ctx, callID)
 	if err != nil {
-		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+		return fmt.Errorf("agenttask: interrupt agent call %s: %w", callID, err)
 	}
-	run, err := e.store.RunGet(ctx, call.RunID)
+	run, err := t.store.RunGet(ctx, call.RunID)
 	if err != nil {
-		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+		return fmt.Errorf("agenttask: interrupt agent call %s: %w", callID, err)
 	}
 	withRun := true
 	for attempt := 0; attempt < 2; attempt++ {
@@ -198,7 +159,7 @@ func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) err
 			if c.Status.Final() {
 				return core.AgentCallChange{}, nil
 			}
-			now := e.now()
+			now := t.now()
 			next := *c
 			next.Status, next.ErrorCode, next.Error, next.UpdatedAt, next.FinishedAt = core.AgentCallInterrupted, CodeRunInterrupted, why, now, &now
 			ch := core.AgentCallChange{Call: &next}
@@ -215,10 +176,10 @@ func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) err
 				ch.Checkpoint = &core.Checkpoint{
 					RunID: run.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
 					Status: core.RunInterrupted, Release: true, ErrorCode: CodeRunInterrupted, ErrorMessage: why, Step: step,
-					Outbox: []core.OutboxMessage{e.reply(run, text)},
-					Audit: []approvals.AuditEntry{e.audit(approvals.AuditRunInterrupted, "system", run.ID, "", core.AgentTaskStep,
+					Outbox: []core.OutboxMessage{t.o.Host.Reply(run, text)},
+					Audit: []approvals.AuditEntry{t.audit(approvals.AuditRunInterrupted, "system", run.ID, "", core.AgentTaskStep,
 						map[string]any{"call_id": c.ID, "served_by": c.ServedBy, "why": why})},
-					Events: []core.RunEvent{e.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunInterrupted, "error_code": CodeRunInterrupted})},
+					Events: []core.RunEvent{t.event(run.ID, core.EventTurnFinished, map[string]any{"status": core.RunInterrupted, "error_code": CodeRunInterrupted})},
 				}
 			}
 			return ch, nil
@@ -231,22 +192,19 @@ func (e *Engine) interruptAgentCall(ctx context.Context, callID, why string) err
 		break
 	}
 	if err != nil {
-		return fmt.Errorf("engine: interrupt agent call %s: %w", callID, err)
+		return fmt.Errorf("agenttask: interrupt agent call %s: %w", callID, err)
 	}
 	if withRun {
-		e.m.runsFinished.WithLabelValues(string(core.RunInterrupted)).Inc()
+		t.o.Host.RunFinished(core.RunInterrupted)
 	}
-	return e.expireRunApprovals(ctx, run.ID)
+	return t.o.Host.ExpireRunApprovals(ctx, run.ID)
 }
 
-// cancelAgentCalls ends the open calls of a cancelled run: ownership ends
+// CancelRun ends the open calls of a cancelled run: ownership ends
 // and late results are refused. A tool already dispatching keeps running
 // and records its real outcome on its receipt.
-func (e *Engine) cancelAgentCalls(ctx context.Context, runID, who string) error {
-	if e.agents.store == nil {
-		return nil
-	}
-	calls, _, err := e.agents.store.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 1000})
+func (t *Tasks) CancelRun(ctx context.Context, runID, who string) error {
+	calls, _, err := t.store.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 1000})
 	if err != nil {
 		return fmt.Errorf("list agent calls: %w", err)
 	}
@@ -254,11 +212,11 @@ func (e *Engine) cancelAgentCalls(ctx context.Context, runID, who string) error 
 		if c.Status.Final() {
 			continue
 		}
-		_, err := e.agents.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(c *core.AgentCall, _ []core.AgentReceipt) (core.AgentCallChange, error) {
+		_, err := t.store.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(c *core.AgentCall, _ []core.AgentReceipt) (core.AgentCallChange, error) {
 			if c.Status.Final() {
 				return core.AgentCallChange{}, nil
 			}
-			now := e.now()
+			now := t.now()
 			next := *c
 			next.Status, next.ErrorCode, next.Error, next.UpdatedAt, next.FinishedAt = core.AgentCallCancelled, "cancelled", "run cancelled by "+who, now, &now
 			return core.AgentCallChange{Call: &next}, nil
@@ -270,69 +228,23 @@ func (e *Engine) cancelAgentCalls(ctx context.Context, runID, who string) error 
 	return nil
 }
 
-// expireRunApprovals expires the pending approvals of a run whose agent
-// task ended: nobody is left to use them.
-func (e *Engine) expireRunApprovals(ctx context.Context, runID string) error {
-	return e.endRunApprovals(ctx, runID, approvals.Expire)
-}
-
-// endRunApprovals ends every approval of runID still pending with end, a
-// system outcome (never a person's decision); approvals decided meanwhile
-// are left as they are.
-func (e *Engine) endRunApprovals(ctx context.Context, runID string, end func(*approvals.Approval, time.Time) approvals.Outcome) error {
-	pending, _, err := e.store.ApprovalList(ctx, approvals.ApprovalListParams{RunID: runID, Status: approvals.StatusPending, Limit: 100})
-	if err != nil {
-		return fmt.Errorf("engine: list approvals of run %s: %w", runID, err)
-	}
-	for _, a := range pending {
-		now := e.now()
-		if _, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
-			if a.Status != approvals.StatusPending {
-				return approvals.Outcome{}
-			}
-			return end(a, now)
-		}}); err != nil && !errors.Is(err, core.ErrNotFound) {
-			return fmt.Errorf("engine: end approval %s: %w", a.ID, err)
-		}
-	}
-	return nil
-}
-
-// ReleaseAgentApprovals ends every pending approval of an agent turn that
-// nobody can answer any more — the Agent API caller holding its stream hung
-// up, or the server is shutting down — as a denial: each is released
-// (approvals.Release, audited with why) and the turn goes on, its model told
-// nobody could approve the call. Approvals already decided are left as
-// they are; with none pending it does nothing.
-func (e *Engine) ReleaseAgentApprovals(ctx context.Context, runID, why string) error {
-	return e.endRunApprovals(ctx, runID, func(a *approvals.Approval, now time.Time) approvals.Outcome {
-		return approvals.Release(a, now, why)
-	})
-}
-
-// AgentCalls returns a run's agent calls, newest first (views, pending
+// List returns a run's agent calls, newest first (views, pending
 // actions).
-func (e *Engine) AgentCalls(ctx context.Context, runID string) ([]*core.AgentCall, error) {
-	st, err := e.agentStore()
-	if err != nil {
-		return nil, nil
-	}
+func (t *Tasks) List(ctx context.Context, runID string) ([]*core.AgentCall, error) {
+	st := t.store
 	calls, _, err := st.AgentCallList(ctx, core.AgentCallListParams{RunID: runID, Limit: 100})
 	return calls, err
 }
 
-// AgentCallGet returns a call and its receipts as they are now. A call
+// Get returns a call and its receipts as they are now. A call
 // whose serving replica is gone is interrupted first.
-func (e *Engine) AgentCallGet(ctx context.Context, ref AgentRef) (*core.AgentCall, []core.AgentReceipt, error) {
-	st, err := e.agentStore()
+func (t *Tasks) Get(ctx context.Context, ref core.AgentRef) (*core.AgentCall, []core.AgentReceipt, error) {
+	st := t.store
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := e.loadCall(ctx, ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	if done, err := e.checkServed(ctx, c); err != nil {
+	if done, err := t.checkServed(ctx, c); err != nil {
 		return nil, nil, err
 	} else if done {
 		if c, err = st.AgentCallGet(ctx, c.ID); err != nil {
@@ -341,17 +253,14 @@ func (e *Engine) AgentCallGet(ctx context.Context, ref AgentRef) (*core.AgentCal
 	}
 	rs, err := st.AgentReceiptList(ctx, c.ID)
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine: receipts of agent call %s: %w", c.ID, err)
+		return nil, nil, fmt.Errorf("agenttask: receipts of agent call %s: %w", c.ID, err)
 	}
 	return c, rs, nil
 }
 
 // loadCall reads the call ref names, checking it belongs to the run.
-func (e *Engine) loadCall(ctx context.Context, ref AgentRef) (*core.AgentCall, error) {
-	st, err := e.agentStore()
-	if err != nil {
-		return nil, err
-	}
+func (t *Tasks) loadCall(ctx context.Context, ref core.AgentRef) (*core.AgentCall, error) {
+	st := t.store
 	if ref.RunID == "" || ref.CallID == "" {
 		return nil, agentErr(core.AgentBadRequest, "runId and callId are required")
 	}
@@ -360,7 +269,7 @@ func (e *Engine) loadCall(ctx context.Context, ref AgentRef) (*core.AgentCall, e
 		return nil, agentErr(core.AgentNotFound, "run %q has no agent call %q", ref.RunID, ref.CallID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("engine: agent call %s: %w", ref.CallID, err)
+		return nil, fmt.Errorf("agenttask: agent call %s: %w", ref.CallID, err)
 	}
 	return c, nil
 }
@@ -389,25 +298,22 @@ func owned(c *core.AgentCall, actor core.Actor, claimID string) *core.AgentError
 	return nil
 }
 
-// AgentCallClaim claims the call for actor under claimID, a stable id the
+// Claim claims the call for actor under claimID, a stable id the
 // claimer chooses: the same claimID (and actor) claiming again resumes the
 // live claim; any other claim conflicts.
-func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref AgentRef, claimID string) (*core.AgentCall, error) {
-	st, err := e.agentStore()
-	if err != nil {
-		return nil, err
-	}
+func (t *Tasks) Claim(ctx context.Context, actor core.Actor, ref core.AgentRef, claimID string) (*core.AgentCall, error) {
+	st := t.store
 	if claimID == "" || len(claimID) > 256 {
 		return nil, agentErr(core.AgentBadRequest, "claimId is required (at most 256 bytes)")
 	}
-	c, err := e.loadCall(ctx, ref)
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.stillServed(ctx, c); err != nil {
+	if err := t.stillServed(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := e.markAlive(ctx); err != nil {
+	if err := t.markAlive(ctx); err != nil {
 		return nil, err
 	}
 	out, err := st.AgentCallChange(ctx, core.AgentCallChangeParams{ID: c.ID, Change: func(c *core.AgentCall, _ []core.AgentReceipt) (core.AgentCallChange, error) {
@@ -415,40 +321,40 @@ func (e *Engine) AgentCallClaim(ctx context.Context, actor core.Actor, ref Agent
 		case c.Status.Final():
 			return core.AgentCallChange{}, finalRefusal(c)
 		case c.Status == core.AgentCallClaimed && c.ClaimID == claimID && c.ClaimedBy == actor.ID:
-			if c.ServedBy == e.opts.Owner {
+			if c.ServedBy == t.o.Owner {
 				return core.AgentCallChange{}, nil
 			}
 			next := *c
-			next.ServedBy, next.UpdatedAt = e.opts.Owner, e.now()
+			next.ServedBy, next.UpdatedAt = t.o.Owner, t.now()
 			return core.AgentCallChange{Call: &next}, nil
 		case c.Status == core.AgentCallClaimed:
 			return core.AgentCallChange{}, agentErr(core.AgentClaimConflict, "agent call %s is claimed by %s (another claim)", c.ID, c.ClaimedBy)
 		}
-		now := e.now()
+		now := t.now()
 		next := *c
 		next.Status, next.ClaimID, next.ClaimedBy, next.ClaimedAt, next.ServedBy, next.UpdatedAt =
-			core.AgentCallClaimed, claimID, actor.ID, &now, e.opts.Owner, now
+			core.AgentCallClaimed, claimID, actor.ID, &now, t.o.Owner, now
 		return core.AgentCallChange{Call: &next, Checkpoint: &core.Checkpoint{
 			RunID: c.RunID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput},
-			Audit: []approvals.AuditEntry{e.audit(approvals.AuditAgentCallClaimed, actor.ID, c.RunID, "", core.AgentTaskStep,
+			Audit: []approvals.AuditEntry{t.audit(approvals.AuditAgentCallClaimed, actor.ID, c.RunID, "", core.AgentTaskStep,
 				map[string]any{"call_id": c.ID, "stage": c.Task.Stage})},
-			Events: []core.RunEvent{e.event(c.RunID, EventAgentCallClaimed, map[string]any{"call_id": c.ID, "by": actor.ID})},
+			Events: []core.RunEvent{t.event(c.RunID, EventAgentCallClaimed, map[string]any{"call_id": c.ID, "by": actor.ID})},
 		}}, nil
 	}})
-	return out, e.mapAgentErr(err, c)
+	return out, t.mapAgentErr(err, c)
 }
 
 // mapAgentErr turns a refused run guard into the agent's refusal.
-func (e *Engine) mapAgentErr(err error, c *core.AgentCall) error {
+func (t *Tasks) mapAgentErr(err error, c *core.AgentCall) error {
 	if err == nil {
 		return nil
 	}
-	var ae *AgentError
+	var ae *core.AgentError
 	if errors.As(err, &ae) {
 		return ae
 	}
 	if errors.Is(err, core.ErrConflict) {
-		cur, gerr := e.agents.store.AgentCallGet(context.Background(), c.ID)
+		cur, gerr := t.store.AgentCallGet(context.Background(), c.ID)
 		if gerr == nil && cur.Status.Final() {
 			return finalRefusal(cur)
 		}
@@ -460,11 +366,3 @@ func (e *Engine) mapAgentErr(err error, c *core.AgentCall) error {
 func agentErr(code core.AgentErrorCode, format string, args ...any) *core.AgentError {
 	return &core.AgentError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
-
-// AgentRef, AgentAsset and AgentError live in core, where core/mcp reads
-// them too.
-type (
-	AgentRef   = core.AgentRef
-	AgentAsset = core.AgentAsset
-	AgentError = core.AgentError
-)

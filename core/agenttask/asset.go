@@ -1,4 +1,4 @@
-package engine
+package agenttask
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 
 // An agent task's assets, read by the agent holding the claim.
 
-// AgentCallAsset reads up to MaxAssetRead bytes of a declared asset from
+// Asset reads up to MaxAssetRead bytes of a declared asset from
 // offset, for the claim holder. Assets are named by id only.
-func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref AgentRef, claimID, assetID string, offset int64) (*AgentAsset, error) {
-	c, err := e.loadCall(ctx, ref)
+func (t *Tasks) Asset(ctx context.Context, actor core.Actor, ref core.AgentRef, claimID, assetID string, offset int64) (*core.AgentAsset, error) {
+	c, err := t.loadCall(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if err := e.stillServed(ctx, c); err != nil {
+	if err := t.stillServed(ctx, c); err != nil {
 		return nil, err
 	}
 	if ae := owned(c, actor, claimID); ae != nil {
@@ -48,7 +48,7 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 	} else {
 		f, err := os.Open(a.Path)
 		if err != nil {
-			e.log.Error("agent asset unreadable", "asset", assetID, "err", err)
+			t.log.Error("agent asset unreadable", "asset", assetID, "err", err)
 			return nil, agentErr(core.AgentAssetError, "asset %s cannot be read now", assetID)
 		}
 		defer f.Close()
@@ -64,7 +64,7 @@ func (e *Engine) AgentCallAsset(ctx context.Context, actor core.Actor, ref Agent
 			}
 		}
 	}
-	out := &AgentAsset{ID: a.ID, MediaType: a.MediaType, Description: a.Description, Size: size, Offset: offset, NextOffset: -1}
+	out := &core.AgentAsset{ID: a.ID, MediaType: a.MediaType, Description: a.Description, Size: size, Offset: offset, NextOffset: -1}
 	if utf8.Valid(data) || textLike(a.MediaType) && utf8.Valid(trimPartialRune(data)) {
 		text := trimPartialRune(data)
 		out.Encoding, out.Content = "utf-8", string(text)
