@@ -109,6 +109,12 @@ func tableProbes() []tableProbe {
 		{surface: internal, entry: "status", column: "self", do: mcpCall(mcp.PathInternal, "status", noArgs)},
 		{surface: ext, entry: "list_workflows", column: "catalog", do: mcpCall(mcp.PathExternal, "list_workflows", noArgs)},
 		{surface: internal, entry: "list_workflows", column: "catalog", do: mcpCall(mcp.PathInternal, "list_workflows", noArgs)},
+		// The Tasks extension's methods on alice's task: an empty update
+		// changes nothing.
+		{surface: ext, entry: "tasks/get", column: "use task", do: mcpTaskMethod(mcp.PathExternal, "tasks/get", aliceTask, nil)},
+		{surface: internal, entry: "tasks/get", column: "use task", do: mcpTaskMethod(mcp.PathInternal, "tasks/get", aliceTask, nil)},
+		{surface: ext, entry: "tasks/update", column: "use task", do: mcpTaskMethod(mcp.PathExternal, "tasks/update", aliceTask, noResponses)},
+		{surface: internal, entry: "tasks/update", column: "use task", do: mcpTaskMethod(mcp.PathInternal, "tasks/update", aliceTask, noResponses)},
 		{surface: ext, entry: mcp.PathWellKnown, column: "public", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
 			// Without mcp.oauth the discovery path answers, to anyone, that
 			// tokens are bearer tokens.
@@ -269,6 +275,8 @@ func tableProbes() []tableProbe {
 		{surface: rest, entry: "POST /api/v1/runs/{id}/cancel", column: "cancel", do: func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
 			return w.cancelled(restOutcome(w.rest(t, "POST", "/api/v1/runs/"+w.cancellable(t)+"/cancel", r.token, map[string]any{})))
 		}},
+		{surface: ext, entry: "tasks/cancel", column: "use task", do: mcpTaskMethod(mcp.PathExternal, "tasks/cancel", (*tableWorld).cancellableTask, nil)},
+		{surface: internal, entry: "tasks/cancel", column: "use task", do: mcpTaskMethod(mcp.PathInternal, "tasks/cancel", (*tableWorld).cancellableTask, nil)},
 		{surface: ext, entry: "cancel_run", column: "cancel", do: mcpCancel(mcp.PathExternal)},
 		{surface: internal, entry: "cancel_run", column: "cancel", do: mcpCancel(mcp.PathInternal)},
 		{surface: console, entry: "POST /runs/{id}/cancel", column: "cancel", do: func(t *testing.T, w *tableWorld, r tableRow, i int) outcome {
@@ -301,6 +309,10 @@ func consoleShort(prefix string, id func(*tableWorld) string) func(*testing.T, *
 		return consoleOutcome(st, loc)
 	}
 }
+
+func aliceTask(w *tableWorld, _ *testing.T) string { return w.task }
+
+var noResponses = map[string]any{"inputResponses": map[string]any{}}
 
 func noArgs(*tableWorld, *testing.T, tableRow) map[string]any { return map[string]any{} }
 

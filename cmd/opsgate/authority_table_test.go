@@ -25,6 +25,7 @@ import (
 	"github.com/opsgate/opsgate/core"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/engine"
+	"github.com/opsgate/opsgate/core/mcp"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -118,6 +119,9 @@ var tableColumns = map[string]struct {
 	"self":               {authority.Self, [8]outcome{A, A, A, A, A, A, A, A}},
 	"administer":         {authority.Administer, [8]outcome{S, S, S, S, S, S, S, A}},
 	"public":             {authority.Public, [8]outcome{A, A, A, A, A, A, A, A}},
+	// alice's MCP task handle (flow with the Tasks extension): only the
+	// identity that created it, not even admin.
+	"use task": {authority.UseTask, [8]outcome{A, N, N, N, N, N, N, N}},
 }
 
 // tableAccepts is which rows each surface takes at all (authority.Accepts):
@@ -266,9 +270,12 @@ type tableWorld struct {
 	sc  *fakellm.Script
 
 	r1, a1, r2, q1, question, t1, call, g1, s1, turn string
+	// task is alice's MCP task handle (a deploy waiting for approval).
+	task string
 
 	mu       sync.Mutex
 	pool     string // a run of alice's waiting for approval, for cancels
+	taskPool string // a task of alice's, for tasks/cancel
 	consoles map[string]*consoleClient
 	seq      int
 }
@@ -445,6 +452,7 @@ func (w *tableWorld) setup(t *testing.T) {
 	if st, body := w.rest(t, "DELETE", "/api/v1/grants/"+w.g1, "t-admin", nil); st != 200 {
 		t.Fatalf("revoke %q: %d %v", w.g1, st, body)
 	}
+	w.task = w.newTask(t)
 	w.sc.Push(fakellm.Say("hello from the session"))
 	st, res := w.rest(t, "POST", "/api/v1/agent/runs", "t-agent", map[string]any{"text": "hello"})
 	w.s1, _ = res["sessionId"].(string)
@@ -832,4 +840,87 @@ const badAnswer = `[{"questionId":"env","isSkipped":false,"answer":"moon"}]`
 
 func pathOf(s string) func(*tableWorld, *testing.T) string {
 	return func(*tableWorld, *testing.T) string { return s }
+}
+
+// mcpRPC sends one 2026-07-28 request declaring the Tasks extension to
+// path and returns the status and the decoded reply.
+func (w *tableWorld) mcpRPC(t *testing.T, path, token, method string, params map[string]any) (int, map[string]any) {
+	t.Helper()
+	params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}}
+	hdr := http.Header{}
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Accept", "application/json, text/event-stream")
+	hdr.Set("MCP-Protocol-Version", "2026-07-28")
+	hdr.Set("Mcp-Method", method)
+	if name, ok := params["name"].(string); ok {
+		hdr.Set("Mcp-Name", name)
+	} else if id, ok := params["taskId"].(string); ok {
+		hdr.Set("Mcp-Name", id)
+	}
+	return w.restWith(t, "POST", path, token, hdr, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+// newTask starts a deploy as alice through MCP with the Tasks extension:
+// it waits for approval, so flow answers with a task handle.
+func (w *tableWorld) newTask(t *testing.T) string {
+	t.Helper()
+	_, out := w.mcpRPC(t, mcp.PathExternal, "t-alice", "tools/call", map[string]any{"name": "flow",
+		"arguments": map[string]any{"flowName": "deploy", "intent": "api " + w.uniq("3.0")}})
+	res, _ := out["result"].(map[string]any)
+	id, _ := res["taskId"].(string)
+	if res["resultType"] != "task" || id == "" {
+		t.Fatalf("flow with the Tasks extension answered no task: %v", out)
+	}
+	return id
+}
+
+// cancellableTask is a task of alice's whose run waits: the same one until
+// a probe cancels it.
+func (w *tableWorld) cancellableTask(t *testing.T) string {
+	t.Helper()
+	w.mu.Lock()
+	id := w.taskPool
+	w.mu.Unlock()
+	if id == "" {
+		id = w.newTask(t)
+		w.mu.Lock()
+		w.taskPool = id
+		w.mu.Unlock()
+	}
+	return id
+}
+
+// mcpTaskMethod is a probe calling a Tasks extension method on the task
+// id(w) names, with extra params: the authority's refusal rides in the
+// JSON-RPC error's data.code. An allowed tasks/cancel uses up the pool's
+// task.
+func mcpTaskMethod(path, method string, id func(*tableWorld, *testing.T) string, extra map[string]any) func(*testing.T, *tableWorld, tableRow, int) outcome {
+	return func(t *testing.T, w *tableWorld, r tableRow, _ int) outcome {
+		params := map[string]any{"taskId": id(w, t)}
+		for k, v := range extra {
+			params[k] = v
+		}
+		st, out := w.mcpRPC(t, path, r.token, method, params)
+		if st == http.StatusUnauthorized {
+			return oUnauth
+		}
+		if e, ok := out["error"].(map[string]any); ok {
+			data, _ := e["data"].(map[string]any)
+			code, _ := data["code"].(string)
+			if o := codeOutcome(code); o != oAllow {
+				return o
+			}
+			t.Fatalf("%s %s as %s: %v", path, method, r.name, out)
+		}
+		if st != http.StatusOK || out["result"] == nil {
+			t.Fatalf("%s %s as %s: %d %v", path, method, r.name, st, out)
+		}
+		if method == "tasks/cancel" {
+			w.mu.Lock()
+			w.taskPool = ""
+			w.mu.Unlock()
+		}
+		return oAllow
+	}
 }

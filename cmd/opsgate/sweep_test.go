@@ -150,8 +150,10 @@ func inProcessServer(t *testing.T, cfg *config.Config) (http.Handler, []string, 
 			continue
 		}
 		for _, rt := range m.guards.Guards() {
-			// HTTP patterns only: MCP lists its tools, swept through /mcp.
-			if strings.Contains(rt.Entry, "/") && !slices.Contains(patterns, rt.Entry) {
+			// HTTP patterns only ("/path", "METHOD /path"): MCP lists its
+			// tools and JSON-RPC methods (tasks/get), swept through /mcp.
+			isHTTP := strings.HasPrefix(rt.Entry, "/") || strings.Contains(rt.Entry, " /")
+			if isHTTP && !slices.Contains(patterns, rt.Entry) {
 				patterns = append(patterns, rt.Entry)
 			}
 		}

@@ -10,8 +10,9 @@
 // The inputs are the actor (its identity, the token it used and the
 // token's scopes, whether the token is internal), the object (a run, an
 // approval, the audit log, an Agent API session, an agent task, a
-// question), who owns it (a run's requester — any identity of the same
-// person —, the token that owns a session) and, for approvers, eligibility
+// question, an MCP task handle), who owns it (a run's requester — any
+// identity of the same person —, the token that owns a session, the
+// identity that created an MCP task) and, for approvers, eligibility
 // under the live configuration, judged by approvals.MayDecide exactly as a
 // decision is. Refusals are *Refusal: not found where the actor may not
 // know the object exists, forbidden where it may.
@@ -226,6 +227,12 @@ type Sessions interface {
 	AgentSessionGet(ctx context.Context, id string) (*core.AgentSession, error)
 }
 
+// Tasks finds the MCP task handles of the Tasks extension (who created
+// one); core.MCPTaskStore satisfies it.
+type Tasks interface {
+	MCPTaskGet(ctx context.Context, id string) (*core.MCPTask, error)
+}
+
 // Requesters is who may start runs on one channel (channels.<name>.requesters).
 type Requesters struct {
 	// Anyone lets every sender start runs ("anyone" in the config).
@@ -266,6 +273,9 @@ type Options struct {
 	// Sessions finds session owners; without it a session's runs are
 	// visible to admin only.
 	Sessions Sessions
+	// Tasks finds MCP task handles; nil takes the Store's when it keeps
+	// them, else no task is anybody's.
+	Tasks Tasks
 	// Live returns the live configuration; nil means nobody is anybody's
 	// person or approver (every identity is its own person).
 	Live func() Live
@@ -289,6 +299,9 @@ func New(o Options) (*Authority, error) {
 	case "", AnswerRequesterOrApprovers, AnswerRequester:
 	default:
 		return nil, fmt.Errorf("authority: question answerers %q: want %s or %s", o.QuestionAnswerers, AnswerRequesterOrApprovers, AnswerRequester)
+	}
+	if o.Tasks == nil {
+		o.Tasks, _ = o.Store.(Tasks)
 	}
 	return &Authority{o: o}, nil
 }

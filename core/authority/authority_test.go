@@ -20,6 +20,14 @@ type memStore struct {
 	runs      map[string]*core.Run
 	approvals map[string]*approvals.Approval
 	sessions  map[string]*core.AgentSession
+	tasks     map[string]*core.MCPTask
+}
+
+func (m *memStore) MCPTaskGet(_ context.Context, id string) (*core.MCPTask, error) {
+	if t, ok := m.tasks[id]; ok {
+		return t, nil
+	}
+	return nil, core.ErrNotFound
 }
 
 func (m *memStore) RunGet(_ context.Context, id string) (*core.Run, error) {
@@ -74,6 +82,7 @@ func newWorld(t *testing.T, answerers string) *world {
 				Eligible: []string{"console:bob", "slack:UBOB"}, Status: approvals.StatusPending},
 		},
 		sessions: map[string]*core.AgentSession{"s1": {ID: "s1", Token: "claude", Actor: "agent:claude"}},
+		tasks:    map[string]*core.MCPTask{"tsk_1": {ID: "tsk_1", Actor: "console:alice", Tool: "flow", RunID: "r1"}},
 	}
 	w := &world{}
 	w.reload(map[string][]string{"alice": {"console:alice", "slack:UALICE"}, "bob": {"console:bob", "slack:UBOB"}},
@@ -448,5 +457,41 @@ func TestActorKinds(t *testing.T) {
 	// An agent never holds decide, whatever its token says.
 	if TokenActor("x", "agent:x", []core.Scope{core.ScopeDecide}, false).decides() || ChatActor("agent:x").decides() {
 		t.Fatal("an agent decides")
+	}
+}
+
+// TestTasksAreTheirCreators: an MCP task handle is used by the identity
+// that created it and nobody else — not another identity of the same
+// person, not an approver of its run, not admin — and a token without
+// scope request uses none; the store (it keeps tasks) is found without
+// being named.
+func TestTasksAreTheirCreators(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "")
+	for _, c := range []struct {
+		who   string
+		actor Actor
+		id    string
+		want  Code
+	}{
+		{"the creator", aliceT, "tsk_1", ""},
+		{"the creator's other identity", aliceS, "tsk_1", CodeNotFound},
+		{"an approver of its run", bobT, "tsk_1", CodeNotFound},
+		{"admin", adminT, "tsk_1", CodeNotFound},
+		{"an agent", agentT, "tsk_1", CodeNotFound},
+		{"a token without request", studio, "tsk_1", CodeMissingScope},
+		{"the creator, an unknown task", aliceT, "tsk_2", CodeNotFound},
+		{"the creator, no id", aliceT, "", CodeNotFound},
+	} {
+		tk, err := w.a.Task(context.Background(), c.actor, UseTask, c.id)
+		if got := code(t, err); got != c.want {
+			t.Errorf("%s uses %q: %q, want %q", c.who, c.id, got, c.want)
+		}
+		if c.want == "" && (tk == nil || tk.ID != c.id) {
+			t.Errorf("%s: task %+v", c.who, tk)
+		}
+	}
+	if _, err := w.a.Task(context.Background(), aliceT, SeeRun, "tsk_1"); err == nil {
+		t.Error("Task judged an action that is not UseTask")
 	}
 }

@@ -57,13 +57,19 @@ const (
 	// schedule: its runs act as "schedule:<name>", not as the caller, and
 	// a pause stops work others rely on.
 	Administer Action = "administer"
+	// UseTask polls, answers or cancels a task handle of the MCP Tasks
+	// extension (tasks/get, tasks/update, tasks/cancel): only the identity
+	// that created it. A task id works like a bearer token bound to that
+	// identity, so not even admin uses another's (admin reads the run
+	// through get_run).
+	UseTask Action = "use_task"
 	// Public needs no actor: sign-in, static files.
 	Public Action = "public"
 )
 
 // Actions lists every action, in the order the docs give them.
 var Actions = []Action{SeeRun, ListRuns, SeeApproval, ListApprovals, Decide, Cancel, Answer, Claim, Request,
-	SeeThread, ReadAudit, ReadGrants, RevokeGrant, ListSchedules, UseSession, SeeSession, Catalog, Self, Administer, Public}
+	SeeThread, ReadAudit, ReadGrants, RevokeGrant, ListSchedules, UseSession, SeeSession, Catalog, Self, Administer, UseTask, Public}
 
 // needs is the scopes an action needs, any one of them: the gate every
 // route passes before its object is judged. An action missing here needs
@@ -87,6 +93,7 @@ var needs = map[Action][]core.Scope{
 	SeeSession:    {core.ScopeSessionRun},
 	Catalog:       {core.ScopeRead, core.ScopeRequest, core.ScopeSessionRun},
 	Administer:    {core.ScopeAdmin},
+	UseTask:       {core.ScopeRequest},
 }
 
 // Check is the gate of an action before any object: the token holds one
@@ -493,4 +500,32 @@ func (a *Authority) AnswerStanding(r *core.Run, identity string) error {
 		return nil
 	}
 	return refuse(CodeNotApprover, "only the person who asked (%s) or an approver may answer", r.Requester)
+}
+
+// Task loads MCP task handle id and judges UseTask on it: only the
+// identity that created the task uses it; anyone else, and any id without
+// a task store, is told it is not found (a task id is as good as a bearer
+// token, so nobody learns of another's).
+func (a *Authority) Task(ctx context.Context, actor Actor, act Action, id string) (*core.MCPTask, error) {
+	if act != UseTask {
+		return nil, fmt.Errorf("authority: %s is not an action on a task", act)
+	}
+	if err := a.Check(actor, act); err != nil {
+		return nil, err
+	}
+	hidden := refuse(CodeNotFound, "task %q not found", id)
+	if a.o.Tasks == nil || id == "" {
+		return nil, hidden
+	}
+	t, err := a.o.Tasks.MCPTaskGet(ctx, id)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, hidden
+	}
+	if err != nil {
+		return nil, fmt.Errorf("authority: task %s: %w", id, err)
+	}
+	if actor.ID == "" || t.Actor != actor.ID {
+		return nil, hidden
+	}
+	return t, nil
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/history"
 	"github.com/opsgate/opsgate/core/redact"
@@ -100,6 +101,8 @@ func (x *execution) pass(ctx context.Context, c gate.Call, rec gate.Record) (*ga
 	p := &progress{x: x, step: c.Index, tool: c.Tool, tags: c.Tags, opts: x.e.opts.Progress.withDefaults(),
 		status: x.e.streams(x.run.Thread.Channel), stop: make(chan struct{}), done: make(chan struct{})}
 	c.Output = p.write
+	// A tool may ask the run's people while it runs (upstreamquestion.go).
+	ctx = llm.WithPeopleAsker(ctx, x.peopleAsker(c.Index))
 	x.prog = p
 	go p.loop(ctx)
 	defer func() {

@@ -256,8 +256,12 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
 	// The question's message shows the answer (its buttons gone).
 	upd := e.questionUpdate(run, st.Output, answeredText(ask, reply, actor.ID, now))
+	resume := core.RunQueued
+	if toolQuestion(st) {
+		resume = core.RunRunning // its tool call waits in flight (upstreamquestion.go)
+	}
 	err = e.store.RunCheckpoint(ctx, core.Checkpoint{
-		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued, Step: &next,
+		RunID: runID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: resume, Step: &next,
 		Outbox: e.toThread(run.Thread, upd),
 		Events: e.withMirrors(run, []core.RunEvent{e.event(runID, core.EventQuestionAnswered, map[string]any{
 			"action_id": actionID, "by": actor.ID, "channel": channel, "answer": json.RawMessage(reply.JSON())})}),
@@ -310,7 +314,11 @@ func (e *Engine) sweepQuestions(ctx context.Context) error {
 		}
 		for _, st := range full.Steps {
 			if st.Status == StepWaitingInput && st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
-				err := e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: r.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued})
+				c := core.Checkpoint{RunID: r.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued}
+				if toolQuestion(st) {
+					c = e.lapsedToolQuestion(full, st, now)
+				}
+				err := e.store.RunCheckpoint(ctx, c)
 				if err != nil && !errors.Is(err, core.ErrConflict) {
 					return fmt.Errorf("engine: expire question of %s: %w", r.ID, err)
 				}

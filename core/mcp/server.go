@@ -267,8 +267,9 @@ func New(o Options) (*Server, error) {
 // Routes maps each path to mount to its handler.
 func (s *Server) Routes() map[string]http.Handler { return s.routes }
 
-// Guards lists every tool of every endpoint kind with the action it
-// performs, and the public OAuth discovery path (authority.Router).
+// Guards lists every tool and Tasks extension method of every endpoint
+// kind with the action it performs, and the public OAuth discovery path
+// (authority.Router).
 func (s *Server) Guards() []authority.Route {
 	out := []authority.Route{{Surface: authority.SurfaceMCP, Entry: PathWellKnown, Action: authority.Public}}
 	for _, ep := range []endpoint{endpoints[0], endpoints[2]} {
@@ -277,6 +278,9 @@ func (s *Server) Guards() []authority.Route {
 				continue
 			}
 			out = append(out, authority.Route{Surface: ep.surface(), Entry: t.name, Action: t.act})
+		}
+		for _, m := range taskMethodNames {
+			out = append(out, authority.Route{Surface: ep.surface(), Entry: m, Action: authority.UseTask})
 		}
 	}
 	return out

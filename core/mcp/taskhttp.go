@@ -32,8 +32,18 @@ const (
 	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
 )
 
-// taskMethods are the extension's methods, answered here.
-var taskMethods = map[string]bool{"tasks/get": true, "tasks/update": true, "tasks/cancel": true}
+// taskMethodNames are the extension's methods, answered here; each is a
+// route of action authority.UseTask (Server.Guards).
+var taskMethodNames = []string{"tasks/get", "tasks/update", "tasks/cancel"}
+
+// taskMethods is taskMethodNames as a set.
+var taskMethods = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range taskMethodNames {
+		m[n] = true
+	}
+	return m
+}()
 
 // rpcRequest is one JSON-RPC request to a task method.
 type rpcRequest struct {
@@ -93,24 +103,47 @@ func callerFromHTTP(r *http.Request) (caller, bool) {
 	return caller{actor: core.Actor{ID: ti.UserID, Name: name}, scopes: a.Scopes, auth: a}, true
 }
 
-// loadTask returns task id when c created it and it has not expired.
-func (s *Server) loadTask(ctx context.Context, c caller, id string) (*core.MCPTask, int, string) {
-	ts := s.tasks()
-	if ts == nil || id == "" || len(id) > maxIDLen {
-		return nil, codeInvalidParams, "Failed to retrieve task: Task not found"
+// loadTask returns task id when the authority lets c use it (only the
+// identity that created it does: authority.UseTask) and it has not
+// expired; otherwise the JSON-RPC error to answer, with the refusal's code
+// in its data.
+func (s *Server) loadTask(ctx context.Context, c caller, id string) (*core.MCPTask, *taskRefusal) {
+	if s.tasks() == nil || len(id) > maxIDLen {
+		return nil, &taskRefusal{code: codeInvalidParams, msg: "Failed to retrieve task: Task not found", why: string(authority.CodeNotFound)}
 	}
-	t, err := ts.MCPTaskGet(ctx, id)
-	if errors.Is(err, core.ErrNotFound) || (err == nil && t.Actor != c.actor.ID) {
-		return nil, codeInvalidParams, "Failed to retrieve task: Task not found"
+	t, err := s.auth.Task(ctx, c.auth, authority.UseTask, id)
+	if ref, ok := authority.RefusalOf(err); ok {
+		msg := "Failed to retrieve task: Task not found"
+		if ref.Code != authority.CodeNotFound {
+			msg = "Failed to retrieve task: " + ref.Message
+		}
+		return nil, &taskRefusal{code: codeInvalidParams, msg: msg, why: string(ref.Code)}
 	}
 	if err != nil {
 		s.log.Error("mcp task", "task", id, "err", err)
-		return nil, codeInternal, "opsgate could not read the task; try again"
+		return nil, &taskRefusal{code: codeInternal, msg: "opsgate could not read the task; try again"}
 	}
 	if !s.o.Now().Before(t.ExpiresAt) {
-		return nil, codeInvalidParams, "Failed to retrieve task: Task has expired"
+		return nil, &taskRefusal{code: codeInvalidParams, msg: "Failed to retrieve task: Task has expired", why: "expired"}
 	}
-	return t, 0, ""
+	return t, nil
+}
+
+// taskRefusal is a task method's JSON-RPC error: its code and message as
+// the extension words them, and why (the authority's refusal code, or
+// "expired") in its data.
+type taskRefusal struct {
+	code int
+	msg  string
+	why  string
+}
+
+func (r *taskRefusal) write(w http.ResponseWriter, id json.RawMessage) {
+	var data any
+	if r.why != "" {
+		data = map[string]any{"code": r.why}
+	}
+	writeRPCErrorData(w, http.StatusOK, id, r.code, r.msg, data)
 }
 
 // serveTaskMethod answers tasks/get, tasks/update and tasks/cancel.
@@ -130,9 +163,9 @@ func (s *Server) serveTaskMethod(w http.ResponseWriter, r *http.Request, body []
 		return
 	}
 	ctx := r.Context()
-	t, code, msg := s.loadTask(ctx, c, req.Params.TaskID)
-	if t == nil {
-		writeRPCError(w, http.StatusOK, req.ID, code, msg)
+	t, ref := s.loadTask(ctx, c, req.Params.TaskID)
+	if ref != nil {
+		ref.write(w, req.ID)
 		return
 	}
 	s.log.InfoContext(ctx, "mcp task call", "method", req.Method, "task", t.ID, "actor", c.actor.ID, "run", t.RunID)
@@ -313,7 +346,7 @@ func (s *Server) serveTaskListen(w http.ResponseWriter, r *http.Request, body []
 		if len(tasks) == maxListenTasks {
 			break
 		}
-		if t, _, _ := s.loadTask(ctx, c, id); t != nil {
+		if t, _ := s.loadTask(ctx, c, id); t != nil {
 			tasks = append(tasks, t)
 			acked = append(acked, t.ID)
 		}

@@ -162,8 +162,12 @@ func TestFlowTaskLifecycle(t *testing.T) {
 	defer hs.Close()
 	taskGet(t, hs.URL, adminToken, id, "working")
 	// Nobody else reads it; a client without the extension may not.
-	if _, out := rpc26(t, "", readerToken, "tasks/get", map[string]any{"taskId": id}, true); func() bool { c, _ := rpcErr(out); return c != codeInvalidParams }() {
-		t.Fatalf("another token: %v", out)
+	if _, out := rpc26(t, "", readerToken, "tasks/get", map[string]any{"taskId": id}, true); func() bool {
+		c, _ := rpcErr(out)
+		data, _ := out["error"].(map[string]any)["data"].(map[string]any)
+		return c != codeInvalidParams || data["code"] != "not_found"
+	}() {
+		t.Fatalf("another token (the authority's use_task: only its creator): %v", out)
 	}
 	if _, out := rpc26(t, "", adminToken, "tasks/get", map[string]any{"taskId": id}, false); func() bool { c, _ := rpcErr(out); return c != codeMissingCapability }() {
 		t.Fatalf("without the extension: %v", out)

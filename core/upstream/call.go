@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -36,6 +37,10 @@ var ErrOutcomeUnknown = errors.New("outcome unknown")
 // codeRejectedByTransport is the go-sdk's JSON-RPC code for a message its
 // transport could not send.
 const codeRejectedByTransport = -32005
+
+// maxInputRounds bounds how often one call is sent again with answers to
+// its input requests.
+const maxInputRounds = 10
 
 // runner calls one upstream tool; it is a tools.Runner.
 type runner struct {
@@ -79,16 +84,31 @@ func (r *runner) run(ctx context.Context, call tools.Call) (tools.Result, error)
 	if args == nil {
 		args = map[string]any{}
 	}
-	res, err := sess.CallTool(cctx, &mcp.CallToolParams{
+	f := &flight{ctx: cctx, tool: r.name, asker: agent.PeopleAskerFrom(ctx), out: call.Output}
+	token, forget := c.flights.track(f)
+	defer forget()
+	params := &mcp.CallToolParams{
 		Name: r.remote, Arguments: args,
 		Meta: mcp.Meta{MetaIdempotencyKey: call.IdempotencyKey, MetaRunID: call.RunID},
-	})
+	}
+	params.SetProgressToken(token)
+	res, err := sess.CallTool(cctx, params)
+	// A 2026-07-28 server asks in its result; the call is sent again with
+	// the answers, a bounded number of times.
+	for round := 0; err == nil && len(res.InputRequests) > 0; round++ {
+		responses, ferr := c.fulfill(f, res.InputRequests)
+		if ferr == nil && round == maxInputRounds {
+			ferr = fmt.Errorf("it asked for input %d times", maxInputRounds)
+		}
+		if ferr != nil {
+			return tools.Result{}, fmt.Errorf("upstream %s: %s asked for input (%s): %w",
+				c.srv.Name, r.name, inputKinds(res.InputRequests), ferr)
+		}
+		params.InputResponses, params.RequestState = responses, res.RequestState
+		res, err = sess.CallTool(cctx, params)
+	}
 	if err != nil {
 		return tools.Result{}, r.callError(ctx, cctx, sess, err)
-	}
-	if len(res.InputRequests) > 0 {
-		return tools.Result{}, fmt.Errorf("upstream %s: %s asked for input (%s), which opsgate does not provide to upstream servers",
-			c.srv.Name, r.name, inputKinds(res.InputRequests))
 	}
 	out, truncated := tools.CapOutput(c.m.String(renderResult(res)), c.srv.MaxOutput)
 	result := tools.Result{Output: out, Truncated: truncated}

@@ -48,6 +48,9 @@ type client struct {
 	// lost is signalled by a call that saw the connection break, so the
 	// loop does not wait for the SDK to notice.
 	lost chan struct{}
+
+	// flights are the calls in flight, for their progress and questions.
+	flights flights
 }
 
 func newClient(s Server, log *slog.Logger) *client {
@@ -63,11 +66,14 @@ func newClient(s Server, log *slog.Logger) *client {
 		// Roots without roots: roots/list answers an empty list (opsgate
 		// shows a server none of its files). No sampling: opsgate is a
 		// gate, not a host whose models a server may use (refused with a
-		// clear error, below). No elicitation: see docs/mcp-servers.md.
+		// clear error, below). Form elicitation: a question to the run's
+		// people (flight.go); progress goes to the call's output.
 		//lint:ignore SA1019 roots stay in the protocol for their deprecation window (SEP-2577); servers still ask
-		Capabilities:           &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
-		MultiRoundTrip:         &mcp.MultiRoundTripOptions{Disabled: true},
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { signal(c.refresh) },
+		Capabilities:                &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
+		MultiRoundTrip:              &mcp.MultiRoundTripOptions{Disabled: true},
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { signal(c.refresh) },
+		ElicitationHandler:          c.elicitation,
+		ProgressNotificationHandler: c.progress,
 	})
 	c.sdk.AddReceivingMiddleware(refuseSampling)
 	return c

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -56,5 +57,34 @@ func FuzzRenderResult(f *testing.F) {
 		if cut && len(out) > 256+len("\n[… truncated 9223372036854775807 bytes]") {
 			t.Fatalf("capped output is %d bytes", len(out))
 		}
+	})
+}
+
+// FuzzElicitationForm: a server's requested schema is outside input.
+// Whatever it holds, the form opsgate makes of it is a valid ask_user ask
+// (or refused with an error), and an answer skipping what may be skipped
+// is read back without a panic.
+func FuzzElicitationForm(f *testing.F) {
+	f.Add([]byte(`{"type":"object","properties":{"env":{"type":"string","enum":["a","b"]},"n":{"type":"integer","minimum":1},"ok":{"type":"boolean"}},"required":["env"]}`))
+	f.Add([]byte(`{"type":"object","properties":{"s":{"type":"string","oneOf":[{"const":"x","title":"X"},{"const":"y"}]},"t":{"type":"array","items":{"enum":["p","q"]}}}}`))
+	f.Add([]byte(`{"type":"object","properties":{"a b!":{"type":"number","title":""},"c":{"type":"string","enum":["only"]}},"required":["a b!","zz"]}`))
+	f.Add([]byte(`{"type":"object","properties":{"x":{"type":"object"}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var raw any
+		if json.Unmarshal(data, &raw) != nil {
+			return
+		}
+		fm, err := newForm("f", raw)
+		if err != nil {
+			return
+		}
+		if _, err := agent.ParseAsk(string(mustJSON(fm.ask))); err != nil {
+			t.Fatalf("the form is no valid ask: %v (%s)", err, data)
+		}
+		var r agent.Reply
+		for _, q := range fm.ask.Questions {
+			r.Answers = append(r.Answers, agent.Answer{QuestionID: q.ID, IsSkipped: q.Optional, Answer: "1"})
+		}
+		_, _ = fm.content(r)
 	})
 }

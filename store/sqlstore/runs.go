@@ -133,11 +133,14 @@ func (s *Store) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) err
 		return nil
 	}
 	return s.inTx(ctx, "run heartbeat", func(t *tx) error {
-		args := []any{micros(p.LeaseUntil), p.Owner, string(core.RunRunning)}
+		// A run waiting_input that keeps its owner is one whose tool call
+		// waits in flight for a person's answer (core/engine's tool
+		// questions): its lease is renewed like a running one's.
+		args := []any{micros(p.LeaseUntil), p.Owner, string(core.RunRunning), string(core.RunWaitingInput)}
 		for _, id := range p.RunIDs {
 			args = append(args, id)
 		}
-		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ? AND id IN (`+
+		if _, err := t.exec(ctx, `UPDATE runs SET lease_until = ? WHERE owner = ? AND status IN (?, ?) AND id IN (`+
 			placeholders(len(p.RunIDs))+`)`, args...); err != nil {
 			return fmt.Errorf("store: run heartbeat: %w", err)
 		}

@@ -40,8 +40,17 @@ const transport = new StreamableHTTPClientTransport(new URL(env("OPSGATE_MCP_URL
 await client.connect(transport);
 check("session has an id", !!transport.sessionId, transport.sessionId);
 
+// The SDK validates every structuredContent against the tool's declared
+// outputSchema inside callTool (a mismatch throws "Structured content does
+// not match the tool's output schema", as Claude Code reports it): each
+// tool and each run status seen here passed that check.
+const validated = new Set();
+const runStates = new Set();
 const call = async (name, args) => {
   const r = await client.callTool({ name, arguments: args });
+  validated.add(name);
+  const sc = r.structuredContent ?? {};
+  for (const run of [sc.run, ...(sc.runs ?? [])]) if (run?.status) runStates.add(run.status);
   const text = r.content?.[0]?.text;
   const same = text !== undefined && JSON.stringify(JSON.parse(text)) === JSON.stringify(r.structuredContent);
   if (!same) check(`${name}: text is the structured JSON`, false, r);
@@ -121,6 +130,7 @@ await waitRun(tri2.id, ["failed"]);
 
 // An elicitation round trip (the form is answered by the handler above).
 const qRun = env("OPSGATE_QUESTION_RUN");
+check("a run waiting on a question", (await ok("get_run", { runId: qRun })).run?.pending_actions?.some((a) => a.kind === "question"));
 const inter = await ok("interact", { runId: qRun, actionId: env("OPSGATE_QUESTION_ID") });
 check("interact elicited", elicited === 1 && inter.interaction?.mode === "elicitation" && inter.interaction?.outcome === "accept", { elicited, inter });
 
@@ -133,6 +143,18 @@ const ref1 = await refused("human_confirmation_required", "interact", { runId: a
 check("refusal links the card", ref1.error?.link?.endsWith(`/approvals/${aID}`), ref1);
 await refused("human_confirmation_required", "answer_ask", { runId: aRun, actionId: aID, answer: { isConfirmed: true } });
 await ok("cancel_run", { runId: aRun });
+await waitRun(aRun, ["cancelled"]);
+await ok("list_runs", {});
+await ok("get_agent_call", { runId: tri.id, callId });
+await refused("not_found", "get_run", { runId: "no-such-run" });
+
+// Every tool's result, and a run in every state a client meets, passed the
+// SDK's output-schema validation.
+check("every tool validated", names.every((n) => validated.has(n)), names.filter((n) => !validated.has(n)));
+const states = ["queued", "running", "waiting_approval", "waiting_input", "succeeded", "failed", "cancelled"];
+check("runs validated in every state", ["waiting_approval", "waiting_input", "succeeded", "failed", "cancelled"].every((s) => runStates.has(s)),
+  [...runStates]);
+console.log(`validated: ${[...validated].sort().join(" ")}; run states: ${states.filter((s) => runStates.has(s)).join(" ")}`);
 
 await client.close();
 console.log(`${failures === 0 ? "PASS" : "FAIL"} (${failures} failed)`);
