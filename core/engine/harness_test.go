@@ -408,19 +408,38 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// waitRun waits until the run has one of statuses and returns it.
+// waitRun waits until the run has one of statuses and returns it. A run
+// that ends otherwise fails at once, and a wait that runs out says where
+// the run stood (status, owner, lease, steps), so a stuck run is told from
+// a slow one.
 func (h *harness) waitRun(id string, statuses ...core.RunStatus) *core.Run {
 	h.t.Helper()
 	var run *core.Run
-	waitFor(h.t, fmt.Sprintf("run %s to be %v", id, statuses), func() bool {
+	state := func() string {
+		if run == nil {
+			return "never read"
+		}
+		return fmt.Sprintf("%s (owner %q, lease until %s, error %s %q, step %d, steps %+v)", run.Status, run.Owner,
+			run.LeaseUntil.Format(time.RFC3339Nano), run.ErrorCode, run.ErrorMessage, run.StepIndex, run.Steps)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
 		r, err := h.store.RunGet(context.Background(), id)
 		if err != nil {
 			h.t.Fatalf("run get: %v", err)
 		}
 		run = r
-		return slices.Contains(statuses, r.Status)
-	})
-	return run
+		if slices.Contains(statuses, r.Status) {
+			return run
+		}
+		if r.Status.Final() {
+			h.t.Fatalf("run %s ended %s, want %v", id, state(), statuses)
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for run %s to be %v: it is %s", id, statuses, state())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitApproval waits until the run is suspended and returns its approval.
