@@ -24,20 +24,7 @@ import (
 // on.
 func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	open(t, dsn) // migrated
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	db, exec := planDB(t)
 	exec(`INSERT INTO outbox (id, channel, thread, kind, text, run_id, status, next_attempt_at, created_at, sent_at)
 		SELECT 'sent-' || x, 'slack', 'slack:T/C' || (x % 5000), 'reply', 'ok', 'r-' || x, 'sent', x, x, x
 		FROM generate_series(1, 50000) AS x`)
@@ -47,35 +34,11 @@ func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 		FROM generate_series(1, 2000) AS x`)
 
 	_, claim := sqlstore.ClaimStatements(sqlstore.PostgresDialect())
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 1, 16)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan.WriteString(line + "\n")
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
+	conn := genericPlans(t, db)
+	plan := explain(t, conn, "claim", claim, `EXPLAIN EXECUTE claim('o', 1, 'slack', 1, 1, 16)`)
 	for _, want := range []string{"outbox_pending", "outbox_thread_pending", "Index Cond: ((thread = m.thread)"} {
-		if !strings.Contains(plan.String(), want) {
-			t.Errorf("claim plan lacks %q (the thread check must look up the candidate's thread):\n%s", want, plan.String())
+		if !strings.Contains(plan, want) {
+			t.Errorf("claim plan lacks %q (the thread check must look up the candidate's thread):\n%s", want, plan)
 		}
 	}
 }
@@ -88,60 +51,25 @@ func TestOutboxClaimPlanWithStaleStatistics(t *testing.T) {
 // generic plans a prepared statement settles on.
 func TestEscalationPlansUsePartialIndexes(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	open(t, dsn) // migrated
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, `INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
+	db, exec := planDB(t)
+	exec(`INSERT INTO approvals (id, run_id, step_index, thread, requester, tool, destructive, risk,
 		proposed_args, approved_args, executed_args, status, approvers, eligible, quorum, rule, decisions, created_at, expires_at,
 		escalation_due)
 		SELECT 'a-' || x, 'r-' || x, 0, 'slack:T/C' || x, 'slack:U1', 'deploy', false,
 			CASE WHEN x % 3 = 0 THEN 'high_impact' ELSE 'external' END, '{}', '{}', '{}',
 			CASE WHEN x <= 90000 THEN 'approved' ELSE 'pending' END, '[]', '[]', 1, 0, '[]', x, x + 7200000000,
 			CASE WHEN x <= 90000 THEN NULL ELSE x + 600000000 END
-		FROM generate_series(1, 100000) AS x`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `VACUUM ANALYZE approvals`); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
-	}
+		FROM generate_series(1, 100000) AS x`)
+	exec(`VACUUM ANALYZE approvals`)
+	conn := genericPlans(t, db)
 	due, stats := sqlstore.EscalationStatements(sqlstore.PostgresDialect())
 	for _, c := range []struct{ name, stmt, explain, want string }{
 		{"due", due, `EXPLAIN EXECUTE due(1, 100)`, "approvals_escalation_due"},
 		{"stats", stats, `EXPLAIN EXECUTE stats`, "Index"},
 	} {
-		if _, err := conn.ExecContext(ctx, `PREPARE `+c.name+` AS `+c.stmt); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := conn.QueryContext(ctx, c.explain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan strings.Builder
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan.WriteString(line + "\n")
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(plan.String(), c.want) || strings.Contains(plan.String(), "Seq Scan") {
-			t.Errorf("%s plan does not read through %s:\n%s", c.name, c.want, plan.String())
+		plan := explain(t, conn, c.name, c.stmt, c.explain)
+		if !strings.Contains(plan, c.want) || strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s plan does not read through %s:\n%s", c.name, c.want, plan)
 		}
 	}
 }
@@ -153,20 +81,7 @@ func TestEscalationPlansUsePartialIndexes(t *testing.T) {
 // settles on, with statistics taken while nothing was queued.
 func TestRunClaimPlanSkipsExecutingRuns(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	open(t, dsn) // migrated
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ctx := context.Background()
-	exec := func(q string) {
-		t.Helper()
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	db, exec := planDB(t)
 	exec(`INSERT INTO runs (id, flow, thread, requester, status, args, owner, lease_until, created_at, updated_at)
 		SELECT 'r-' || x, 'f', 'slack:T/C' || x, 'slack:U1', CASE WHEN x <= 20000 THEN 'succeeded' ELSE 'running' END, '{}',
 			CASE WHEN x <= 20000 THEN NULL ELSE 'o' END, CASE WHEN x <= 20000 THEN NULL ELSE 9000000000 END, x, x
@@ -176,21 +91,63 @@ func TestRunClaimPlanSkipsExecutingRuns(t *testing.T) {
 		SELECT 'q-' || x, 'f', 'slack:T/Q' || x, 'slack:U1', 'queued', '{}', x, x FROM generate_series(1, 500) AS x`)
 
 	claim, _ := sqlstore.ClaimStatements(sqlstore.PostgresDialect())
-	conn, err := db.Conn(ctx)
+	plan := explain(t, genericPlans(t, db), "claim", claim, `EXPLAIN EXECUTE claim(16, 1, 16, 16, 'running', 'o', 1, 1)`)
+	for _, want := range []string{"runs_queued", "runs_lease", "runs_thread_active"} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("claim plan lacks %q:\n%s", want, plan)
+		}
+	}
+	if strings.Contains(plan, "runs_claimable") || strings.Contains(plan, "Seq Scan on runs") {
+		t.Errorf("claim plan walks the executing or finished runs:\n%s", plan)
+	}
+}
+
+// planDB opens a migrated database of its own for a plan test, with exec
+// failing the test on an error.
+func planDB(t *testing.T) (*sql.DB, func(q string)) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	open(t, dsn) // migrated
+	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { db.Close() })
+	return db, func(q string) {
+		t.Helper()
+		if _, err := db.ExecContext(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
-	if _, err := conn.ExecContext(ctx, `PREPARE claim AS `+claim); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN EXECUTE claim(16, 1, 16, 16, 'running', 'o', 1, 1)`)
+}
+
+// genericPlans is a connection whose prepared statements take the generic
+// plan at once — the plan a prepared statement settles on after five runs.
+func genericPlans(t *testing.T, db *sql.DB) *sql.Conn {
+	t.Helper()
+	conn, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// explain prepares stmt as name on conn and returns the plan of explainSQL.
+func explain(t *testing.T, conn *sql.Conn, name, stmt, explainSQL string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := conn.ExecContext(ctx, `PREPARE `+name+` AS `+stmt); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, explainSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
 	var plan strings.Builder
 	for rows.Next() {
 		var line string
@@ -199,15 +156,8 @@ func TestRunClaimPlanSkipsExecutingRuns(t *testing.T) {
 		}
 		plan.WriteString(line + "\n")
 	}
-	if err := rows.Close(); err != nil {
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"runs_queued", "runs_lease", "runs_thread_active"} {
-		if !strings.Contains(plan.String(), want) {
-			t.Errorf("claim plan lacks %q:\n%s", want, plan.String())
-		}
-	}
-	if strings.Contains(plan.String(), "runs_claimable") || strings.Contains(plan.String(), "Seq Scan on runs") {
-		t.Errorf("claim plan walks the executing or finished runs:\n%s", plan.String())
-	}
+	return plan.String()
 }
