@@ -3,6 +3,7 @@ package approvals
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -202,6 +203,18 @@ type Decision struct {
 	// To is whom a delegation (ActionDelegate) handed the approval to:
 	// "person:<name>" or "group:<name>".
 	To string `json:"to,omitempty"`
+}
+
+// RejectionReasons joins the reasons people gave for rejecting a: the
+// feedback handed back to whoever asked (a thread, a model, an agent task).
+func (a *Approval) RejectionReasons() string {
+	var parts []string
+	for _, d := range a.Decisions {
+		if d.Action == ActionReject && d.Reason != "" {
+			parts = append(parts, d.Reason)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // Winners lists the actors whose decisions produced the final status, for

@@ -109,18 +109,12 @@ func (t *Tasks) audit(kind approvals.AuditKind, actor, runID, approvalID, tool s
 	return approvals.NewAuditEntry(t.now(), kind, actor, runID, approvalID, tool, detail)
 }
 
-// rejectedBy names the people whose rejection ended a, and feedback joins
-// their reasons: the text handed back to the agent.
+// rejectedBy names the people whose rejection ended a, and their reasons:
+// the text handed back to the agent.
 func rejectedBy(a *approvals.Approval) (who, feedback string) {
 	who = strings.Join(a.Winners(), ", ")
 	if who == "" {
 		who = "an approver"
 	}
-	var parts []string
-	for _, d := range a.Decisions {
-		if d.Action == approvals.ActionReject && d.Reason != "" {
-			parts = append(parts, d.Reason)
-		}
-	}
-	return who, strings.Join(parts, "; ")
+	return who, a.RejectionReasons()
 }

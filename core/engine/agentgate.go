@@ -121,7 +121,7 @@ func (r *agentRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 		return result(llm.Outcome{Kind: llm.OutcomeNoApprover, Why: o.Problem}, r.ended(o, core.StepDenied, "nobody could approve: "+o.Problem), o.Audit...)
 	case gate.Rejected:
 		st := r.ended(o, core.StepRejected, "")
-		st.Output = feedback(o.Approval)
+		st.Output = o.Approval.RejectionReasons()
 		return result(llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(o.Approval.Winners(), ""), Feedback: st.Output}, st)
 	case gate.Expired:
 		a := o.Approval

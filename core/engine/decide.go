@@ -246,7 +246,7 @@ func (e *Engine) Card(a *approvals.Approval) core.Card {
 			o.At = *a.DecidedAt
 		}
 		if a.Status == approvals.StatusRejected {
-			o.Reason = core.OneLine(feedback(a))
+			o.Reason = core.OneLine(a.RejectionReasons())
 		}
 		if a.Status == approvals.StatusExpired {
 			o.By = nil
@@ -281,16 +281,4 @@ func (e *Engine) CardByApproval(ctx context.Context, approvalID string) (core.Ca
 		return core.Card{}, fmt.Errorf("engine: card %s: %w", approvalID, err)
 	}
 	return e.batchCard(ctx, a)
-}
-
-// feedback joins the reasons of the rejecting decisions: the text handed
-// back to the run as the rejected call's result.
-func feedback(a *approvals.Approval) string {
-	var parts []string
-	for _, d := range a.Decisions {
-		if d.Action == approvals.ActionReject && d.Reason != "" {
-			parts = append(parts, d.Reason)
-		}
-	}
-	return strings.Join(parts, "; ")
 }

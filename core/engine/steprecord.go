@@ -224,7 +224,7 @@ func (r *stepRecord) keepDispatch(st *core.Step) {
 // rejected ends the run rejected, with the approvers' feedback.
 func (r *flowRecord) rejected(ctx context.Context, o *gate.Outcome) error {
 	a := o.Approval
-	fb := feedback(a)
+	fb := a.RejectionReasons()
 	st := r.ended(o, core.StepRejected, "")
 	st.Output = fb
 	text := fmt.Sprintf("❌ %s was rejected by %s", o.Tool.Name, markdown.Escape(joinOr(a.Winners(), "an approver")))

@@ -139,20 +139,13 @@ func appendEvents(ctx context.Context, t *tx, events []core.RunEvent, runID stri
 	if len(events) == 0 {
 		return nil
 	}
-	args := make([]any, 0, len(events)*4)
-	for _, e := range events {
-		if e.RunID == "" {
-			e.RunID = runID
-		}
-		if e.At.IsZero() {
-			e.At = now
-		}
-		var data any
-		if len(e.Data) > 0 {
-			data = string(e.Data)
-		}
-		args = append(args, e.RunID, e.Type, data, micros(e.At))
-		t.notifyRun(e.RunID)
+	rows, runs := eventRows(events, runID, now)
+	args := make([]any, 0, len(rows)*4)
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	for _, id := range runs {
+		t.notifyRun(id)
 	}
 	// Rows get their seq in VALUES order, so a stream keeps its order.
 	if _, err := t.exec(ctx, `INSERT INTO run_events (run_id, type, data, at) VALUES `+valueRows(len(events), 4), args...); err != nil {
