@@ -13,17 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/opsgate/opsgate/approvals"
-	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/lease"
 )
 
-// Store is what delivery needs of the store: the audit chain in order, a
-// durable cursor per sink (core.StateStore) and a lease per sink
-// (core.OutboxStore's), so one replica delivers for a sink at a time.
+// Store is what delivery needs of the store: the audit chain in order, and
+// what a lease.Reader keeps per sink — a lease, so one replica delivers
+// for a sink at a time, and the durable cursor.
 type Store interface {
 	AuditList(ctx context.Context, p approvals.AuditListParams) ([]approvals.AuditEntry, error)
-	core.StateStore
-	LeaseAcquire(ctx context.Context, name, owner string, now, until time.Time) (bool, error)
-	LeaseRelease(ctx context.Context, name, owner string) error
+	lease.Store
 }
 
 // Destination is where one sink's entries go. Deliver sends entries in
@@ -85,6 +83,8 @@ type sink struct {
 	cfg  Config
 	dest Destination
 	m    sinkMetrics
+	// lease is this replica's claim on the sink and its cursor.
+	lease *lease.Reader
 }
 
 // New validates every sink and returns them, ready to Run.
@@ -138,7 +138,8 @@ func New(cfgs []Config, o Options) (*Sinks, error) {
 		case TypeHTTP:
 			d = newHTTP(c.URL, c.Headers, o.HTTPClient)
 		}
-		s.sinks = append(s.sinks, &sink{cfg: c, dest: d, m: m.of(c.Name)})
+		s.sinks = append(s.sinks, &sink{cfg: c, dest: d, m: m.of(c.Name),
+			lease: lease.New(o.Store, lease.Options{Name: leaseName(c.Name), Key: CursorKey(c.Name), Owner: o.Owner, TTL: o.Lease, Now: o.Now})})
 	}
 	return s, nil
 }
@@ -170,22 +171,22 @@ func (s *Sinks) run(ctx context.Context, k *sink) {
 		_ = k.dest.Close()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = s.o.Store.LeaseRelease(rctx, leaseName(k.cfg.Name), s.o.Owner)
+		_ = k.lease.Release(rctx)
 	}()
 	backoff, batch := time.Duration(0), s.o.Batch
 	cursor, haveCursor := int64(0), false
 	for ctx.Err() == nil {
 		wait := s.o.Poll
-		held, err := s.o.Store.LeaseAcquire(ctx, leaseName(k.cfg.Name), s.o.Owner, s.o.Now(), s.o.Now().Add(s.o.Lease))
+		err := k.lease.Hold(ctx)
 		switch {
-		case err != nil:
-			log.WarnContext(ctx, "audit sink: lease", "err", err)
-		case !held:
+		case errors.Is(err, lease.ErrHeld):
 			// Another replica delivers; read the cursor again when we take over.
 			haveCursor = false
+		case err != nil:
+			log.WarnContext(ctx, "audit sink: lease", "err", err)
 		default:
 			if !haveCursor {
-				if cursor, err = s.readCursor(ctx, k.cfg.Name); err != nil {
+				if cursor, err = readCursor(ctx, k); err != nil {
 					log.WarnContext(ctx, "audit sink: read cursor", "err", err)
 					break
 				}
@@ -228,7 +229,7 @@ func (s *Sinks) step(ctx context.Context, log *slog.Logger, k *sink, cursor int6
 	if n > 0 {
 		cursor = entries[n-1].Seq
 		k.m.delivered.Add(float64(n))
-		if err := s.saveCursor(ctx, k.cfg.Name, cursor); err != nil {
+		if err := saveCursor(ctx, k, cursor); err != nil {
 			// Delivered but not recorded: they go again after a restart
 			// (at least once).
 			log.WarnContext(ctx, "audit sink: save cursor", "seq", cursor, "err", err)
@@ -253,7 +254,7 @@ func (s *Sinks) step(ctx context.Context, log *slog.Logger, k *sink, cursor int6
 			cursor = dead.Seq
 			k.m.dead.Inc()
 			log.ErrorContext(ctx, "audit sink: entry refused for good; skipped (dead letter)", "seq", dead.Seq, "kind", dead.Kind, "err", derr)
-			if err := s.saveCursor(ctx, k.cfg.Name, cursor); err != nil {
+			if err := saveCursor(ctx, k, cursor); err != nil {
 				log.WarnContext(ctx, "audit sink: save cursor", "seq", cursor, "err", err)
 			}
 			k.m.position.Set(float64(cursor))
@@ -281,25 +282,22 @@ func (s *Sinks) next(prev, after time.Duration) time.Duration {
 	return max(d, min(after, maxRetryAfter))
 }
 
-func (s *Sinks) readCursor(ctx context.Context, name string) (int64, error) {
-	b, err := s.o.Store.StateGet(ctx, CursorKey(name))
-	if errors.Is(err, core.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
+func readCursor(ctx context.Context, k *sink) (int64, error) {
+	pos, err := k.lease.Position(ctx)
+	if err != nil || pos == "" {
 		return 0, err
 	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
+	n, err := strconv.ParseInt(pos, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("audit sink %q: cursor %q is not a sequence number", name, b)
+		return 0, fmt.Errorf("audit sink %q: cursor %q is not a sequence number", k.cfg.Name, pos)
 	}
 	return n, nil
 }
 
 // saveCursor records what was delivered even while shutting down, so a
 // stop right after a delivery does not send it again.
-func (s *Sinks) saveCursor(ctx context.Context, name string, seq int64) error {
+func saveCursor(ctx context.Context, k *sink, seq int64) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	return s.o.Store.StatePut(ctx, CursorKey(name), []byte(strconv.FormatInt(seq, 10)), s.o.Now())
+	return k.lease.Advance(ctx, strconv.FormatInt(seq, 10))
 }
