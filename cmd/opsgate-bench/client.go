@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opsgate/opsgate/core/sse"
 )
 
 // client is a minimal /api/v1 client tuned for measuring: one keep-alive
@@ -179,35 +181,32 @@ func (c *client) openEvents(ctx context.Context, runID string) (<-chan sseEvent,
 
 // readSSE parses a Server-Sent Events stream and calls emit with each
 // event's type: the "event:" field, or else the "type" of its JSON data.
-// It stops when the stream ends, emit returns false, or a line is longer
-// than 4 MiB.
+// It stops when the stream ends, emit returns false, or a line or event is
+// past core/sse's limits; the parsing is core/sse's, as every client's.
 func readSSE(r io.Reader, emit func(typ string) bool) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	var typ, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if typ == "" && data != "" {
-				var p struct {
-					Type string `json:"type"`
-				}
-				if json.Unmarshal([]byte(data), &p) == nil {
-					typ = p.Type
-				}
+	rd := sse.NewReader(r)
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		typ := ev.Type
+		if typ == "message" { // no "event:" line: the type is in the data
+			var p struct {
+				Type string `json:"type"`
 			}
-			if typ != "" && !emit(typ) {
-				return nil
+			if json.Unmarshal(ev.Data, &p) != nil {
+				continue
 			}
-			typ, data = "", ""
-		case strings.HasPrefix(line, "event:"):
-			typ = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
-		case strings.HasPrefix(line, "data:"):
-			data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+			typ = p.Type
+		}
+		if typ != "" && !emit(typ) {
+			return nil
 		}
 	}
-	return sc.Err()
 }
 
 // serverRSS reads process_resident_memory_bytes from /metrics.
