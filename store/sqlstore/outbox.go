@@ -300,6 +300,20 @@ func (s *Store) ThreadOfMessage(ctx context.Context, ref core.MessageRef) (core.
 	return th, nil
 }
 
+// ThreadSeen implements core.ThreadStore: one statement, two index probes
+// (events_thread and outbox_thread_at, migration 0004), each stopping at
+// the first row.
+func (s *Store) ThreadSeen(ctx context.Context, thread core.Thread) (bool, error) {
+	th := threadString(thread)
+	var seen bool
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT EXISTS (SELECT 1 FROM events WHERE thread = ?)
+		OR EXISTS (SELECT 1 FROM outbox WHERE thread = ?)`), th, th).Scan(&seen)
+	if err != nil {
+		return false, fmt.Errorf("store: thread seen %s: %w", th, err)
+	}
+	return seen, nil
+}
+
 // OutboxLastChunkSent records a message's last chunk and marks it sent:
 // OutboxChunkSent then OutboxDone, in one guarded statement when the
 // caller holds the message and this chunk is the next (the usual case; the
