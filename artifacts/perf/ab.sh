@@ -26,33 +26,21 @@ export BENCH_LISTEN=${LISTEN:-127.0.0.1:18591}
 FAKE=${FAKE:-127.0.0.1:18599}
 work=$(mktemp -d /var/tmp/opsgate-ab.XXXXXX)
 chmod 755 "$work"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
 server_pid=
-
-as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=../../cmd/opsgate-bench/pgcluster.sh
+source "$root/cmd/opsgate-bench/pgcluster.sh"
 
 cleanup() {
 	if [[ -n $server_pid ]]; then
 		kill -TERM "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
-	if [[ -f $work/pg/postmaster.pid ]]; then
-		(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1) || true
-	fi
+	pg_stop "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-mkdir -p "$work/pg" && [[ $EUID -eq 0 ]] && chown postgres "$work/pg"
-(cd / && as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null)
-cat >>"$work/pg/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
-port = $PGPORT
-unix_socket_directories = '$work/pg'
-max_connections = 200
-shared_buffers = 256MB
-EOF
-(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w start >/dev/null)
+pg_start "$work/pg" "$PGPORT"
 
 export OPSGATE_BENCH_TOKEN BENCH_SLACK=true BENCH_SLACK_API_URL=http://$FAKE/api/ SLACK_SIGNING_SECRET=benchsecret
 OPSGATE_BENCH_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')

@@ -37,11 +37,10 @@ DEBUG=${DEBUG:-127.0.0.1:18493}
 PROFILE_SECONDS=${PROFILE_SECONDS:-10}
 work=$(mktemp -d /var/tmp/opsgate-evidence.XXXXXX)
 chmod 755 "$work"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
 server_pid=
 sampler_pid=
-
-as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=../../cmd/opsgate-bench/pgcluster.sh
+source "$root/cmd/opsgate-bench/pgcluster.sh"
 
 cleanup() {
 	[[ -n $sampler_pid ]] && { kill "$sampler_pid" 2>/dev/null || true; wait "$sampler_pid" 2>/dev/null || true; }
@@ -49,33 +48,16 @@ cleanup() {
 		kill -TERM "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
-	if [[ -f $work/pg/postmaster.pid ]]; then
-		grep -h 'duration:' -A60 "$work/pg/log" >"$out/plans.log" 2>/dev/null || true
-		(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1) || true
-	fi
+	grep -h 'duration:' -A60 "$work/pg/log" >"$out/plans.log" 2>/dev/null || true
+	pg_stop "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
-mkdir -p "$work/pg" && [[ $EUID -eq 0 ]] && chown postgres "$work/pg"
-(cd / && as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null)
-cat >>"$work/pg/postgresql.conf" <<EOF
-listen_addresses = '127.0.0.1'
-port = $PGPORT
-unix_socket_directories = '$work/pg'
-max_connections = 200
-shared_buffers = 256MB
-shared_preload_libraries = 'pg_stat_statements,auto_explain'
-pg_stat_statements.max = 1000
-track_io_timing = on
-track_wal_io_timing = on
-auto_explain.log_min_duration = '50ms'
-auto_explain.log_analyze = on
-auto_explain.log_buffers = on
-auto_explain.log_timing = off
-auto_explain.log_nested_statements = on
-EOF
-(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w start >/dev/null)
+pg_start "$work/pg" "$PGPORT" "shared_preload_libraries = 'pg_stat_statements,auto_explain'" \
+	"pg_stat_statements.max = 1000" "track_io_timing = on" "track_wal_io_timing = on" \
+	"auto_explain.log_min_duration = '50ms'" "auto_explain.log_analyze = on" "auto_explain.log_buffers = on" \
+	"auto_explain.log_timing = off" "auto_explain.log_nested_statements = on"
 db=evidence
 psql -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE DATABASE $db" postgres
 psql -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c "CREATE EXTENSION pg_stat_statements" "$db"
