@@ -44,7 +44,7 @@ var backends = []backend{
 	},
 	{
 		name:   "postgres",
-		newDSN: func(t testing.TB) string { return pgtest.DSN(t) },
+		newDSN: func(t testing.TB) string { return testkit.PostgresDSN(t) },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
 			s, err := testkit.OpenPostgres(ctx, dsn)
 			if err != nil {

@@ -139,10 +139,29 @@ func SQLite(t testing.TB) *sqlite.Store {
 // closed when the test ends. The package's TestMain must call pgtest.Main.
 func Postgres(t testing.TB) *postgres.Store {
 	t.Helper()
-	s, err := OpenPostgres(context.Background(), pgtest.DSN(t))
+	s, err := OpenPostgres(context.Background(), PostgresDSN(t))
 	if err != nil {
 		t.Fatalf("open Postgres store: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// migratedPostgres is the template of PostgresDSN's databases: migrated
+// once per test process.
+var migratedPostgres = pgtest.NewTemplate(func(ctx context.Context, dsn string) error {
+	s, err := OpenPostgres(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+})
+
+// PostgresDSN is pgtest.DSN with the database already migrated: a copy of
+// one this process migrated once, so a package's hundreds of fresh stores
+// do not each run every migration. OpenPostgres on it finds the schema
+// current.
+func PostgresDSN(t testing.TB) string {
+	t.Helper()
+	return pgtest.DSNFrom(t, migratedPostgres)
 }
