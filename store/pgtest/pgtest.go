@@ -31,6 +31,9 @@
 //     skipped: a skip would let a machine without Postgres pass the suite
 //     silently. $OPSGATE_REQUIRE_POSTGRES=1 (CI sets it) overrides the skip.
 //
+// DSNFrom(t, tmpl) is DSN with the database a copy of a Template, filled once
+// per process (testkit.PostgresDSN: migrated once, copied per test).
+//
 // DSN fails the test if the package has no TestMain calling Main: without it
 // a locally started cluster would outlive the test process.
 //
