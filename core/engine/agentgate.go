@@ -33,8 +33,11 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 	if call.Tool == llm.AskUserTool {
 		return ax.askUser(ctx, call, idx)
 	}
-	if name, ok := llm.SubagentOf(call.Tool); ok {
-		return ax.delegate(ctx, call, idx, name)
+	name, sub := llm.SubagentOf(call.Tool)
+	if sub {
+		if done, handled, err := ax.delegation(ctx, call, idx, name); handled {
+			return done, err
+		}
 	}
 	st := ax.stepAt(idx)
 	if st != nil && st.Status != core.StepWaitingApproval && st.Status != core.StepDispatching {
@@ -45,12 +48,21 @@ func (ax *agentExec) handleCall(ctx context.Context, tc turnCall, later []turnCa
 	rec := &agentRecord{stepRecord: stepRecord{x: ax.execution, idx: idx, name: call.Tool, base: st}, ax: ax, llm: call}
 	c := ax.gateCall(rec.stepRecord, call)
 	for _, lc := range later {
-		_, sub := llm.SubagentOf(lc.call.Tool)
-		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && !sub && ax.stepAt(lc.idx) == nil {
+		// A later sub-agent call joins the card like any call, unless it
+		// could not start (delegationProblem): that one is refused in
+		// its turn.
+		laterSub, ok := llm.SubagentOf(lc.call.Tool)
+		if lc.admitted && lc.call.Problem == "" && lc.call.Tool != llm.AskUserTool && ax.stepAt(lc.idx) == nil &&
+			(!ok || ax.delegationProblem(lc.call, laterSub) == "") {
 			c.Later = append(c.Later, ax.gateCall(stepRecord{x: ax.execution, idx: lc.idx, name: lc.call.Tool}, lc.call))
 		}
 	}
-	if _, err := ax.pass(ctx, c, rec); err != nil {
+	var gr gate.Record = rec
+	if sub {
+		gr = &delegationRecord{agentRecord: rec}
+	}
+	// The lookup resolves this agent's sub-agent tools (subagentgate.go).
+	if _, err := ax.pass(withDelegator(ctx, ax), c, gr); err != nil {
 		return true, err
 	}
 	return rec.done, nil

@@ -370,8 +370,12 @@ func (ts toolSet) LookupTool(ctx context.Context, name string) (*tools.Tool, err
 	return ts.e.lookupTool(ctx, name)
 }
 
-// lookupTool finds a tool among the static ones, then through Options.Lookup.
+// lookupTool finds a tool among the static ones, then through
+// Options.Lookup; an agent's own sub-agent tools first (subagentgate.go).
 func (e *Engine) lookupTool(ctx context.Context, name string) (*tools.Tool, error) {
+	if t, err := e.delegationTool(ctx, name); t != nil || err != nil {
+		return t, err
+	}
 	t, err := e.tools.LookupTool(ctx, name)
 	if err == nil || e.opts.Lookup == nil {
 		return t, err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,11 +18,11 @@ import (
 // call starts the child's turn as a run of its own, in a session of its
 // own (core.SubSession), and the parent waits for it durably:
 //
-//   - the parent's step waits (waiting_agent, the run waiting_input and
-//     released) before the child is recorded, so a child never ends
-//     before its parent waits; the child is recorded under a key made of
-//     the parent's run and step, so recording it again after a crash
-//     finds the same run;
+//   - the call itself passes the gate like any call of the model
+//     (subagentgate.go): its dispatch records the child under a key made
+//     of the parent's run and step, so recording it again after a crash
+//     finds the same run, and then the parent's step waits
+//     (waiting_agent, the run waiting_input and released);
 //   - the child is an ordinary agent run: every tool call it makes passes
 //     the gate, its cards and questions go to the root thread (the thread
 //     the delegation began in) and its approvals wait only when someone
@@ -140,76 +139,51 @@ func limited(ag *agentRuntime, run *core.Run) *agentRuntime {
 	return &cp
 }
 
-// delegate handles a sub-agent call of the stored model turn: a new one
-// starts the child; a waiting one checks on it; a cancelled one is told.
-func (ax *agentExec) delegate(ctx context.Context, call llm.Call, idx int, name string) (bool, error) {
+// delegation handles a sub-agent call of the stored model turn that is
+// not the gate's to take (subagentgate.go): a new call that may not
+// delegate is refused to the model; a waiting one checks on its child; a
+// cancelled one is told. handled is false for a call the gate takes: new,
+// waiting on its approval, or found dispatching.
+func (ax *agentExec) delegation(ctx context.Context, call llm.Call, idx int, name string) (done, handled bool, err error) {
 	st := ax.stepAt(idx)
 	switch {
 	case st == nil:
-		return ax.startSubagent(ctx, call, idx, name)
+		problem := ax.delegationProblem(call, name)
+		if problem == "" {
+			return false, false, nil
+		}
+		now := ax.e.now()
+		failed := &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: problem, FinishedAt: &now}
+		done, err = ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, failed)
 	case st.Status == core.StepWaitingAgent:
-		return ax.awaitSubagent(ctx, call, st)
+		done, err = ax.awaitSubagent(ctx, call, st)
 	case st.Status == core.StepCancelled:
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeCancelled}, nil)
+		done, err = ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeCancelled}, nil)
+	default:
+		return false, false, nil
 	}
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInterrupted}, nil)
+	return done, true, err
 }
 
-// startSubagent refuses a call that may not delegate, or records the
-// parent waiting and then the child's turn.
-func (ax *agentExec) startSubagent(ctx context.Context, call llm.Call, idx int, name string) (bool, error) {
-	e := ax.e
-	refuse := func(problem string) (bool, error) {
-		now := e.now()
-		st := &core.Step{Index: idx, Tool: call.Tool, Status: core.StepFailed, Args: call.Args, Error: problem, FinishedAt: &now}
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: problem}, st)
-	}
-	link, _ := subLinkOf(ax.run)
-	child := e.assistants[name]
-	task, _ := call.Args[llm.SubagentTask].(string)
-	switch {
-	case child == nil:
-		return refuse(fmt.Sprintf("the agent %s is not available", name))
-	case name == ax.ag.Name:
-		return refuse(fmt.Sprintf("the agent %s may not delegate to itself", name))
-	case link.Depth+1 > MaxSubagentDepth:
-		return refuse(fmt.Sprintf("sub-agents nest at most %d deep and this call would be %d deep; do the task yourself", MaxSubagentDepth, link.Depth+1))
-	case strings.TrimSpace(task) == "":
-		return refuse(fmt.Sprintf("the %q argument is required: the task for %s, with everything it needs to know", llm.SubagentTask, name))
-	}
-	// The child gets what the parent's max_steps has left after this call.
-	left := max(1, agentSteps(ax.ag).Limit()-idx-1)
-	steps := min(left, agentSteps(child).Limit())
-	childID := e.opts.NewID()
-	thread := core.SubSession(ax.run.ID, idx, ax.run.Thread)
-	now := e.now()
-	args := maps.Clone(call.Args)
-	args[subRunID], args[subSession], args[subMaxSteps] = childID, thread.Key, steps
-	st := &core.Step{Index: idx, Tool: call.Tool, Status: core.StepWaitingAgent, Args: args, StartedAt: &now}
-	ev := e.event(ax.run.ID, EventSubagentStarted, map[string]any{"tool_call_id": call.ID, "agent": name, "run_id": childID,
-		"session_id": thread.String(), "sessionId": thread.Key, "depth": link.Depth + 1})
-	if err := ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true, Step: st, Events: []core.RunEvent{ev}}); err != nil {
-		return true, err
-	}
-	return true, e.recordSubagent(ctx, ax.run, ax.ag.Name, st)
-}
-
-// recordSubagent records the child turn that the waiting step st of
-// parent stands for (again, after a crash: the same run is found).
-func (e *Engine) recordSubagent(ctx context.Context, parent *core.Run, parentAgent string, st *core.Step) error {
-	name, _ := llm.SubagentOf(st.Tool)
-	childID, _ := st.Args[subRunID].(string)
-	task, _ := st.Args[llm.SubagentTask].(string)
+// recordSubagent records the turn of the agent name that step idx of
+// parent starts,
+// with args (its task and the child's proposed run id, session and
+// max_steps), and returns the child's run id: recorded again (after a
+// crash) under the same key, the same run is found. It returns "" when the
+// parent was cancelled first: no child starts.
+func (e *Engine) recordSubagent(ctx context.Context, parent *core.Run, parentAgent, name string, idx int, args map[string]any) (string, error) {
+	childID, _ := args[subRunID].(string)
+	task, _ := args[llm.SubagentTask].(string)
 	link, _ := subLinkOf(parent)
-	thread := core.SubSession(parent.ID, st.Index, parent.Thread)
+	thread := core.SubSession(parent.ID, idx, parent.Thread)
 	now := e.now()
-	ev := core.ChannelEvent{Channel: core.AgentSessionChannel, EventID: "subagent:" + parent.ID + "/" + strconv.Itoa(st.Index),
+	ev := core.ChannelEvent{Channel: core.AgentSessionChannel, EventID: "subagent:" + parent.ID + "/" + strconv.Itoa(idx),
 		Actor: core.Actor{ID: parent.Requester}, Thread: thread, Text: task, ReceivedAt: now}
 	p := core.InboxRecordParams{Event: ev}
 	e.agentRun(&p, name)
 	p.Run.ID = childID
-	p.Run.Args = map[string]any{subParent: parent.ID, subStep: st.Index, subDepth: link.Depth + 1,
-		subAncestors: append(slices.Clone(link.Ancestors), parent.ID), subMaxSteps: st.Args[subMaxSteps]}
+	p.Run.Args = map[string]any{subParent: parent.ID, subStep: idx, subDepth: link.Depth + 1,
+		subAncestors: append(slices.Clone(link.Ancestors), parent.ID), subMaxSteps: args[subMaxSteps]}
 	// The task is the parent model's words: external content, labelled
 	// with the agent that wrote it.
 	p.Events = []core.RunEvent{
@@ -223,17 +197,18 @@ func (e *Engine) recordSubagent(ctx context.Context, parent *core.Run, parentAge
 		return err == nil && cur.Status.Final()
 	}
 	if ended() {
-		return nil
+		return "", nil
 	}
-	if _, err := e.record(ctx, p); err != nil {
-		return fmt.Errorf("engine: start sub-agent %s of run %s: %w", name, parent.ID, err)
+	rc, err := e.record(ctx, p)
+	if err != nil {
+		return "", fmt.Errorf("engine: start sub-agent %s of run %s: %w", name, parent.ID, err)
 	}
 	if ended() {
-		if _, err := e.Cancel(ctx, childID, core.Actor{ID: "system"}); err != nil && !errors.Is(err, core.ErrConflict) {
-			e.log.Warn("cancel the sub-agent of a cancelled run", "run", childID, "parent", parent.ID, "err", err)
+		if _, err := e.Cancel(ctx, rc.RunID, core.Actor{ID: "system"}); err != nil && !errors.Is(err, core.ErrConflict) {
+			e.log.Warn("cancel the sub-agent of a cancelled run", "run", rc.RunID, "parent", parent.ID, "err", err)
 		}
 	}
-	return nil
+	return rc.RunID, nil
 }
 
 // awaitSubagent gives the model the child's answer once its run ended;
@@ -248,7 +223,9 @@ func (ax *agentExec) awaitSubagent(ctx context.Context, call llm.Call, st *core.
 		if err := ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true}); err != nil {
 			return true, err
 		}
-		return true, e.recordSubagent(ctx, ax.run, ax.ag.Name, st)
+		name, _ := llm.SubagentOf(st.Tool)
+		_, err := e.recordSubagent(ctx, ax.run, ax.ag.Name, name, st.Index, st.Args)
+		return true, err
 	case err != nil:
 		return true, fmt.Errorf("sub-agent run %s: %w", childID, err)
 	case !child.Status.Final():
@@ -286,8 +263,14 @@ func (ax *agentExec) subagentResult(ctx context.Context, call llm.Call, st *core
 		}
 		done.Status, done.Error, o.Error = core.StepFailed, why, why
 	}
-	ev := e.event(ax.run.ID, EventSubagentFinished, map[string]any{"tool_call_id": call.ID, "run_id": child.ID, "status": child.Status})
-	return ax.commit(ctx, core.Checkpoint{Step: &done, Events: []core.RunEvent{ev}}, o.Result(call, now))
+	// The call ends with the child's turn: its tool.finished (the gate's
+	// dispatch record ended when the child started) and subagent.finished.
+	evs := []core.RunEvent{
+		e.event(ax.run.ID, core.EventToolFinished, map[string]any{"step": st.Index, "tool": st.Tool, "tool_call_id": call.ID, "agent": ax.ag.Name,
+			"ok": done.Status == core.StepSucceeded}),
+		e.event(ax.run.ID, EventSubagentFinished, map[string]any{"tool_call_id": call.ID, "run_id": child.ID, "status": child.Status}),
+	}
+	return ax.commit(ctx, core.Checkpoint{Step: &done, Events: evs}, o.Result(call, now))
 }
 
 // subagentAnswer is the child's last answer: the text of the last message
@@ -346,7 +329,6 @@ func (e *Engine) withMirrors(run *core.Run, evs []core.RunEvent) []core.RunEvent
 	if !ok {
 		return evs
 	}
-	name, _ := core.AgentOf(run.Flow)
 	out := evs
 	for _, ev := range evs {
 		if !slices.Contains(mirrored, ev.Type) {
@@ -356,6 +338,7 @@ func (e *Engine) withMirrors(run *core.Run, evs []core.RunEvent) []core.RunEvent
 		if json.Unmarshal(ev.Data, &data) != nil || data == nil {
 			data = map[string]any{}
 		}
+		name, _ := core.AgentOf(run.Flow)
 		data["sessionId"], data["session_id"] = run.Thread.Key, run.Thread.String()
 		data["subagent"], data["subagent_run"] = name, run.ID
 		for _, a := range l.Ancestors {

@@ -241,13 +241,13 @@ func TestSubagentCancelledWithItsParent(t *testing.T) {
 		}
 		// Cancelled between its wait and its child's record (no child to
 		// cancel yet): no child starts.
-		late := run.Steps[0]
-		late.Index, late.Args = 1, maps.Clone(late.Args)
-		late.Args[subRunID] = h.eng.opts.NewID()
-		if err := h.eng.recordSubagent(context.Background(), run, "ops", &late); err != nil {
-			t.Fatal(err)
+		late := maps.Clone(run.Steps[0].Args)
+		late[subRunID] = h.eng.opts.NewID()
+		id, err := h.eng.recordSubagent(context.Background(), run, "ops", "reviewer", 1, late)
+		if err != nil || id != "" {
+			t.Fatalf("a cancelled parent's late child: %q, %v", id, err)
 		}
-		if _, err := h.store.RunGet(context.Background(), late.Args[subRunID].(string)); !errors.Is(err, core.ErrNotFound) {
+		if _, err := h.store.RunGet(context.Background(), late[subRunID].(string)); !errors.Is(err, core.ErrNotFound) {
 			t.Fatalf("a cancelled parent's late child was recorded: %v", err)
 		}
 	})
