@@ -69,7 +69,7 @@ func (e *Engine) decisionEnv(ctx context.Context, a *approvals.Approval) approva
 		Validate: func(args map[string]any) (map[string]any, error) {
 			// Looked up only for an edit: an upstream tool's schema is the
 			// one its server offers now.
-			t, err := e.lookupTool(ctx, a.Tool)
+			t, err := e.describeTool(ctx, a.Tool)
 			if errors.Is(err, tools.ErrUnknownTool) {
 				return nil, &approvals.ValidationError{Message: fmt.Sprintf("tool %q is no longer configured", a.Tool)}
 			}
@@ -262,7 +262,7 @@ var _ core.CardSource = (*Engine)(nil)
 // is now (what an edit of its arguments is validated against), as JSON
 // values; an error wrapping tools.ErrUnknownTool when there is no such tool.
 func (e *Engine) ToolInputSchema(ctx context.Context, name string) (map[string]any, error) {
-	t, err := e.lookupTool(ctx, name)
+	t, err := e.describeTool(ctx, name)
 	if err != nil {
 		return nil, err
 	}

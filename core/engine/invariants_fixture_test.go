@@ -20,6 +20,8 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/core/upstream"
 	"github.com/opsgate/opsgate/internal/fakellm"
@@ -28,7 +30,9 @@ import (
 // The fixture of TestInvariants (invariants_test.go): four tools every
 // caller calls, one policy, people with several identities, and for each
 // caller the configuration that makes it a caller — a flow per tool, an
-// LLM agent, an agent_task step, an upstream MCP server.
+// LLM agent, an agent_task step, an upstream MCP server, an LLM agent that
+// delegates to sub-agents named for the tools (the policy then names
+// "agent:act", …, and a call's dispatch is its child's run).
 //
 //	act      external, not idempotent, a schema (target, env=staging);
 //	         asks group:ops, env prod* needs two, target forbidden* denied
@@ -249,12 +253,27 @@ func setupInv(t *testing.T, b backend, c *invCaller) *invHarness {
 		ih.prefix = "up."
 		lookup = upstreamServer(t, ih.ts)
 	}
+	flowPrefix := ih.prefix
+	if c.delegation {
+		ih.prefix, flowPrefix = llm.SubagentPrefix, ""
+	}
 	var model func(*Options)
 	if c.agent {
 		ih.script = llmServer().Script(t)
 		m := agentModel(t, ih.script.OpenAIURL())
 		model = func(o *Options) {
 			o.Agents = []Agent{{Name: "ops", ModelName: "default", Model: m, Tools: []string{"*"}, MaxSteps: 8, Default: true}}
+			if !c.delegation {
+				return
+			}
+			// ops delegates to one sub-agent per tool, each of which
+			// answers at once.
+			o.Agents[0].Tools = nil
+			child := &fakellm.Model{Respond: func(*llm.Request) (*llm.Response, error) { return &llm.Response{Text: "child done"}, nil }}
+			for _, name := range []string{"act", "redo", "wipe", "restart"} {
+				o.Agents[0].Tools = append(o.Agents[0].Tools, llm.SubagentPrefix+name)
+				o.Agents = append(o.Agents, Agent{Name: name, ModelName: "default", Model: child, MaxSteps: 2})
+			}
 		}
 	}
 	ih.harness = setup(t, b, func(o *Options) {
@@ -263,7 +282,7 @@ func setupInv(t *testing.T, b backend, c *invCaller) *invHarness {
 		if ih.live != nil {
 			o.Groups, o.Policy = ih.live.Groups, ih.live.Policy
 		}
-		o.Tools, o.Flows, o.Lookup = ih.ts.static(t), invFlows(ih.prefix), lookup
+		o.Tools, o.Flows, o.Lookup = ih.ts.static(t), invFlows(flowPrefix), lookup
 		// 160 engines run in this test: an idle one polls less. Every wait
 		// that matters is woken by the store (a decision, a requeue); the
 		// poll only paces the sweeps (expiry, a lapsed lease).
@@ -296,6 +315,26 @@ func (ih *invHarness) rule(tool string, args map[string]string, effect approvals
 	return approvals.Rule{Tool: ih.prefix + tool, Args: args, Effect: effect, Approvers: approvers}
 }
 
+// wire is tool's name as the model calls it: a delegation's is the
+// sub-agent tool's wire name ("agent_act").
+func (ih *invHarness) wire(tool string) string {
+	if ih.caller.delegation {
+		return "agent_" + tool
+	}
+	return tool
+}
+
+// argsFor is args as the caller's call carries them: a delegation's with
+// its task.
+func (ih *invHarness) argsFor(args map[string]any) map[string]any {
+	if !ih.caller.delegation {
+		return args
+	}
+	out := maps.Clone(args)
+	out[llm.SubagentTask] = "do the work"
+	return out
+}
+
 // invCall is one call made through a caller.
 type invCall struct {
 	tool  string
@@ -323,8 +362,13 @@ func (o invOutcome) String() string {
 	return fmt.Sprintf("%s after %d dispatch(es)", o.status, len(o.calls))
 }
 
-// dispatches are the recorded calls of c's key.
+// dispatches are the recorded calls of c's key; a delegation's are the
+// child runs its step started, each as the call that recorded it (the
+// step's key and arguments).
 func (ih *invHarness) dispatches(c *invCall) []tools.Call {
+	if ih.caller.delegation {
+		return ih.children(c)
+	}
 	rec := ih.ts.byName(c.tool)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -333,6 +377,37 @@ func (ih *invHarness) dispatches(c *invCall) []tools.Call {
 		if call.IdempotencyKey == c.key {
 			out = append(out, call)
 		}
+	}
+	return out
+}
+
+// children are the sub-agent runs the delegation c started.
+func (ih *invHarness) children(c *invCall) []tools.Call {
+	ctx := context.Background()
+	runs, _, err := ih.store.RunList(ctx, core.RunListParams{Flow: core.AgentFlow(c.tool), Limit: 100})
+	if err != nil {
+		ih.t.Fatal(err)
+	}
+	parent, err := ih.store.RunGet(ctx, c.runID)
+	if err != nil {
+		ih.t.Fatal(err)
+	}
+	var out []tools.Call
+	for _, r := range runs {
+		full, err := ih.store.RunGet(ctx, r.ID)
+		if err != nil {
+			ih.t.Fatal(err)
+		}
+		if l, ok := agentrun.LinkOf(full); !ok || l.Parent != c.runID || l.Step != c.idx {
+			continue
+		}
+		call := tools.Call{RunID: full.ID}
+		for _, st := range parent.Steps {
+			if st.Index == c.idx {
+				call.IdempotencyKey, call.Args = st.IdempotencyKey, st.Args
+			}
+		}
+		out = append(out, call)
 	}
 	return out
 }
@@ -468,7 +543,7 @@ func settleStep(ih *invHarness, c *invCall) string {
 			if s.Index == c.idx {
 				st = s
 				switch s.Status {
-				case core.StepWaitingApproval, core.StepDispatching:
+				case core.StepWaitingApproval, core.StepDispatching, core.StepWaitingAgent:
 					return false
 				}
 				return true

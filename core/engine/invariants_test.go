@@ -71,8 +71,10 @@ type invCaller struct {
 	// agent: an LLM agent makes the calls; batch: with a second gated call
 	// on the same card, decided by "Approve all"; task: an external
 	// agent's task calls them; upstream: the tools are an upstream MCP
-	// server's, known only through Options.Lookup.
-	agent, batch, task, upstream bool
+	// server's, known only through Options.Lookup; delegation: the calls
+	// are an agent's delegations to sub-agents named for the tools
+	// ("agent:act", …), whose dispatch is the start of the child's turn.
+	agent, batch, task, upstream, delegation bool
 	// start makes one call of tool with args, by requester, in a fresh
 	// thread; reason is the model's (agent callers).
 	start func(ih *invHarness, requester, tool string, args map[string]any, reason string) *invCall
@@ -88,6 +90,7 @@ var invCallers = []*invCaller{
 	{name: "approve_all", agent: true, batch: true, start: startAgent, settle: settleStep},
 	{name: "agent_task", task: true, start: startTask, settle: settleReceipt},
 	{name: "upstream_tool", upstream: true, start: startFlow, settle: settleStep},
+	{name: "delegation", agent: true, delegation: true, start: startAgent, settle: settleStep},
 }
 
 func startFlow(ih *invHarness, requester, tool string, args map[string]any, _ string) *invCall {
@@ -101,7 +104,7 @@ func startFlow(ih *invHarness, requester, tool string, args map[string]any, _ st
 // startAgent has the model call tool (and, for the batch caller, ask for
 // a second gated call in the same turn: redo on "sibling").
 func startAgent(ih *invHarness, requester, tool string, args map[string]any, reason string) *invCall {
-	turn := fakellm.Turn{Calls: []fakellm.Call{{ID: "call-0", Name: tool, Args: argsJSON(args, reason)}}}
+	turn := fakellm.Turn{Calls: []fakellm.Call{{ID: "call-0", Name: ih.wire(tool), Args: argsJSON(ih.argsFor(args), reason)}}}
 	if ih.caller.batch {
 		turn.Calls = append(turn.Calls, fakellm.Call{ID: "call-1", Name: "redo", Args: argsJSON(map[string]any{"target": "sibling"}, "the sibling call")})
 	}
@@ -150,10 +153,11 @@ func notApplicable(why string, f func(t *testing.T, ih *invHarness)) invCell {
 	return invCell{why: why, check: f}
 }
 
-// every is the same cell for the five callers, spelled out so a new
+// every is the same cell for the six callers, spelled out so a new
 // caller is a missing cell until its row says what it means for it.
 func every(f func(t *testing.T, ih *invHarness)) map[string]invCell {
-	return map[string]invCell{"flow_step": cell(f), "agent_loop": cell(f), "approve_all": cell(f), "agent_task": cell(f), "upstream_tool": cell(f)}
+	return map[string]invCell{"flow_step": cell(f), "agent_loop": cell(f), "approve_all": cell(f), "agent_task": cell(f), "upstream_tool": cell(f),
+		"delegation": cell(f)}
 }
 
 // with is cells with some replaced.
@@ -174,9 +178,15 @@ var invRows = []invRow{
 	{"DenyIsFinal", every(denyIsFinal)},
 	{"DenyAddedByReloadWhileWaiting", every(denyByReload)},
 	{"DenyFinalUnderForeverGrant", every(denyUnderGrant)},
-	{"DestructiveDefaultAsks", every(destructiveAsks)},
-	{"CrashAfterStartNonIdempotentInterrupted", every(crashInterrupted("act"))},
-	{"CrashAfterStartIdempotentRedispatchedSameKey", with(every(crashRedispatched), map[string]invCell{
+	{"DestructiveDefaultAsks", with(every(destructiveAsks), map[string]invCell{
+		"delegation": notApplicable("a delegation is never destructive: it changes nothing itself and each call of the child passes the gate, "+
+			"so with no rule naming it the default lets it start", delegationUnasked),
+	})},
+	{"CrashAfterStartNonIdempotentInterrupted", with(every(crashInterrupted("act")), map[string]invCell{
+		"delegation": notApplicable("a delegation is idempotent: the child is recorded under a key made of the parent's run and step, "+
+			"so a re-dispatch after a crash finds the same child and none starts twice", crashRedispatchedTool("act")),
+	})},
+	{"CrashAfterStartIdempotentRedispatchedSameKey", with(every(crashRedispatchedTool("redo")), map[string]invCell{
 		"agent_task": notApplicable("an agent task ends RUN_INTERRUPTED when the replica serving it stops (docs/mcp.md): "+
 			"the external agent, not opsgate, holds the task's state, so opsgate re-dispatches none of its calls, idempotent or not",
 			crashInterrupted("redo")),
@@ -201,6 +211,7 @@ var invRows = []invRow{
 			reasonIsTheRequest),
 		"agent_task": notApplicable("call_agent_tool carries no reason: the card names the run's request, the agent and its task",
 			reasonIsTheTask),
+		"delegation": cell(reasonRequired),
 	}},
 }
 
@@ -334,8 +345,15 @@ func crashInterrupted(tool string) func(t *testing.T, ih *invHarness) {
 	}
 }
 
-func crashRedispatched(t *testing.T, ih *invHarness) {
-	c := ih.call("redo", map[string]any{"target": "crash-2"})
+// crashRedispatchedTool: a call of tool cut by a crash after its start
+// record, of a tool that may run again, is dispatched again with the same
+// key, once.
+func crashRedispatchedTool(tool string) func(t *testing.T, ih *invHarness) {
+	return func(t *testing.T, ih *invHarness) { crashRedispatched(t, ih, tool) }
+}
+
+func crashRedispatched(t *testing.T, ih *invHarness, tool string) {
+	c := ih.call(tool, map[string]any{"target": "crash-2"})
 	crashAt(t, ih, c)
 	o := ih.outcome(c)
 	mustStatus(t, "an idempotent call after a crash", o, "ran")
@@ -354,13 +372,19 @@ func editRejudged(t *testing.T, ih *invHarness) {
 	c := ih.call("act", map[string]any{"target": "e-1"})
 	a := ih.approval(c)
 	edit := func(args map[string]any) func(*core.Decision) { return func(d *core.Decision) { d.Args = args } }
-	if code := ih.decideOne("console:alice", a, "edit", edit(map[string]any{"target": "BAD!"})); code != core.DecisionInvalidArgs {
+	// The schema refuses a target act's pattern does not take; a
+	// delegation's, an edit without its task.
+	bad := map[string]any{"target": "BAD!"}
+	if ih.caller.delegation {
+		bad = map[string]any{"target": "e-1"}
+	}
+	if code := ih.decideOne("console:alice", a, "edit", edit(bad)); code != core.DecisionInvalidArgs {
 		t.Fatalf("an edit the schema refuses: %q", code)
 	}
-	if code := ih.decideOne("console:alice", a, "edit", edit(map[string]any{"target": "forbidden-e"})); code != core.DecisionDenied {
+	if code := ih.decideOne("console:alice", a, "edit", edit(ih.argsFor(map[string]any{"target": "forbidden-e"}))); code != core.DecisionDenied {
 		t.Fatalf("an edit into a deny: %q", code)
 	}
-	if code := ih.decideOne("console:alice", a, "edit", edit(map[string]any{"target": "e-2", "env": "prod-eu"})); code != "" {
+	if code := ih.decideOne("console:alice", a, "edit", edit(ih.argsFor(map[string]any{"target": "e-2", "env": "prod-eu"}))); code != "" {
 		t.Fatalf("a valid edit: %q", code)
 	}
 	got, _ := ih.store.ApprovalGet(context.Background(), a.ID)
@@ -556,8 +580,9 @@ func grantBound(t *testing.T, ih *invHarness) {
 // reasonRequired: the model's gated call without a reason goes back to it
 // as an error asking for one; no card. Made again with one, it asks.
 func reasonRequired(t *testing.T, ih *invHarness) {
-	ih.script.Push(fakellm.Turn{Calls: []fakellm.Call{{ID: "no-reason", Name: "act", Args: argsJSON(map[string]any{"target": "r-1"}, "")}}},
-		fakellm.Turn{Calls: []fakellm.Call{{ID: "with-reason", Name: "act", Args: argsJSON(map[string]any{"target": "r-1"}, "now with a reason")}}},
+	args := ih.argsFor(map[string]any{"target": "r-1"})
+	ih.script.Push(fakellm.Turn{Calls: []fakellm.Call{{ID: "no-reason", Name: ih.wire("act"), Args: argsJSON(args, "")}}},
+		fakellm.Turn{Calls: []fakellm.Call{{ID: "with-reason", Name: ih.wire("act"), Args: argsJSON(args, "now with a reason")}}},
 		fakellm.Say("done"))
 	rc := ih.send("console:req", freshThread(), "please act")
 	first := &invCall{tool: "act", runID: rc.RunID, idx: 0, key: rc.RunID + "/0"}
@@ -595,6 +620,18 @@ func reasonRequiredInBatch(t *testing.T, ih *invHarness) {
 	run, _ := ih.store.RunGet(context.Background(), rc.RunID)
 	if st := run.Steps[1]; st.Status != core.StepFailed || !strings.Contains(st.Error, "one-line reason") {
 		t.Fatalf("the reasonless later call: %+v", st)
+	}
+}
+
+// delegationUnasked: a delegation no rule names starts its child unasked
+// under the default, the child once.
+func delegationUnasked(t *testing.T, ih *invHarness) {
+	c := ih.call("wipe", map[string]any{"target": "w-1"})
+	o := ih.outcome(c)
+	mustStatus(t, "a delegation no rule names", o, "ran")
+	ih.noApproval(c)
+	if len(o.calls) != 1 {
+		t.Fatalf("%d children started", len(o.calls))
 	}
 }
 
