@@ -113,6 +113,13 @@ type ThreadStore interface {
 	// by the platform reference its channel returned (any chunk of it), or
 	// ErrNotFound: how a reply to the bot finds its conversation.
 	ThreadOfMessage(ctx context.Context, ref MessageRef) (Thread, error)
+	// ThreadSeen reports whether the thread holds an inbound event opsgate
+	// recorded or an outbox message it queued: whether opsgate takes part
+	// in it. A chat adapter asks, to take a follow-up without a mention in
+	// a thread the bot answered before a restart or on another replica,
+	// from what the inbox and the outbox record anyway — no write of its
+	// own on the reply path. Served by the (thread, time) indexes.
+	ThreadSeen(ctx context.Context, thread Thread) (bool, error)
 }
 
 // ThreadMessagesParams selects one page of a thread's messages. Before is

@@ -100,10 +100,9 @@ func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
 	// Raw is kept as JSON whatever the transport (form or Socket Mode).
 	raw, _ := json.Marshal(c)
 	// Follow-ups here carry parent_user_id = the bot, so they are
-	// recognized without the record; it is kept in memory now and made
-	// durable once the command is recorded, like every thread the bot
-	// posts in.
-	a.threads.add(key.String(), false)
+	// recognized without the record; it is kept in memory now, and the
+	// command's event recorded in the thread makes it durable (ThreadSeen).
+	a.threads.add(key.String())
 	ev := core.ChannelEvent{
 		Channel:    channelName,
 		EventID:    "command:" + c.TriggerID,
@@ -123,9 +122,7 @@ func (a *Adapter) handleSlash(ctx context.Context, c slashCommand) answer {
 			}
 			return ephemeral("opsgate could not record this command, so nothing was started. Please try again.")
 		}
-		return answerOK
 	}
-	a.rememberThread(ctx, key.String())
 	return answerOK
 }
 

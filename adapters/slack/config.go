@@ -82,10 +82,11 @@ type Deps struct {
 	// HTTPClient is used for Web API calls; default a client with a 30s
 	// timeout.
 	HTTPClient *http.Client
-	// Store, optional, durably records the threads the bot has posted in,
-	// so follow-ups there without a mention are still recognized after a
-	// restart and on every replica. cmd passes the server's store. Without
-	// it the record is in memory only.
+	// Store, optional, answers whether opsgate takes part in a thread
+	// from what it recorded there, so follow-ups without a mention are
+	// still recognized after a restart and on every replica. cmd passes
+	// the server's store. Without it the adapter knows only the threads
+	// it saw itself, in memory.
 	Store ThreadMemory
 }
 

@@ -62,9 +62,9 @@ func (a *Adapter) handleEnvelope(ctx context.Context, env eventEnvelope, raw []b
 		return ingressAnswer(err)
 	}
 	if !rc.Duplicate {
-		// In memory only: the bot is about to answer here, and its answer
-		// (Send) records the thread durably.
-		a.threads.add(ev.Thread.Key, false)
+		// The event's record makes the thread known durably (ThreadSeen);
+		// the in-memory set spares the lookup.
+		a.threads.add(ev.Thread.Key)
 	}
 	return answerOK
 }

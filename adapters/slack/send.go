@@ -52,7 +52,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 			// An agent's streamed answer, edited in place.
 			ref, err := a.update(ctx, k, *m.Edit, opts)
 			if err == nil {
-				a.rememberThread(ctx, k.String())
+				a.rememberThread(k.String())
 			}
 			return ref, err
 		}
@@ -72,7 +72,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 		if m.Kind == core.KindCardUpdate && m.Edit != nil && m.Edit.ID != "" {
 			ref, err := a.update(ctx, k, *m.Edit, opts)
 			if err == nil {
-				a.rememberThread(ctx, k.String())
+				a.rememberThread(k.String())
 			}
 			return ref, err
 		}
@@ -86,7 +86,7 @@ func (a *Adapter) Send(ctx context.Context, m core.Outbound) (core.MessageRef, e
 	if err != nil {
 		return core.MessageRef{}, sendError("chat.postMessage", err)
 	}
-	a.rememberThread(ctx, k.String())
+	a.rememberThread(k.String())
 	return core.MessageRef{Channel: ch, ID: ts}, nil
 }
 

@@ -122,19 +122,18 @@ func (e *env) mentionAndAnswer() {
 
 // A follow-up without a mention in a thread started by a mention is
 // handled by a new adapter sharing the store (a restart, another replica),
-// because the first one recorded that the bot posted there; one in a thread
-// the bot never posted in is ignored. Without the store, the new adapter
-// forgets, as before.
+// because the store holds the mention's event and the bot's answer there;
+// one in a thread the bot never took part in is ignored. Without the
+// store, the new adapter forgets, as before. Answering wrote no thread
+// record of its own (the adapter state stays empty).
 func TestThreadMemorySurvivesRestart(t *testing.T) {
 	t.Parallel()
 	e := setupWith(t, func(h *adaptertest.Harness, d *Deps) { d.Store = h.Store })
 	e.mentionAndAnswer()
 	key := "T1/C1/" + mentionRoot
-	// Send records the thread right after the post the fake has seen.
-	e.h.Eventually("the bot's thread recorded in the store", func() bool {
-		v, err := e.h.Store.StateGet(context.Background(), threadStateKey(key))
-		return err == nil && len(v) > 0
-	})
+	if _, err := e.h.Store.StateGet(context.Background(), "slack:thread:"+key); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("answering wrote a thread record of its own (err = %v)", err)
+	}
 
 	_, replica := e.newReplica(e.h.Store, nil)
 	postEvent(t, replica, followUpEvent(t, "EvFOLLOW1", mentionRoot, "1700000500.000100", "status please"), http.StatusOK)
@@ -155,7 +154,8 @@ func TestThreadMemorySurvivesRestart(t *testing.T) {
 	}
 }
 
-// A slash command's thread is recorded too (its root is the bot's post).
+// A slash command's thread is known to the store once the command is
+// acknowledged: its event is recorded in the thread.
 func TestThreadMemoryRecordsSlashRoot(t *testing.T) {
 	t.Parallel()
 	e := setupWith(t, func(h *adaptertest.Harness, d *Deps) { d.Store = h.Store })
@@ -164,105 +164,58 @@ func TestThreadMemoryRecordsSlashRoot(t *testing.T) {
 	if len(roots) != 1 {
 		t.Fatalf("roots = %d, want 1", len(roots))
 	}
-	// Recorded before the command is acknowledged.
-	if _, err := e.h.Store.StateGet(context.Background(), threadStateKey("T1/C1/"+roots[0].TS)); err != nil {
-		t.Fatalf("slash root thread not recorded: %v", err)
+	th := threadKey{Team: "T1", Channel: "C1", TS: roots[0].TS}.thread()
+	if seen, err := e.h.Store.ThreadSeen(context.Background(), th); err != nil || !seen {
+		t.Fatalf("slash root thread not known to the store: seen %v, err %v", seen, err)
 	}
 }
 
-// flakyMemory is a ThreadMemory whose reads and writes fail while broken.
+// flakyMemory is a ThreadMemory whose lookups fail while broken and that
+// knows the threads in seen.
 type flakyMemory struct {
-	broken     atomic.Bool
-	gets, puts atomic.Int64
-	mu         sync.Mutex
-	m          map[string][]byte
+	broken atomic.Bool
+	gets   atomic.Int64
+	mu     sync.Mutex
+	seen   map[core.Thread]bool
 }
 
 var errBroken = errors.New("store unreachable")
 
-func (f *flakyMemory) StateGet(_ context.Context, key string) ([]byte, error) {
+func (f *flakyMemory) ThreadSeen(_ context.Context, th core.Thread) (bool, error) {
 	f.gets.Add(1)
 	if f.broken.Load() {
-		return nil, errBroken
+		return false, errBroken
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v, ok := f.m[key]
-	if !ok {
-		return nil, core.ErrNotFound
-	}
-	return v, nil
+	return f.seen[th], nil
 }
 
-func (f *flakyMemory) StatePut(_ context.Context, key string, value []byte, _ time.Time) error {
-	f.puts.Add(1)
-	if f.broken.Load() {
-		return errBroken
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.m == nil {
-		f.m = map[string][]byte{}
-	}
-	f.m[key] = value
-	return nil
-}
-
-func (f *flakyMemory) has(key string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	_, ok := f.m[key]
-	return ok
-}
-
-// Store errors fail safe. A failed write is logged and never fails the
-// send (the message is posted; failing would post it twice), the thread
-// stays known to that adapter, and its next post retries the write. A
-// failed lookup is logged and treated as unknown (the follow-up is
-// ignored, nothing recorded) and is not cached: once the store is back,
-// the same thread is looked up again and found.
+// Sending never touches the thread memory (the posting adapter knows the
+// thread in memory). A failed lookup is logged and treated as unknown (the
+// follow-up is ignored, nothing recorded) and is not cached: once the
+// store is back, the same thread is looked up again and found, then kept.
 func TestThreadMemoryErrorsFailSafe(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	mem := &flakyMemory{}
+	thread := threadKey{Team: "T1", Channel: "C1", TS: mentionRoot}
+	mem := &flakyMemory{seen: map[core.Thread]bool{thread.thread(): true}}
 	var logs testkit.LogBuffer
 	a, srv := e.newReplica(mem, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
-	thread := threadKey{Team: "T1", Channel: "C1", TS: mentionRoot}
-	key := thread.String()
 
-	// Write fails: Send still succeeds, nothing is stored.
 	mem.broken.Store(true)
 	if _, err := a.Send(ctx, core.Outbound{Kind: core.KindReply, Thread: thread.thread(), Text: "on it"}); err != nil {
 		t.Fatalf("Send with a failing store: %v", err)
 	}
-	if mem.puts.Load() != 1 || mem.has(threadStateKey(key)) {
-		t.Fatalf("puts = %d, stored = %v; want one failed write", mem.puts.Load(), mem.has(threadStateKey(key)))
-	}
-	if !strings.Contains(logs.String(), "thread memory write failed") {
-		t.Fatalf("failed write not logged: %s", logs.String())
-	}
-	// This adapter still knows the thread (no store lookup needed).
-	getsBefore := mem.gets.Load()
 	postEvent(t, srv, followUpEvent(t, "EvFS1", mentionRoot, "1700000600.000100", "still here"), http.StatusOK)
-	if !e.recorded(mentionRoot, "still here") || mem.gets.Load() != getsBefore {
-		t.Fatalf("follow-up on the posting adapter: recorded %v, store lookups %d", e.recorded(mentionRoot, "still here"), mem.gets.Load()-getsBefore)
-	}
-	// The store is back: the next post retries the write, later ones do not.
-	mem.broken.Store(false)
-	for range 2 {
-		if _, err := a.Send(ctx, core.Outbound{Kind: core.KindReply, Thread: thread.thread(), Text: "done"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if mem.puts.Load() != 2 || !mem.has(threadStateKey(key)) {
-		t.Fatalf("puts = %d, stored = %v; want exactly one retried write", mem.puts.Load(), mem.has(threadStateKey(key)))
+	if !e.recorded(mentionRoot, "still here") || mem.gets.Load() != 0 {
+		t.Fatalf("follow-up on the posting adapter: recorded %v, store lookups %d", e.recorded(mentionRoot, "still here"), mem.gets.Load())
 	}
 
 	// Lookup fails on a fresh adapter: the follow-up is ignored, logged,
 	// and the miss is not cached.
 	_, replica := e.newReplica(mem, slog.New(slog.NewTextHandler(&logs, nil)))
-	mem.broken.Store(true)
 	before := e.h.Counts()
 	postEvent(t, replica, followUpEvent(t, "EvFS2", mentionRoot, "1700000600.000200", "lost one"), http.StatusOK)
 	if e.recorded(mentionRoot, "lost one") {

@@ -32,11 +32,10 @@ SUSTAIN_FOR=${SUSTAIN_FOR:-5m}
 PEER_LISTEN=${PEER_LISTEN:-127.0.0.1:18191}
 work=$(mktemp -d /var/tmp/opsgate-figures.XXXXXX)
 chmod 755 "$work"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
 server_pid=
 peer_pid=
-
-as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=pgcluster.sh
+source "$root/cmd/opsgate-bench/pgcluster.sh"
 
 cleanup() {
 	if [[ -n $peer_pid ]]; then
@@ -47,9 +46,7 @@ cleanup() {
 		kill -TERM "$server_pid" 2>/dev/null || true
 		wait "$server_pid" 2>/dev/null || true
 	fi
-	if [[ -f $work/pg/postmaster.pid ]]; then
-		(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m immediate stop >/dev/null 2>&1) || true
-	fi
+	pg_stop "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -58,16 +55,7 @@ echo "building into $work"
 (cd "$root" && go build -o "$work/opsgate" ./cmd/opsgate && go build -o "$work/opsgate-bench" ./cmd/opsgate-bench)
 
 if [[ " $STORES " == *" postgres "* ]]; then
-	mkdir -p "$work/pg" && [[ $EUID -eq 0 ]] && chown postgres "$work/pg"
-	(cd / && as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null)
-	cat >>"$work/pg/postgresql.conf" <<-EOF
-		listen_addresses = '127.0.0.1'
-		port = $PGPORT
-		unix_socket_directories = '$work/pg'
-		max_connections = 200
-		shared_buffers = 256MB
-	EOF
-	(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w start >/dev/null)
+	pg_start "$work/pg" "$PGPORT"
 fi
 
 export OPSGATE_BENCH_TOKEN BENCH_LISTEN=127.0.0.1:18091 BENCH_SLACK=true \

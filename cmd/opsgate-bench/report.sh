@@ -20,14 +20,11 @@ shift
 PGPORT=${PGPORT:-55493}
 work=$(mktemp -d /var/tmp/opsgate-report.XXXXXX)
 chmod 755 "$work"
-pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -t/ -k5,5n | tail -n1)
-
-as_pg() { if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# shellcheck source=pgcluster.sh
+source "$root/cmd/opsgate-bench/pgcluster.sh"
 
 cleanup() {
-	if [[ -f $work/pg/postmaster.pid ]]; then
-		(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -m fast stop >/dev/null 2>&1) || true
-	fi
+	pg_stop "$work/pg"
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -35,17 +32,7 @@ trap cleanup EXIT INT TERM
 echo "building into $work"
 (cd "$root" && go build -o "$work/opsgate" ./cmd/opsgate && go build -o "$work/opsgate-bench" ./cmd/opsgate-bench)
 
-mkdir -p "$work/pg"
-if [[ $EUID -eq 0 ]]; then chown postgres "$work/pg"; fi
-(cd / && as_pg "$pgbin/initdb" -D "$work/pg" -A trust -U postgres >/dev/null)
-cat >>"$work/pg/postgresql.conf" <<-CONF
-	listen_addresses = '127.0.0.1'
-	port = $PGPORT
-	unix_socket_directories = '$work/pg'
-	max_connections = 200
-	shared_buffers = 256MB
-CONF
-(cd / && as_pg "$pgbin/pg_ctl" -D "$work/pg" -l "$work/pg/log" -w start >/dev/null)
+pg_start "$work/pg" "$PGPORT"
 
 "$work/opsgate-bench" report --out "$out" --opsgate "$work/opsgate" \
 	--postgres "postgres://postgres@127.0.0.1:$PGPORT/postgres?sslmode=disable" "$@"

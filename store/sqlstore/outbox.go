@@ -115,9 +115,10 @@ func (s *Store) OutboxClaim(ctx context.Context, p core.OutboxClaimParams) ([]*c
 	}
 	// Select and lease in one statement, as RunClaim does. It writes
 	// nothing else, so without a group writer (Postgres) it runs outside
-	// a transaction block: one round trip, not three.
+	// a transaction block: one round trip, not three; and it is a lease,
+	// so it commits without waiting for the WAL flush (Config.LeaseDB).
 	if s.writer == nil {
-		err := claim(s.db.QueryContext(ctx, s.dialect.Rebind(outboxClaimSQL(s.dialect)), args...))
+		err := claim(s.lease.QueryContext(ctx, s.dialect.Rebind(outboxClaimSQL(s.dialect)), args...))
 		return out, s.classified(err)
 	}
 	err := s.inTx(ctx, "outbox claim", func(t *tx) error {
@@ -237,7 +238,9 @@ func (s *Store) refUpdate(ctx context.Context, op, id string, ref core.MessageRe
 // (Dialect.OneStatement): the update, then the reference's thread from the
 // row it returned. Every reply's delivery ends with it, so under load it
 // is one round trip instead of four — BEGIN, the update, the insert and
-// COMMIT — with the message's row lock held across all four.
+// COMMIT — with the message's row lock held across all four. It records a
+// message sent, so it commits on Config.LeaseDB: lost in a crash of the
+// database, the message is sent again.
 func (s *Store) refUpdateOne(ctx context.Context, op string, ref core.MessageRef, q string, topics []string, args ...any) (bool, error) {
 	stmt := "WITH u AS (" + q + " RETURNING channel, thread)"
 	if ref.ID != "" {
@@ -246,7 +249,7 @@ func (s *Store) refUpdateOne(ctx context.Context, op string, ref core.MessageRef
 		args = append(args, ref.ID)
 	}
 	var n int64
-	if err := s.db.QueryRowContext(ctx, s.dialect.Rebind(stmt+" SELECT count(*) FROM u"), args...).Scan(&n); err != nil {
+	if err := s.lease.QueryRowContext(ctx, s.dialect.Rebind(stmt+" SELECT count(*) FROM u"), args...).Scan(&n); err != nil {
 		return false, s.classified(fmt.Errorf("store: %s: %w", op, err))
 	}
 	if n > 0 && len(topics) > 0 {
@@ -300,6 +303,20 @@ func (s *Store) ThreadOfMessage(ctx context.Context, ref core.MessageRef) (core.
 	return th, nil
 }
 
+// ThreadSeen implements core.ThreadStore: one statement, two index probes
+// (events_thread and outbox_thread_at, migration 0004), each stopping at
+// the first row.
+func (s *Store) ThreadSeen(ctx context.Context, thread core.Thread) (bool, error) {
+	th := threadString(thread)
+	var seen bool
+	err := s.read.QueryRowContext(ctx, s.dialect.Rebind(`SELECT EXISTS (SELECT 1 FROM events WHERE thread = ?)
+		OR EXISTS (SELECT 1 FROM outbox WHERE thread = ?)`), th, th).Scan(&seen)
+	if err != nil {
+		return false, fmt.Errorf("store: thread seen %s: %w", th, err)
+	}
+	return seen, nil
+}
+
 // OutboxLastChunkSent records a message's last chunk and marks it sent:
 // OutboxChunkSent then OutboxDone, in one guarded statement when the
 // caller holds the message and this chunk is the next (the usual case; the
@@ -331,7 +348,7 @@ func (s *Store) OutboxLastChunkSent(ctx context.Context, id, owner string, chunk
 // the update: one statement when the caller holds the message, the usual
 // case; otherwise the transaction below says why not.
 func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time) error {
-	ok, err := s.guardedUpdate(ctx, "outbox done", `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL
+	ok, err := s.guardedUpdate(ctx, s.lease, "outbox done", `UPDATE outbox SET status = ?, sent_at = ?, owner = NULL, lease_until = NULL
 		WHERE id = ? AND owner = ?`, []string{core.TopicOutbox}, string(core.DeliverySent), micros(now), id, owner)
 	if err != nil || ok {
 		return err
@@ -346,19 +363,20 @@ func (s *Store) OutboxDone(ctx context.Context, id, owner string, now time.Time)
 }
 
 // guardedUpdate runs q, an UPDATE guarded to match one row or none, as one
-// statement (execOne) and reports whether it matched; topics are announced
-// when it did.
-func (s *Store) guardedUpdate(ctx context.Context, op, q string, topics []string, args ...any) (bool, error) {
-	n, err := s.execOne(ctx, op, q, topics, args...)
+// statement (execOne on db) and reports whether it matched; topics are
+// announced when it did.
+func (s *Store) guardedUpdate(ctx context.Context, db *sql.DB, op, q string, topics []string, args ...any) (bool, error) {
+	n, err := s.execOne(ctx, db, op, q, topics, args...)
 	return n > 0, err
 }
 
 // execOne runs one write statement and returns the rows it affected;
 // topics are announced when it affected any. Without a group writer
-// (Postgres) it runs outside any transaction block, so it is its own
-// transaction: one round trip instead of BEGIN, the statement and COMMIT.
-// With one (SQLite) it joins the writer's batch.
-func (s *Store) execOne(ctx context.Context, op, q string, topics []string, args ...any) (int64, error) {
+// (Postgres) it runs outside any transaction block, on db (the store's
+// DB, or LeaseDB for a lease), so it is its own transaction: one round
+// trip instead of BEGIN, the statement and COMMIT. With one (SQLite) it
+// joins the writer's batch.
+func (s *Store) execOne(ctx context.Context, db *sql.DB, op, q string, topics []string, args ...any) (int64, error) {
 	var n int64
 	if s.writer != nil {
 		err := s.inTx(ctx, op, func(t *tx) error {
@@ -378,7 +396,7 @@ func (s *Store) execOne(ctx context.Context, op, q string, topics []string, args
 		}
 		return n, nil
 	}
-	r, err := s.db.ExecContext(ctx, s.dialect.Rebind(q), args...)
+	r, err := db.ExecContext(ctx, s.dialect.Rebind(q), args...)
 	if err == nil {
 		n, err = r.RowsAffected()
 	}

@@ -22,14 +22,15 @@ import (
 // On Postgres (Dialect.OneStatement) the claim and the claimed runs' steps
 // are one statement outside a transaction block: one round trip instead of
 // BEGIN, the claim, the steps and COMMIT, which under load each waited for
-// a turn on a busy CPU while the claimed rows stayed locked.
+// a turn on a busy CPU while the claimed rows stayed locked. It is a lease,
+// so it commits on Config.LeaseDB.
 func (s *Store) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
 	if p.Limit <= 0 || p.Owner == "" {
 		return nil, errors.New("store: run claim: owner and a positive limit are required")
 	}
 	args := []any{p.Limit, micros(p.Now), p.Limit, p.Limit, string(core.RunRunning), p.Owner, micros(p.LeaseUntil), micros(p.Now)}
 	if s.dialect.OneStatement {
-		rows, err := s.db.QueryContext(ctx, s.dialect.Rebind(runClaimStatement(s.dialect)), args...)
+		rows, err := s.lease.QueryContext(ctx, s.dialect.Rebind(runClaimStatement(s.dialect)), args...)
 		if err != nil {
 			return nil, s.classified(fmt.Errorf("store: run claim: %w", err))
 		}

@@ -27,7 +27,7 @@ func (s *Store) StatePut(ctx context.Context, key string, value []byte, now time
 	if value == nil {
 		value = []byte{} // the column is NOT NULL; an empty value is still a value
 	}
-	_, err := s.execOne(ctx, "state put "+key, `INSERT INTO adapter_state (key, value, updated_at) VALUES (?, ?, ?)
+	_, err := s.execOne(ctx, s.db, "state put "+key, `INSERT INTO adapter_state (key, value, updated_at) VALUES (?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
 		nil, key, value, micros(orNow(now)))
 	return err

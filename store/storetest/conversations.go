@@ -100,3 +100,38 @@ func testMessageThreads(t *testing.T, s core.Store) {
 		t.Errorf("checkpointed update read back as %+v; want it replacing q-2 in run %s", pend, runID)
 	}
 }
+
+// testThreadSeen: a thread is seen once it holds a recorded inbound event
+// or a queued outbox message (a card sent to an approver's DM thread, say),
+// and only that thread: another thread, or the same key on another
+// channel, is not.
+func testThreadSeen(t *testing.T, s core.Store) {
+	seen := func(th core.Thread) bool {
+		t.Helper()
+		ok, err := s.ThreadSeen(ctx(t), th)
+		if err != nil {
+			t.Fatalf("ThreadSeen(%s): %v", th, err)
+		}
+		return ok
+	}
+	in, out := thread(newID("seen-in")), thread(newID("seen-out"))
+	if seen(in) || seen(out) {
+		t.Fatal("a thread nothing was recorded in is seen")
+	}
+	if _, err := s.InboxRecord(ctx(t), core.InboxRecordParams{Event: event(in),
+		Replies: []core.OutboxMessage{{Thread: out, Kind: core.KindReply, Text: "elsewhere", CreatedAt: t0}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !seen(in) {
+		t.Error("the thread of a recorded event is not seen")
+	}
+	if !seen(out) {
+		t.Error("the thread of a queued message is not seen")
+	}
+	if seen(core.Thread{Channel: "slack", Key: in.Key}) {
+		t.Error("the same key on another channel is seen")
+	}
+	if seen(thread(newID("seen-other"))) {
+		t.Error("another thread is seen")
+	}
+}

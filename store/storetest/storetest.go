@@ -93,6 +93,7 @@ func Run(t *testing.T, open Open) {
 		{"OutboxRetryDeadRequeue", testOutboxRetryDead},
 		{"OutboxCardRef", testOutboxCardRef},
 		{"MessageThreadsFollowEveryChunk", testMessageThreads},
+		{"ThreadSeenFromInboxAndOutbox", testThreadSeen},
 		{"LeaseTakeoverOnlyAfterExpiry", testLease},
 		{"SendLeaseHandsStateToTheNextHolder", testSendLease},
 		{"StatePutGetOverwrite", testStatePutGet},
