@@ -74,6 +74,15 @@ export OPSGATE_BENCH_TOKEN BENCH_LISTEN=127.0.0.1:18091 BENCH_SLACK=true \
 	BENCH_SLACK_API_URL=http://127.0.0.1:18099/api/ SLACK_SIGNING_SECRET=benchsecret
 OPSGATE_BENCH_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 
+# busy ADDR fails when something already answers at ADDR: a figure must come
+# from the process this run started, not from a leftover of an earlier one.
+busy() {
+	if curl -fsS "http://$1/readyz" >/dev/null 2>&1; then
+		echo "something already listens on $1; stop it first" >&2
+		exit 1
+	fi
+}
+
 # one STORE REP: a fresh store, one server, the Slack run and the two decision runs.
 one() {
 	local store=$1 rep=$2
@@ -91,6 +100,7 @@ one() {
 		"$work/opsgate-bench" preload --driver "$store" --dsn "$BENCH_STORE_DSN" \
 			--finished "$PRELOAD_FINISHED" --pending "$PRELOAD_PENDING" | tail -n1
 	fi
+	busy "$BENCH_LISTEN"
 	"$work/opsgate" serve --config "$root/cmd/opsgate-bench/bench.yaml" --log-level warn >"$work/server.log" 2>&1 &
 	server_pid=$!
 	for _ in $(seq 300); do curl -fsS "http://$BENCH_LISTEN/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -114,13 +124,14 @@ one() {
 
 # peer REP: the Chat SDK bot under the same Slack load as opsgate.
 peer() {
+	busy "$PEER_LISTEN"
 	(cd "$root/cmd/opsgate-bench/peer/chatsdk" &&
-		PEER_LISTEN=$PEER_LISTEN SLACK_API_URL=$BENCH_SLACK_API_URL node bot.mjs >"$work/peer.log" 2>&1) &
+		PEER_LISTEN=$PEER_LISTEN SLACK_API_URL=$BENCH_SLACK_API_URL exec node bot.mjs >"$work/peer.log" 2>&1) &
 	peer_pid=$!
 	for _ in $(seq 600); do curl -fsS "http://$PEER_LISTEN/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 	echo "--- chatsdk rep $1 (load $(cut -d' ' -f1-3 /proc/loadavg))"
 	"$work/opsgate-bench" slack --server "http://$PEER_LISTEN" --events "$EVENTS" --concurrency 16 | grep -E '^(acked|full path|rss):'
-	kill -TERM "$peer_pid"
+	kill -TERM "$peer_pid" 2>/dev/null || true
 	wait "$peer_pid" || true
 	peer_pid=
 }
