@@ -26,11 +26,11 @@ func TestCoreImportsNoAdapterOrStore(t *testing.T) {
 
 // TestPartsNeverImportTheEngine guards the arrows into the engine
 // (docs/architecture.md, "Packages and import rules"): the gate, the tool
-// seam, the upstream MCP tools and the agent tasks are parts the engine
-// wires together, so none of them may depend on core/engine — what they
+// seam, the upstream MCP tools, the agent tasks and the LLM agent's loop
+// (core/agentrun) are parts the engine wires together, so none of them may depend on core/engine — what they
 // need of it is a small interface they declare.
 func TestPartsNeverImportTheEngine(t *testing.T) {
-	parts := []string{"core/gate", "core/tools", "core/upstream", "core/agenttask"}
+	parts := []string{"core/gate", "core/tools", "core/upstream", "core/agenttask", "core/agentrun"}
 	args := []string{"list", "-f", `{{.ImportPath}} {{join .Deps " "}}`}
 	for _, p := range parts {
 		args = append(args, "github.com/opsgate/opsgate/"+p)

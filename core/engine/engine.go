@@ -27,6 +27,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/agenttask"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/gate"
@@ -82,7 +83,7 @@ type Options struct {
 	// cannot see; a step whose tool cannot be had fails clearly.
 	Lookup tools.ToolLookup
 	// Agents are the LLM agents free text and Agent API turns go to
-	// (agentrun.go); the Store keeps their conversations.
+	// (core/agentrun); the Store keeps their conversations.
 	Agents []Agent
 	// AgentAttendance says whether someone holds an Agent API session's
 	// event stream (cmd passes the API's attendance). An approval in such a
@@ -205,11 +206,9 @@ type Engine struct {
 	// tasks serves the agent calls of agent_task steps (core/agenttask).
 	tasks *agenttask.Tasks
 
-	// assistants are Options.Agents by name (agentrun.go); defaultAgent
-	// takes free text that matches no flow.
-	assistants   map[string]*agentRuntime
-	defaultAgent string
-	deltas       deltaHub
+	// loop runs the LLM agents' turns (core/agentrun): Options.Agents by
+	// name, the default agent free text that matches no flow goes to.
+	loop *agentrun.Loop
 	// streamTo are the channels agent turns stream into (StreamInto).
 	streamTo atomic.Pointer[map[string]bool]
 	// fetchers fetch the files of each channel's messages (FetchFilesFrom).
@@ -347,7 +346,12 @@ func New(o Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := e.initAssistants(); err != nil {
+	e.loop, err = agentrun.New(agentrun.Options{
+		Store: o.Store, Host: loopHost{e}, Agents: o.Agents, Tools: e.tools, Lookup: o.Lookup,
+		Attendance: o.AgentAttendance, ApprovalTTL: o.ApprovalTTL, Owner: o.Owner,
+		Now: o.Now, NewID: o.NewID, Observer: m,
+	})
+	if err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -371,9 +375,10 @@ func (ts toolSet) LookupTool(ctx context.Context, name string) (*tools.Tool, err
 }
 
 // lookupTool finds a tool among the static ones, then through
-// Options.Lookup; an agent's own sub-agent tools first (subagentgate.go).
+// Options.Lookup; an agent's own sub-agent tools first
+// (agentrun.Loop.DelegationTool).
 func (e *Engine) lookupTool(ctx context.Context, name string) (*tools.Tool, error) {
-	if t, err := e.delegationTool(ctx, name); t != nil || err != nil {
+	if t, err := e.loop.DelegationTool(ctx, name); t != nil || err != nil {
 		return t, err
 	}
 	t, err := e.tools.LookupTool(ctx, name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/markdown"
 	"github.com/opsgate/opsgate/core/telemetry"
@@ -51,10 +52,10 @@ type execution struct {
 func (e *Engine) execute(ctx context.Context, run *core.Run) {
 	x := &execution{e: e, run: run, flow: e.flows[run.Flow], log: e.log.With("run", run.ID, "flow", run.Flow)}
 	started := map[string]any{"step_index": run.StepIndex}
-	if name, ok := runAgent(run); ok {
+	if name, ok := agentrun.RunAgent(run); ok {
 		started["agent"] = name
-		if ag := e.assistants[name]; ag != nil {
-			started["model"] = ag.ModelName
+		if e.loop.Has(name) {
+			started["model"] = e.loop.ModelName(name)
 		}
 	}
 	x.events = append(x.events, e.event(run.ID, core.EventTurnStarted, started))
@@ -74,8 +75,8 @@ func (e *Engine) execute(ctx context.Context, run *core.Run) {
 }
 
 func (x *execution) drive(ctx context.Context) error {
-	if name, ok := runAgent(x.run); ok {
-		return x.driveAgent(ctx, name)
+	if name, ok := agentrun.RunAgent(x.run); ok {
+		return x.e.loop.Drive(ctx, agentExecution{x}, name)
 	}
 	if x.flow == nil {
 		msg := fmt.Sprintf("flow %q is not configured", x.run.Flow)

@@ -44,7 +44,7 @@ var backends = []backend{
 	},
 	{
 		name:   "postgres",
-		newDSN: func(t testing.TB) string { return pgtest.DSN(t) },
+		newDSN: func(t testing.TB) string { return testkit.PostgresDSN(t) },
 		open: func(ctx context.Context, dsn string) (core.Store, error) {
 			s, err := testkit.OpenPostgres(ctx, dsn)
 			if err != nil {
@@ -66,11 +66,27 @@ func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-// clock is real time plus an offset tests can advance.
-type clock struct{ off atomic.Int64 }
+// clock is real time plus an offset tests can advance — or, once stopped,
+// an instant that moves only when the test advances it.
+type clock struct {
+	off atomic.Int64
+	// still, when set, is the stopped clock's instant (Unix nanoseconds).
+	still atomic.Int64
+}
 
-func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *clock) Now() time.Time {
+	if s := c.still.Load(); s != 0 {
+		return time.Unix(0, s).Add(time.Duration(c.off.Load()))
+	}
+	return time.Now().Add(time.Duration(c.off.Load()))
+}
+
 func (c *clock) Advance(d time.Duration) { c.off.Add(int64(d)) }
+
+// stop makes the clock stand still at its current reading: from then on
+// no lease lapses and nothing falls due but by Advance, however slowly a
+// loaded machine runs the test. Call it before the engines start.
+func (c *clock) stop() { c.still.Store(time.Now().UnixNano()) }
 
 // recorder is a Runner that records every dispatch, so tests can count
 // them and check their idempotency keys and arguments.

@@ -64,7 +64,7 @@ func (e *Engine) HandleEvent(ctx context.Context, ev core.ChannelEvent) (core.Re
 		}
 		return core.Receipt{Duplicate: res.Duplicate, Refused: true}, nil
 	}
-	if len(e.assistants) > 0 {
+	if e.loop.Any() {
 		// A message in a thread whose agent waits for an answer is the
 		// answer, when its sender may give it.
 		if rc, ok, err := e.answerFromThread(ctx, ev); ok || err != nil {
@@ -98,8 +98,8 @@ func (e *Engine) route(ev core.ChannelEvent) (core.InboxRecordParams, error) {
 		}
 		p.Run = run
 		p.Events = []core.RunEvent{e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "args": maps.Clone(args)})}
-	case errors.As(err, &nm) && e.defaultAgent != "":
-		e.agentRun(&p, e.defaultAgent)
+	case errors.As(err, &nm) && e.loop.Default() != "":
+		e.agentRun(&p, e.loop.Default())
 	case errors.As(err, &nm):
 		text := markdown.Escape(nm.Error()) // it quotes the sender's words: text, never markup
 		if len(ev.Attachments) > 0 && strings.TrimSpace(ev.Text) == "" {
@@ -129,7 +129,7 @@ func (e *Engine) PrepareEvent(ev core.ChannelEvent, agent string) (p core.InboxR
 	if ev.Decision != nil || ev.Answer != nil {
 		return p, false, fmt.Errorf("engine: prepare event %s: decisions and answers are never prepared", ev.EventID)
 	}
-	if agent != "" && e.assistants[agent] == nil {
+	if agent != "" && !e.loop.Has(agent) {
 		return p, false, fmt.Errorf("engine: prepare event %s: %w: no agent %q", ev.EventID, core.ErrNotFound, agent)
 	}
 	if ev.ReceivedAt.IsZero() {

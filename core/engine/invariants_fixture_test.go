@@ -21,6 +21,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/tools"
 	"github.com/opsgate/opsgate/core/upstream"
 	"github.com/opsgate/opsgate/internal/fakellm"
@@ -397,7 +398,7 @@ func (ih *invHarness) children(c *invCall) []tools.Call {
 		if err != nil {
 			ih.t.Fatal(err)
 		}
-		if l, ok := subLinkOf(full); !ok || l.Parent != c.runID || l.Step != c.idx {
+		if l, ok := agentrun.LinkOf(full); !ok || l.Parent != c.runID || l.Step != c.idx {
 			continue
 		}
 		call := tools.Call{RunID: full.ID}

@@ -11,22 +11,21 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/authority"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
-// ask_user (docs/agents.md): the model's questions to people. The call
-// puts the run in waiting_input with its step waiting_input (the ask as the
-// step's args) and a question message in the thread. An answer — from the
-// console, the API, MCP, or a reply in the thread — is validated against
-// the ask and written in ONE guarded checkpoint (the run must still be
-// waiting_input: the first answer wins) that requeues the run with the
-// step succeeded and the answer as its output; the resumed turn gives it
-// to the model. A question nobody answers within approvals.ttl expires the
-// same way, and the model is told.
-
-// StepWaitingInput is the step of an ask_user call waiting for an answer.
-const StepWaitingInput core.StepStatus = "waiting_input"
+// ask_user (docs/agents.md): the model's questions to people. The loop
+// (core/agentrun) puts the run in waiting_input with its step
+// waiting_input (the ask as the step's args) and a question message in the
+// thread. An answer — from the console, the API, MCP, or a reply in the
+// thread — is validated against the ask here and written in ONE guarded
+// checkpoint (the run must still be waiting_input: the first answer wins)
+// that requeues the run with the step succeeded and the answer as its
+// output (agentrun.Answered); the resumed turn gives it to the model. A
+// question nobody answers within approvals.ttl expires the same way, and
+// the model is told.
 
 // Who may answer a question (Options.QuestionAnswerers; core/authority
 // judges it).
@@ -41,97 +40,6 @@ const (
 // askActionID names the question of step idx: the action_id of
 // POST /api/v1/runs/{id}/answer (core.AskActionID).
 func askActionID(idx int) string { return core.AskActionID(idx) }
-
-// answered is a stored answer (the step's output). Agent, when set, is
-// the agent (the same agent on another model) the rest of the run uses.
-type answered struct {
-	By     string          `json:"by"`
-	Answer json.RawMessage `json:"answer"`
-	Agent  string          `json:"agent,omitempty"`
-}
-
-// runAgent is the agent an agent run runs as: its flow's, unless an answer
-// switched it (the Agent API's answer with a model); ok is false for a
-// flow run.
-func runAgent(run *core.Run) (name string, ok bool) {
-	name, ok = core.AgentOf(run.Flow)
-	if !ok {
-		return "", false
-	}
-	for _, st := range run.Steps {
-		if st.Tool != llm.AskUserTool || st.Status != core.StepSucceeded {
-			continue
-		}
-		var an answered
-		if json.Unmarshal([]byte(st.Output), &an) == nil && an.Agent != "" {
-			name = an.Agent
-		}
-	}
-	return name, true
-}
-
-// askUser handles an ask_user call: a malformed ask is an error result; a
-// new one suspends the run; an answered or expired one becomes the result.
-func (ax *agentExec) askUser(ctx context.Context, call llm.Call, idx int) (bool, error) {
-	e := ax.e
-	ask, err := llm.ParseAsk(call.Arguments)
-	now := e.now()
-	if err != nil {
-		st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: core.StepFailed, Args: call.Args, Error: err.Error(), FinishedAt: &now}
-		return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeInvalid, Problem: err.Error()}, st)
-	}
-	st := ax.stepAt(idx)
-	switch {
-	case st == nil:
-		return true, ax.suspendAsk(ctx, call, idx, ask)
-	case st.Status == StepWaitingInput:
-		if st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
-			next := *st
-			next.Status, next.Error, next.FinishedAt = core.StepFailed, "question expired", &now
-			msg := llm.Unanswered(call, e.opts.ApprovalTTL, now)
-			upd := e.questionUpdate(ax.run, st.Output, expiredText(agentAsker, ask, st.StartedAt.Add(e.opts.ApprovalTTL)))
-			return false, ax.commit(ctx, core.Checkpoint{Step: &next, Outbox: e.toThread(ax.run.Thread, upd), Events: []core.RunEvent{
-				e.event(ax.run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(idx), "expired": true})}}, msg)
-		}
-		// Requeued without an answer: wait again.
-		return true, ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true})
-	case st.Status == core.StepSucceeded:
-		var an answered
-		if err := json.Unmarshal([]byte(st.Output), &an); err != nil {
-			return false, fmt.Errorf("answer of %s: %w", askActionID(idx), err)
-		}
-		reply, err := ask.ParseReply(an.Answer)
-		if err != nil {
-			return false, fmt.Errorf("stored answer of %s: %w", askActionID(idx), err)
-		}
-		return false, ax.commit(ctx, core.Checkpoint{}, reply.Result(call, an.By, now))
-	case st.Status == core.StepFailed:
-		return false, ax.commit(ctx, core.Checkpoint{}, llm.Unanswered(call, e.opts.ApprovalTTL, now))
-	}
-	return ax.result(ctx, call, llm.Outcome{Kind: llm.OutcomeCancelled}, nil)
-}
-
-// suspendAsk puts the run in waiting_input with the question in the thread.
-func (ax *agentExec) suspendAsk(ctx context.Context, call llm.Call, idx int, ask llm.Ask) error {
-	e := ax.e
-	now := e.now()
-	var args map[string]any
-	_ = json.Unmarshal(mustJSON(ask), &args)
-	expires := now.Add(e.opts.ApprovalTTL)
-	text := questionText(ask, ax.run, idx, e.opts.PublicURL, expires)
-	msg := e.reply(ax.run, text)
-	// While it waits, the step's output names the message that asks, so
-	// a chat that renders questions natively finds it (QuestionForMessage).
-	st := &core.Step{Index: idx, Tool: llm.AskUserTool, Status: StepWaitingInput, Args: args, StartedAt: &now, Output: msg.ID}
-	return ax.checkpoint(ctx, core.Checkpoint{
-		Status: core.RunWaitingInput, Release: true, Step: st,
-		Outbox: e.toThread(ax.run.Thread, msg),
-		Events: []core.RunEvent{e.event(ax.run.ID, core.EventQuestionRequested, map[string]any{
-			"action_id": askActionID(idx), "questions": ask.Questions, "tool_call_id": call.ID, "expires_at": expires,
-			"session_id": ax.run.Thread.String(), "request_id": askActionID(idx),
-		})},
-	})
-}
 
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
@@ -215,7 +123,7 @@ func (e *Engine) Answer(ctx context.Context, actor core.Actor, channel, runID, a
 // configured agent switchTo (the same agent on another model, as an Agent
 // API answer with a model asks); "" keeps the run's agent.
 func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel, runID, actionID string, raw json.RawMessage, switchTo string) error {
-	if switchTo != "" && e.assistants[switchTo] == nil {
+	if switchTo != "" && !e.loop.Has(switchTo) {
 		return &core.DecisionError{Code: core.DecisionBadRequest, Message: fmt.Sprintf("no agent %q to switch to", switchTo)}
 	}
 	run, err := e.store.RunGet(ctx, runID)
@@ -256,7 +164,7 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	}
 	next := st
 	next.Status, next.FinishedAt = core.StepSucceeded, &now
-	next.Output = string(mustJSON(answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
+	next.Output = string(mustJSON(agentrun.Answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
 	// The question's message shows the answer (its buttons gone).
 	upd := e.questionUpdate(run, st.Output, answeredText(asker(run, st), ask, reply, actor.ID, now))
 	resume := core.RunQueued
@@ -383,7 +291,7 @@ var _ core.QuestionSource = (*Engine)(nil)
 // QuestionForMessage implements core.QuestionSource: the question the
 // outbox message messageID asks, while run runID still waits for it.
 func (e *Engine) QuestionForMessage(ctx context.Context, runID, messageID string) (*core.QuestionCard, error) {
-	if len(e.assistants) == 0 {
+	if !e.loop.Any() {
 		return nil, nil
 	}
 	run, err := e.store.RunGet(ctx, runID)

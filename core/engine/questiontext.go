@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -140,7 +141,7 @@ func (e *Engine) questionUpdate(run *core.Run, questionID, text string) core.Out
 // waits: who answered it and when, or that it expired.
 func closedQuestion(st core.Step) *core.DecisionError {
 	de := &core.DecisionError{Code: core.DecisionAlreadyDecided, Message: "this question is no longer waiting for an answer", Question: true}
-	var an answered
+	var an agentrun.Answered
 	switch {
 	case st.Status == core.StepSucceeded && json.Unmarshal([]byte(st.Output), &an) == nil:
 		de.By = an.By

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,11 +183,22 @@ func TestConcurrencyBound(t *testing.T) {
 }
 
 // TestTwoReplicasDispatchOnce runs two engines (two stores, two owners) on
-// one Postgres database and decides 100 runs alternately through each.
+// one Postgres database and decides 100 runs alternately through each: every
+// decided run resumes once, on one replica, and dispatches once.
+//
+// The replicas' clock stands still. On the real clock the 1 s lease of a
+// replica that the machine slows past it (a claim or heartbeat statement
+// taking a second under load) lapses, the other replica takes the run over
+// as it would a dead one's, finds the call dispatching and ends the run
+// interrupted — correct for a replica that may have died, and the subject
+// of TestLapsedLeaseTakenOverNeverRunsTwice, but not what this test asserts.
 func TestTwoReplicasDispatchOnce(t *testing.T) {
 	t.Parallel()
 	b := backends[1]
-	h := setup(t, b)
+	still := &clock{}
+	still.stop()
+	h := setup(t, b, func(o *Options) { o.Now = still.Now })
+	h.clk = still
 	ctx := context.Background()
 	s2, err := b.open(ctx, h.dsn)
 	if err != nil {
@@ -232,6 +244,95 @@ func TestTwoReplicasDispatchOnce(t *testing.T) {
 	}
 	if got := h.fx.deploy.total(); got != n {
 		t.Fatalf("%d dispatches for %d runs", got, n)
+	}
+}
+
+// stalledReplica is a replica's store whose lease renewals and claims do
+// not reach the database while stalled is set: the replica's execution runs
+// on but its leases lapse, as when a loaded machine holds its heartbeat
+// past the lease, and it does not claim its own run back first.
+type stalledReplica struct {
+	core.Store
+	stalled atomic.Bool
+}
+
+func (s *stalledReplica) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) error {
+	if s.stalled.Load() {
+		return errInjected
+	}
+	return s.Store.RunHeartbeat(ctx, p)
+}
+
+func (s *stalledReplica) RunClaim(ctx context.Context, p core.RunClaimParams) ([]*core.Run, error) {
+	if s.stalled.Load() {
+		return nil, errInjected
+	}
+	return s.Store.RunClaim(ctx, p)
+}
+
+// TestLapsedLeaseTakenOverNeverRunsTwice: replica A dispatches a decided,
+// non-idempotent call; its heartbeat stalls and its lease lapses while the
+// call runs; replica B takes the run over as it would a dead replica's. B
+// must not call the tool again: it finds the call dispatching and ends the
+// run interrupted (outcome unknown, as far as any replica may assume). A's
+// result then arrives for a run no longer its own and is refused — the
+// run keeps one end, one reply, and the tool ran once.
+func TestLapsedLeaseTakenOverNeverRunsTwice(t *testing.T) {
+	t.Parallel()
+	b := backends[1]
+	still := &clock{}
+	still.stop()
+	var a *stalledReplica
+	h := setup(t, b, func(o *Options) {
+		o.Now = still.Now
+		a = &stalledReplica{Store: o.Store}
+		o.Store = a
+	})
+	h.clk = still
+	ctx := context.Background()
+	gate := h.fx.deploy.hold(1)
+	rc := h.send("console:req", "console:lapse", "deploy api 1.0")
+	ap := h.waitApproval(rc.RunID)
+	if _, err := h.decide("console:alice", ap.ID, "approve"); err != nil {
+		t.Fatal(err)
+	}
+	<-h.fx.deploy.started // A holds the run, its step recorded dispatching
+	if run, _ := h.store.RunGet(ctx, rc.RunID); run.Owner != h.eng.Owner() || run.Steps[0].Status != core.StepDispatching {
+		t.Fatalf("before the lapse: %+v", run)
+	}
+
+	a.stalled.Store(true)
+	h.clk.Advance(2 * time.Second) // past A's lease (1 s)
+	h.tweak = func(o *Options) { o.Now = still.Now }
+	s2, err := b.open(ctx, h.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	e2 := h.newEngine(s2)
+	stop2 := h.runEngine(e2)
+	t.Cleanup(stop2)
+
+	run := h.waitRun(rc.RunID, core.RunInterrupted)
+	if st := run.Steps[0]; st.Status != core.StepInterrupted || st.IdempotencyKey != rc.RunID+"/0" || st.Attempts != 1 {
+		t.Fatalf("step after B's takeover: %+v", st)
+	}
+	close(gate) // A's call ends; its record is refused
+	a.stalled.Store(false)
+	h.stop()
+	stop2()
+	if calls := h.fx.deploy.callsFor(rc.RunID); len(calls) != 1 {
+		t.Fatalf("the tool ran %d times across the replicas: %+v", len(calls), calls)
+	}
+	after, err := h.store.RunGet(ctx, rc.RunID)
+	if err != nil || after.Status != core.RunInterrupted || after.Steps[0].Status != core.StepInterrupted {
+		t.Fatalf("A's late result overwrote B's end: %+v, %v", after, err)
+	}
+	if n := h.countEvents(rc.RunID, core.EventTurnFinished); n != 1 {
+		t.Errorf("%d turn.finished events, want B's one: %v", n, h.eventTypes(rc.RunID))
+	}
+	if texts := h.outboxTexts(rc.RunID); len(texts) != 1 || !strings.Contains(texts[0], "outcome unknown") {
+		t.Fatalf("replies %q, want B's one interrupted reply", texts)
 	}
 }
 

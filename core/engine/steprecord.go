@@ -14,8 +14,9 @@ import (
 
 // stepRecord keeps a gated call as a step of its run: the gate's suspend
 // and start become checkpoints of the run (gate.Record). The flow steps
-// (flowRecord) and the LLM agent's calls (agentRecord) share it and differ
-// only in how they settle an outcome.
+// (flowRecord) and the LLM agent's calls (core/agentrun's record, on it
+// through agentrun.StepRecord) share it and differ only in how they settle
+// an outcome.
 type stepRecord struct {
 	x *execution
 	// idx and name are the call's step index and tool; base is the step

@@ -12,6 +12,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -44,7 +45,7 @@ func (h *harness) childOf(runID string, idx int) *core.Run {
 		}
 		for _, st := range run.Steps {
 			if st.Index == idx {
-				id, _ = st.Args[subRunID].(string)
+				id, _ = st.Args[agentrun.SubRunID].(string)
 			}
 		}
 		if id == "" {
@@ -252,12 +253,12 @@ func TestSubagentCancelledWithItsParent(t *testing.T) {
 		// Cancelled between its wait and its child's record (no child to
 		// cancel yet): no child starts.
 		late := maps.Clone(run.Steps[0].Args)
-		late[subRunID] = h.eng.opts.NewID()
+		late[agentrun.SubRunID] = h.eng.opts.NewID()
 		id, err := h.eng.recordSubagent(context.Background(), run, "ops", "reviewer", 1, late)
 		if err != nil || id != "" {
 			t.Fatalf("a cancelled parent's late child: %q, %v", id, err)
 		}
-		if _, err := h.store.RunGet(context.Background(), late[subRunID].(string)); !errors.Is(err, core.ErrNotFound) {
+		if _, err := h.store.RunGet(context.Background(), late[agentrun.SubRunID].(string)); !errors.Is(err, core.ErrNotFound) {
 			t.Fatalf("a cancelled parent's late child was recorded: %v", err)
 		}
 	})
@@ -351,7 +352,7 @@ func TestSubagentDepthIsCapped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l, _ := subLinkOf(deepest); l.Depth != MaxSubagentDepth || deepest.Steps[0].Status != core.StepFailed ||
+		if l, _ := agentrun.LinkOf(deepest); l.Depth != MaxSubagentDepth || deepest.Steps[0].Status != core.StepFailed ||
 			!strings.Contains(deepest.Steps[0].Error, "nest at most 3 deep") {
 			t.Fatalf("deepest depth %d step %+v", l.Depth, deepest.Steps[0])
 		}
@@ -375,7 +376,7 @@ func TestSubagentGetsWhatStepsTheParentHasLeft(t *testing.T) {
 		rc := h.send("console:req", "console:sub-m", "check")
 		h.waitRun(rc.RunID, core.RunSucceeded)
 		sub := h.childOf(rc.RunID, 1)
-		if l, _ := subLinkOf(sub); l.MaxSteps != 1 {
+		if l, _ := agentrun.LinkOf(sub); l.MaxSteps != 1 {
 			t.Fatalf("child max_steps %d, want the 1 the parent had left", l.MaxSteps)
 		}
 		if n := len(h.fx.status.callsFor(sub.ID)); n != 1 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/internal/fakellm"
 )
 
@@ -40,7 +41,7 @@ func TestSubagentDelegationDeniedByPolicy(t *testing.T) {
 		if run.Status != core.RunSucceeded || len(run.Steps) != 1 {
 			t.Fatalf("parent %s (%s) steps %+v", run.Status, run.ErrorMessage, run.Steps)
 		}
-		if st := run.Steps[0]; st.Tool != "agent:reviewer" || st.Status != core.StepDenied || st.Args[subRunID] != nil {
+		if st := run.Steps[0]; st.Tool != "agent:reviewer" || st.Status != core.StepDenied || st.Args[agentrun.SubRunID] != nil {
 			t.Fatalf("the denied delegation's step %+v", st)
 		}
 		if n := len(h.reviewerRuns()); n != 0 || len(child.Requests()) != 0 {
@@ -97,7 +98,7 @@ func TestSubagentDelegationAsksOnACard(t *testing.T) {
 		if st := run.Steps[0]; st.ApprovalID != a.ID || st.Attempts != 1 || st.IdempotencyKey != idempotencyKey(run.ID, 0) {
 			t.Fatalf("the dispatch record of the delegation %+v", st)
 		}
-		if kids := h.reviewerRuns(); len(kids) != 1 || kids[0].ID != run.Steps[0].Args[subRunID] {
+		if kids := h.reviewerRuns(); len(kids) != 1 || kids[0].ID != run.Steps[0].Args[agentrun.SubRunID] {
 			t.Fatalf("child runs %d, want exactly the one the step names", len(kids))
 		}
 		started, finished := h.eventsOf(run.ID, core.EventToolStarted), h.eventsOf(run.ID, core.EventToolFinished)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/agentrun"
 	"github.com/opsgate/opsgate/core/markdown"
 )
 
@@ -142,7 +143,7 @@ func (e *Engine) toolAnswer(ctx context.Context, runID string, qidx int, ask llm
 	i := slices.IndexFunc(run.Steps, func(s core.Step) bool { return s.Index == qidx })
 	switch {
 	case i >= 0 && run.Steps[i].Status == core.StepSucceeded:
-		var an answered
+		var an agentrun.Answered
 		if err := json.Unmarshal([]byte(run.Steps[i].Output), &an); err != nil {
 			return llm.PeopleAnswer{}, true, fmt.Errorf("engine: answer of %s: %w", askActionID(qidx), err)
 		}

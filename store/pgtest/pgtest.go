@@ -31,6 +31,9 @@
 //     skipped: a skip would let a machine without Postgres pass the suite
 //     silently. $OPSGATE_REQUIRE_POSTGRES=1 (CI sets it) overrides the skip.
 //
+// DSNFrom(t, tmpl) is DSN with the database a copy of a Template, filled once
+// per process (testkit.PostgresDSN: migrated once, copied per test).
+//
 // DSN fails the test if the package has no TestMain calling Main: without it
 // a locally started cluster would outlive the test process.
 //
@@ -88,6 +91,9 @@ type harness struct {
 	create sync.Mutex
 	// skipped counts the tests skipped for want of Postgres (EnvSkip).
 	skipped atomic.Int64
+	// templates are the template databases made (Template), dropped when
+	// Main ends.
+	templates []string
 }
 
 var state harness
@@ -105,6 +111,17 @@ func Main(m *testing.M) {
 	state.mu.Unlock()
 
 	defer func() {
+		state.mu.Lock()
+		templates := state.templates
+		state.templates = nil
+		state.mu.Unlock()
+		if admin, err := adminDSN(); len(templates) > 0 && err == nil {
+			for _, name := range templates {
+				if err := dropDatabase(admin, name); err != nil {
+					fmt.Fprintf(os.Stderr, "pgtest: drop template: %v\n", err)
+				}
+			}
+		}
 		state.mu.Lock()
 		c := state.cluster
 		state.cluster, state.started, state.err, state.inMain = nil, false, nil, false
@@ -127,6 +144,67 @@ func Main(m *testing.M) {
 // where the server comes from and when the test is skipped instead.
 func DSN(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, nil)
+}
+
+// Template is a database filled once per test process (by the init
+// NewTemplate is given) that DSNFrom copies for each test: a package whose
+// every test migrates a fresh database migrates once and copies the result
+// (CREATE DATABASE … TEMPLATE, a file copy in the server) instead.
+type Template struct {
+	init func(ctx context.Context, dsn string) error
+	once sync.Once
+	name string
+	err  error
+}
+
+// NewTemplate returns a template filled by init on first use; init must
+// close every connection it opens, since a database being copied may have
+// none.
+func NewTemplate(init func(ctx context.Context, dsn string) error) *Template {
+	return &Template{init: init}
+}
+
+// DSNFrom is DSN with the new database a copy of tmpl's. The template is
+// made on first use and dropped when Main ends.
+func DSNFrom(t testing.TB, tmpl *Template) string {
+	t.Helper()
+	return newDatabase(t, tmpl)
+}
+
+// make creates and fills the template database once.
+func (tmpl *Template) make(admin string) (string, error) {
+	tmpl.once.Do(func() {
+		name, err := databaseName("template")
+		if err == nil {
+			err = createDatabase(admin, name, "")
+		}
+		if err != nil {
+			tmpl.err = fmt.Errorf("template: %w", err)
+			return
+		}
+		state.mu.Lock()
+		state.templates = append(state.templates, name)
+		state.mu.Unlock()
+		dsn, err := withDatabase(admin, name)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*opTimeout)
+			err = tmpl.init(ctx, dsn)
+			cancel()
+		}
+		if err != nil {
+			tmpl.err = fmt.Errorf("template: fill %s: %w", name, err)
+			return
+		}
+		tmpl.name = name
+	})
+	return tmpl.name, tmpl.err
+}
+
+// newDatabase creates the test's database, a copy of tmpl's when tmpl is
+// set, drops it at t.Cleanup and returns its DSN.
+func newDatabase(t testing.TB, tmpl *Template) string {
+	t.Helper()
 	admin, err := adminDSN()
 	if err != nil {
 		var u *unavailableError
@@ -137,12 +215,17 @@ func DSN(t testing.TB) string {
 		t.Fatalf("pgtest: %v", err)
 		return ""
 	}
-
+	from := ""
+	if tmpl != nil {
+		if from, err = tmpl.make(admin); err != nil {
+			t.Fatalf("pgtest: %v", err)
+		}
+	}
 	name, err := databaseName(t.Name())
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
-	if err := createDatabase(admin, name); err != nil {
+	if err := createDatabase(admin, name, from); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
@@ -211,9 +294,14 @@ func unavailable(t testing.TB, getenv func(string) string, reason string) {
 	t.Fatalf("pgtest: %s (%s)", reason, how)
 }
 
-// createDatabase creates the empty database name.
-func createDatabase(admin, name string) error {
-	if err := execAdmin(admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+// createDatabase creates the database name: empty, or a copy of the
+// database from when from is set.
+func createDatabase(admin, name, from string) error {
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if from != "" {
+		stmt += " TEMPLATE " + pgx.Identifier{from}.Sanitize()
+	}
+	if err := execAdmin(admin, stmt); err != nil {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil

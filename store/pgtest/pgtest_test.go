@@ -123,6 +123,43 @@ func TestDSN(t *testing.T) {
 	})
 }
 
+// TestDSNFromTemplate: each database DSNFrom hands out is a copy of the
+// template as its init left it, filled once, and the copies are
+// independent of each other.
+func TestDSNFromTemplate(t *testing.T) {
+	fills := 0
+	tmpl := NewTemplate(func(ctx context.Context, dsn string) error {
+		fills++
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, "CREATE TABLE marker (id int); INSERT INTO marker VALUES (1)")
+		return err
+	})
+	a := connect(t, DSNFrom(t, tmpl))
+	b := connect(t, DSNFrom(t, tmpl))
+	if nameA, nameB := currentDatabase(t, a), currentDatabase(t, b); nameA == nameB {
+		t.Fatalf("both DSNs point at database %q", nameA)
+	}
+	if fills != 1 {
+		t.Fatalf("template filled %d times, want once", fills)
+	}
+	if _, err := a.Exec(t.Context(), "INSERT INTO marker VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	for db, want := range map[*pgx.Conn]int{a: 2, b: 1} {
+		var n int
+		if err := db.QueryRow(t.Context(), "SELECT count(*) FROM marker").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s has %d marker rows, want %d", currentDatabase(t, db), n, want)
+		}
+	}
+}
+
 // TestDSNFromEnvironment drives path (a): an admin DSN in the environment.
 // It reuses this process's server (the environment's or the throwaway one)
 // so it runs wherever the other tests run. Not parallel: it sets env.
@@ -295,7 +332,7 @@ func BenchmarkCreateDropDatabase(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := createDatabase(admin, name); err != nil {
+		if err := createDatabase(admin, name, ""); err != nil {
 			b.Fatal(err)
 		}
 		if err := dropDatabase(admin, name); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
+	"github.com/opsgate/opsgate/internal/testkit"
 	"github.com/opsgate/opsgate/store/sqlite"
 	"github.com/opsgate/opsgate/store/storetest"
 )
@@ -29,8 +30,18 @@ func openTemp(t testing.TB) *sqlite.Store {
 	return s
 }
 
+// TestConformance runs the store suite, each case on a fresh database that
+// starts as a copy of one migrated once (testkit.OpenSQLite): migrating
+// from nothing is TestMigrateIsIdempotent's and TestPragmas' subject.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) core.Store { return openTemp(t) })
+	storetest.Run(t, func(t *testing.T) core.Store {
+		s, err := testkit.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "opsgate.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {

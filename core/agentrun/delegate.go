@@ -1,4 +1,4 @@
-package engine
+package agentrun
 
 import (
 	"context"
@@ -33,43 +33,44 @@ import (
 // the engine's tool lookup resolves its "agent:<name>" tools.
 type delegatorKey struct{}
 
-func withDelegator(ctx context.Context, ax *agentExec) context.Context {
+func withDelegator(ctx context.Context, ax *exec) context.Context {
 	return context.WithValue(ctx, delegatorKey{}, ax)
 }
 
-// delegationTool is the tool of the sub-agent call name in the execution
-// ctx carries, or nil when there is none: not an agent's call, or a tool
-// its agent's tools do not name.
-func (e *Engine) delegationTool(ctx context.Context, name string) (*tools.Tool, error) {
-	ax, ok := ctx.Value(delegatorKey{}).(*agentExec)
-	if !ok || !slices.ContainsFunc(e.subagentTools(ax.ag.Agent), func(t llm.Tool) bool { return t.Name == name }) {
+// DelegationTool is the tool of the sub-agent call name in the agent
+// execution ctx carries, or nil when there is none: not an agent's call,
+// or a tool its agent's tools do not name. The engine's tool lookup (the
+// gate's) asks it first.
+func (l *Loop) DelegationTool(ctx context.Context, name string) (*tools.Tool, error) {
+	ax, ok := ctx.Value(delegatorKey{}).(*exec)
+	if !ok || ax.l != l || !slices.ContainsFunc(l.subagentTools(ax.ag.Agent), func(t llm.Tool) bool { return t.Name == name }) {
 		return nil, nil
 	}
-	return e.subagentTool(name, ax)
+	return l.subagentTool(name, ax)
 }
 
-// describeTool is the tool named name as an edit of its approval is
-// validated against and its edit form shows it: a sub-agent tool of a
-// configured agent (described only: it is dispatched from nowhere but its
-// agent's execution), or what the gate would look up.
-func (e *Engine) describeTool(ctx context.Context, name string) (*tools.Tool, error) {
-	if child, ok := llm.SubagentOf(name); ok && e.assistants[child] != nil {
-		return e.subagentTool(name, nil)
+// DescribeTool is the sub-agent tool name of a configured agent as an
+// edit of its approval is validated against and its edit form shows it
+// (described only: it is dispatched from nowhere but its agent's
+// execution), or nil when name is no such tool.
+func (l *Loop) DescribeTool(name string) (*tools.Tool, error) {
+	if child, ok := llm.SubagentOf(name); ok && l.agents[child] != nil {
+		return l.subagentTool(name, nil)
 	}
-	return e.lookupTool(ctx, name)
+	return nil, nil
 }
 
 // subagentTool is the tool "agent:<child>" whose dispatch by ax starts
 // the child (ax nil: a description that starts nothing).
-func (e *Engine) subagentTool(name string, ax *agentExec) (*tools.Tool, error) {
+func (l *Loop) subagentTool(name string, ax *exec) (*tools.Tool, error) {
 	child, _ := llm.SubagentOf(name)
-	rt := e.assistants[child]
+	rt := l.agents[child]
 	if rt == nil {
 		return nil, nil // off: the lookup says it is unknown
 	}
 	schema, err := approvals.CompileSchema(name, llm.SubagentSchema())
 	if err != nil {
-		return nil, fmt.Errorf("engine: %s schema: %w", name, err)
+		return nil, fmt.Errorf("agentrun: %s schema: %w", name, err)
 	}
 	// A delegation changes nothing by itself (each call of the child
 	// passes the gate) and recording it twice finds one child.
@@ -80,11 +81,11 @@ func (e *Engine) subagentTool(name string, ax *agentExec) (*tools.Tool, error) {
 // delegationProblem says why the model's call may not delegate to name, or
 // "": checked before the gate, so no card asks about a call that could not
 // start.
-func (ax *agentExec) delegationProblem(call llm.Call, name string) string {
-	link, _ := subLinkOf(ax.run)
+func (ax *exec) delegationProblem(call llm.Call, name string) string {
+	link, _ := LinkOf(ax.run)
 	task, _ := call.Args[llm.SubagentTask].(string)
 	switch {
-	case ax.e.assistants[name] == nil:
+	case ax.l.agents[name] == nil:
 		return fmt.Sprintf("the agent %s is not available", name)
 	case name == ax.ag.Name:
 		return fmt.Sprintf("the agent %s may not delegate to itself", name)
@@ -98,7 +99,7 @@ func (ax *agentExec) delegationProblem(call llm.Call, name string) string {
 
 // childSteps is the max_steps of the child the call at idx starts: its own,
 // or what the parent's max_steps has left after this call.
-func (ax *agentExec) childSteps(idx int, child *agentRuntime) int {
+func (ax *exec) childSteps(idx int, child *runtime) int {
 	left := max(1, agentSteps(ax.ag).Limit()-idx-1)
 	if child == nil {
 		return left // gone since it started: what the parent had left
@@ -109,7 +110,7 @@ func (ax *agentExec) childSteps(idx int, child *agentRuntime) int {
 // delegation is the Runner of a sub-agent tool: its dispatch records the
 // child's turn and returns the child run's id.
 type delegation struct {
-	ax    *agentExec
+	ax    *exec
 	child string
 }
 
@@ -127,12 +128,12 @@ func (d delegation) Run(ctx context.Context, c tools.Call) (tools.Result, error)
 		return tools.Result{}, fmt.Errorf("%s%s is started only by its agent's own call", llm.SubagentPrefix, d.child)
 	}
 	st := ax.run.Steps[i]
-	child := ax.e.assistants[d.child]
+	child := ax.l.agents[d.child]
 	if child == nil {
 		return tools.Result{}, fmt.Errorf("the agent %s is not available", d.child)
 	}
-	args := d.ax.childArgs(c.Args, st.Index, child, ax.e.opts.NewID())
-	id, err := ax.e.recordSubagent(ctx, ax.run, ax.ag.Name, d.child, st.Index, args)
+	args := d.ax.childArgs(c.Args, st.Index, child, ax.l.opts.NewID())
+	id, err := ax.host.StartSubagent(ctx, ax.run, ax.ag.Name, d.child, st.Index, args)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -149,12 +150,12 @@ func (d delegation) Preview(context.Context, tools.Call) (string, error) {
 
 // childArgs are the args of the step waiting on the child id: the call's,
 // with the child's run, session and max_steps.
-func (ax *agentExec) childArgs(callArgs map[string]any, idx int, child *agentRuntime, id string) map[string]any {
+func (ax *exec) childArgs(callArgs map[string]any, idx int, child *runtime, id string) map[string]any {
 	args := maps.Clone(callArgs)
 	if args == nil {
 		args = map[string]any{}
 	}
-	args[subRunID], args[subSession], args[subMaxSteps] = id, core.SubSession(ax.run.ID, idx, ax.run.Thread).Key, ax.childSteps(idx, child)
+	args[SubRunID], args[subSession], args[SubMaxSteps] = id, core.SubSession(ax.run.ID, idx, ax.run.Thread).Key, ax.childSteps(idx, child)
 	return args
 }
 
@@ -175,22 +176,24 @@ func (r *delegationRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 	r.done = true
 	name, _ := llm.SubagentOf(o.Tool.Name)
 	id := o.Result.Output
-	st := r.dispatching(o.Start)
+	st := r.Dispatching(o.Start)
 	st.Status = core.StepWaitingAgent
-	st.Args = ax.childArgs(o.Args, r.idx, ax.e.assistants[name], id)
-	link, _ := subLinkOf(ax.run)
-	thread := core.SubSession(ax.run.ID, r.idx, ax.run.Thread)
+	st.Args = ax.childArgs(o.Args, st.Index, ax.l.agents[name], id)
+	link, _ := LinkOf(ax.run)
+	thread := core.SubSession(ax.run.ID, st.Index, ax.run.Thread)
 	// The gate's tool.finished says the dispatch ended; the call ends
 	// with the child's turn (subagentResult), which writes it then.
-	ev := ax.e.event(ax.run.ID, EventSubagentStarted, map[string]any{"tool_call_id": r.llm.ID, "agent": name, "run_id": id,
+	ev := ax.host.Event(ax.run.ID, EventSubagentStarted, map[string]any{"tool_call_id": r.llm.ID, "agent": name, "run_id": id,
 		"session_id": thread.String(), "sessionId": thread.Key, "depth": link.Depth + 1})
-	if err := ax.checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true, Step: st, Events: []core.RunEvent{ev}}); err != nil {
-		return ax.settleCancelled(ctx, err, cancelledStep(*st, "run cancelled while the agent started", ax.e.now()))
+	if err := ax.Checkpoint(ctx, core.Checkpoint{Status: core.RunWaitingInput, Release: true, Step: st, Events: []core.RunEvent{ev}}); err != nil {
+		now := ax.l.now()
+		st.Status, st.Error, st.FinishedAt = core.StepCancelled, "run cancelled while the agent started", &now
+		return ax.SettleCancelled(ctx, err, st)
 	}
 	// The child may have ended before this run waited, when its wake-up
 	// found this run still running: look again.
-	if child, err := ax.e.store.RunGet(ctx, id); err == nil && child.Status.Final() {
-		ax.e.wakeParent(ctx, child)
+	if child, err := ax.l.opts.Store.RunGet(ctx, id); err == nil && child.Status.Final() {
+		ax.host.WakeParent(ctx, child)
 	}
 	return nil
 }

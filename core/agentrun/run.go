@@ -1,10 +1,18 @@
-package engine
+// Package agentrun is the LLM agent's loop (docs/agents.md): an agent
+// run's turns — the model called with the session's history, its answer
+// committed, each tool call it asks for taken through the gate (core/gate),
+// ask_user's questions to people, delegation to sub-agents, streamed text —
+// driven from the run's checkpoint. The engine (core/engine) owns the run's
+// execution and drives the loop through Execution; what else the loop
+// needs of the engine is Host. Both are declared here (seams.go).
+package agentrun
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"path"
 	"slices"
@@ -14,6 +22,7 @@ import (
 	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
+	"github.com/opsgate/opsgate/core/gate"
 	"github.com/opsgate/opsgate/core/tools"
 )
 
@@ -27,7 +36,7 @@ import (
 //   - the model's answer (text and tool calls) is committed before any call
 //     is gated, so a stored response is never requested again;
 //   - each call then passes the gate (core/gate: policy, grants, suspend,
-//     resume, dispatch at most once; agentgate.go), and its result for
+//     resume, dispatch at most once; gate.go), and its result for
 //     the model is committed with the step's outcome;
 //   - once every call has a result the model is called again, until it
 //     answers without calls (the reply) or max_steps is spent.
@@ -59,37 +68,96 @@ type Agent struct {
 	Files FileLimits
 }
 
-// agentRuntime is an Agent ready to run: its toolbox and system prompt.
-type agentRuntime struct {
+// runtime is an Agent ready to run: its toolbox and system prompt.
+type runtime struct {
 	Agent
 	tb     *llm.Toolbox
 	system string
 }
 
-// initAssistants builds the runtimes of Options.Agents.
-func (e *Engine) initAssistants() error {
-	e.assistants = map[string]*agentRuntime{}
-	for _, a := range e.opts.Agents {
+// Options configures a Loop. Store and Host are required.
+type Options struct {
+	Store Store
+	Host  Host
+	// Agents are the configured agents; Tools the static tools their
+	// globs match, Lookup the tools resolved when a turn runs (upstream
+	// MCP servers: listed when it is a tools.ToolLister, judged when it
+	// can say which required servers are down).
+	Agents []Agent
+	Tools  tools.Static
+	Lookup tools.ToolLookup
+	// Attendance says whether someone holds an Agent API session's event
+	// stream (nil: always attended): an approval of a turn nobody attends
+	// is denied at once.
+	Attendance interface{ Attended(core.Thread) bool }
+	// ApprovalTTL is how long a question waits for its answer.
+	ApprovalTTL time.Duration
+	// Owner is the replica's lease owner (the streamed text's checkpoints).
+	Owner    string
+	Now      func() time.Time
+	NewID    func() string
+	Observer Observer
+}
+
+// Loop runs the configured agents' turns (Drive) and fans their streamed
+// text out (Deltas). It is safe for concurrent use.
+type Loop struct {
+	opts   Options
+	agents map[string]*runtime
+	def    string
+	deltas deltaHub
+}
+
+// New builds the agents' runtimes: a name and a model each, one default
+// at most, globs that make a valid toolbox.
+func New(o Options) (*Loop, error) {
+	if o.Store == nil || o.Host == nil {
+		return nil, errors.New("agentrun: no store or no host")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	l := &Loop{opts: o, agents: map[string]*runtime{}}
+	for _, a := range o.Agents {
 		if a.Name == "" || a.Model == nil {
-			return fmt.Errorf("engine: agent %q has no name or no model", a.Name)
+			return nil, fmt.Errorf("engine: agent %q has no name or no model", a.Name)
 		}
-		if _, dup := e.assistants[a.Name]; dup {
-			return fmt.Errorf("engine: duplicate agent %q", a.Name)
+		if _, dup := l.agents[a.Name]; dup {
+			return nil, fmt.Errorf("engine: duplicate agent %q", a.Name)
 		}
-		tb, err := e.toolbox(a, nil)
+		tb, err := l.toolbox(a, nil)
 		if err != nil {
-			return fmt.Errorf("engine: agent %q: %w", a.Name, err)
+			return nil, fmt.Errorf("engine: agent %q: %w", a.Name, err)
 		}
-		rt := &agentRuntime{Agent: a, tb: tb, system: llm.SystemPrompt(a.Instructions)}
-		e.assistants[a.Name] = rt
+		rt := &runtime{Agent: a, tb: tb, system: llm.SystemPrompt(a.Instructions)}
+		l.agents[a.Name] = rt
 		if a.Default {
-			if e.defaultAgent != "" {
-				return fmt.Errorf("engine: agents %q and %q are both the default", e.defaultAgent, a.Name)
+			if l.def != "" {
+				return nil, fmt.Errorf("engine: agents %q and %q are both the default", l.def, a.Name)
 			}
-			e.defaultAgent = a.Name
+			l.def = a.Name
 		}
 	}
-	return nil
+	return l, nil
+}
+
+func (l *Loop) now() time.Time { return l.opts.Now().UTC() }
+
+// Any reports whether any agent is configured.
+func (l *Loop) Any() bool { return len(l.agents) > 0 }
+
+// Has reports whether name is a configured agent.
+func (l *Loop) Has(name string) bool { return l.agents[name] != nil }
+
+// Default is the agent free text that matches no flow goes to, or "".
+func (l *Loop) Default() string { return l.def }
+
+// ModelName is the model name of the configured agent name, or "".
+func (l *Loop) ModelName(name string) string {
+	if a := l.agents[name]; a != nil {
+		return a.ModelName
+	}
+	return ""
 }
 
 // AgentInfo describes a configured agent (the Agent API's GET
@@ -103,9 +171,9 @@ type AgentInfo struct {
 }
 
 // Agents lists the configured agents by name.
-func (e *Engine) Agents() []AgentInfo {
-	out := make([]AgentInfo, 0, len(e.assistants))
-	for _, a := range e.assistants {
+func (l *Loop) Agents() []AgentInfo {
+	out := make([]AgentInfo, 0, len(l.agents))
+	for _, a := range l.agents {
 		out = append(out, AgentInfo{Name: a.Name, ModelName: a.ModelName, Default: a.Default, Tools: a.tb.Names(), MaxSteps: agentSteps(a).Limit()})
 	}
 	slices.SortFunc(out, func(x, y AgentInfo) int { return strings.Compare(x.Name, y.Name) })
@@ -114,9 +182,9 @@ func (e *Engine) Agents() []AgentInfo {
 
 // toolbox is the toolbox of agent a over the static tools and extra (the
 // lister's tools now), each matched against a's globs.
-func (e *Engine) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
+func (l *Loop) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
 	byName := map[string]*tools.Tool{}
-	for name, t := range e.tools {
+	for name, t := range l.opts.Tools {
 		byName[name] = t
 	}
 	for _, t := range extra {
@@ -139,17 +207,17 @@ func (e *Engine) toolbox(a Agent, extra []*tools.Tool) (*llm.Toolbox, error) {
 		t := byName[n]
 		ts = append(ts, llm.Tool{Name: t.Name, Description: t.Description, Schema: t.Schema.Document()})
 	}
-	return llm.NewToolbox(append(ts, e.subagentTools(a)...))
+	return llm.NewToolbox(append(ts, l.subagentTools(a)...))
 }
 
 // turnToolbox is the toolbox for one model turn: the prebuilt one, or, when
 // Options.Lookup lists tools, one over the tools it offers now.
-func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
-	tl, ok := ax.e.opts.Lookup.(tools.ToolLister)
+func (ax *exec) turnToolbox(ctx context.Context) *llm.Toolbox {
+	tl, ok := ax.l.opts.Lookup.(tools.ToolLister)
 	if !ok {
 		return ax.ag.tb
 	}
-	tb, err := ax.e.toolbox(ax.ag.Agent, tl.Tools(ctx))
+	tb, err := ax.l.toolbox(ax.ag.Agent, tl.Tools(ctx))
 	if err != nil {
 		ax.log.Warn("agent toolbox over the upstream tools; using the configured ones", "err", err)
 		return ax.ag.tb
@@ -157,81 +225,14 @@ func (ax *agentExec) turnToolbox(ctx context.Context) *llm.Toolbox {
 	return tb
 }
 
-// toThread returns ms unless thread is an API session, which gets no
-// outbox messages; a sub-agent's go to its root thread (subagent.go).
-func (e *Engine) toThread(thread core.Thread, ms ...core.OutboxMessage) []core.OutboxMessage {
-	if root, ok := core.SubSessionRoot(thread); ok {
-		return e.toThread(root, rethread(root, ms)...)
-	}
-	if thread.Channel == core.AgentSessionChannel {
-		return nil
-	}
-	return ms
-}
-
-// AgentTurn is one message to an agent: a chat message that matched no
-// flow, or an Agent API turn.
-type AgentTurn struct {
-	// Thread is the session: a chat thread, or {AgentSessionChannel, id}.
-	Thread core.Thread
-	// Agent names the agent; "" is the default agent.
-	Agent string
-	Actor core.Actor
-	Text  string
-	// Channel and EventID deduplicate the turn (like HandleEvent): a
-	// second StartAgentTurn with the same pair starts nothing. Default
-	// Thread.Channel and a new id.
-	Channel, EventID string
-}
-
-// StartAgentTurn records the turn as a queued agent run in its session;
-// it runs when the session's earlier turns are done.
-func (e *Engine) StartAgentTurn(ctx context.Context, t AgentTurn) (core.Receipt, error) {
-	if t.Agent == "" {
-		t.Agent = e.defaultAgent
-	}
-	if e.assistants[t.Agent] == nil {
-		return core.Receipt{}, fmt.Errorf("engine: %w: no agent %q", core.ErrNotFound, t.Agent)
-	}
-	if t.Thread.IsZero() || t.Actor.ID == "" {
-		return core.Receipt{}, errors.New("engine: agent turn without a thread or an actor")
-	}
-	ev := core.ChannelEvent{Channel: t.Channel, EventID: t.EventID, Actor: t.Actor, Thread: t.Thread, Text: t.Text, ReceivedAt: e.now()}
-	if ev.Channel == "" {
-		ev.Channel = t.Thread.Channel
-	}
-	if ev.EventID == "" {
-		ev.EventID = "turn-" + e.opts.NewID()
-	}
-	p := core.InboxRecordParams{Event: ev}
-	e.agentRun(&p, t.Agent)
-	return e.record(ctx, p)
-}
-
-// agentRun makes p start a run of the named agent for p.Event.
-func (e *Engine) agentRun(p *core.InboxRecordParams, name string) {
-	ev, now := p.Event, e.now()
-	run := &core.Run{
-		ID: e.opts.NewID(), Flow: core.AgentFlow(name), Thread: ev.Thread, Requester: ev.Actor.ID,
-		Status: core.RunQueued, Args: map[string]any{}, Reason: ev.Text, EventChannel: ev.Channel, EventID: ev.EventID,
-		Attachments: ev.Attachments, CreatedAt: now, UpdatedAt: now,
-	}
-	p.Run = run
-	// The person's message is the conversation's next entry, stored with
-	// the event that brought it: its text and what came attached (as
-	// references, fetched on demand: files.go), each framed as external
-	// content.
-	parts := requestParts(ev.Channel, ev.Actor.ID, ev.Text, ev.Attachments)
-	p.Events = []core.RunEvent{
-		e.event(run.ID, core.EventRunQueued, map[string]any{"flow": run.Flow, "kind": core.RunKindAgent, "agent": name}),
-		e.event(run.ID, core.EventAgentMessage, llm.UserMessage(now, parts...)),
-	}
-}
-
-// agentExec is the conversation state of one agent run's execution.
-type agentExec struct {
-	*execution
-	ag *agentRuntime
+// exec is the conversation state of one agent run's execution.
+type exec struct {
+	Execution
+	l    *Loop
+	host Host
+	run  *core.Run
+	log  *slog.Logger
+	ag   *runtime
 	// hist is the session's history; mine is where this run's part of it
 	// starts (a session's runs never interleave: one active per thread).
 	hist []llm.Message
@@ -242,14 +243,17 @@ type agentExec struct {
 	files map[string]*llm.FileContent
 }
 
-// driveAgent runs an agent turn from its checkpoint.
-func (x *execution) driveAgent(ctx context.Context, name string) error {
-	ag := x.e.assistants[name]
+// Drive runs the turn of agent name from x's checkpoint: it returns once
+// the run is suspended, waiting or ended, or with the error that stopped
+// the execution.
+func (l *Loop) Drive(ctx context.Context, x Execution, name string) error {
+	ag := l.agents[name]
 	if ag == nil {
 		msg := fmt.Sprintf("agent %q is not configured", name)
-		return x.end(ctx, nil, core.RunFailed, "unknown_agent", msg, "❌ "+msg+".")
+		return x.End(ctx, nil, core.RunFailed, "unknown_agent", msg, "❌ "+msg+".")
 	}
-	ax := &agentExec{execution: x, ag: limited(ag, x.run)}
+	run := x.Run()
+	ax := &exec{Execution: x, l: l, host: l.opts.Host, run: run, log: x.Log(), ag: limited(ag, run)}
 	if err := ax.load(ctx); err != nil {
 		return err
 	}
@@ -263,18 +267,28 @@ func (x *execution) driveAgent(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return x.end(ctx, nil, core.RunFailed, "agent_loop", "the agent run did not settle", "❌ The agent run did not settle; it was stopped.")
+	return x.End(ctx, nil, core.RunFailed, "agent_loop", "the agent run did not settle", "❌ The agent run did not settle; it was stopped.")
 }
 
-func agentSteps(ag *agentRuntime) llm.Steps { return llm.Steps{Max: ag.MaxSteps} }
+func agentSteps(ag *runtime) llm.Steps { return llm.Steps{Max: ag.MaxSteps} }
+
+// stepAt is the run's step idx, or nil.
+func (ax *exec) stepAt(idx int) *core.Step {
+	for i := range ax.run.Steps {
+		if ax.run.Steps[i].Index == idx {
+			return &ax.run.Steps[i]
+		}
+	}
+	return nil
+}
 
 // load reads the session's history: the messages of the thread's earlier
 // runs (all final: one run of a thread is active at a time), then this
 // run's. Later runs' messages — a queued turn's message is stored when it
 // arrives — are left out: a run is known by its first message, and the
 // runs of a thread are started in order.
-func (ax *agentExec) load(ctx context.Context) error {
-	recs, err := ax.e.store.AgentHistory(ctx, ax.run.Thread, 0)
+func (ax *exec) load(ctx context.Context) error {
+	recs, err := ax.l.opts.Store.AgentHistory(ctx, ax.run.Thread, 0)
 	if err != nil {
 		return fmt.Errorf("load agent history: %w", err)
 	}
@@ -310,17 +324,17 @@ func (ax *agentExec) load(ctx context.Context) error {
 }
 
 // message is the agent.message event of m.
-func (ax *agentExec) message(m llm.Message) core.RunEvent {
-	return ax.e.event(ax.run.ID, core.EventAgentMessage, m)
+func (ax *exec) message(m llm.Message) core.RunEvent {
+	return ax.host.Event(ax.run.ID, core.EventAgentMessage, m)
 }
 
 // commit checkpoints c with the messages appended to the history, and
 // mirrors them locally once committed.
-func (ax *agentExec) commit(ctx context.Context, c core.Checkpoint, ms ...llm.Message) error {
+func (ax *exec) commit(ctx context.Context, c core.Checkpoint, ms ...llm.Message) error {
 	for _, m := range ms {
 		c.Events = append(c.Events, ax.message(m))
 	}
-	if err := ax.checkpoint(ctx, c); err != nil {
+	if err := ax.Checkpoint(ctx, c); err != nil {
 		return err
 	}
 	ax.hist = append(ax.hist, ms...)
@@ -329,10 +343,10 @@ func (ax *agentExec) commit(ctx context.Context, c core.Checkpoint, ms ...llm.Me
 
 // next advances the run by one committed message; done reports that the
 // execution ends (suspended, finished, or stopped).
-func (ax *agentExec) next(ctx context.Context) (done bool, err error) {
+func (ax *exec) next(ctx context.Context) (done bool, err error) {
 	mine := ax.hist[ax.mine:]
 	if len(mine) == 0 {
-		um := llm.UserMessage(ax.run.CreatedAt, requestParts(ax.run.Thread.Channel, ax.run.Requester, ax.run.Reason, ax.run.Attachments)...)
+		um := llm.UserMessage(ax.run.CreatedAt, RequestParts(ax.run.Thread.Channel, ax.run.Requester, ax.run.Reason, ax.run.Attachments)...)
 		return false, ax.commit(ctx, core.Checkpoint{}, um)
 	}
 	last, used, turns := -1, 0, 0
@@ -382,11 +396,11 @@ type turnCall struct {
 
 // modelTurn calls the model and commits its answer: the final reply ends
 // the run; tool calls are stored before any of them is gated.
-func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
-	e, ag := ax.e, ax.ag
+func (ax *exec) modelTurn(ctx context.Context, used, turns int) (bool, error) {
+	l, ag, host := ax.l, ax.ag, ax.host
 	if msg := ax.requiredDown(ctx); msg != "" {
-		e.m.agentTurns.WithLabelValues(ag.Name, "required_server_down").Inc()
-		return true, ax.end(ctx, nil, core.RunFailed, "required_server_down", msg, "❌ "+msg)
+		l.turnEnded(ag.Name, "required_server_down")
+		return true, ax.End(ctx, nil, core.RunFailed, "required_server_down", msg, "❌ "+msg)
 	}
 	steps := llm.Steps{Max: ag.MaxSteps, Used: used}
 	tb := ax.turnToolbox(ctx)
@@ -400,11 +414,11 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 		ax.log.Debug("agent history bounded", "dropped", built.Dropped, "truncated", built.Truncated, "bytes", built.Bytes)
 	}
 	start := time.Now()
-	sink := e.deltas.sink(ax.run.ID)
+	sink := l.deltas.sink(ax.run.ID)
 	var stopStream func()
-	if e.streams(ax.run.Thread.Channel) {
+	if host.Streams(ax.run.Thread.Channel) {
 		if ax.stream == nil {
-			ax.stream = &streamer{e: e, run: ax.run}
+			ax.stream = &streamer{l: l, run: ax.run}
 		}
 		st, hub := ax.stream, sink
 		sink = func(d llm.Delta) { hub(d); st.add(d) }
@@ -416,21 +430,21 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 	if stopStream != nil {
 		stopStream()
 	}
-	e.m.agentModelCall.WithLabelValues(ag.Name).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
 	if err != nil {
+		l.modelCalled(ag.Name, took, nil)
 		if ctx.Err() != nil {
 			// Cut off inside a model call: nothing was stored, so the
 			// next holder calls the model again (calls change nothing).
-			return true, errShutdown
+			return true, gate.ErrShutdown
 		}
-		e.m.agentTurns.WithLabelValues(ag.Name, "model_error").Inc()
+		l.turnEnded(ag.Name, "model_error")
 		text := "❌ " + modelProblem(ag, err)
-		return true, ax.end(ctx, nil, core.RunFailed, "model_error", modelProblem(ag, err), text)
+		return true, ax.End(ctx, nil, core.RunFailed, "model_error", modelProblem(ag, err), text)
 	}
-	e.m.agentTokens.WithLabelValues(ag.Name, "input").Add(float64(resp.Usage.InputTokens))
-	e.m.agentTokens.WithLabelValues(ag.Name, "output").Add(float64(resp.Usage.OutputTokens))
+	l.modelCalled(ag.Name, took, &resp.Usage)
 	usage := resp.Usage
-	m := llm.Message{Role: llm.RoleAssistant, Text: resp.Text, Usage: &usage, Stop: resp.Stop, Model: resp.Model, At: e.now()}
+	m := llm.Message{Role: llm.RoleAssistant, Text: resp.Text, Usage: &usage, Stop: resp.Stop, Model: resp.Model, At: l.now()}
 	for _, tc := range resp.ToolCalls {
 		m.Calls = append(m.Calls, tb.Resolve(tc))
 	}
@@ -438,7 +452,7 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 		// With tools off the answer is final, even if the model still
 		// asked for calls.
 		m.Calls = nil
-		e.m.agentTurns.WithLabelValues(ag.Name, "finished").Inc()
+		l.turnEnded(ag.Name, "finished")
 		return true, ax.finish(ctx, m, &m)
 	}
 	var evs []core.RunEvent
@@ -446,15 +460,15 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 	if text := strings.TrimSpace(m.Text); text != "" {
 		// What the model says before its calls is part of the
 		// conversation: the thread gets it, in order, before any card.
-		msg := e.reply(ax.run, text)
+		msg := host.Reply(ax.run, text)
 		if seg := ax.streamSegment(); seg != "" {
 			// It streamed: its message takes this text as said, and the
 			// next turn streams into a message of its own.
 			msg.Kind, msg.Replaces = core.KindStreamEnd, seg
 			ax.stream.next()
 		}
-		out = e.toThread(ax.run.Thread, msg)
-		evs = append(evs, e.event(ax.run.ID, core.EventMessageCommitted, map[string]any{"message_id": msg.ID, "text": m.Text, "final": false}))
+		out = host.ToThread(ax.run.Thread, msg)
+		evs = append(evs, host.Event(ax.run.ID, core.EventMessageCommitted, map[string]any{"message_id": msg.ID, "text": m.Text, "final": false}))
 	} else if ax.stream != nil {
 		ax.stream.next()
 	}
@@ -463,14 +477,14 @@ func (ax *agentExec) modelTurn(ctx context.Context, used, turns int) (bool, erro
 
 // streamSegment is the outbox id of the message the current model turn
 // streamed into, or "" when none was queued.
-func (ax *agentExec) streamSegment() string {
+func (ax *exec) streamSegment() string {
 	if ax.stream == nil {
 		return ""
 	}
 	return ax.stream.segment()
 }
 
-func (ax *agentExec) system() string { return ax.ag.system }
+func (ax *exec) system() string { return ax.ag.system }
 
 // requiredSources is the optional capability of Options.Lookup whose
 // sources an agent turn cannot do without (upstream MCP servers marked
@@ -481,8 +495,8 @@ type requiredSources interface {
 
 // requiredDown says why the turn may not go on — a required source that
 // is down and whose tools the agent's globs reach — or "".
-func (ax *agentExec) requiredDown(ctx context.Context) string {
-	rs, ok := ax.e.opts.Lookup.(requiredSources)
+func (ax *exec) requiredDown(ctx context.Context) string {
+	rs, ok := ax.l.opts.Lookup.(requiredSources)
 	if !ok {
 		return ""
 	}
@@ -508,7 +522,7 @@ func (ax *agentExec) requiredDown(ctx context.Context) string {
 }
 
 // modelProblem is the sentence the thread gets for a failed model call.
-func modelProblem(ag *agentRuntime, err error) string {
+func modelProblem(ag *runtime, err error) string {
 	if ae := llm.AsError(err); ae != nil {
 		return ae.ThreadMessage()
 	}
@@ -517,26 +531,26 @@ func modelProblem(ag *agentRuntime, err error) string {
 
 // finish ends the run with the model's answer as the reply; store, when
 // set, is committed with it.
-func (ax *agentExec) finish(ctx context.Context, answer llm.Message, store *llm.Message) error {
+func (ax *exec) finish(ctx context.Context, answer llm.Message, store *llm.Message) error {
 	text := strings.TrimSpace(answer.Text)
 	if text == "" {
 		text = "(The agent gave no answer.)"
 	}
 	if store != nil {
-		ax.events = append(ax.events, ax.message(*store))
+		ax.Queue(ax.message(*store))
 	}
 	if seg := ax.streamSegment(); seg != "" {
-		ax.replyKind, ax.replyReplaces = core.KindStreamEnd, seg // the answer replaces the streamed text
+		ax.EndReplacing(seg) // the answer replaces the streamed text
 	}
-	return ax.end(ctx, nil, core.RunSucceeded, "", "", text)
+	return ax.End(ctx, nil, core.RunSucceeded, "", "", text)
 }
 
 // result commits the tool result of call, with the step's outcome.
-func (ax *agentExec) result(ctx context.Context, call llm.Call, o llm.Outcome, st *core.Step, audit ...approvals.AuditEntry) (bool, error) {
+func (ax *exec) result(ctx context.Context, call llm.Call, o llm.Outcome, st *core.Step, audit ...approvals.AuditEntry) (bool, error) {
 	if o.Kind == llm.OutcomeInvalid && o.Problem == "" {
 		o.Problem = call.Problem
 	}
-	msg := o.Result(call, ax.e.now())
+	msg := o.Result(call, ax.l.now())
 	return false, ax.commit(ctx, core.Checkpoint{Step: st, Audit: audit}, msg)
 }
 
@@ -547,4 +561,16 @@ func toolSource(name string) string {
 		return "mcp:" + name
 	}
 	return "tool:" + name
+}
+
+func (l *Loop) turnEnded(agent, outcome string) {
+	if l.opts.Observer != nil {
+		l.opts.Observer.TurnEnded(agent, outcome)
+	}
+}
+
+func (l *Loop) modelCalled(agent string, took time.Duration, usage *llm.Usage) {
+	if l.opts.Observer != nil {
+		l.opts.Observer.ModelCalled(agent, took, usage)
+	}
 }

@@ -1,4 +1,4 @@
-package engine
+package agentrun
 
 import (
 	"context"
@@ -26,8 +26,8 @@ const deltaBuffer = 256
 // Deltas subscribes to the streamed text of run's model turns on this
 // replica until cancel is called. A Delta with Restart voids the text
 // streamed so far (the turn is retried).
-func (e *Engine) Deltas(runID string) (<-chan llm.Delta, func()) {
-	return e.deltas.subscribe(runID)
+func (l *Loop) Deltas(runID string) (<-chan llm.Delta, func()) {
+	return l.deltas.subscribe(runID)
 }
 
 func (h *deltaHub) subscribe(runID string) (<-chan llm.Delta, func()) {
@@ -71,33 +71,10 @@ func (h *deltaHub) sink(runID string) llm.Sink {
 // streamInterval is the least time between two edits of a streamed message.
 const streamInterval = time.Second
 
-// StreamInto makes agent turns in threads of these channels stream their
-// text into the thread: one message edited in place at most once a second
-// while the model writes, then the final answer (chunked as usual, its
-// first chunk in that message). cmd/opsgate names the channels whose
-// adapter is a core.ReplyEditor; other threads get the final answer only.
-func (e *Engine) StreamInto(channels ...string) {
-	set := map[string]bool{}
-	if old := e.streamTo.Load(); old != nil {
-		for k := range *old {
-			set[k] = true
-		}
-	}
-	for _, c := range channels {
-		set[c] = true
-	}
-	e.streamTo.Store(&set)
-}
-
-func (e *Engine) streams(channel string) bool {
-	set := e.streamTo.Load()
-	return set != nil && (*set)[channel]
-}
-
 // streamer queues a turn's text into the thread as KindStream outbox
 // messages, at most one per streamInterval, while the model call runs.
 type streamer struct {
-	e    *Engine
+	l    *Loop
 	run  *core.Run
 	mu   sync.Mutex
 	text strings.Builder
@@ -149,12 +126,13 @@ func (s *streamer) flush(ctx context.Context) {
 	}
 	first := s.first
 	s.mu.Unlock()
-	now := s.e.now()
-	id := s.e.opts.NewID()
+	l := s.l
+	now := l.now()
+	id := l.opts.NewID()
 	if first == "" {
 		first = id // the segment's first message names itself: it edits nothing
 	}
-	err := s.e.store.RunCheckpoint(ctx, core.Checkpoint{RunID: s.run.ID, Owner: s.e.opts.Owner, Now: now,
+	err := l.opts.Store.RunCheckpoint(ctx, core.Checkpoint{RunID: s.run.ID, Owner: l.opts.Owner, Now: now,
 		Outbox: []core.OutboxMessage{{ID: id, Thread: s.run.Thread, Kind: core.KindStream, Text: text + " …", RunID: s.run.ID, Replaces: first, CreatedAt: now}}})
 	if err != nil {
 		return // best effort: the final answer is sent anyway

@@ -1,10 +1,9 @@
-package engine
+package agentrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
-	"github.com/opsgate/opsgate/core/markdown"
 )
 
 // Files that come with messages (issue 27): an adapter records each as a
@@ -59,26 +57,6 @@ func (l FileLimits) orDefault() FileLimits {
 	return l
 }
 
-// FetchFilesFrom makes the files of channel's messages readable by agents
-// through f (cmd/opsgate registers every adapter that is a
-// core.AttachmentFetcher). A channel without one has its files listed by
-// reference.
-func (e *Engine) FetchFilesFrom(channel string, f core.AttachmentFetcher) {
-	m := map[string]core.AttachmentFetcher{}
-	if old := e.fetchers.Load(); old != nil {
-		maps.Copy(m, *old)
-	}
-	m[channel] = f
-	e.fetchers.Store(&m)
-}
-
-func (e *Engine) fetcher(channel string) core.AttachmentFetcher {
-	if m := e.fetchers.Load(); m != nil {
-		return (*m)[channel]
-	}
-	return nil
-}
-
 // fileParts are the parts of a message's attachments, each labelled
 // "<channel>.attachment" and sent by actor.
 func fileParts(channel, actor string, as []core.Attachment) []llm.Part {
@@ -90,9 +68,10 @@ func fileParts(channel, actor string, as []core.Attachment) []llm.Part {
 	return out
 }
 
-// requestParts are the parts of a person's message: its text (left out
-// when the message is only files) and its files.
-func requestParts(channel, actor, text string, as []core.Attachment) []llm.Part {
+// RequestParts are the parts of a person's message: its text (left out
+// when the message is only files) and its files — what the engine stores
+// as the turn's first message.
+func RequestParts(channel, actor, text string, as []core.Attachment) []llm.Part {
 	var parts []llm.Part
 	if strings.TrimSpace(text) != "" || len(as) == 0 {
 		parts = append(parts, llm.External(channel, actor, text))
@@ -103,7 +82,7 @@ func requestParts(channel, actor, text string, as []core.Attachment) []llm.Part 
 // resolveFiles fetches the content of this run's files for the next
 // request, once per execution (ax.files caches by reference), and sets it
 // on the in-memory history; earlier runs' files stay references.
-func (ax *agentExec) resolveFiles(ctx context.Context) {
+func (ax *exec) resolveFiles(ctx context.Context) {
 	for i := ax.mine; i < len(ax.hist); i++ {
 		m := &ax.hist[i]
 		if m.Role != llm.RoleUser {
@@ -121,7 +100,7 @@ func (ax *agentExec) resolveFiles(ctx context.Context) {
 			c, ok := ax.files[key]
 			if !ok {
 				channel, _, _ := strings.Cut(p.Source, ".")
-				c = ax.e.fetchFile(ctx, ax, channel, *p.File)
+				c = ax.fetchFile(ctx, channel, *p.File)
 				ax.files[key] = c
 			}
 			p.Content = c
@@ -131,7 +110,7 @@ func (ax *agentExec) resolveFiles(ctx context.Context) {
 
 // fetchFile fetches f from channel within the agent's limits and returns
 // what the model gets: text, an image, or why neither.
-func (e *Engine) fetchFile(ctx context.Context, ax *agentExec, channel string, f llm.File) *llm.FileContent {
+func (ax *exec) fetchFile(ctx context.Context, channel string, f llm.File) *llm.FileContent {
 	lim := ax.ag.Files.orDefault()
 	kind := core.AttachmentKind(f.Kind)
 	no := func(format string, args ...any) *llm.FileContent {
@@ -149,7 +128,7 @@ func (e *Engine) fetchFile(ctx context.Context, ax *agentExec, channel string, f
 	case f.Size > lim.MaxBytes:
 		return no("it is %s, over this agent's limit of %s", byteSize(f.Size), byteSize(lim.MaxBytes))
 	}
-	fe := e.fetcher(channel)
+	fe := ax.host.Fetcher(channel)
 	if fe == nil {
 		return no("files of the %s channel cannot be fetched", channel)
 	}
@@ -219,25 +198,4 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
-}
-
-// filesWithoutAgent is the reply to a message of only files where no
-// agent takes free text: nothing reads files but an agent.
-func filesWithoutAgent(as []core.Attachment) string {
-	names := make([]string, 0, len(as))
-	for _, a := range as {
-		names = append(names, markdown.Escape(nameOf(a))) // outside text: inert
-	}
-	return fmt.Sprintf("📎 Received %s, but no agent reads files here, so nothing was started. "+
-		"Send a command with it (`help` lists them).", strings.Join(names, ", "))
-}
-
-func nameOf(a core.Attachment) string {
-	if n := strings.Join(strings.Fields(a.Name), " "); n != "" {
-		if len(n) > 120 {
-			n = strings.ToValidUTF8(n[:120], "") + "…"
-		}
-		return n
-	}
-	return "a file"
 }
