@@ -145,8 +145,20 @@ type Outcome struct {
 	// approval is still pending (a delegation changed who may decide).
 	UpdateCard bool
 	Audit      []AuditEntry
+	// Copies are other runs that get a copy of a final decision's
+	// permission.decided event, in the same transaction, each with its
+	// Data added: a sub-agent's approval, shown on its ancestors' streams
+	// (docs/agents.md, "Sub-agents"). The caller of Decide sets them.
+	Copies []EventCopy
 	// Err is the refusal, returned to the caller after the audit commits.
 	Err error
+}
+
+// EventCopy is one run that gets a copy of a decision's event, with Data
+// added to the event's own.
+type EventCopy struct {
+	RunID string
+	Data  map[string]any
 }
 
 // Decide applies one request to an approval: the single place where

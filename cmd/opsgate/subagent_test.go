@@ -13,8 +13,9 @@ import (
 // a real store, the parent and the child each on a script of their own.
 
 // startSubagentServer starts a server whose default agent "ops" may
-// delegate to "reviewer", which may call gated (ask, alice approves).
-func startSubagentServer(t *testing.T, pgDSN string) (e *env, parent, child *fakellm.Script) {
+// delegate to "reviewer", which may call gated (ask, alice approves);
+// rules are more policy rules (YAML list items), after those.
+func startSubagentServer(t *testing.T, pgDSN string, rules ...string) (e *env, parent, child *fakellm.Script) {
 	t.Helper()
 	parent, child = llmServer().Script(t), llmServer().Script(t)
 	e = newEnv(t)
@@ -39,10 +40,11 @@ policy:
   rules:
     - {match: {tool: "*"}, action: allow}
     - {match: {tool: gated}, action: ask, approvers: ["group:sre"], allow_self_approval: true}
+%[4]s
 approvers:
   groups:
     sre: ["console:alice"]
-`, agentAppToken, parent.OpenAIURL(), child.OpenAIURL()))
+`, agentAppToken, parent.OpenAIURL(), child.OpenAIURL(), strings.Join(rules, "\n")))
 	e.start()
 	return e, parent, child
 }
@@ -69,6 +71,11 @@ func TestAgentAPISubagentApprovalOverTheParentsStream(t *testing.T) {
 		code, res = agentCall(t, e, "POST", "/api/v1/agent/reply", map[string]any{"sessionId": sub, "requestId": p.data["requestId"], "decision": "allowOnce"})
 		if code != 200 || res["status"] != "approved" || res["sessionId"] != sub {
 			t.Fatalf("reply %d %v", code, res)
+		}
+		// The decision reaches the parent's stream with the child's session.
+		_, d := s.until(t, "permission.decided")
+		if d.data["sessionId"] != sub || d.data["requestId"] != p.data["requestId"] || d.data["status"] != "approved" {
+			t.Fatalf("permission.decided %v (child session %s)", d.data, sub)
 		}
 		_, fin := s.until(t, "turn.finished")
 		if fin.data["text"] != "The reviewer ran it." || fin.data["sessionId"] != root {
@@ -151,4 +158,35 @@ agents:
 	if got := problemLine.FindAllString(serveOut, -1); serveCode != exitFail || !slices.Equal(want, got) {
 		t.Fatalf("serve exit %d, problems differ:\ncheck:\n%s\nserve:\n%s", serveCode, checkOut, serveOut)
 	}
+}
+
+// TestAgentAPIDelegationAsks: a policy rule on agent:reviewer makes the
+// delegation itself ask, on the parent's own session; the child starts
+// only once the approver allows it.
+func TestAgentAPIDelegationAsks(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, pgDSN string) {
+		e, parent, child := startSubagentServer(t, pgDSN, `    - {match: {tool: "agent:*"}, action: ask, approvers: ["group:sre"], allow_self_approval: true}`)
+		parent.Push(fakellm.CallTool("agent_reviewer", `{"task":"look at the change","reason":"a second look"}`), fakellm.Say("Reviewed."))
+		child.Push(fakellm.Say("It looks right."))
+		s := openAgentStream(t, e, "/api/v1/agent/runs", map[string]any{"text": "have the reviewer look"})
+		_, q := s.until(t, "run.queued")
+		root := q.data["sessionId"].(string)
+		_, p := s.until(t, "permission.requested")
+		input, _ := p.data["toolInput"].(map[string]any)
+		if p.data["toolName"] != "agent:reviewer" || p.data["sessionId"] != root || p.data["reason"] != "a second look" || input["task"] != "look at the change" {
+			t.Fatalf("permission.requested %v (root session %s)", p.data, root)
+		}
+		if n := len(child.Requests()); n != 0 {
+			t.Fatalf("the child's model was called %d times before the delegation was allowed", n)
+		}
+		code, res := agentCall(t, e, "POST", "/api/v1/agent/reply", map[string]any{"sessionId": root, "requestId": p.data["requestId"], "decision": "allowOnce"})
+		if code != 200 || res["status"] != "approved" {
+			t.Fatalf("reply %d %v", code, res)
+		}
+		_, fin := s.until(t, "turn.finished")
+		if fin.data["text"] != "Reviewed." || len(child.Requests()) != 1 {
+			t.Fatalf("turn.finished %v; child turns %d", fin.data, len(child.Requests()))
+		}
+	})
 }

@@ -101,6 +101,9 @@ func (ax *exec) delegationProblem(call llm.Call, name string) string {
 // or what the parent's max_steps has left after this call.
 func (ax *exec) childSteps(idx int, child *runtime) int {
 	left := max(1, agentSteps(ax.ag).Limit()-idx-1)
+	if child == nil {
+		return left // gone since it started: what the parent had left
+	}
 	return min(left, agentSteps(child).Limit())
 }
 

@@ -172,7 +172,7 @@ func (h loopHost) Question(run *core.Run, ask llm.Ask, idx int, expires time.Tim
 }
 
 func (h loopHost) QuestionExpired(run *core.Run, questionID string, ask llm.Ask, at time.Time) core.OutboxMessage {
-	return h.e.questionUpdate(run, questionID, expiredText(ask, at))
+	return h.e.questionUpdate(run, questionID, expiredText(agentAsker, ask, at))
 }
 
 func (h loopHost) StartSubagent(ctx context.Context, parent *core.Run, parentAgent, name string, idx int, args map[string]any) (string, error) {

@@ -39,7 +39,7 @@ func (e *Engine) decide(ctx context.Context, actor core.Actor, channel string, d
 		Actor: actor.ID, Channel: channel, Action: d.Action, Args: d.Args,
 		Reason: d.Reason, Scope: d.Scope, Pattern: d.Pattern, For: d.For, At: e.now(), Unverified: d.Unverified, Groups: d.Groups,
 	}
-	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{
+	a, err := e.approvalDecide(ctx, approvals.ApprovalDecideParams{
 		ID:    d.ApprovalID,
 		Event: key,
 		Decide: func(a *approvals.Approval) approvals.Outcome {
@@ -155,7 +155,7 @@ func (e *Engine) Cancel(ctx context.Context, runID string, actor core.Actor) (*c
 	}
 	for _, a := range pending {
 		now := e.now()
-		_, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
+		_, err := e.approvalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
 			if a.Status != approvals.StatusPending {
 				return approvals.Outcome{}
 			}

@@ -285,7 +285,7 @@ func (e *Engine) ExpireOverdue(ctx context.Context) error {
 // state makes it a no-op.
 func (e *Engine) expire(ctx context.Context, id string, now time.Time) error {
 	ended := false
-	a, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: id, Decide: func(a *approvals.Approval) approvals.Outcome {
+	a, err := e.approvalDecide(ctx, approvals.ApprovalDecideParams{ID: id, Decide: func(a *approvals.Approval) approvals.Outcome {
 		if a.Status != approvals.StatusPending || now.Before(a.ExpiresAt) {
 			return approvals.Outcome{}
 		}

@@ -142,6 +142,9 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 		return closedQuestion(st)
 	}
 	now := e.now()
+	if toolQuestion(st) && e.askerGone(run, now) {
+		return &core.DecisionError{Code: core.DecisionExpired, Message: whyAskerGone + "; the question closes unanswered", Question: true}
+	}
 	if st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
 		return &core.DecisionError{Code: core.DecisionExpired, Message: "this question expired", At: st.StartedAt.Add(e.opts.ApprovalTTL), Question: true}
 	}
@@ -163,7 +166,7 @@ func (e *Engine) AnswerSwitching(ctx context.Context, actor core.Actor, channel,
 	next.Status, next.FinishedAt = core.StepSucceeded, &now
 	next.Output = string(mustJSON(agentrun.Answered{By: actor.ID, Answer: reply.JSON(), Agent: switchTo}))
 	// The question's message shows the answer (its buttons gone).
-	upd := e.questionUpdate(run, st.Output, answeredText(ask, reply, actor.ID, now))
+	upd := e.questionUpdate(run, st.Output, answeredText(asker(run, st), ask, reply, actor.ID, now))
 	resume := core.RunQueued
 	if toolQuestion(st) {
 		resume = core.RunRunning // its tool call waits in flight (upstreamquestion.go)
@@ -204,27 +207,31 @@ func (e *Engine) mayAnswer(run *core.Run, actor string) string {
 // sweepQuestions requeues the runs whose question expired, so the model is
 // told (the resumed turn sees the expiry).
 func (e *Engine) sweepQuestions(ctx context.Context) error {
-	if !e.loop.Any() {
-		return nil
-	}
 	runs, _, err := e.store.RunList(ctx, core.RunListParams{Status: core.RunWaitingInput, Limit: sweepBatch})
 	if err != nil {
 		return fmt.Errorf("engine: list runs waiting for input: %w", err)
 	}
 	now := e.now()
 	for _, r := range runs {
-		if _, ok := core.AgentOf(r.Flow); !ok || now.Before(r.UpdatedAt.Add(e.opts.ApprovalTTL)) {
+		// A tool's question (a flow's too) closes once its asker is gone
+		// or it expired; an agent's ask_user question once it expired.
+		gone := e.askerGone(r, now)
+		if !gone && now.Before(r.UpdatedAt.Add(e.opts.ApprovalTTL)) {
 			continue // the run waited less than the ttl: its question has too
 		}
+		_, agentRun := core.AgentOf(r.Flow)
 		full, err := e.store.RunGet(ctx, r.ID) // lists carry no steps
 		if err != nil {
 			return fmt.Errorf("engine: expire question of %s: %w", r.ID, err)
 		}
 		for _, st := range full.Steps {
-			if st.Status == StepWaitingInput && st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL)) {
+			expired := st.StartedAt != nil && !now.Before(st.StartedAt.Add(e.opts.ApprovalTTL))
+			if st.Status == StepWaitingInput && (expired || gone) && (agentRun || toolQuestion(st)) {
 				c := core.Checkpoint{RunID: r.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunQueued}
 				if toolQuestion(st) {
-					c = e.lapsedToolQuestion(full, st, now)
+					c = e.lapsedToolQuestion(full, st, now, gone)
+				} else if !expired {
+					continue
 				}
 				err := e.store.RunCheckpoint(ctx, c)
 				if err != nil && !errors.Is(err, core.ErrConflict) {

@@ -48,14 +48,39 @@ func questionText(ask llm.Ask, run *core.Run, idx int, publicURL string, expires
 	return b.String()
 }
 
-// askedText is the question as its updated message repeats it.
-func askedText(ask llm.Ask) string {
+// agentAsker is who asks an agent's ask_user question.
+const agentAsker = "The agent"
+
+// asker names who asked question st of run, as its messages say it: the
+// agent, or for a question a running tool asked (an upstream MCP server's
+// elicitation, upstreamquestion.go) the tool whose call asked — opsgate's
+// name for it, "<server>.<tool>" for an upstream server's.
+func asker(run *core.Run, st core.Step) string {
+	if !toolQuestion(st) {
+		return agentAsker
+	}
+	idx := (st.Index - toolQuestionBase) / toolQuestionSlots
+	for _, s := range run.Steps {
+		if s.Index == idx && s.Tool != "" {
+			if server, _, ok := strings.Cut(s.Tool, "."); ok {
+				return "The tool " + s.Tool + " (MCP server " + server + ")"
+			}
+			return "The tool " + s.Tool
+		}
+	}
+	return "A tool"
+}
+
+// askedText is the question as its updated message repeats it, who
+// asked it first.
+func askedText(who string, ask llm.Ask) string {
 	var b strings.Builder
+	who = markdown.Escape(core.OneLine(who))
 	if len(ask.Questions) == 1 {
-		b.WriteString("❓ The agent asked: " + markdown.Escape(core.OneLine(ask.Questions[0].Text)) + "\n")
+		b.WriteString("❓ " + who + " asked: " + markdown.Escape(core.OneLine(ask.Questions[0].Text)) + "\n")
 		return b.String()
 	}
-	b.WriteString("❓ The agent asked:\n")
+	b.WriteString("❓ " + who + " asked:\n")
 	for i, q := range ask.Questions {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, markdown.Escape(core.OneLine(q.Text)))
 	}
@@ -64,9 +89,9 @@ func askedText(ask llm.Ask) string {
 
 // answeredText is the question's message once answered: the question and
 // who answered what, when.
-func answeredText(ask llm.Ask, r llm.Reply, by string, at time.Time) string {
+func answeredText(who string, ask llm.Ask, r llm.Reply, by string, at time.Time) string {
 	var b strings.Builder
-	b.WriteString(askedText(ask))
+	b.WriteString(askedText(who, ask))
 	fmt.Fprintf(&b, "✅ Answered by %s at %s", markdown.Escape(core.OneLine(by)), at.UTC().Format("2006-01-02 15:04 UTC"))
 	switch {
 	case r.Confirmation != nil:
@@ -100,8 +125,8 @@ func yesNo(b bool) string {
 }
 
 // expiredText is the question's message once it expired unanswered.
-func expiredText(ask llm.Ask, at time.Time) string {
-	return askedText(ask) + "⌛ Expired at " + at.UTC().Format("2006-01-02 15:04 UTC") + " with no answer."
+func expiredText(who string, ask llm.Ask, at time.Time) string {
+	return askedText(who, ask) + "⌛ Expired at " + at.UTC().Format("2006-01-02 15:04 UTC") + " with no answer."
 }
 
 // questionUpdate is the outbox message that edits the question message
@@ -123,7 +148,7 @@ func closedQuestion(st core.Step) *core.DecisionError {
 		if st.FinishedAt != nil {
 			de.At = *st.FinishedAt
 		}
-	case st.Status == core.StepFailed && st.Error == "question expired":
+	case st.Status == core.StepFailed && (st.Error == whyQuestionExpired || st.Error == whyAskerGone):
 		de.Code = core.DecisionExpired
 		if st.FinishedAt != nil {
 			de.At = *st.FinishedAt

@@ -4,7 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 )
 
@@ -65,4 +67,31 @@ func FuzzReplyAnswers(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestQuestionMessagesNameWhoAsked: an agent's question says the agent
+// asked; a tool's names the tool whose call asked, and an upstream
+// server's tool its server — in the answered and the expired message.
+func TestQuestionMessagesNameWhoAsked(t *testing.T) {
+	t.Parallel()
+	ask := llm.Ask{Questions: []llm.Question{{ID: "env", Kind: llm.QuestionText, Text: "Environment?"}}}
+	run := &core.Run{Steps: []core.Step{{Index: 0, Tool: "status"}, {Index: 2, Tool: "fs.deploy"}}}
+	at := time.Date(2026, 12, 7, 23, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		st   core.Step
+		want string
+	}{
+		{core.Step{Index: 1, Tool: llm.AskUserTool}, "❓ The agent asked: Environment?"},
+		{core.Step{Index: toolQuestionBase + 2*toolQuestionSlots + 1}, "❓ The tool fs.deploy (MCP server fs) asked: Environment?"},
+		{core.Step{Index: toolQuestionBase}, "❓ The tool status asked: Environment?"},
+	} {
+		who := asker(run, c.st)
+		reply := llm.Reply{Answers: []llm.Answer{{QuestionID: "env", Answer: "prod"}}}
+		if got := answeredText(who, ask, reply, "console:alice", at); !strings.HasPrefix(got, c.want+"\n✅ Answered by console:alice") {
+			t.Errorf("answered: %q, want it to start %q", got, c.want)
+		}
+		if got := expiredText(who, ask, at); !strings.HasPrefix(got, c.want+"\n⌛ Expired") {
+			t.Errorf("expired: %q, want it to start %q", got, c.want)
+		}
+	}
 }

@@ -29,7 +29,7 @@ func (e *Engine) endRunApprovals(ctx context.Context, runID string, end func(*ap
 	}
 	for _, a := range pending {
 		now := e.now()
-		if _, err := e.store.ApprovalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
+		if _, err := e.approvalDecide(ctx, approvals.ApprovalDecideParams{ID: a.ID, Decide: func(a *approvals.Approval) approvals.Outcome {
 			if a.Status != approvals.StatusPending {
 				return approvals.Outcome{}
 			}

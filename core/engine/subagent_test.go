@@ -176,6 +176,16 @@ func TestSubagentApprovalWaitsInTheRootThread(t *testing.T) {
 		if run.Status != core.RunSucceeded || h.fx.deploy.total() != 1 {
 			t.Fatalf("parent %s, deploy ran %d times", run.Status, h.fx.deploy.total())
 		}
+		// The decision reaches the parent's events too, with the child's
+		// session, and the child's own once.
+		decided := h.eventsOf(rc.RunID, core.EventPermissionDecided)
+		if len(decided) != 1 || decided[0]["approval_id"] != a.ID || decided[0]["status"] != "approved" ||
+			decided[0]["sessionId"] != sub.Thread.Key || decided[0]["subagent_run"] != sub.ID {
+			t.Fatalf("parent's permission.decided %v", decided)
+		}
+		if own := h.eventsOf(sub.ID, core.EventPermissionDecided); len(own) != 1 || own[0]["sessionId"] != nil {
+			t.Fatalf("child's permission.decided %v", own)
+		}
 		if txt := requestText(t, parent, 1); !containsAll(txt, "Deployed 1.2.3.") {
 			t.Fatalf("the parent's result:\n%s", txt)
 		}

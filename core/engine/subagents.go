@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
+	"github.com/opsgate/opsgate/approvals"
 	"github.com/opsgate/opsgate/core"
 	llm "github.com/opsgate/opsgate/core/agent"
 	"github.com/opsgate/opsgate/core/agentrun"
@@ -29,7 +31,9 @@ const (
 	EventSubagentFinished = agentrun.EventSubagentFinished
 )
 
-// mirrored are the event types of a sub-agent run its ancestors get too.
+// mirrored are the event types of a sub-agent run its ancestors get too,
+// written with them; its permission.decided, written by the store with the
+// decision, is copied to them in that transaction (approvalDecide).
 var mirrored = []string{core.EventPermissionRequested, core.EventQuestionRequested, core.EventQuestionAnswered}
 
 // recordSubagent records the turn of the agent name that step idx of
@@ -121,9 +125,7 @@ func (e *Engine) withMirrors(run *core.Run, evs []core.RunEvent) []core.RunEvent
 		if json.Unmarshal(ev.Data, &data) != nil || data == nil {
 			data = map[string]any{}
 		}
-		name, _ := core.AgentOf(run.Flow)
-		data["sessionId"], data["session_id"] = run.Thread.Key, run.Thread.String()
-		data["subagent"], data["subagent_run"] = name, run.ID
+		maps.Copy(data, mirrorData(run))
 		for _, a := range l.Ancestors {
 			m := core.NewRunEvent(a, ev.Type, data, ev.At)
 			if m.At.IsZero() {
@@ -131,6 +133,66 @@ func (e *Engine) withMirrors(run *core.Run, evs []core.RunEvent) []core.RunEvent
 			}
 			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// mirrorData is what a sub-agent run's events copied to its ancestors
+// add: the child's session and agent.
+func mirrorData(run *core.Run) map[string]any {
+	name, _ := core.AgentOf(run.Flow)
+	return map[string]any{"sessionId": run.Thread.Key, "session_id": run.Thread.String(), "subagent": name, "subagent_run": run.ID}
+}
+
+// approvalDecide is the store's ApprovalDecide, with the permission.decided
+// of a sub-agent's approval copied to every ancestor run in the deciding
+// transaction (approvals.Outcome.Copies). Only an engine whose agents
+// delegate reads the approval and its run first to find them.
+func (e *Engine) approvalDecide(ctx context.Context, p approvals.ApprovalDecideParams) (*approvals.Approval, error) {
+	if copies := e.decidedCopies(ctx, p.ID); len(copies) > 0 {
+		decide := p.Decide
+		p.Decide = func(a *approvals.Approval) approvals.Outcome {
+			out := decide(a)
+			if out.Final && out.Approval != nil {
+				out.Copies = copies
+			}
+			return out
+		}
+	}
+	return e.store.ApprovalDecide(ctx, p)
+}
+
+// decidedCopies are the ancestors of the run of approval id that get its
+// permission.decided, or none (no agent delegates, not a sub-agent's
+// approval, or it cannot be read: the decision then finds what is wrong
+// itself).
+func (e *Engine) decidedCopies(ctx context.Context, id string) []approvals.EventCopy {
+	delegates := slices.ContainsFunc(e.opts.Agents, func(a Agent) bool {
+		return slices.ContainsFunc(a.Tools, func(g string) bool { _, ok := llm.SubagentOf(g); return ok })
+	})
+	if !delegates {
+		return nil
+	}
+	a, err := e.store.ApprovalGet(ctx, id)
+	if err != nil {
+		return nil
+	}
+	if th, err := core.ParseThread(a.Thread); err != nil {
+		return nil
+	} else if _, ok := core.SubSessionRoot(th); !ok {
+		return nil
+	}
+	run, err := e.store.RunGet(ctx, a.RunID)
+	if err != nil {
+		return nil
+	}
+	l, ok := agentrun.LinkOf(run)
+	if !ok {
+		return nil
+	}
+	out := make([]approvals.EventCopy, 0, len(l.Ancestors))
+	for _, anc := range l.Ancestors {
+		out = append(out, approvals.EventCopy{RunID: anc, Data: mirrorData(run)})
 	}
 	return out
 }

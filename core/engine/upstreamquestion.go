@@ -166,7 +166,7 @@ func (e *Engine) expireToolQuestion(ctx context.Context, run *core.Run, st core.
 	// The call may have ended (ctx done); the question still closes.
 	cctx := context.WithoutCancel(ctx)
 	now := e.now()
-	why := "question expired"
+	why := whyQuestionExpired
 	if now.Before(expires) {
 		why = "the tool call ended before anyone answered"
 	}
@@ -174,7 +174,7 @@ func (e *Engine) expireToolQuestion(ctx context.Context, run *core.Run, st core.
 	next.Status, next.Error, next.FinishedAt = core.StepFailed, why, &now
 	err := e.store.RunCheckpoint(cctx, core.Checkpoint{
 		RunID: run.ID, Owner: e.opts.Owner, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunRunning,
-		Step: &next, Outbox: e.toThread(run.Thread, e.questionUpdate(run, st.Output, expiredText(ask, now))),
+		Step: &next, Outbox: e.toThread(run.Thread, e.questionUpdate(run, st.Output, expiredText(asker(run, st), ask, now))),
 		Events: []core.RunEvent{e.event(run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(st.Index), "expired": true})},
 	})
 	if errors.Is(err, core.ErrConflict) {
@@ -200,13 +200,47 @@ func toolQuestionText(intro string, ask llm.Ask, run *core.Run, idx int, publicU
 	return "❓ " + markdown.Escape(core.OneLine(intro)) + "\n" + body
 }
 
+// askerGone reports whether run r waits on a tool's question whose call
+// is gone: a run waiting_input keeps an owner only while a tool call of it
+// waits in flight for an answer, and that owner's heartbeat renews its
+// lease; a lapsed lease means the replica died (as for a running run a
+// replica takes over), and the call's connection to its server with it,
+// so no answer can ever reach the call. This replica is alive: a run it
+// owns is never one whose asker is gone.
+func (e *Engine) askerGone(r *core.Run, now time.Time) bool {
+	return r.Status == core.RunWaitingInput && r.Owner != "" && r.Owner != e.opts.Owner && !r.LeaseUntil.IsZero() && now.After(r.LeaseUntil)
+}
+
+// Why a tool question closed unanswered, as its step's error says.
+const (
+	whyQuestionExpired = "question expired"
+	whyAskerGone       = "the tool call that asked is gone: the replica running it stopped"
+)
+
 // lapsedToolQuestion is the sweeper's checkpoint for tool question st of
-// run, past its expiry: its call's wait ends it first, so only a question
-// whose replica died gets here; the run goes back to running, where the
-// lease its owner no longer renews lets a live replica recover the step.
-func (e *Engine) lapsedToolQuestion(run *core.Run, st core.Step, now time.Time) core.Checkpoint {
+// run, past its expiry or whose asker is gone (askerGone): a live call's
+// wait ends its question first, so only a question whose replica died gets
+// here. The question closes unanswered (its message says why) and the run
+// goes back to running, where the lease its owner no longer renews lets a
+// live replica recover the step like any call cut by a crash: an
+// idempotent tool is called again with the same key, any other is
+// interrupted — its outcome unknown (docs/mcp-servers.md).
+func (e *Engine) lapsedToolQuestion(run *core.Run, st core.Step, now time.Time, gone bool) core.Checkpoint {
+	why := whyQuestionExpired
+	if gone {
+		why = whyAskerGone
+	}
 	next := st
-	next.Status, next.Error, next.FinishedAt = core.StepFailed, "question expired", &now
-	return core.Checkpoint{RunID: run.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunRunning, Step: &next,
-		Events: []core.RunEvent{e.event(run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(st.Index), "expired": true})}}
+	next.Status, next.Error, next.FinishedAt = core.StepFailed, why, &now
+	c := core.Checkpoint{RunID: run.ID, Now: now, ExpectStatus: []core.RunStatus{core.RunWaitingInput}, Status: core.RunRunning, Step: &next,
+		Events: []core.RunEvent{e.event(run.ID, core.EventQuestionAnswered, map[string]any{"action_id": askActionID(st.Index), "expired": !gone, "why": why})}}
+	if ask, err := llm.ParseAsk(string(mustJSON(st.Args))); err == nil && st.Output != "" {
+		text := expiredText(asker(run, st), ask, now)
+		if gone {
+			text = askedText(asker(run, st), ask) + "⚠️ Closed at " + now.UTC().Format("2006-01-02 15:04 UTC") +
+				" with no answer: the replica running the tool call that asked stopped, so no answer can reach it."
+		}
+		c.Outbox = e.toThread(run.Thread, e.questionUpdate(run, st.Output, text))
+	}
+	return c
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,6 +135,88 @@ func TestToolQuestionExpiresAsADecline(t *testing.T) {
 			json.RawMessage(`[{"questionId":"env","isSkipped":false,"answer":"prod"}]`))
 		if de := decisionCode(t, err); de.Code != core.DecisionExpired {
 			t.Fatalf("a late answer: %v", err)
+		}
+	})
+}
+
+// deadStore is the store of an engine that "dies": once dead is set none
+// of its writes lands, as a process that stopped writes nothing more —
+// no question closed, no lease renewed, no run handed back.
+type deadStore struct {
+	core.Store
+	dead *atomic.Bool
+}
+
+var errDied = errors.New("the process died")
+
+func (s deadStore) RunCheckpoint(ctx context.Context, c core.Checkpoint) error {
+	if s.dead.Load() {
+		return errDied
+	}
+	return s.Store.RunCheckpoint(ctx, c)
+}
+
+func (s deadStore) RunHeartbeat(ctx context.Context, p core.RunHeartbeatParams) error {
+	if s.dead.Load() {
+		return errDied
+	}
+	return s.Store.RunHeartbeat(ctx, p)
+}
+
+// TestToolQuestionAskerGoneAfterACrash: the replica whose tool call waits
+// on a question dies (its writes stop, its lease lapses). The call died
+// with it, so no answer can reach it: a new engine on the same store
+// refuses answers, closes the question (its message says why) and
+// recovers the flow's step as any call cut by a crash — not idempotent,
+// it is interrupted, its outcome unknown, and not dispatched again.
+func TestToolQuestionAskerGoneAfterACrash(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		tool := &askingTool{}
+		var dead atomic.Bool
+		engines := 0
+		h := setup(t, b, func(o *Options) {
+			withAskingTool(tool)(o)
+			if engines++; engines == 1 {
+				o.Store = deadStore{Store: o.Store, dead: &dead}
+			}
+		})
+		rc := h.send("console:alice", "console:tq-crash", "ask api")
+		action := h.toolQuestionOf(rc.RunID)
+		dead.Store(true)
+		h.quiesce()
+		h.resume()
+		if run := h.waitRun(rc.RunID, core.RunWaitingInput); run.Owner == "" {
+			t.Fatal("the dead replica's run lost its owner before its lease lapsed")
+		}
+		h.clk.Advance(2 * time.Second) // past the dead replica's lease
+		err := h.eng.Answer(context.Background(), core.Actor{ID: "console:alice"}, "console", rc.RunID, action,
+			json.RawMessage(`[{"questionId":"env","isSkipped":false,"answer":"prod"}]`))
+		if de := decisionCode(t, err); de.Code != core.DecisionExpired {
+			t.Fatalf("an answer to a question whose call is gone: %v", err)
+		}
+		run := h.waitRun(rc.RunID, core.RunInterrupted, core.RunSucceeded, core.RunFailed)
+		if st := toolStep(t, run); run.Status != core.RunInterrupted || st.Status != core.StepInterrupted {
+			t.Fatalf("run %s, step %+v", run.Status, st)
+		}
+		i := slices.IndexFunc(run.Steps, toolQuestion)
+		if i < 0 || run.Steps[i].Status != core.StepFailed || run.Steps[i].Error != whyAskerGone {
+			t.Fatalf("the question step %+v", run.Steps)
+		}
+		if n := tool.runs.Load(); n != 1 {
+			t.Fatalf("the tool was dispatched %d times", n)
+		}
+		items, _, err := h.store.OutboxList(context.Background(), core.OutboxListParams{Status: core.DeliveryPending, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var updates []string
+		for _, m := range items {
+			if m.RunID == rc.RunID && m.Kind == core.KindQuestionUpdate {
+				updates = append(updates, m.Text)
+			}
+		}
+		if len(updates) != 1 || !containsAll(updates[0], "❓ The tool ask asked: Environment", "no answer can reach it") {
+			t.Fatalf("the question's message was not closed: %q", updates)
 		}
 	})
 }

@@ -249,3 +249,48 @@ func TestFormsOpsgateCannotAskAreRefused(t *testing.T) {
 		t.Fatal("an array item outside the enum was accepted")
 	}
 }
+
+// TestElicitationWithSeveralCallsInFlightIsRefused: an older server's
+// elicitation/create names no call, and the SDK's client hands it over
+// without the request whose stream carried it; with a second call to the
+// server in flight opsgate cannot tell which asked, so nobody is asked,
+// the server gets an error naming why and what to do, and the call that
+// asked fails with it. The other call is unharmed.
+func TestElicitationWithSeveralCallsInFlightIsRefused(t *testing.T) {
+	t.Parallel()
+	seen := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	r, logs := start(t, askingServer(t, "2025-11-25", seen...))
+	progressed := make(chan struct{})
+	slow := make(chan error, 1)
+	go func() {
+		_, err := callAsking(t, r, "up.slow", nil, func([]byte) {
+			select {
+			case <-progressed:
+			default:
+				close(progressed) // the first progress: slow is in flight
+			}
+		})
+		slow <- err
+	}()
+	<-progressed
+	p := &people{answers: []agent.PeopleAnswer{answers("slack:UBOB", "env", "prod", "replicas", "3")}}
+	res, err := callAsking(t, r, "up.deploy", p, nil)
+	got := res.Output
+	if err != nil {
+		got += err.Error()
+	}
+	if !strings.Contains(got, "cannot tell which of the 2 calls in flight to server up asked") || !strings.Contains(got, "input requests, protocol 2026-07-28") {
+		t.Fatalf("deploy with slow in flight: %q %v", res.Output, err)
+	}
+	if len(p.asks) != 0 {
+		t.Fatalf("people were asked %d times", len(p.asks))
+	}
+	close(seen[0])
+	close(seen[1])
+	if err := <-slow; err != nil {
+		t.Fatalf("the call in flight: %v", err)
+	}
+	if !strings.Contains(logs.String(), "calls_in_flight=2") {
+		t.Fatalf("the refusal is not logged:\n%s", logs.String())
+	}
+}

@@ -107,8 +107,12 @@ func (c *client) progress(_ context.Context, req *mcp.ProgressNotificationClient
 func (c *client) elicitation(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	f, n := c.flights.only()
 	if f == nil {
+		// Before 2026-07-28 an elicitation names no call, and the SDK's
+		// client hands it over without the request whose stream carried
+		// it: with several calls in flight nobody can tell which asked.
+		c.log.Warn("upstream elicitation refused: it names no call and several are in flight", "calls_in_flight", n)
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
-			"opsgate puts an elicitation to the people of the run whose tool call asks, and %d calls to this server are in flight: ask in the tool's result (input requests, protocol 2026-07-28) instead", n)}
+			"opsgate puts an elicitation to the people of the run whose tool call asks, and cannot tell which of the %d calls in flight to server %s asked (an elicitation/create names no call): ask in the tool's result instead (input requests, protocol 2026-07-28), or have one call in flight when you ask", n, c.srv.Name)}
 	}
 	// The question waits as long as both the request and the call do.
 	qctx, cancel := context.WithCancel(f.ctx)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -273,7 +274,7 @@ func (s *Store) ApprovalDecide(ctx context.Context, p approvals.ApprovalDecidePa
 			}
 		}
 		if out.Final && out.Approval != nil {
-			if err := resumeAfterDecision(ctx, t, out.Approval); err != nil {
+			if err := resumeAfterDecision(ctx, t, out.Approval, out.Copies); err != nil {
 				return err
 			}
 		} else if out.UpdateCard && written != nil {
@@ -339,7 +340,7 @@ func casApproval(ctx context.Context, t *tx, a *approvals.Approval) (*approvals.
 
 // resumeAfterDecision requeues the waiting run, records permission.decided
 // and queues the card update, all in the deciding transaction.
-func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) error {
+func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval, copies []approvals.EventCopy) error {
 	at := orNow(derefTime(a.DecidedAt))
 	// Lock the run row whatever its status (every append to a run's event
 	// stream happens under it, so a run's events commit in seq order and an
@@ -364,11 +365,11 @@ func resumeAfterDecision(ctx context.Context, t *tx, a *approvals.Approval) erro
 	// Announced whether or not the run was waiting: a spurious wake-up
 	// costs a claimer one empty query.
 	t.notify(core.TopicRuns)
-	ev, cards, err := decisionEffects(a, at)
+	evs, cards, err := decisionEffects(a, at, copies)
 	if err != nil {
 		return err
 	}
-	if err := appendEvents(ctx, t, []core.RunEvent{ev}, a.RunID, at); err != nil {
+	if err := appendEvents(ctx, t, evs, a.RunID, at); err != nil {
 		return err
 	}
 	return insertOutbox(ctx, t, at, cards...)
@@ -395,27 +396,39 @@ func updateCard(ctx context.Context, t *tx, a *approvals.Approval) error {
 }
 
 // decisionEffects are what a final decision adds besides the requeue, on
-// either write path: the run's permission.decided event and the update of
-// the approval's card in its thread and in every other thread its card
-// went to (escalated approvers' direct messages).
-func decisionEffects(a *approvals.Approval, at time.Time) (core.RunEvent, []core.OutboxMessage, error) {
-	data, err := json.Marshal(map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()})
+// either write path: the run's permission.decided event (and its copies
+// for other runs: approvals.Outcome.Copies) and the update of the
+// approval's card in its thread and in every other thread its card went
+// to (escalated approvers' direct messages).
+func decisionEffects(a *approvals.Approval, at time.Time, copies []approvals.EventCopy) ([]core.RunEvent, []core.OutboxMessage, error) {
+	base := map[string]any{"approval_id": a.ID, "status": a.Status, "by": a.Winners()}
+	data, err := json.Marshal(base)
 	if err != nil {
-		return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
+		return nil, nil, fmt.Errorf("store: approval decide %s: event: %w", a.ID, err)
+	}
+	evs := []core.RunEvent{{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}}
+	for _, c := range copies {
+		m := maps.Clone(base)
+		maps.Copy(m, c.Data)
+		d, err := json.Marshal(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: approval decide %s: event copy: %w", a.ID, err)
+		}
+		evs = append(evs, core.RunEvent{RunID: c.RunID, Type: core.EventPermissionDecided, Data: d, At: at})
 	}
 	var cards []core.OutboxMessage
 	for _, th := range append([]string{a.Thread}, a.CardThreads...) {
 		thread, err := core.ParseThread(th)
 		if err != nil {
-			return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
+			return nil, nil, fmt.Errorf("store: approval decide %s: %w", a.ID, err)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
-			return core.RunEvent{}, nil, fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
+			return nil, nil, fmt.Errorf("store: approval decide %s: outbox id: %w", a.ID, err)
 		}
 		cards = append(cards, core.OutboxMessage{ID: id.String(), Thread: thread, Kind: core.KindCardUpdate, ApprovalID: a.ID, RunID: a.RunID, CreatedAt: at})
 	}
-	return core.RunEvent{RunID: a.RunID, Type: core.EventPermissionDecided, Data: data, At: at}, cards, nil
+	return evs, cards, nil
 }
 
 func derefTime(t *time.Time) time.Time {

@@ -106,7 +106,7 @@ func (s *Store) writeDecision(ctx context.Context, out approvals.Outcome, versio
 		" WHERE id = "+b.p(a.ID, "text")+" AND status = 'pending' AND xmin::text = "+b.p(version, "text")+
 		runGuard(b, a, out.Final)+" RETURNING "+approvalColumns+")")
 	if out.Final {
-		if err := requeueFromDecision(b, a); err != nil {
+		if err := requeueFromDecision(b, a, out.Copies); err != nil {
 			return nil, err
 		}
 	}
@@ -139,7 +139,7 @@ func runGuard(b *stmtBuilder, a *approvals.Approval, final bool) string {
 // transaction: lock the run row whatever its status and requeue it if it
 // waits for this approval (CTE r, after the approval's update g), then its
 // permission.decided event and the card update, both after r.
-func requeueFromDecision(b *stmtBuilder, a *approvals.Approval) error {
+func requeueFromDecision(b *stmtBuilder, a *approvals.Approval, copies []approvals.EventCopy) error {
 	at := orNow(derefTime(a.DecidedAt))
 	waiting, queued := b.p(string(core.RunWaitingApproval), "text"), b.p(string(core.RunQueued), "text")
 	b.ctes = append(b.ctes, "r AS (UPDATE runs SET owner = CASE WHEN runs.status = "+waiting+" THEN NULL ELSE runs.owner END, "+
@@ -148,11 +148,11 @@ func requeueFromDecision(b *stmtBuilder, a *approvals.Approval) error {
 		"status = CASE WHEN runs.status = "+waiting+" THEN "+queued+" ELSE runs.status END "+
 		"FROM g WHERE runs.id = g.run_id RETURNING runs.id)")
 	b.wake(core.TopicRuns, "")
-	ev, cards, err := decisionEffects(a, at)
+	evs, cards, err := decisionEffects(a, at, copies)
 	if err != nil {
 		return err
 	}
-	erows, runs := eventRows([]core.RunEvent{ev}, a.RunID, at)
+	erows, runs := eventRows(evs, a.RunID, at)
 	b.insert("r", "run_events", eventCols, eventTypes, erows, "")
 	for _, id := range runs {
 		b.wake(core.TopicEvents, id)
