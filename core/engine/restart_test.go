@@ -200,9 +200,9 @@ func TestPostgresRestartMidRuns(t *testing.T) {
 	}
 	close(stopDecider)
 	<-deciderDone
-	if ids := h.eng.executing(); len(ids) != 0 {
-		t.Errorf("runs still executing after every run ended: %v", ids)
-	}
+	// An execution leaves the engine's set just after its final checkpoint
+	// commits, so a run can read final a moment before; none may stay.
+	waitFor(t, "no run executing after every run ended", func() bool { return len(h.eng.executing()) == 0 })
 
 	// Nothing lost, nothing twice: one run per message in each thread...
 	perThread := map[string]int{}
