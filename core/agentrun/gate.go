@@ -135,7 +135,7 @@ func (r *agentRecord) Settle(ctx context.Context, o *gate.Outcome) error {
 	case gate.Rejected:
 		st := r.Ended(o, core.StepRejected, "")
 		st.Output = o.Approval.RejectionReasons()
-		return result(llm.Outcome{Kind: llm.OutcomeRejected, By: joinOr(o.Approval.Winners(), ""), Feedback: st.Output}, st)
+		return result(llm.Outcome{Kind: llm.OutcomeRejected, By: strings.Join(o.Approval.Winners(), ", "), Feedback: st.Output}, st)
 	case gate.Expired:
 		a := o.Approval
 		return result(llm.Outcome{Kind: llm.OutcomeExpired, TTL: a.ExpiresAt.Sub(a.CreatedAt)}, r.Ended(o, core.StepFailed, "approval expired"))
@@ -162,7 +162,7 @@ func (r *agentRecord) ran(ctx context.Context, o *gate.Outcome) error {
 		out.Error = o.RunErr.Error()
 	}
 	if a := o.Approval; a != nil {
-		out.By = joinOr(a.Winners(), "")
+		out.By = strings.Join(a.Winners(), ", ")
 		if a.Status == approvals.StatusEdited {
 			out.Kind, out.Args = llm.OutcomeEdited, done.Args
 		}
@@ -172,12 +172,4 @@ func (r *agentRecord) ran(ctx context.Context, o *gate.Outcome) error {
 		return ax.SettleCancelled(ctx, err, &done, o.Events...)
 	}
 	return nil
-}
-
-// joinOr joins names for a sentence, or returns fallback when there are none.
-func joinOr(names []string, fallback string) string {
-	if len(names) == 0 {
-		return fallback
-	}
-	return strings.Join(names, ", ")
 }
