@@ -745,14 +745,7 @@ func TestAgentTurnResumesOnAnotherReplica(t *testing.T) {
 	rc := h.send("console:req", "console:rep", "please ship api 7")
 	a := h.waitApproval(rc.RunID)
 	h.quiesce()
-	s2, err := b.open(context.Background(), h.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s2.Close() })
-	e2 := h.newEngine(s2)
-	stop2 := h.runEngine(e2)
-	t.Cleanup(stop2)
+	e2, _ := h.replica()
 	if _, err := e2.Decide(context.Background(), core.Actor{ID: "console:alice"}, "console", core.Decision{ApprovalID: a.ID, Action: "approve"}); err != nil {
 		t.Fatal(err)
 	}

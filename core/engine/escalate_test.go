@@ -172,14 +172,7 @@ func TestEscalationTwoReplicasFireEachStepOnce(t *testing.T) {
 		ladder := []approvals.Step{{After: 10 * time.Minute, Remind: true}, {After: 20 * time.Minute, Remind: true},
 			{After: 30 * time.Minute, AddApprovers: []string{"group:leads"}}}
 		h := setup(t, b, withLadder(ladder))
-		ctx := context.Background()
-		s2, err := b.open(ctx, h.dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s2.Close() })
-		stop2 := h.runEngine(h.newEngine(s2))
-		t.Cleanup(stop2)
+		_, stop2 := h.replica()
 
 		const n = 12
 		var ids []string

@@ -361,6 +361,22 @@ func (h *harness) newEngine(s core.Store) *Engine {
 	return e
 }
 
+// replica starts a second engine on a store of its own over the same
+// database ("another process"), stopped and closed when the test ends;
+// stop stops it earlier (calling it again does nothing).
+func (h *harness) replica() (e *Engine, stop func()) {
+	h.t.Helper()
+	s, err := h.b.open(context.Background(), h.dsn)
+	if err != nil {
+		h.t.Fatalf("open a second %s store: %v", h.b.name, err)
+	}
+	h.t.Cleanup(func() { s.Close() })
+	e = h.newEngine(s)
+	stop = h.runEngine(e)
+	h.t.Cleanup(stop)
+	return e, stop
+}
+
 // runEngine runs e until the returned stop is called; stop waits for Run.
 func (h *harness) runEngine(e *Engine) func() {
 	ctx, cancel := context.WithCancel(context.Background())

@@ -200,14 +200,7 @@ func TestTwoReplicasDispatchOnce(t *testing.T) {
 	h := setup(t, b, func(o *Options) { o.Now = still.Now })
 	h.clk = still
 	ctx := context.Background()
-	s2, err := b.open(ctx, h.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s2.Close() })
-	e2 := h.newEngine(s2)
-	stop2 := h.runEngine(e2)
-	t.Cleanup(stop2)
+	e2, _ := h.replica()
 	if e2.Owner() == h.eng.Owner() {
 		t.Fatal("replicas share an owner id")
 	}
@@ -304,14 +297,7 @@ func TestLapsedLeaseTakenOverNeverRunsTwice(t *testing.T) {
 	a.stalled.Store(true)
 	h.clk.Advance(2 * time.Second) // past A's lease (1 s)
 	h.tweak = func(o *Options) { o.Now = still.Now }
-	s2, err := b.open(ctx, h.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s2.Close() })
-	e2 := h.newEngine(s2)
-	stop2 := h.runEngine(e2)
-	t.Cleanup(stop2)
+	_, stop2 := h.replica()
 
 	run := h.waitRun(rc.RunID, core.RunInterrupted)
 	if st := run.Steps[0]; st.Status != core.StepInterrupted || st.IdempotencyKey != rc.RunID+"/0" || st.Attempts != 1 {
