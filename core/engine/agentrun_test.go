@@ -554,6 +554,29 @@ func TestAgentAskUser(t *testing.T) {
 			}
 		})
 	})
+	t.Run("ExpiresBehindNewerQuestions", func(t *testing.T) {
+		// The sweep reads the runs waiting for input a page at a time
+		// (here one run), newest first: an older question behind a newer
+		// one that is not due yet still expires, because the sweep walks
+		// on to the next page instead of reading the newest again.
+		eachBackend(t, func(t *testing.T, b backend) {
+			h, sc := agentSetup(t, b, func(o *Options) { o.waitingPage = 1 })
+			sc.Push(call("ask_user", askArgs), call("ask_user", askArgs), fakellm.Say("Nobody answered."))
+			older := h.send("console:req", "console:q6", "ship it")
+			h.waitRun(older.RunID, core.RunWaitingInput)
+			h.clk.Advance(40 * time.Minute)
+			newer := h.send("console:req", "console:q7", "ship it too")
+			h.waitRun(newer.RunID, core.RunWaitingInput)
+			h.clk.Advance(30 * time.Minute) // the older question is past the ttl (1 h), the newer one is not
+			h.waitRun(older.RunID, core.RunSucceeded)
+			if txt := requestText(t, sc, 2); !strings.Contains(txt, "the question expired") {
+				t.Fatalf("the model was not told:\n%s", txt)
+			}
+			if r, err := h.store.RunGet(context.Background(), newer.RunID); err != nil || r.Status != core.RunWaitingInput {
+				t.Fatalf("the newer question, not due, ended: %+v %v", r, err)
+			}
+		})
+	})
 }
 
 func TestAgentStreamsTextDeltas(t *testing.T) {

@@ -113,6 +113,9 @@ type Options struct {
 	// PollInterval is the fallback wake-up when no notification arrives,
 	// and the period of the expiry sweeper.
 	PollInterval time.Duration
+	// waitingPage is how many runs waiting for input one sweep reads
+	// (sweepWaiting); 0 means sweepBatch. Tests make it small.
+	waitingPage int
 	// Progress paces the progress of long steps (progress.go).
 	Progress ProgressOptions
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -227,6 +228,29 @@ func (e *Engine) executing() []string {
 	return ids
 }
 
+// sweepWaiting takes one page of the runs waiting for input, from cursor,
+// through the question and sub-agent sweeps, and returns the cursor of the
+// next page ("" after the last). Successive ticks so walk every waiting
+// run, however many wait, one page a tick — not the newest page again and
+// again, behind which an older question would never expire — and both
+// sweeps read the page once.
+func (e *Engine) sweepWaiting(ctx context.Context, cursor string) string {
+	runs, next, err := e.store.RunList(ctx, core.RunListParams{Status: core.RunWaitingInput, Limit: cmp.Or(e.opts.waitingPage, sweepBatch), Cursor: cursor})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Error("list runs waiting for input", "err", err)
+		}
+		return ""
+	}
+	if err := e.sweepQuestions(ctx, runs); err != nil && ctx.Err() == nil {
+		e.log.Error("agent questions", "err", err)
+	}
+	if err := e.sweepSubagents(ctx, runs); err != nil && ctx.Err() == nil {
+		e.log.Error("sub-agents", "err", err)
+	}
+	return next
+}
+
 // sweep ends overdue approvals and fires the escalation steps due
 // (escalate.go) every PollInterval: the one sweeper. Ending an approval
 // (expiry, or its ladder's terminal default) goes through ApprovalDecide
@@ -235,6 +259,7 @@ func (e *Engine) executing() []string {
 func (e *Engine) sweep(ctx context.Context) {
 	t := time.NewTicker(e.opts.PollInterval)
 	defer t.Stop()
+	waiting := "" // the next page of runs waiting for input
 	for {
 		if err := e.ExpireOverdue(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("expire approvals", "err", err)
@@ -245,12 +270,7 @@ func (e *Engine) sweep(ctx context.Context) {
 		if err := e.tasks.Sweep(ctx); err != nil && ctx.Err() == nil {
 			e.log.Error("agent calls", "err", err)
 		}
-		if err := e.sweepQuestions(ctx); err != nil && ctx.Err() == nil {
-			e.log.Error("agent questions", "err", err)
-		}
-		if err := e.sweepSubagents(ctx); err != nil && ctx.Err() == nil {
-			e.log.Error("sub-agents", "err", err)
-		}
+		waiting = e.sweepWaiting(ctx, waiting)
 		select {
 		case <-ctx.Done():
 			return

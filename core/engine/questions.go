@@ -204,13 +204,10 @@ func (e *Engine) mayAnswer(run *core.Run, actor string) string {
 	return ""
 }
 
-// sweepQuestions requeues the runs whose question expired, so the model is
-// told (the resumed turn sees the expiry).
-func (e *Engine) sweepQuestions(ctx context.Context) error {
-	runs, _, err := e.store.RunList(ctx, core.RunListParams{Status: core.RunWaitingInput, Limit: sweepBatch})
-	if err != nil {
-		return fmt.Errorf("engine: list runs waiting for input: %w", err)
-	}
+// sweepQuestions requeues the runs (of those waiting for input) whose
+// question expired, so the model is told (the resumed turn sees the
+// expiry).
+func (e *Engine) sweepQuestions(ctx context.Context, runs []*core.Run) error {
 	now := e.now()
 	for _, r := range runs {
 		// A tool's question (a flow's too) closes once its asker is gone

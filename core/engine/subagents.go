@@ -197,16 +197,12 @@ func (e *Engine) decidedCopies(ctx context.Context, id string) []approvals.Event
 	return out
 }
 
-// sweepSubagents requeues parents whose wake-up was lost: waiting on a
-// sub-agent run that ended, or that was never recorded (a crash between
-// the two), for longer than a lease.
-func (e *Engine) sweepSubagents(ctx context.Context) error {
+// sweepSubagents requeues parents (of the runs waiting for input) whose
+// wake-up was lost: waiting on a sub-agent run that ended, or that was
+// never recorded (a crash between the two), for longer than a lease.
+func (e *Engine) sweepSubagents(ctx context.Context, runs []*core.Run) error {
 	if !e.loop.Any() {
 		return nil
-	}
-	runs, _, err := e.store.RunList(ctx, core.RunListParams{Status: core.RunWaitingInput, Limit: sweepBatch})
-	if err != nil {
-		return fmt.Errorf("engine: list runs waiting: %w", err)
 	}
 	now := e.now()
 	for _, r := range runs {
