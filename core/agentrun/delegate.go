@@ -42,6 +42,9 @@ func withDelegator(ctx context.Context, ax *exec) context.Context {
 // or a tool its agent's tools do not name. The engine's tool lookup (the
 // gate's) asks it first.
 func (l *Loop) DelegationTool(ctx context.Context, name string) (*tools.Tool, error) {
+	if _, sub := llm.SubagentOf(name); !sub {
+		return nil, nil // every other tool of every call is looked up here first
+	}
 	ax, ok := ctx.Value(delegatorKey{}).(*exec)
 	if !ok || ax.l != l || !slices.ContainsFunc(l.subagentTools(ax.ag.Agent), func(t llm.Tool) bool { return t.Name == name }) {
 		return nil, nil
